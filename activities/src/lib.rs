@@ -1,0 +1,7 @@
+//! nodewright's side effects, as Temporal activities: one module per outside system.
+//!
+//! Every activity is thin (one outside call or one bounded wait), idempotent, and classifies each
+//! error as retryable or not before it crosses the activity boundary ([`failure`]).
+
+pub mod failure;
+pub mod kube;
