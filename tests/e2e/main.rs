@@ -1,1 +1,7 @@
-//! x
+//! End-to-end tests against the real local stack (`dev/stack up`): one test binary, one module
+//! per area. Run them with `dev/test`, or `cargo test -p nodewright-tests --test e2e` once the
+//! stack is up.
+
+mod kubernetes_smoke;
+mod preflight;
+mod temporal_smoke;

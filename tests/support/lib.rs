@@ -1,1 +1,14 @@
-//! x
+//! Support for nodewright's end-to-end tests: the local stack's settings and clients, polling
+//! with deadlines, and objects that clean up after a test whether it passes or fails.
+//!
+//! The stack comes from `dev/stack up`, which writes `.run/env`; the tests read their settings
+//! from the process environment first and from that file otherwise, so `cargo test -p
+//! nodewright-tests --test e2e` works in a shell that never sourced it.
+
+pub mod kube_objects;
+pub mod poll;
+pub mod stack;
+pub mod temporal_worker;
+
+pub use poll::eventually;
+pub use stack::Stack;

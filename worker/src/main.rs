@@ -48,9 +48,10 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_tracing(args.log_format);
 
-    let kube_client = kube::Client::try_default()
+    let kube_config = kube::Config::infer()
         .await
         .context("no Kubernetes configuration: set KUBECONFIG or run in a pod")?;
+    let kube_client = nodewright_activities::kube::client_from_config(kube_config)?;
     let settings = TemporalSettings {
         address: args.temporal_address.clone(),
         namespace: args.temporal_namespace.clone(),

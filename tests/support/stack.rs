@@ -1,0 +1,104 @@
+//! The running local stack, as `dev/stack up` describes it in `.run/env`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use nodewright_workflows::connect::TemporalSettings;
+
+/// Settings of the running stack.
+#[derive(Debug, Clone)]
+pub struct Stack {
+    /// Path of the admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// Temporal frontend, `host:port`.
+    pub temporal_address: String,
+    /// Temporal namespace.
+    pub temporal_namespace: String,
+    /// The Kubernetes version the stack runs, e.g. `v1.36.3`.
+    pub kubernetes_version: String,
+    /// The cluster name the stack's env file configures.
+    pub cluster: String,
+}
+
+impl Stack {
+    /// Reads the settings from the environment, falling back to the stack's env file.
+    pub fn load() -> Result<Self> {
+        let file = env_file_path();
+        let from_file = match std::fs::read_to_string(&file) {
+            Ok(text) => parse_env_file(&text),
+            Err(_) => HashMap::new(),
+        };
+        let get = |key: &str| -> Result<String> {
+            std::env::var(key)
+                .ok()
+                .or_else(|| from_file.get(key).cloned())
+                .with_context(|| {
+                    format!(
+                        "{key} is not set and {} has no value for it: start the stack with `dev/stack up`",
+                        file.display()
+                    )
+                })
+        };
+        Ok(Self {
+            kubeconfig: PathBuf::from(get("KUBECONFIG")?),
+            temporal_address: get("TEMPORAL_ADDRESS")?,
+            temporal_namespace: get("TEMPORAL_NAMESPACE")?,
+            kubernetes_version: get("NODEWRIGHT_KUBERNETES_VERSION")?,
+            cluster: get("NODEWRIGHT_CLUSTER")?,
+        })
+    }
+
+    /// A Kubernetes client with the stack's admin credentials.
+    pub async fn kube_client(&self) -> Result<kube::Client> {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
+            .with_context(|| format!("reading {}", self.kubeconfig.display()))?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+        Ok(nodewright_activities::kube::client_from_config(config)?)
+    }
+
+    /// A Temporal client for the stack's namespace.
+    pub async fn temporal_client(&self) -> Result<temporalio_client::Client> {
+        let settings = TemporalSettings {
+            address: self.temporal_address.clone(),
+            namespace: self.temporal_namespace.clone(),
+            api_key: None,
+            identity: "nodewright-e2e".to_owned(),
+        };
+        Ok(settings.connect().await?)
+    }
+}
+
+/// The repository's root directory.
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+}
+
+fn env_file_path() -> PathBuf {
+    let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".run"));
+    run_dir.join("env")
+}
+
+/// Parses `KEY=value` lines; blank lines and `#` comments are skipped.
+fn parse_env_file(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| (key.trim().to_owned(), value.trim().to_owned()))
+        .collect()
+}
+
+/// Fails unless `value` equals `expected`, naming what was compared.
+pub fn ensure_eq<T: PartialEq + std::fmt::Debug>(what: &str, value: T, expected: T) -> Result<()> {
+    if value != expected {
+        bail!("{what}: got {value:?}, expected {expected:?}");
+    }
+    Ok(())
+}
