@@ -16,5 +16,43 @@ KUBERNETES_HOME=$TOOLS_DIR/kubernetes-$KUBERNETES_VERSION
 ETCD_HOME=$TOOLS_DIR/etcd-$ETCD_VERSION
 KWOK_HOME=$TOOLS_DIR/kwok-$KWOK_VERSION
 
+RUN=$NODEWRIGHT_RUN_DIR LOGS=$NODEWRIGHT_RUN_DIR/logs PIDS=$NODEWRIGHT_RUN_DIR/pids
+
 die() { echo "error: $*" >&2; exit 1; }
 log() { echo "==> $*" >&2; }
+
+# Processes started by the dev/ scripts: detached, logged to $LOGS/NAME.log, pid in $PIDS/NAME.pid.
+
+# Prints the recorded pid of $1 if that process is alive and still runs the binary we started.
+running_pid() {
+  local pidfile=$PIDS/$1.pid pid
+  [[ -f $pidfile ]] || return 1
+  pid=$(<"$pidfile")
+  [[ -r /proc/$pid/cmdline ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$(head -n1 "$PIDS/$1.cmd" 2>/dev/null || echo "$1")" || return 1
+  echo "$pid"
+}
+
+# start NAME ARGS...: starts a detached process, records its pid and binary, logs to $LOGS/NAME.log.
+start() {
+  local name=$1; shift
+  mkdir -p "$PIDS" "$LOGS"
+  echo "$1" >"$PIDS/$name.cmd"
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  echo $! >"$PIDS/$name.pid"
+}
+
+stop() {
+  local name=$1 pid
+  if pid=$(running_pid "$name"); then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$name (pid $pid) ignored SIGTERM for 10s; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    log "stopped $name (pid $pid)"
+  fi
+  rm -f "$PIDS/$name.pid" "$PIDS/$name.cmd"
+}
+

@@ -5,6 +5,7 @@
 //! from the process environment first and from that file otherwise, so `cargo test -p
 //! nodewright-tests --test e2e` works in a shell that never sourced it.
 
+pub mod binaries;
 pub mod kube_objects;
 pub mod poll;
 pub mod stack;

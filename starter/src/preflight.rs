@@ -1,0 +1,87 @@
+//! `nodewright preflight`: runs PreflightWorkflow and prints the report.
+
+use std::time::Duration;
+
+use nodewright_model::{Operation, WorkflowId};
+use nodewright_workflows::{PreflightInput, PreflightWorkflow, search};
+use temporalio_client::{
+    WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowStartOptions,
+    errors::WorkflowStartError,
+};
+use temporalio_common::search_attributes::SearchAttributes;
+
+use crate::{CliError, Output, settings::Settings};
+
+/// Arguments of `nodewright preflight`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// How long to wait for a worker to finish the check, in seconds.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+}
+
+/// Starts the check, waits for its report and prints it.
+pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), CliError> {
+    let cluster = settings.cluster()?;
+    let client = settings.temporal().connect().await?;
+    let workflow_id = WorkflowId::for_cluster(Operation::Preflight, &cluster);
+    let link = settings.ui_link(&workflow_id);
+    let options = WorkflowStartOptions::new(settings.task_queue.clone(), workflow_id.to_string())
+        .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
+        .execution_timeout(Duration::from_secs(600))
+        .search_attributes(SearchAttributes::new([
+            search::CLUSTER.value_set(cluster.to_string()),
+            search::OPERATION.value_set(Operation::Preflight.to_string()),
+        ]))
+        .static_summary(format!("Preflight check of cluster {cluster}"))
+        .build();
+    let handle = client
+        .start_workflow(
+            PreflightWorkflow::run,
+            PreflightInput {
+                cluster: cluster.clone(),
+            },
+            options,
+        )
+        .await
+        .map_err(|error| match error {
+            WorkflowStartError::AlreadyStarted { .. } => CliError::AlreadyRunning(format!(
+                "a preflight check of cluster {cluster} is already running; follow it at {link}"
+            )),
+            other => CliError::RunFailed(format!("starting {workflow_id} failed: {other}")),
+        })?;
+    if output == Output::Text {
+        eprintln!(
+            "started {workflow_id}; waiting for a worker on task queue {:?}",
+            settings.task_queue
+        );
+    }
+
+    let wait = handle.get_result(WorkflowGetResultOptions::default());
+    let report = tokio::time::timeout(Duration::from_secs(args.timeout), wait)
+        .await
+        .map_err(|_| {
+            CliError::RunFailed(format!(
+                "{workflow_id} did not finish within {}s: is nodewright-worker running on task queue {:?}? See {link}",
+                args.timeout, settings.task_queue
+            ))
+        })?
+        .map_err(|error| CliError::RunFailed(format!("{workflow_id} failed: {error}; see {link}")))?;
+
+    match output {
+        Output::Json => {
+            let document = serde_json::json!({ "workflowId": workflow_id.as_str(), "report": report, "ui": link });
+            println!("{document}");
+        }
+        Output::Text => {
+            let kubernetes = &report.kubernetes;
+            println!("preflight of cluster {} passed", report.cluster);
+            println!(
+                "  kubernetes   {} ({} nodes, {} Ready)",
+                kubernetes.server_version, kubernetes.nodes, kubernetes.ready_nodes
+            );
+            println!("  temporal UI  {link}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! The Quickstart's path: the `nodewright-worker` binary serves, the `nodewright` CLI starts a
+//! preflight check through Temporal and prints the report; bad input is refused before a start.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use nodewright_tests::binaries::{KillOnDrop, binary};
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::{Stack, eventually, stack::ensure_eq};
+
+fn cli(stack: &Stack, task_queue: &str) -> Result<Command> {
+    let mut command = Command::new(binary("nodewright")?);
+    command
+        .env("TEMPORAL_ADDRESS", &stack.temporal_address)
+        .env("TEMPORAL_NAMESPACE", &stack.temporal_namespace)
+        .env("NODEWRIGHT_TASK_QUEUE", task_queue);
+    Ok(command)
+}
+
+#[tokio::test]
+async fn cli_runs_preflight_through_the_worker_binary_which_stops_on_sigterm() -> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("cli");
+    let cluster = format!("cli-{}", unique_suffix());
+    let mut worker = KillOnDrop::spawn(
+        Command::new(binary("nodewright-worker")?)
+            .env("KUBECONFIG", &stack.kubeconfig)
+            .env("TEMPORAL_ADDRESS", &stack.temporal_address)
+            .env("TEMPORAL_NAMESPACE", &stack.temporal_namespace)
+            .env("NODEWRIGHT_TASK_QUEUE", &task_queue),
+    )?;
+
+    let output = cli(&stack, &task_queue)?
+        .args([
+            "preflight",
+            "--cluster",
+            &cluster,
+            "--output",
+            "json",
+            "--timeout",
+            "60",
+        ])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    ensure_eq(
+        "nodewright preflight exit code",
+        output.status.code(),
+        Some(0),
+    )
+    .with_context(|| format!("stderr: {stderr}"))?;
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    ensure_eq(
+        "reported apiserver version",
+        document["report"]["kubernetes"]["server_version"].as_str(),
+        Some(stack.kubernetes_version.as_str()),
+    )?;
+    ensure_eq(
+        "reported cluster",
+        document["report"]["cluster"].as_str(),
+        Some(cluster.as_str()),
+    )?;
+    let link = document["ui"].as_str().unwrap_or_default();
+    assert!(
+        link.ends_with(&format!("/workflows/preflight%2F{cluster}")),
+        "UI link: {link}"
+    );
+
+    // SIGTERM: the worker shuts down gracefully and exits 0.
+    let pid = worker.0.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status()?;
+    let status = eventually(
+        "the worker to exit after SIGTERM",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || {
+            let exited = worker.0.try_wait();
+            async move { Ok(exited?) }
+        },
+    )
+    .await?;
+    ensure_eq("worker exit code after SIGTERM", status.code(), Some(0))?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn invalid_cluster_name_is_refused_before_anything_starts() -> Result<()> {
+    let stack = Stack::load()?;
+    let output = cli(&stack, &unique_task_queue("cli-invalid"))?
+        .args(["preflight", "--cluster", "Prod_WEU"])
+        .stdin(Stdio::null())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    ensure_eq("exit code for invalid input", output.status.code(), Some(2))?;
+    assert!(
+        stderr.contains("--cluster") && stderr.contains("lowercase"),
+        "stderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("started"),
+        "nothing may start on invalid input: {stderr}"
+    );
+    Ok(())
+}

@@ -1,0 +1,209 @@
+//! House rules that a reviewer should not have to repeat (see shared style guide, rules 2, 10-12).
+//! Needs no stack: it reads the source tree.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const CRATES: [&str; 7] = [
+    "model",
+    "workflows",
+    "activities",
+    "worker",
+    "starter",
+    "sandbox",
+    "tests",
+];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+fn sources(crate_dir: &str) -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    rust_files(&repo_root().join(crate_dir), &mut files);
+    files
+        .into_iter()
+        .map(|path| {
+            let text = fs::read_to_string(&path).unwrap_or_default();
+            (path, text)
+        })
+        .collect()
+}
+
+/// The part of a file before its `#[cfg(test)]` module.
+fn non_test_part(text: &str) -> &str {
+    text.split("#[cfg(test)]").next().unwrap_or(text)
+}
+
+fn report(violations: Vec<String>, rule: &str) {
+    assert!(
+        violations.is_empty(),
+        "{rule}:\n  {}",
+        violations.join("\n  ")
+    );
+}
+
+#[test]
+fn every_rust_file_starts_with_a_module_doc() {
+    let violations = CRATES
+        .iter()
+        .flat_map(|c| sources(c))
+        .filter(|(_, text)| {
+            let first = text.lines().next().unwrap_or_default();
+            !(first.starts_with("//!") || first.starts_with("#![doc = include_str!"))
+        })
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    report(violations, "files without a //! header");
+}
+
+/// Whether code (not comments) names `word` as the start of a path: `tokio::time` counts,
+/// `nodewright_activities::kube::` does not.
+fn names_path(text: &str, word: &str) -> bool {
+    text.lines()
+        .map(str::trim_start)
+        .filter(|line| !line.starts_with("//"))
+        .any(|line| {
+            line.match_indices(word).any(|(at, _)| {
+                let before = line[..at].chars().next_back();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            })
+        })
+}
+
+#[test]
+fn names_path_ignores_comments_and_nested_paths() {
+    assert!(names_path("let t = tokio::time::sleep(d);", "tokio::"));
+    assert!(names_path("use kube::Api;", "kube::"));
+    assert!(!names_path(
+        "use nodewright_activities::kube::KubeActivities;",
+        "kube::"
+    ));
+    assert!(!names_path("//! never names `tokio::`", "tokio::"));
+}
+
+#[test]
+fn workflow_code_never_touches_the_outside_world_directly() {
+    let forbidden = [
+        "tokio::",
+        "reqwest",
+        "kube::",
+        "SystemTime",
+        "rand::",
+        "std::thread",
+        "Instant::now",
+    ];
+    let violations = sources("workflows")
+        .into_iter()
+        .flat_map(|(path, text)| {
+            forbidden
+                .iter()
+                .filter(|word| names_path(&text, word))
+                .map(|word| format!("{} names {word}", path.display()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    report(
+        violations,
+        "workflows must use the workflow context for time, IO and concurrency",
+    );
+}
+
+#[test]
+fn model_has_no_io_async_or_temporal_dependencies() {
+    let manifest = fs::read_to_string(repo_root().join("model/Cargo.toml")).unwrap_or_default();
+    let dependencies = manifest
+        .split("[dev-dependencies]")
+        .next()
+        .unwrap_or_default();
+    let forbidden = [
+        "tokio",
+        "reqwest",
+        "kube",
+        "temporalio",
+        "futures",
+        "chrono",
+        "rand",
+    ];
+    let violations = forbidden
+        .iter()
+        .filter(|name| {
+            dependencies
+                .lines()
+                .any(|l| l.trim_start().starts_with(*name))
+        })
+        .map(|name| format!("model depends on {name}"))
+        .collect();
+    report(violations, "model is pure");
+}
+
+#[test]
+fn no_unwrap_or_expect_outside_tests() {
+    let violations = [
+        "model",
+        "workflows",
+        "activities",
+        "worker",
+        "starter",
+        "sandbox",
+    ]
+    .iter()
+    .flat_map(|c| sources(c))
+    .filter(|(_, text)| {
+        let code = non_test_part(text);
+        code.contains(".unwrap()") || code.contains(".expect(")
+    })
+    .map(|(path, _)| path.display().to_string())
+    .collect();
+    report(violations, "unwrap()/expect() outside tests");
+}
+
+#[test]
+fn no_should_panic_tests() {
+    let violations = CRATES
+        .iter()
+        .flat_map(|c| sources(c))
+        .filter(|(path, text)| !path.ends_with("tidy/main.rs") && text.contains("#[should_panic"))
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    report(violations, "assert on the Err instead of #[should_panic]");
+}
+
+#[test]
+fn every_runbook_has_the_house_headings() {
+    let headings = [
+        "## Purpose",
+        "## Input",
+        "## Expected Flow",
+        "## Guarantees",
+        "## Signals and Queries",
+        "## Failure and Recovery",
+        "## Starting It",
+    ];
+    let dir = repo_root().join("workflows/runbooks");
+    let mut violations = Vec::new();
+    let mut count = 0;
+    for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+        count += 1;
+        let text = fs::read_to_string(entry.path()).unwrap_or_default();
+        for heading in headings.iter().filter(|h| !text.contains(*h)) {
+            violations.push(format!("{} lacks {heading}", entry.path().display()));
+        }
+    }
+    assert!(count > 0, "no runbooks found in {}", dir.display());
+    report(violations, "runbook headings");
+}
