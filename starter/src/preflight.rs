@@ -77,7 +77,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
             let kubernetes = &report.kubernetes;
             println!("preflight of cluster {} passed", report.cluster);
             println!(
-                "  kubernetes   {} ({} nodes, {} Ready)",
+                "  kubernetes   {}, nodes: {} ({} Ready)",
                 kubernetes.server_version, kubernetes.nodes, kubernetes.ready_nodes
             );
             println!("  temporal UI  {link}");
