@@ -1,16 +1,11 @@
 //! nodewright's own PreflightWorkflow, on an in-test worker with the real Kubernetes activities.
 
-use std::time::Duration;
-
 use anyhow::Result;
-use futures::StreamExt;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_model::ClusterName;
-use nodewright_tests::{Stack, eventually, kube_objects, stack::ensure_eq, temporal_worker};
+use nodewright_tests::{Stack, kube_objects, stack::ensure_eq, temporal_worker};
 use nodewright_workflows::{PreflightInput, PreflightWorkflow};
-use temporalio_client::{
-    WorkflowGetResultOptions, WorkflowListOptions, WorkflowQueryOptions, WorkflowStartOptions,
-};
+use temporalio_client::{WorkflowGetResultOptions, WorkflowQueryOptions, WorkflowStartOptions};
 use temporalio_sdk::WorkerOptions;
 
 #[tokio::test]
@@ -74,22 +69,6 @@ async fn preflight_reports_the_real_apiserver_version() -> Result<()> {
     let query = format!(
         "NodewrightOperation = 'preflight' AND NodewrightCluster = '{cluster}' AND NodewrightPhase = 'done'"
     );
-    eventually(
-        "the preflight run to be listed with its search attributes",
-        Duration::from_secs(20),
-        Duration::from_millis(250),
-        || async {
-            let runs: Vec<_> = client
-                .list_workflows(
-                    query.clone(),
-                    WorkflowListOptions::builder().limit(5).build(),
-                )
-                .collect()
-                .await;
-            let runs = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
-            Ok(runs.iter().any(|run| run.id() == workflow_id).then_some(()))
-        },
-    )
-    .await?;
+    temporal_worker::wait_for_listed_run(&client, &query, |run| run.id() == workflow_id).await?;
     Ok(())
 }

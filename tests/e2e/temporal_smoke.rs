@@ -4,12 +4,9 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use futures::StreamExt;
-use nodewright_tests::{Stack, eventually, stack::ensure_eq, temporal_worker};
+use nodewright_tests::{Stack, stack::ensure_eq, temporal_worker};
 use nodewright_workflows::search;
-use temporalio_client::{
-    WorkflowExecutionStatus, WorkflowGetResultOptions, WorkflowListOptions, WorkflowStartOptions,
-};
+use temporalio_client::{WorkflowExecutionStatus, WorkflowGetResultOptions, WorkflowStartOptions};
 use temporalio_macros::{activities, workflow, workflow_methods};
 use temporalio_sdk::{
     ActivityOptions, WorkerOptions, WorkflowContext, WorkflowResult,
@@ -80,24 +77,9 @@ async fn in_test_worker_runs_a_workflow_found_by_search_attribute() -> Result<()
 
     // Visibility is eventually consistent: poll until the run shows up, then check it.
     let query = format!("NodewrightCluster = '{cluster}'");
-    let found = eventually(
-        "the run to be listed by its NodewrightCluster search attribute",
-        Duration::from_secs(20),
-        Duration::from_millis(250),
-        || async {
-            let runs: Vec<_> = client
-                .list_workflows(
-                    query.clone(),
-                    WorkflowListOptions::builder().limit(10).build(),
-                )
-                .collect()
-                .await;
-            let runs = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
-            Ok(runs
-                .into_iter()
-                .find(|run| run.status() == WorkflowExecutionStatus::Completed))
-        },
-    )
+    let found = temporal_worker::wait_for_listed_run(&client, &query, |run| {
+        run.status() == WorkflowExecutionStatus::Completed
+    })
     .await?;
     ensure_eq("listed workflow id", found.id(), workflow_id.as_str())?;
     ensure_eq(

@@ -31,3 +31,33 @@ pub async fn with_worker<T>(
     worker_result.map_err(|e| anyhow!("the in-test worker failed: {e}"))?;
     Ok(value)
 }
+
+/// Polls a visibility query until a run satisfying `wanted` is listed (visibility is eventually
+/// consistent), and returns it.
+pub async fn wait_for_listed_run(
+    client: &temporalio_client::Client,
+    query: &str,
+    wanted: impl Fn(&temporalio_client::WorkflowExecution) -> bool,
+) -> Result<temporalio_client::WorkflowExecution> {
+    use futures::StreamExt;
+    crate::eventually(
+        &format!(
+            "a run matching {wanted_query:?} to be listed",
+            wanted_query = query
+        ),
+        std::time::Duration::from_secs(20),
+        std::time::Duration::from_millis(250),
+        || async {
+            let options = temporalio_client::WorkflowListOptions::builder()
+                .limit(10)
+                .build();
+            let runs: Vec<_> = client
+                .list_workflows(query.to_owned(), options)
+                .collect()
+                .await;
+            let runs = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
+            Ok(runs.into_iter().find(|run| wanted(run)))
+        },
+    )
+    .await
+}
