@@ -2,7 +2,7 @@
 //! prints where to see them in the Temporal UI.
 //!
 //! Exit codes: 0 success, 2 invalid input (nothing was started), 3 the run failed or did not
-//! finish in time, 4 Temporal could not be reached, 5 the job is already running.
+//! finish in time, 4 Temporal could not be reached.
 
 mod preflight;
 mod settings;
@@ -54,9 +54,6 @@ pub enum CliError {
     /// The run failed, or did not finish in time.
     #[error("{0}")]
     RunFailed(String),
-    /// The same job is already running.
-    #[error("{0}")]
-    AlreadyRunning(String),
 }
 
 impl CliError {
@@ -65,7 +62,6 @@ impl CliError {
             CliError::InvalidInput(_) => 2,
             CliError::RunFailed(_) => 3,
             CliError::Unreachable(_) => 4,
-            CliError::AlreadyRunning(_) => 5,
         }
     }
 }

@@ -4,10 +4,7 @@ use std::time::Duration;
 
 use nodewright_model::{Operation, WorkflowId};
 use nodewright_workflows::{PreflightInput, PreflightWorkflow, search};
-use temporalio_client::{
-    WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowStartOptions,
-    errors::WorkflowStartError,
-};
+use temporalio_client::{WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_common::search_attributes::SearchAttributes;
 
 use crate::{CliError, Output, settings::Settings};
@@ -27,7 +24,8 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
     let workflow_id = WorkflowId::for_cluster(Operation::Preflight, &cluster);
     let link = settings.ui_link(&workflow_id);
     let options = WorkflowStartOptions::new(settings.task_queue.clone(), workflow_id.to_string())
-        .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
+        // A check already under way answers the same question: follow it instead of refusing.
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .execution_timeout(Duration::from_secs(600))
         .search_attributes(SearchAttributes::new([
             search::CLUSTER.value_set(cluster.to_string()),
@@ -44,15 +42,10 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
             options,
         )
         .await
-        .map_err(|error| match error {
-            WorkflowStartError::AlreadyStarted { .. } => CliError::AlreadyRunning(format!(
-                "a preflight check of cluster {cluster} is already running; follow it at {link}"
-            )),
-            other => CliError::RunFailed(format!("starting {workflow_id} failed: {other}")),
-        })?;
+        .map_err(|error| CliError::RunFailed(format!("starting {workflow_id} failed: {error}")))?;
     if output == Output::Text {
         eprintln!(
-            "started {workflow_id}; waiting for a worker on task queue {:?}",
+            "started {workflow_id} (or joined the one already running); waiting for a worker on task queue {:?}",
             settings.task_queue
         );
     }

@@ -103,3 +103,81 @@ async fn invalid_cluster_name_is_refused_before_anything_starts() -> Result<()> 
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn preflight_without_a_worker_times_out_with_a_hint_and_a_later_call_joins_the_run()
+-> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("cli-no-worker");
+    let cluster = format!("nw-{}", unique_suffix());
+
+    let output = cli(&stack, &task_queue)?
+        .args(["preflight", "--cluster", &cluster, "--timeout", "2"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    ensure_eq(
+        "exit code when no worker answers",
+        output.status.code(),
+        Some(3),
+    )?;
+    assert!(
+        stderr.contains("is nodewright-worker running on task queue")
+            && stderr.contains(&task_queue),
+        "stderr: {stderr}"
+    );
+
+    // The run waits durably; once a worker polls, a second call joins it and gets the report.
+    let _worker = KillOnDrop::spawn(
+        Command::new(binary("nodewright-worker")?)
+            .env("KUBECONFIG", &stack.kubeconfig)
+            .env("TEMPORAL_ADDRESS", &stack.temporal_address)
+            .env("TEMPORAL_NAMESPACE", &stack.temporal_namespace)
+            .env("NODEWRIGHT_TASK_QUEUE", &task_queue),
+    )?;
+    let output = cli(&stack, &task_queue)?
+        .args([
+            "preflight",
+            "--cluster",
+            &cluster,
+            "--output",
+            "json",
+            "--timeout",
+            "60",
+        ])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    ensure_eq(
+        "exit code once a worker runs",
+        output.status.code(),
+        Some(0),
+    )
+    .with_context(|| format!("stderr: {stderr}"))?;
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    ensure_eq(
+        "reported cluster",
+        document["report"]["cluster"].as_str(),
+        Some(cluster.as_str()),
+    )?;
+
+    let client = stack.temporal_client().await?;
+    let query = format!("WorkflowId = 'preflight/{cluster}'");
+    let runs = nodewright_tests::temporal_worker::wait_for_listed_run(&client, &query, |run| {
+        run.status() == temporalio_client::WorkflowExecutionStatus::Completed
+    })
+    .await?;
+    ensure_eq(
+        "the joined run's id",
+        runs.id(),
+        format!("preflight/{cluster}").as_str(),
+    )?;
+    let count = client
+        .count_workflows(query, temporalio_client::WorkflowCountOptions::default())
+        .await?
+        .count();
+    ensure_eq(
+        "runs of this preflight (the second call joined the first)",
+        count,
+        1,
+    )?;
+    Ok(())
+}
