@@ -3,6 +3,7 @@
 //! **Architecture invariant:** this crate has no async code, no clock, no randomness and no I/O.
 //! Workflows call into it to decide; activities and binaries use its types to describe the world.
 
+pub mod arm;
 pub mod cluster;
 pub mod names;
 pub mod preflight;
