@@ -19,24 +19,24 @@ fn cli(stack: &Stack, task_queue: &str) -> Result<Command> {
     Ok(command)
 }
 
-#[tokio::test]
-async fn cli_runs_preflight_through_the_worker_binary_which_stops_on_sigterm() -> Result<()> {
-    let stack = Stack::load()?;
-    let task_queue = unique_task_queue("cli");
-    let cluster = format!("cli-{}", unique_suffix());
-    let mut worker = KillOnDrop::spawn(
+/// Starts the `nodewright-worker` binary on the stack, polling `task_queue`.
+fn spawn_worker(stack: &Stack, task_queue: &str) -> Result<KillOnDrop> {
+    KillOnDrop::spawn(
         Command::new(binary("nodewright-worker")?)
             .env("KUBECONFIG", &stack.kubeconfig)
             .env("TEMPORAL_ADDRESS", &stack.temporal_address)
             .env("TEMPORAL_NAMESPACE", &stack.temporal_namespace)
-            .env("NODEWRIGHT_TASK_QUEUE", &task_queue),
-    )?;
+            .env("NODEWRIGHT_TASK_QUEUE", task_queue),
+    )
+}
 
-    let output = cli(&stack, &task_queue)?
+/// Runs `nodewright preflight --output json`, requires exit code 0 and returns the document.
+fn preflight_json(stack: &Stack, task_queue: &str, cluster: &str) -> Result<serde_json::Value> {
+    let output = cli(stack, task_queue)?
         .args([
             "preflight",
             "--cluster",
-            &cluster,
+            cluster,
             "--output",
             "json",
             "--timeout",
@@ -50,7 +50,17 @@ async fn cli_runs_preflight_through_the_worker_binary_which_stops_on_sigterm() -
         Some(0),
     )
     .with_context(|| format!("stderr: {stderr}"))?;
-    let document: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+#[tokio::test]
+async fn cli_runs_preflight_through_the_worker_binary_which_stops_on_sigterm() -> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("cli");
+    let cluster = format!("cli-{}", unique_suffix());
+    let mut worker = spawn_worker(&stack, &task_queue)?;
+
+    let document = preflight_json(&stack, &task_queue, &cluster)?;
     ensure_eq(
         "reported apiserver version",
         document["report"]["kubernetes"]["server_version"].as_str(),
@@ -127,32 +137,8 @@ async fn preflight_without_a_worker_times_out_with_a_hint_and_a_later_call_joins
     );
 
     // The run waits durably; once a worker polls, a second call joins it and gets the report.
-    let _worker = KillOnDrop::spawn(
-        Command::new(binary("nodewright-worker")?)
-            .env("KUBECONFIG", &stack.kubeconfig)
-            .env("TEMPORAL_ADDRESS", &stack.temporal_address)
-            .env("TEMPORAL_NAMESPACE", &stack.temporal_namespace)
-            .env("NODEWRIGHT_TASK_QUEUE", &task_queue),
-    )?;
-    let output = cli(&stack, &task_queue)?
-        .args([
-            "preflight",
-            "--cluster",
-            &cluster,
-            "--output",
-            "json",
-            "--timeout",
-            "60",
-        ])
-        .output()?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    ensure_eq(
-        "exit code once a worker runs",
-        output.status.code(),
-        Some(0),
-    )
-    .with_context(|| format!("stderr: {stderr}"))?;
-    let document: serde_json::Value = serde_json::from_slice(&output.stdout)?;
+    let _worker = spawn_worker(&stack, &task_queue)?;
+    let document = preflight_json(&stack, &task_queue, &cluster)?;
     ensure_eq(
         "reported cluster",
         document["report"]["cluster"].as_str(),
