@@ -3,5 +3,6 @@
 //! Every activity is thin (one outside call or one bounded wait), idempotent, and classifies each
 //! error as retryable or not before it crosses the activity boundary ([`failure`]).
 
+pub mod azure;
 pub mod failure;
 pub mod kube;
