@@ -6,3 +6,4 @@
 pub mod azure;
 pub mod failure;
 pub mod kube;
+pub mod tls;

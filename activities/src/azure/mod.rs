@@ -1,7 +1,24 @@
-//! Azure Resource Manager: the resource shapes nodewright reads and writes. The REST client and
-//! its activities arrive with the sandbox issue; the contract's decisions live in
-//! `nodewright_model::arm`.
+//! Azure Resource Manager: a typed, thin client over `reqwest` (rustls) + `serde` for the VM,
+//! NIC and managed disk operations nodewright uses, with its own async-operation polling and
+//! error classification (the contract's decisions live in `nodewright_model::arm`).
+//!
+//! - [`client`]: [`ArmClient`] (endpoint, subscription, resource group, token, no retries).
+//! - [`credential`]: static tokens (sandbox) and `azure_identity` credentials (real Azure).
+//! - [`poll`]: [`OperationHandle`], one poll, and a bounded wait.
+//! - [`virtual_machines`], [`disks`], [`network_interfaces`]: typed bodies and REST calls.
+//! - [`error`]: [`Error`], named after the failed step, classified for Temporal.
 
+pub mod client;
+pub mod credential;
+pub mod disks;
+pub mod error;
+pub mod network_interfaces;
+pub mod poll;
 pub mod resource;
+pub mod virtual_machines;
 
-pub use resource::{Properties, Resource};
+pub use client::{ArmClient, ArmConfig, DEFAULT_ENDPOINT, Deletion, Submitted};
+pub use credential::{Credential, CredentialKind, DEFAULT_SCOPE};
+pub use error::{CallError, Error, Result};
+pub use poll::{OperationHandle, PollProtocol, Progress};
+pub use resource::{Properties, Resource, SubResource};

@@ -52,6 +52,28 @@ pub struct Properties {
     pub other: Map<String, Value>,
 }
 
+/// A reference to another resource: `{"id": ...}`, keeping anything else ARM adds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubResource {
+    /// The referenced resource's ARM id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Every other field, kept as is.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+impl SubResource {
+    /// A reference to `id`.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: Some(id.into()),
+            other: Map::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

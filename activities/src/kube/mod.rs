@@ -24,6 +24,7 @@ pub struct KubeActivities {
 /// twice: a 429 on an eviction means a PodDisruptionBudget blocks it and must be seen at once, and
 /// retries belong to Temporal, which records them in the run's history.
 pub fn client_from_config(mut config: ::kube::Config) -> StdResult<::kube::Client, ::kube::Error> {
+    crate::tls::install_crypto_provider();
     config.default_retry = false;
     ::kube::Client::try_from(config)
 }

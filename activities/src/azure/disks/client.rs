@@ -1,0 +1,50 @@
+//! The managed disk REST calls: get, put, delete, list.
+
+use reqwest::Method;
+
+use super::{API_VERSION, Disk, RESOURCE_TYPE};
+use crate::azure::client::{ArmClient, Deletion, Submitted};
+use crate::azure::error::{Error, Result};
+
+impl ArmClient {
+    /// The ARM id of the managed disk `name` in this resource group.
+    pub fn disk_id(&self, name: &str) -> String {
+        self.resource_id(RESOURCE_TYPE, name)
+    }
+
+    /// Reads the disk `name`. A missing disk is [`Error::GetDisk`] with disposition `Gone`.
+    pub async fn get_disk(&self, name: &str) -> Result<Disk> {
+        let url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);
+        self.get(url).await.map_err(|source| Error::GetDisk {
+            name: name.to_owned(),
+            source,
+        })
+    }
+
+    /// Creates or replaces the disk `name` (200, or 202 + `Location`).
+    pub async fn put_disk(&self, name: &str, disk: &Disk) -> Result<Submitted<Disk>> {
+        let url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);
+        self.write(Method::PUT, url, disk)
+            .await
+            .map_err(|source| Error::PutDisk {
+                name: name.to_owned(),
+                source,
+            })
+    }
+
+    /// Deletes the disk `name`. A missing disk is [`Deletion::AlreadyGone`]; an attached disk
+    /// fails with `OperationNotAllowed` (terminal: detach it first).
+    pub async fn delete_disk(&self, name: &str) -> Result<Deletion> {
+        let url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);
+        self.delete(url).await.map_err(|source| Error::DeleteDisk {
+            name: name.to_owned(),
+            source,
+        })
+    }
+
+    /// Lists the resource group's managed disks, every page.
+    pub async fn list_disks(&self) -> Result<Vec<Disk>> {
+        let url = self.resource_url(RESOURCE_TYPE, &[], API_VERSION);
+        self.list(url).await.map_err(Error::ListDisks)
+    }
+}

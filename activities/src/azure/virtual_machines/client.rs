@@ -1,0 +1,125 @@
+//! The VM REST calls: get (optionally with the instance view), put, patch, delete (optionally
+//! forced), list, and data disk attach/detach.
+//!
+//! Data disks can be changed two ways, both provided:
+//! - [`ArmClient::attach_detach_data_disks`] (`POST …/attachDetachDataDisks`, 202 + `Location`)
+//!   is incremental: it names only the disks that change, so two writers cannot overwrite each
+//!   other's list. Preferred against real Azure.
+//! - [`ArmClient::set_data_disks`] PATCHes the whole `storageProfile.dataDisks` list (entries from
+//!   [`DataDisk::attach`], or marked with [`DataDisk::mark_detached`]). This is the path the ARM
+//!   contract page and the sandbox describe; it needs the current list from a GET first.
+
+use reqwest::Method;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::{API_VERSION, AttachDetachDataDisks, DataDisk, RESOURCE_TYPE, VirtualMachine};
+use crate::azure::client::{ArmClient, Deletion, Submitted};
+use crate::azure::error::{Error, Result};
+
+impl ArmClient {
+    /// The ARM id of the VM `name` in this resource group.
+    pub fn vm_id(&self, name: &str) -> String {
+        self.resource_id(RESOURCE_TYPE, name)
+    }
+
+    /// Reads the VM `name`. A missing VM is [`Error::GetVm`] with disposition `Gone`.
+    pub async fn get_vm(&self, name: &str) -> Result<VirtualMachine> {
+        let url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);
+        self.get(url).await.map_err(|source| Error::GetVm {
+            name: name.to_owned(),
+            source,
+        })
+    }
+
+    /// Reads the VM `name` with `$expand=instanceView` (power state, statuses).
+    pub async fn get_vm_with_instance_view(&self, name: &str) -> Result<VirtualMachine> {
+        let mut url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);
+        url.query_pairs_mut().append_pair("$expand", "instanceView");
+        self.get(url).await.map_err(|source| Error::GetVm {
+            name: name.to_owned(),
+            source,
+        })
+    }
+
+    /// Creates or replaces the VM `name` (201 or 200, with `Azure-AsyncOperation`).
+    pub async fn put_vm(
+        &self,
+        name: &str,
+        vm: &VirtualMachine,
+    ) -> Result<Submitted<VirtualMachine>> {
+        let url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);
+        self.write(Method::PUT, url, vm)
+            .await
+            .map_err(|source| Error::PutVm {
+                name: name.to_owned(),
+                source,
+            })
+    }
+
+    /// Updates the VM `name` with a partial body (JSON merge: arrays are replaced whole).
+    pub async fn patch_vm<B: Serialize>(
+        &self,
+        name: &str,
+        patch: &B,
+    ) -> Result<Submitted<VirtualMachine>> {
+        let url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);
+        self.write(Method::PATCH, url, patch)
+            .await
+            .map_err(|source| Error::PatchVm {
+                name: name.to_owned(),
+                source,
+            })
+    }
+
+    /// Replaces the VM's data disk list by PATCH: `disks` is the full list to keep, with new
+    /// entries from [`DataDisk::attach`] and leaving ones marked by
+    /// [`DataDisk::mark_detached`]. An empty list is sent as `[]`.
+    pub async fn set_data_disks(
+        &self,
+        name: &str,
+        disks: &[DataDisk],
+    ) -> Result<Submitted<VirtualMachine>> {
+        self.patch_vm(name, &data_disks_patch(disks)).await
+    }
+
+    /// Attaches and detaches data disks incrementally (`POST …/attachDetachDataDisks`). The
+    /// operation's `Location` poll ends with the VM's storage profile as its result.
+    pub async fn attach_detach_data_disks(
+        &self,
+        name: &str,
+        change: &AttachDetachDataDisks,
+    ) -> Result<Submitted<Value>> {
+        let url = self.resource_url(RESOURCE_TYPE, &[name, "attachDetachDataDisks"], API_VERSION);
+        self.write(Method::POST, url, change)
+            .await
+            .map_err(|source| Error::AttachDetachDataDisks {
+                name: name.to_owned(),
+                source,
+            })
+    }
+
+    /// Deletes the VM `name`, with `forceDeletion=true` when `force`. A missing VM is
+    /// [`Deletion::AlreadyGone`].
+    pub async fn delete_vm(&self, name: &str, force: bool) -> Result<Deletion> {
+        let mut url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);
+        if force {
+            url.query_pairs_mut().append_pair("forceDeletion", "true");
+        }
+        self.delete(url).await.map_err(|source| Error::DeleteVm {
+            name: name.to_owned(),
+            source,
+        })
+    }
+
+    /// Lists the resource group's VMs, every page.
+    pub async fn list_vms(&self) -> Result<Vec<VirtualMachine>> {
+        let url = self.resource_url(RESOURCE_TYPE, &[], API_VERSION);
+        self.list(url).await.map_err(Error::ListVms)
+    }
+}
+
+/// The PATCH body that sets `storageProfile.dataDisks` to `disks`.
+pub fn data_disks_patch(disks: &[DataDisk]) -> Value {
+    json!({ "properties": { "storageProfile": { "dataDisks": disks } } })
+}
