@@ -192,11 +192,12 @@ async fn csi_scenario(
         "VolumeAttachment attacher: got {:?}",
         attachment.spec.attacher
     );
-    // Nothing plays the CSI attacher yet (the sandbox's disk attacher will): not attached.
+    // The disk behind the volume does not exist in the sandbox and the node is no Azure VM, so
+    // the sandbox's disk attacher (the CSI attacher here) reports an error and never attaches it.
     let attached = attachment.status.as_ref().is_some_and(|s| s.attached);
     anyhow::ensure!(
         !attached,
-        "no attacher runs, yet the attachment says attached"
+        "the disk does not exist, yet the attachment says attached"
     );
     Ok(())
 }

@@ -5,4 +5,5 @@
 mod cli;
 mod kubernetes_smoke;
 mod preflight;
+mod sandbox;
 mod temporal_smoke;

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use nodewright_activities::azure::{ArmClient, ArmConfig, Credential};
 use nodewright_workflows::connect::TemporalSettings;
+use url::Url;
 
 /// Settings of the running stack.
 #[derive(Debug, Clone)]
@@ -20,6 +22,23 @@ pub struct Stack {
     pub kubernetes_version: String,
     /// The cluster name the stack's env file configures.
     pub cluster: String,
+    /// Where the emulated Azure Resource Manager (nodewright-sandbox) answers.
+    pub arm: ArmScope,
+}
+
+/// The emulated Azure the stack runs: the sandbox's endpoint and token, and the scope in it.
+#[derive(Debug, Clone)]
+pub struct ArmScope {
+    /// The sandbox's base URL, e.g. `http://127.0.0.1:8443`.
+    pub endpoint: String,
+    /// The sandbox's static bearer token.
+    pub token: String,
+    /// The subscription id resources are created in.
+    pub subscription_id: String,
+    /// The resource group resources are created in.
+    pub resource_group: String,
+    /// The Azure region resources are created in.
+    pub location: String,
 }
 
 impl Stack {
@@ -47,6 +66,13 @@ impl Stack {
             temporal_namespace: get("TEMPORAL_NAMESPACE")?,
             kubernetes_version: get("NODEWRIGHT_KUBERNETES_VERSION")?,
             cluster: get("NODEWRIGHT_CLUSTER")?,
+            arm: ArmScope {
+                endpoint: get("NODEWRIGHT_ARM_ENDPOINT")?,
+                token: get("NODEWRIGHT_ARM_TOKEN")?,
+                subscription_id: get("NODEWRIGHT_AZURE_SUBSCRIPTION_ID")?,
+                resource_group: get("NODEWRIGHT_AZURE_RESOURCE_GROUP")?,
+                location: get("NODEWRIGHT_AZURE_LOCATION")?,
+            },
         })
     }
 
@@ -57,6 +83,21 @@ impl Stack {
         let config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
         Ok(nodewright_activities::kube::client_from_config(config)?)
+    }
+
+    /// An ARM client for the stack's emulated Azure (the sandbox), authenticated with its token.
+    pub fn arm_client(&self) -> Result<ArmClient> {
+        let endpoint = Url::parse(&self.arm.endpoint)
+            .with_context(|| format!("NODEWRIGHT_ARM_ENDPOINT {:?}", self.arm.endpoint))?;
+        let config = ArmConfig::new(
+            endpoint,
+            &self.arm.subscription_id,
+            &self.arm.resource_group,
+        );
+        Ok(ArmClient::new(
+            config,
+            Credential::fixed(self.arm.token.clone()),
+        )?)
     }
 
     /// A Temporal client for the stack's namespace.

@@ -1,0 +1,121 @@
+//! The admin API (`/sandbox/*`): fault rules, latency profile, request statistics. It requires
+//! the bearer token when one is configured, and is not counted in the statistics.
+//!
+//! - `GET /sandbox/faults` → `{"rules":[{"id":1,"fired":0,"kind":"throttle",...}]}`
+//! - `PUT /sandbox/faults` with `{"rules":[rule...]}` (or a bare array) replaces every rule
+//! - `POST /sandbox/faults` with one rule → 201 and the rule with its `id`
+//! - `DELETE /sandbox/faults` clears; `DELETE /sandbox/faults/{id}` removes one (404 if absent)
+//! - `GET /sandbox/latency` → `{"profile":"short","scale":1.0}`; `PUT` the same (fields optional)
+//! - `GET /sandbox/stats` → [`super::Stats`]; `DELETE /sandbox/stats` or
+//!   `POST /sandbox/stats/reset` resets
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::Emulator;
+use super::error::ArmError;
+use super::faults::FaultRule;
+use super::latency::{Latency, LatencyProfile};
+
+/// The admin routes.
+pub fn routes() -> Router<Emulator> {
+    Router::new()
+        .route(
+            "/sandbox/faults",
+            get(list_faults)
+                .put(replace_faults)
+                .post(add_fault)
+                .delete(clear_faults),
+        )
+        .route("/sandbox/faults/{id}", delete(remove_fault))
+        .route("/sandbox/latency", get(get_latency).put(put_latency))
+        .route("/sandbox/stats", get(get_stats).delete(reset_stats))
+        .route("/sandbox/stats/reset", post(reset_stats))
+}
+
+fn parse<T: serde::de::DeserializeOwned>(raw: &[u8]) -> Result<T, ArmError> {
+    serde_json::from_slice(raw).map_err(|e| ArmError::InvalidRequestContent(e.to_string()))
+}
+
+async fn list_faults(State(em): State<Emulator>) -> Response {
+    axum::Json(json!({ "rules": em.faults() })).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RuleList {
+    Wrapped { rules: Vec<FaultRule> },
+    Bare(Vec<FaultRule>),
+}
+
+async fn replace_faults(State(em): State<Emulator>, raw: Bytes) -> Result<Response, ArmError> {
+    let rules = match parse::<RuleList>(&raw)? {
+        RuleList::Wrapped { rules } | RuleList::Bare(rules) => rules,
+    };
+    Ok(axum::Json(json!({ "rules": em.set_faults(rules) })).into_response())
+}
+
+async fn add_fault(State(em): State<Emulator>, raw: Bytes) -> Result<Response, ArmError> {
+    let rule: FaultRule = parse(&raw)?;
+    Ok((StatusCode::CREATED, axum::Json(em.add_fault(rule))).into_response())
+}
+
+async fn clear_faults(State(em): State<Emulator>) -> StatusCode {
+    em.clear_faults();
+    StatusCode::NO_CONTENT
+}
+
+async fn remove_fault(
+    State(em): State<Emulator>,
+    Path(id): Path<u64>,
+) -> Result<StatusCode, ArmError> {
+    if em.remove_fault(id) {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ArmError::ResourceNotFound(format!("/sandbox/faults/{id}")))
+    }
+}
+
+async fn get_latency(State(em): State<Emulator>) -> Response {
+    axum::Json(em.latency()).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LatencyUpdate {
+    profile: Option<LatencyProfile>,
+    scale: Option<f64>,
+}
+
+async fn put_latency(State(em): State<Emulator>, raw: Bytes) -> Result<Response, ArmError> {
+    let update: LatencyUpdate = parse(&raw)?;
+    let current = em.latency();
+    let scale = update.scale.unwrap_or(current.scale);
+    if !scale.is_finite() || scale < 0.0 {
+        return Err(ArmError::invalid(
+            "scale",
+            "scale must be a finite number >= 0",
+        ));
+    }
+    let latency = Latency {
+        profile: update.profile.unwrap_or(current.profile),
+        scale,
+    };
+    em.set_latency(latency);
+    Ok(axum::Json(latency).into_response())
+}
+
+async fn get_stats(State(em): State<Emulator>) -> Response {
+    axum::Json(em.stats()).into_response()
+}
+
+async fn reset_stats(State(em): State<Emulator>) -> StatusCode {
+    em.reset_stats();
+    StatusCode::NO_CONTENT
+}

@@ -1,0 +1,138 @@
+//! The emulator's settings, read from a TOML file (`--config` / `NODEWRIGHT_SANDBOX_CONFIG`).
+//!
+//! ```toml
+//! latency = "short"          # instant | short | realistic
+//! latency_scale = 1.0
+//! page_size = 50
+//! token = "secret"           # require `Authorization: Bearer secret`
+//! state_file = "/var/lib/sandbox/state.json"
+//!
+//! [[faults]]
+//! kind = "fail_operation"    # throttle | server_error | conflict | fail_operation | hang_detach | never_joins
+//! operation = "vm.put"       # glob over operation names
+//! vm = "pool-a-*"            # glob over VM names
+//! code = "AllocationFailed"
+//! count = 1
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::faults::FaultRule;
+use super::latency::LatencyProfile;
+
+/// Everything the emulator can be configured with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmulatorConfig {
+    /// Latency profile.
+    pub latency: LatencyProfile,
+    /// Factor applied to every latency.
+    pub latency_scale: f64,
+    /// Items per page of a list answer.
+    pub page_size: usize,
+    /// Bearer token clients must send; none required when unset.
+    pub token: Option<String>,
+    /// File the state is persisted to after every change and loaded from at start.
+    pub state_file: Option<PathBuf>,
+    /// Fault rules in force at start.
+    pub faults: Vec<FaultRule>,
+}
+
+impl Default for EmulatorConfig {
+    fn default() -> Self {
+        Self {
+            latency: LatencyProfile::Short,
+            latency_scale: 1.0,
+            page_size: 50,
+            token: None,
+            state_file: None,
+            faults: Vec::new(),
+        }
+    }
+}
+
+/// Why the emulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config or state file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for [`EmulatorConfig`].
+    #[error("invalid config: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// A setting is out of range.
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+impl EmulatorConfig {
+    /// Parses a TOML config.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let config: Self = toml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads and parses a TOML config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml(&text)
+    }
+
+    /// Checks ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.page_size == 0 {
+            return Err(ConfigError::Invalid("page_size must be at least 1".into()));
+        }
+        if !self.latency_scale.is_finite() || self.latency_scale < 0.0 {
+            return Err(ConfigError::Invalid(
+                "latency_scale must be a finite number >= 0".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_config_parses() {
+        let config = EmulatorConfig::from_toml(
+            r#"
+            latency = "instant"
+            latency_scale = 0.5
+            page_size = 10
+            token = "t"
+            [[faults]]
+            kind = "never_joins"
+            vm = "stuck-*"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.latency, LatencyProfile::Instant);
+        assert_eq!(config.page_size, 10);
+        assert_eq!(config.faults.len(), 1);
+    }
+
+    #[test]
+    fn an_empty_config_is_the_default_and_a_zero_page_size_is_refused() {
+        assert_eq!(
+            EmulatorConfig::from_toml("").unwrap(),
+            EmulatorConfig::default()
+        );
+        assert!(EmulatorConfig::from_toml("page_size = 0").is_err());
+        assert!(EmulatorConfig::from_toml("nonsense = 1").is_err());
+    }
+}

@@ -1,0 +1,307 @@
+//! Fault injection: rules that make matching requests or operations fail, hang or throttle.
+//!
+//! A rule matches on the operation name (`vm.put`, `disk.delete`, `csi.detach`, ...), the HTTP
+//! method, the request path (for [`crate::compute::Compute`] calls: the VM id) and the VM name, each
+//! a case-insensitive glob (`*` any run, `?` one character). It fires with `probability` (default
+//! 1) and at most `count` times (default unlimited).
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// What a rule does when it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// 429 with `Retry-After` and rate-limit headers (network: `RetryableErrorDueToAnotherOperation`).
+    Throttle,
+    /// A 5xx (`status`, default 500) with `code` (default `InternalServerError`).
+    ServerError,
+    /// 409 with `code` (default `Conflict`).
+    Conflict,
+    /// The request is accepted but its async operation ends `Failed` with `code`/`message`.
+    FailOperation,
+    /// A disk detach never completes while the rule exists.
+    HangDetach,
+    /// The matching VMs' nodes never join the cluster.
+    NeverJoins,
+}
+
+/// One fault rule, as written in the config file or sent to `/sandbox/faults`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultRule {
+    /// What happens.
+    pub kind: FaultKind,
+    /// Glob over the operation name, e.g. `vm.*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    /// HTTP method, e.g. `PUT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Glob over the request path, e.g. `*/virtualMachines/pool-a-*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Glob over the VM name the request or operation concerns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<String>,
+    /// Chance of firing on a match, 0..=1 (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f64>,
+    /// Fire at most this many times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// HTTP status for `server_error` (default 500), `conflict` (409) and `fail_operation`
+    /// (the status of its Location result, default 400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// ARM error code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// ARM error message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `Retry-After` seconds for `throttle` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
+}
+
+/// A rule in force, with its id and how often it fired.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActiveRule {
+    /// Id assigned by the emulator; `DELETE /sandbox/faults/{id}` removes it.
+    pub id: u64,
+    /// How many times it fired.
+    pub fired: u64,
+    /// The rule.
+    #[serde(flatten)]
+    pub rule: FaultRule,
+}
+
+/// What a request or operation is, for matching.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// Operation name, e.g. `vm.put`.
+    pub operation: &'a str,
+    /// HTTP method (`POST` for `csi.*`).
+    pub method: &'a str,
+    /// Request path, or the VM id for `csi.*`.
+    pub path: &'a str,
+    /// VM name, when the target concerns one.
+    pub vm: Option<&'a str>,
+}
+
+/// The rules in force.
+#[derive(Debug, Clone, Default)]
+pub struct FaultSet {
+    rules: Vec<ActiveRule>,
+    next_id: u64,
+}
+
+impl FaultSet {
+    /// Adds a rule and returns it with its id.
+    pub fn add(&mut self, rule: FaultRule) -> ActiveRule {
+        self.next_id += 1;
+        let active = ActiveRule {
+            id: self.next_id,
+            fired: 0,
+            rule,
+        };
+        self.rules.push(active.clone());
+        active
+    }
+
+    /// Removes every rule.
+    pub fn clear(&mut self) {
+        self.rules.clear();
+    }
+
+    /// Removes one rule; false when there was none with that id.
+    pub fn remove(&mut self, id: u64) -> bool {
+        let before = self.rules.len();
+        self.rules.retain(|r| r.id != id);
+        before != self.rules.len()
+    }
+
+    /// The rules in force.
+    pub fn list(&self) -> &[ActiveRule] {
+        &self.rules
+    }
+
+    /// Whether a rule with this id is in force.
+    pub fn contains(&self, id: u64) -> bool {
+        self.rules.iter().any(|r| r.id == id)
+    }
+
+    /// The first rule of one of `kinds` that matches `target`, still has firings left and wins
+    /// its probability roll; counts the firing.
+    pub fn fire(&mut self, kinds: &[FaultKind], target: Target<'_>) -> Option<ActiveRule> {
+        for active in &mut self.rules {
+            if !kinds.contains(&active.rule.kind) || !active.rule.matches(target) {
+                continue;
+            }
+            if active.rule.count.is_some_and(|c| active.fired >= c) {
+                continue;
+            }
+            let p = active.rule.probability.unwrap_or(1.0);
+            if p < 1.0 && !rand::rng().random_bool(p.clamp(0.0, 1.0)) {
+                continue;
+            }
+            active.fired += 1;
+            return Some(active.clone());
+        }
+        None
+    }
+
+    /// Whether a rule of `kind` matches `target` (ignoring probability and count).
+    pub fn applies(&self, kind: FaultKind, target: Target<'_>) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.rule.kind == kind && r.rule.matches(target))
+    }
+}
+
+impl FaultRule {
+    /// A rule of `kind` with no filters.
+    pub fn new(kind: FaultKind) -> Self {
+        Self {
+            kind,
+            operation: None,
+            method: None,
+            path: None,
+            vm: None,
+            probability: None,
+            count: None,
+            status: None,
+            code: None,
+            message: None,
+            retry_after: None,
+        }
+    }
+
+    /// Whether every filter of the rule accepts `target`.
+    pub fn matches(&self, target: Target<'_>) -> bool {
+        let ok = |pattern: &Option<String>, value: Option<&str>| match (pattern, value) {
+            (None, _) => true,
+            (Some(p), Some(v)) => glob(p, v),
+            (Some(_), None) => false,
+        };
+        ok(&self.operation, Some(target.operation))
+            && self
+                .method
+                .as_ref()
+                .is_none_or(|m| m.eq_ignore_ascii_case(target.method))
+            && ok(&self.path, Some(target.path))
+            && ok(&self.vm, target.vm)
+    }
+}
+
+/// Case-insensitive glob: `*` matches any run of characters, `?` exactly one.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.to_lowercase().chars().collect();
+    let t: Vec<char> = text.to_lowercase().chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target<'a>(operation: &'a str, path: &'a str, vm: Option<&'a str>) -> Target<'a> {
+        Target {
+            operation,
+            method: "PUT",
+            path,
+            vm,
+        }
+    }
+
+    #[test]
+    fn glob_matches_stars_and_question_marks_case_insensitively() {
+        assert!(glob("vm.*", "vm.put"));
+        assert!(glob("*", ""));
+        assert!(glob(
+            "*/virtualMachines/pool-?-*",
+            "/s/x/virtualmachines/pool-a-12"
+        ));
+        assert!(!glob("vm.*", "disk.put"));
+        assert!(!glob("pool-?", "pool-ab"));
+        assert!(glob("a*b*c", "aXXbYYc"));
+        assert!(!glob("a*b*c", "aXXbYY"));
+    }
+
+    #[test]
+    fn a_rule_matches_only_when_every_filter_does() {
+        let mut rule = FaultRule::new(FaultKind::Throttle);
+        rule.operation = Some("vm.*".into());
+        rule.vm = Some("pool-a-*".into());
+        assert!(rule.matches(target("vm.put", "/p", Some("pool-a-1"))));
+        assert!(!rule.matches(target("vm.put", "/p", Some("pool-b-1"))));
+        assert!(!rule.matches(target("vm.put", "/p", None)));
+        assert!(!rule.matches(target("disk.put", "/p", Some("pool-a-1"))));
+        rule.method = Some("get".into());
+        assert!(!rule.matches(target("vm.put", "/p", Some("pool-a-1"))));
+    }
+
+    #[test]
+    fn a_counted_rule_fires_that_many_times() {
+        let mut set = FaultSet::default();
+        let mut rule = FaultRule::new(FaultKind::ServerError);
+        rule.count = Some(2);
+        set.add(rule);
+        let t = target("vm.get", "/p", None);
+        assert!(set.fire(&[FaultKind::ServerError], t).is_some());
+        assert!(set.fire(&[FaultKind::ServerError], t).is_some());
+        assert!(set.fire(&[FaultKind::ServerError], t).is_none());
+        assert_eq!(set.list()[0].fired, 2);
+    }
+
+    #[test]
+    fn a_zero_probability_rule_never_fires_and_other_kinds_are_ignored() {
+        let mut set = FaultSet::default();
+        let mut rule = FaultRule::new(FaultKind::Conflict);
+        rule.probability = Some(0.0);
+        let id = set.add(rule).id;
+        let t = target("vm.get", "/p", None);
+        assert!(set.fire(&[FaultKind::Conflict], t).is_none());
+        assert!(set.fire(&[FaultKind::Throttle], t).is_none());
+        assert!(set.remove(id));
+        assert!(!set.contains(id));
+    }
+
+    #[test]
+    fn rules_parse_from_toml() {
+        #[derive(Deserialize)]
+        struct File {
+            faults: Vec<FaultRule>,
+        }
+        let file: File = toml::from_str(
+            r#"
+            [[faults]]
+            kind = "fail_operation"
+            operation = "vm.put"
+            code = "AllocationFailed"
+            count = 1
+            "#,
+        )
+        .unwrap();
+        assert_eq!(file.faults[0].kind, FaultKind::FailOperation);
+        assert_eq!(file.faults[0].code.as_deref(), Some("AllocationFailed"));
+    }
+}

@@ -1,0 +1,370 @@
+//! HTTP plumbing shared by the resource modules: the per-request context extractor, response
+//! builders, conditional-request checks, body parsing, and the middleware that authenticates,
+//! checks api-versions, injects request faults, stamps request ids and counts requests.
+
+use std::collections::HashMap;
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::Emulator;
+use super::error::ArmError;
+use super::faults::{FaultKind, Target};
+use super::state::{Resource, State as EmState, page, page_token, parse_page_token, strip_nulls};
+use super::stats::operation_name;
+
+/// The api-versions the emulator accepts for VMs.
+pub const VM_API_VERSIONS: [&str; 1] = ["2024-07-01"];
+/// The api-versions the emulator accepts for managed disks.
+pub const DISK_API_VERSIONS: [&str; 1] = ["2024-03-02"];
+/// The oldest api-version accepted for NICs (newer ones are accepted too).
+pub const NIC_MIN_API_VERSION: &str = "2024-03-01";
+
+/// What every handler needs to know about its request.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// `http://{Host}`: the base of absolute URLs in the answer.
+    pub base: String,
+    /// The request path.
+    pub path: String,
+    /// The request method.
+    pub method: Method,
+    /// The operation name, e.g. `vm.put`.
+    pub operation: String,
+    /// The api-version query parameter.
+    pub api_version: String,
+    /// Query parameters, keys lower-cased.
+    pub query: HashMap<String, String>,
+    /// `If-Match`.
+    pub if_match: Option<String>,
+    /// `If-None-Match`.
+    pub if_none_match: Option<String>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Ctx {
+    type Rejection = ArmError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ArmError> {
+        let query = query_map(parts.uri.query());
+        let header = |name: header::HeaderName| {
+            parts
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        Ok(Self {
+            base: base_url(&parts.headers),
+            path: parts.uri.path().to_owned(),
+            method: parts.method.clone(),
+            operation: operation_name(&parts.method, parts.uri.path()),
+            api_version: query.get("api-version").cloned().unwrap_or_default(),
+            if_match: header(header::IF_MATCH),
+            if_none_match: header(header::IF_NONE_MATCH),
+            query,
+        })
+    }
+}
+
+impl Ctx {
+    /// Whether the query parameter is `true` (case-insensitive).
+    pub fn flag(&self, name: &str) -> bool {
+        self.query
+            .get(&name.to_ascii_lowercase())
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+
+    /// Checks `If-Match` / `If-None-Match` against the resource (absent = `None`).
+    pub fn check_conditions(&self, existing: Option<&Resource>) -> Result<(), ArmError> {
+        let etag = existing.map(|r| normalize_etag(r.etag()));
+        if let Some(wanted) = &self.if_match {
+            let ok = match &etag {
+                None => false,
+                Some(_) if wanted.trim() == "*" => true,
+                Some(tag) => wanted.split(',').any(|w| normalize_etag(w) == *tag),
+            };
+            if !ok {
+                return Err(ArmError::PreconditionFailed);
+            }
+        }
+        if let Some(unwanted) = &self.if_none_match {
+            let clash = match &etag {
+                None => false,
+                Some(_) if unwanted.trim() == "*" => true,
+                Some(tag) => unwanted.split(',').any(|w| normalize_etag(w) == *tag),
+            };
+            if clash {
+                return Err(ArmError::PreconditionFailed);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn normalize_etag(tag: &str) -> String {
+    tag.trim()
+        .trim_start_matches("W/")
+        .trim_matches('"')
+        .to_owned()
+}
+
+/// Query parameters with lower-cased keys.
+pub fn query_map(query: Option<&str>) -> HashMap<String, String> {
+    url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.into_owned()))
+        .collect()
+}
+
+/// `http://{Host}`, or `http://localhost` without a Host header.
+pub fn base_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
+/// Parses a request body as a JSON object, dropping `null` members.
+pub fn parse_object(body: &[u8]) -> Result<Value, ArmError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ArmError::InvalidRequestContent(
+            "the request body is empty".into(),
+        ));
+    }
+    let mut value: Value =
+        serde_json::from_slice(body).map_err(|e| ArmError::InvalidRequestContent(e.to_string()))?;
+    if !value.is_object() {
+        return Err(ArmError::InvalidRequestContent(
+            "the request body must be a JSON object".into(),
+        ));
+    }
+    strip_nulls(&mut value);
+    for field in ["properties", "tags"] {
+        if value.get(field).is_some_and(|v| !v.is_object()) {
+            return Err(ArmError::invalid(
+                field,
+                format!("'{field}' must be an object"),
+            ));
+        }
+    }
+    Ok(value)
+}
+
+/// The polling URLs of an accepted operation.
+#[derive(Debug, Clone)]
+pub struct Links {
+    /// The `Azure-AsyncOperation` URL.
+    pub async_operation: String,
+    /// The `Location` URL.
+    pub location: String,
+    /// `Retry-After` seconds.
+    pub retry_after: u64,
+}
+
+/// A JSON answer, with an `ETag` header when given.
+pub fn json_response(status: StatusCode, body: Value, etag: Option<&str>) -> Response {
+    let mut response = (status, axum::Json(body)).into_response();
+    if let Some(tag) = etag.and_then(|t| HeaderValue::from_str(t).ok()) {
+        response.headers_mut().insert(header::ETAG, tag);
+    }
+    response
+}
+
+/// An answer to a request that started an operation: `Azure-AsyncOperation`, `Retry-After`,
+/// and `Location` when `location` is set.
+pub fn accepted(
+    status: StatusCode,
+    body: Option<Value>,
+    links: &Links,
+    location: bool,
+) -> Response {
+    let mut response = match body {
+        Some(body) => (status, axum::Json(body)).into_response(),
+        None => status.into_response(),
+    };
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&links.async_operation) {
+        headers.insert("azure-asyncoperation", v);
+    }
+    if location && let Ok(v) = HeaderValue::from_str(&links.location) {
+        headers.insert(header::LOCATION, v);
+    }
+    headers.insert(header::RETRY_AFTER, HeaderValue::from(links.retry_after));
+    response
+}
+
+/// The API version check: VMs and disks exact, NICs this one or newer, polling URLs any.
+pub fn check_api_version(path: &str, version: Option<&str>) -> Result<(), ArmError> {
+    let version = match version {
+        Some(v) if !v.is_empty() => v,
+        _ => return Err(ArmError::MissingApiVersion),
+    };
+    let lower = path.to_ascii_lowercase();
+    let invalid = |resource_type: &str, supported: &str| ArmError::InvalidApiVersion {
+        version: version.to_owned(),
+        resource_type: resource_type.to_owned(),
+        supported: supported.to_owned(),
+    };
+    if lower.contains("/resourcegroups/") && lower.contains("/microsoft.compute/virtualmachines") {
+        if !VM_API_VERSIONS.contains(&version) {
+            return Err(invalid("virtualMachines", &VM_API_VERSIONS.join(", ")));
+        }
+    } else if lower.contains("/resourcegroups/") && lower.contains("/microsoft.compute/disks") {
+        if !DISK_API_VERSIONS.contains(&version) {
+            return Err(invalid("disks", &DISK_API_VERSIONS.join(", ")));
+        }
+    } else if lower.contains("/microsoft.network/networkinterfaces") {
+        let date = version.trim_end_matches("-preview");
+        let well_formed = date.len() == 10
+            && date.chars().enumerate().all(|(i, c)| {
+                if i == 4 || i == 7 {
+                    c == '-'
+                } else {
+                    c.is_ascii_digit()
+                }
+            });
+        if !well_formed || date < NIC_MIN_API_VERSION {
+            return Err(invalid(
+                "networkInterfaces",
+                &format!("{NIC_MIN_API_VERSION} or newer"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The VM name a path addresses, if any.
+fn vm_in_path(path: &str) -> Option<&str> {
+    let mut segments = path.split('/');
+    segments.find(|s| s.eq_ignore_ascii_case("virtualMachines"))?;
+    segments.next().filter(|s| !s.is_empty())
+}
+
+/// The middleware around every route.
+pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let correlation = request
+        .headers()
+        .get("x-ms-correlation-request-id")
+        .cloned()
+        .unwrap_or_else(|| {
+            HeaderValue::from_str(&request_id).unwrap_or(HeaderValue::from_static("-"))
+        });
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let is_arm = path.starts_with("/subscriptions/");
+    let needs_auth = is_arm || path.starts_with("/sandbox");
+    let operation = operation_name(&method, &path);
+    let authorized = !needs_auth || em.authorized(request.headers().get(header::AUTHORIZATION));
+
+    let mut response = if !authorized {
+        ArmError::AuthenticationFailed.into_response()
+    } else if is_arm {
+        let query = query_map(request.uri().query());
+        let target = Target {
+            operation: &operation,
+            method: method.as_str(),
+            path: &path,
+            vm: vm_in_path(&path),
+        };
+        match check_api_version(&path, query.get("api-version").map(String::as_str)) {
+            Err(e) => e.into_response(),
+            Ok(()) => match em.request_fault(target) {
+                Some(e) => e.into_response(),
+                None => next.run(request).await,
+            },
+        }
+    } else {
+        next.run(request).await
+    };
+
+    let status = response.status();
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        headers.insert("x-ms-request-id", v);
+    }
+    headers.insert("x-ms-correlation-request-id", correlation);
+    let throttled = status == StatusCode::TOO_MANY_REQUESTS;
+    let (reads, writes) = match (throttled, method == Method::GET) {
+        (true, true) => (0u32, 1199),
+        (true, false) => (11999, 0),
+        (false, _) => (11999, 1199),
+    };
+    headers.insert("x-ms-ratelimit-remaining-subscription-reads", reads.into());
+    headers.insert(
+        "x-ms-ratelimit-remaining-subscription-writes",
+        writes.into(),
+    );
+    if is_arm {
+        em.record(&operation, status.as_u16());
+        tracing::debug!(%method, %path, status = status.as_u16(), %operation, "arm request");
+    }
+    response
+}
+
+/// Maps a fired request-level fault rule to its answer.
+pub fn fault_error(
+    kind: FaultKind,
+    rule: &super::faults::FaultRule,
+    path: &str,
+) -> Option<ArmError> {
+    let message = |default: &str| rule.message.clone().unwrap_or_else(|| default.to_owned());
+    match kind {
+        FaultKind::Throttle => Some(ArmError::Throttled {
+            retry_after: rule.retry_after.unwrap_or(1),
+            network: path.to_ascii_lowercase().contains("/microsoft.network/"),
+        }),
+        FaultKind::ServerError => Some(ArmError::rejected(
+            rule.status.unwrap_or(500),
+            rule.code.as_deref().unwrap_or("InternalServerError"),
+            message("An internal server error occurred (injected)."),
+        )),
+        FaultKind::Conflict => Some(ArmError::rejected(
+            rule.status.unwrap_or(409),
+            rule.code.as_deref().unwrap_or("Conflict"),
+            message("Another operation is in progress on the resource (injected)."),
+        )),
+        _ => None,
+    }
+}
+
+/// One page of a list answer: `{"value":[...],"nextLink":<absolute URL>}`.
+pub fn list_response(
+    em: &Emulator,
+    ctx: &Ctx,
+    collection_key: &str,
+    render: impl Fn(&EmState, &Resource) -> Value,
+) -> Result<Response, ArmError> {
+    let after = match ctx.query.get("$skiptoken") {
+        None => None,
+        Some(token) => Some(
+            parse_page_token(token)
+                .ok_or_else(|| ArmError::invalid("$skiptoken", "The skip token is not valid."))?,
+        ),
+    };
+    let (value, next) = em.read(|core| {
+        let (items, next) = page(
+            &core.state,
+            collection_key,
+            after.as_deref(),
+            core.page_size,
+        );
+        let value: Vec<Value> = items.into_iter().map(|r| render(&core.state, r)).collect();
+        (value, next)
+    });
+    let mut body = serde_json::json!({ "value": value });
+    if let Some(last) = next {
+        body["nextLink"] = Value::from(format!(
+            "{}{}?api-version={}&$skiptoken={}",
+            ctx.base,
+            ctx.path,
+            ctx.api_version,
+            page_token(&last)
+        ));
+    }
+    Ok(json_response(StatusCode::OK, body, None))
+}

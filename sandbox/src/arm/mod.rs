@@ -1,0 +1,438 @@
+//! The ARM emulator: VMs, managed disks and NICs under
+//! `/subscriptions/{sub}/resourceGroups/{rg}/providers/...`, async operations, latency profiles,
+//! fault injection, request statistics and an admin API, served by axum (see the shared
+//! `arm-contract.md`).
+//!
+//! [`Emulator`] is the state (cheap to clone); [`app`] serves it. Time-based transitions (an
+//! operation's latency, a guest's boot) are applied lazily on every request and by a background
+//! task that wakes at the next deadline, so [`crate::compute::Compute::changes`] fires on time.
+
+mod admin;
+mod compute_impl;
+mod config;
+mod data_disks;
+mod disks;
+mod error;
+mod faults;
+mod http;
+mod latency;
+mod network_interfaces;
+mod operations;
+mod state;
+mod stats;
+mod virtual_machines;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::HeaderValue;
+use chrono::{DateTime, Utc};
+use tokio::sync::{Notify, watch};
+
+pub use config::{ConfigError, EmulatorConfig};
+pub use error::ArmError;
+pub use faults::{ActiveRule, FaultKind, FaultRule, FaultSet, Target, glob};
+pub use latency::{Latency, LatencyProfile, Step};
+pub use stats::{Stats, operation_name};
+
+use operations::{Action, OpError, OpStatus, Operation};
+use state::{Kind, State};
+
+/// How long finished operation records stay pollable.
+const OPERATION_RETENTION: chrono::Duration = chrono::Duration::hours(1);
+
+/// The longest the background task sleeps between checks.
+const MAX_TICK: Duration = Duration::from_secs(1);
+
+/// The emulator's state. Clones share it.
+#[derive(Clone)]
+pub struct Emulator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    core: Mutex<Core>,
+    stats: Mutex<Stats>,
+    token: Option<String>,
+    state_file: Option<PathBuf>,
+    changes: watch::Sender<u64>,
+    wake: Notify,
+    ticker_started: AtomicBool,
+}
+
+/// Everything behind the emulator's lock.
+pub(crate) struct Core {
+    pub state: State,
+    pub faults: FaultSet,
+    pub latency: Latency,
+    pub page_size: usize,
+}
+
+/// What a request starts: the description an operation record is made from.
+pub(crate) struct OpSpec<'a> {
+    pub name: &'a str,
+    pub method: &'a str,
+    pub path: &'a str,
+    pub vm: Option<&'a str>,
+    pub kind: Kind,
+    pub action: Action,
+    pub resource: String,
+    pub subscription: &'a str,
+    pub location: String,
+    pub api_version: &'a str,
+    pub steps: Vec<Step>,
+    pub attach: Vec<String>,
+    pub detach: Vec<String>,
+    pub created: Vec<String>,
+    pub fingerprint: Option<String>,
+}
+
+impl Core {
+    /// Starts an operation: draws its latency, applies `fail_operation`/`hang_detach` rules,
+    /// marks its resources busy, and records it.
+    pub fn begin(&mut self, spec: OpSpec<'_>, now: DateTime<Utc>) -> Operation {
+        let target = Target {
+            operation: spec.name,
+            method: spec.method,
+            path: spec.path,
+            vm: spec.vm,
+        };
+        let fail_with = self
+            .faults
+            .fire(&[FaultKind::FailOperation], target)
+            .map(|r| OpError {
+                code: r
+                    .rule
+                    .code
+                    .unwrap_or_else(|| "InternalOperationError".into()),
+                message: r
+                    .rule
+                    .message
+                    .unwrap_or_else(|| "The operation failed (injected fault).".into()),
+                status: r.rule.status.unwrap_or(400),
+            });
+        let hang_rule = if spec.detach.is_empty() {
+            None
+        } else {
+            self.faults
+                .fire(&[FaultKind::HangDetach], target)
+                .map(|r| r.id)
+        };
+        let duration = self.latency.sample_max(&spec.steps);
+        let op = Operation {
+            id: uuid::Uuid::new_v4().to_string(),
+            name: spec.name.to_owned(),
+            kind: spec.kind,
+            action: spec.action,
+            resource: spec.resource,
+            subscription: spec.subscription.to_owned(),
+            location: spec.location,
+            api_version: spec.api_version.to_owned(),
+            status: OpStatus::InProgress,
+            start_time: now,
+            end_time: None,
+            due: now + chrono::Duration::from_std(duration).unwrap_or_default(),
+            error: None,
+            fail_with,
+            hang_rule,
+            attach: spec.attach,
+            detach: spec.detach,
+            created: spec.created,
+            fingerprint: spec.fingerprint,
+            retry_after: latency::retry_after(duration),
+        };
+        let touched = std::iter::once(&op.resource)
+            .chain(&op.attach)
+            .chain(&op.detach)
+            .chain(&op.created);
+        for id in touched {
+            if let Some(r) = self.state.get_mut(id) {
+                r.busy = Some(op.id.clone());
+            }
+        }
+        self.state.operations.insert(op.id.clone(), op.clone());
+        op
+    }
+
+    /// Whether the operation is held by a `hang_detach` rule that still exists.
+    fn held(&self, op: &Operation) -> bool {
+        op.hang_rule.is_some_and(|id| self.faults.contains(id))
+    }
+
+    /// Completes every operation that is due and notes finished boots; true when anything
+    /// changed.
+    fn advance(&mut self, now: DateTime<Utc>) -> bool {
+        let mut due: Vec<(DateTime<Utc>, String)> = self
+            .state
+            .operations
+            .values()
+            .filter(|o| o.status == OpStatus::InProgress && o.due <= now && !self.held(o))
+            .map(|o| (o.due, o.id.clone()))
+            .collect();
+        due.sort();
+        let mut changed = !due.is_empty();
+        for (_, id) in due {
+            let boot = self.latency.sample(Step::Boot);
+            operations::complete(&mut self.state, &id, now, boot);
+        }
+        for r in self.state.resources.values_mut() {
+            if r.kind == Kind::Vm && !r.boot_signalled && r.boot_at.is_some_and(|t| t <= now) {
+                r.boot_signalled = true;
+                changed = true;
+            }
+        }
+        let before = self.state.operations.len();
+        self.state
+            .operations
+            .retain(|_, o| o.end_time.is_none_or(|end| now - end < OPERATION_RETENTION));
+        changed || before != self.state.operations.len()
+    }
+
+    /// When the next time-based transition is due.
+    fn next_deadline(&self) -> Option<DateTime<Utc>> {
+        let ops = self
+            .state
+            .operations
+            .values()
+            .filter(|o| o.status == OpStatus::InProgress && !self.held(o))
+            .map(|o| o.due);
+        let boots = self
+            .state
+            .resources
+            .values()
+            .filter(|r| !r.boot_signalled)
+            .filter_map(|r| r.boot_at);
+        ops.chain(boots).min()
+    }
+}
+
+impl Emulator {
+    /// An emulator with `config`, loading `config.state_file` when it exists.
+    pub fn new(config: EmulatorConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let state = match &config.state_file {
+            Some(path) => State::load(path).map_err(|source| ConfigError::Io {
+                path: path.clone(),
+                source,
+            })?,
+            None => State::default(),
+        };
+        let mut faults = FaultSet::default();
+        for rule in config.faults {
+            faults.add(rule);
+        }
+        let core = Core {
+            state,
+            faults,
+            latency: Latency {
+                profile: config.latency,
+                scale: config.latency_scale,
+            },
+            page_size: config.page_size,
+        };
+        let emulator = Self {
+            inner: Arc::new(Inner {
+                core: Mutex::new(core),
+                stats: Mutex::new(Stats::default()),
+                token: config.token.filter(|t| !t.is_empty()),
+                state_file: config.state_file,
+                changes: watch::Sender::new(0),
+                wake: Notify::new(),
+                ticker_started: AtomicBool::new(false),
+            }),
+        };
+        emulator.ensure_ticker();
+        Ok(emulator)
+    }
+
+    /// The fault rules in force.
+    pub fn faults(&self) -> Vec<ActiveRule> {
+        self.inner.lock().faults.list().to_vec()
+    }
+
+    /// Adds a fault rule.
+    pub fn add_fault(&self, rule: FaultRule) -> ActiveRule {
+        let added = self.inner.lock().faults.add(rule);
+        self.inner.wake.notify_one();
+        added
+    }
+
+    /// Replaces every fault rule.
+    pub fn set_faults(&self, rules: Vec<FaultRule>) -> Vec<ActiveRule> {
+        let mut core = self.inner.lock();
+        core.faults.clear();
+        let added = rules.into_iter().map(|r| core.faults.add(r)).collect();
+        drop(core);
+        self.inner.wake.notify_one();
+        added
+    }
+
+    /// Removes one fault rule (releasing operations it held); false when absent.
+    pub fn remove_fault(&self, id: u64) -> bool {
+        let removed = self.inner.lock().faults.remove(id);
+        self.inner.wake.notify_one();
+        removed
+    }
+
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        self.inner.lock().faults.clear();
+        self.inner.wake.notify_one();
+    }
+
+    /// The latency profile and scale in force.
+    pub fn latency(&self) -> Latency {
+        self.inner.lock().latency
+    }
+
+    /// Changes the latency profile and scale (for operations started from now on).
+    pub fn set_latency(&self, latency: Latency) {
+        self.inner.lock().latency = latency;
+    }
+
+    /// Request counts so far.
+    pub fn stats(&self) -> Stats {
+        self.inner
+            .stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Resets the request counts.
+    pub fn reset_stats(&self) {
+        *self.inner.stats.lock().unwrap_or_else(|e| e.into_inner()) = Stats::default();
+    }
+
+    fn record(&self, operation: &str, status: u16) {
+        self.inner
+            .stats
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(operation, status);
+    }
+
+    fn authorized(&self, header: Option<&HeaderValue>) -> bool {
+        let Some(token) = &self.inner.token else {
+            return true;
+        };
+        let Some(value) = header.and_then(|h| h.to_str().ok()) else {
+            return false;
+        };
+        match value.split_once(' ') {
+            Some((scheme, given)) => scheme.eq_ignore_ascii_case("bearer") && given.trim() == token,
+            None => false,
+        }
+    }
+
+    /// The answer of a request-level fault rule that fires for `target`, if any.
+    fn request_fault(&self, target: Target<'_>) -> Option<ArmError> {
+        let kinds = [
+            FaultKind::Throttle,
+            FaultKind::ServerError,
+            FaultKind::Conflict,
+        ];
+        let fired = self.inner.lock().faults.fire(&kinds, target)?;
+        tracing::info!(rule = fired.id, kind = ?fired.rule.kind, path = target.path, "injected fault");
+        http::fault_error(fired.rule.kind, &fired.rule, target.path)
+    }
+
+    /// Runs `f` on the state after applying due transitions.
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&Core) -> R) -> R {
+        let mut core = self.inner.lock();
+        if core.advance(Utc::now()) {
+            self.inner.changed(&core);
+        }
+        f(&core)
+    }
+
+    /// Runs a mutation after applying due transitions; persists and announces it when it
+    /// succeeds.
+    pub(crate) fn write<R>(
+        &self,
+        f: impl FnOnce(&mut Core, DateTime<Utc>) -> Result<R, ArmError>,
+    ) -> Result<R, ArmError> {
+        let now = Utc::now();
+        let mut core = self.inner.lock();
+        let advanced = core.advance(now);
+        let result = f(&mut core, now);
+        if advanced || result.is_ok() {
+            self.inner.changed(&core);
+        }
+        drop(core);
+        self.inner.wake.notify_one();
+        result
+    }
+
+    /// Starts the background task that applies transitions on time (once, inside a runtime).
+    fn ensure_ticker(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.inner.ticker_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        runtime.spawn(tick(Arc::downgrade(&self.inner)));
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Persists the state and bumps the change counter.
+    fn changed(&self, core: &Core) {
+        if let Some(path) = &self.state_file
+            && let Err(error) = core.state.save(path)
+        {
+            tracing::warn!(path = %path.display(), %error, "cannot persist sandbox state");
+        }
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+async fn tick(inner: Weak<Inner>) {
+    loop {
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        let now = Utc::now();
+        let next = {
+            let mut core = strong.lock();
+            if core.advance(now) {
+                strong.changed(&core);
+            }
+            core.next_deadline()
+        };
+        let wait = next
+            .map(|t| (t - now).to_std().unwrap_or(Duration::ZERO))
+            .unwrap_or(MAX_TICK)
+            .min(MAX_TICK);
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = strong.wake.notified() => {}
+        }
+    }
+}
+
+/// The emulator's HTTP API: ARM routes, `/sandbox/*` admin routes and `/healthz`.
+pub fn app(emulator: Emulator) -> Router {
+    emulator.ensure_ticker();
+    Router::new()
+        .merge(virtual_machines::routes())
+        .merge(disks::routes())
+        .merge(network_interfaces::routes())
+        .merge(operations::routes())
+        .merge(admin::routes())
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .fallback(|uri: axum::http::Uri| async move { ArmError::NoRoute(uri.path().to_owned()) })
+        .layer(axum::middleware::from_fn_with_state(
+            emulator.clone(),
+            http::layer,
+        ))
+        .with_state(emulator)
+}

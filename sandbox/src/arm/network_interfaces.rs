@@ -1,0 +1,195 @@
+//! `Microsoft.Network/networkInterfaces`: routes and handlers (GET, list, PUT, DELETE).
+//! `properties.virtualMachine.id` is set while a VM uses the NIC, which then cannot be deleted.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State as AxState};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use super::error::ArmError;
+use super::http::{Ctx, accepted, json_response, list_response, parse_object};
+use super::latency::Step;
+use super::operations::Action;
+use super::state::{Kind, Resource, key, props, resource_id};
+use super::{Emulator, OpSpec};
+
+const NICS: &str =
+    "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces";
+
+/// The NIC routes.
+pub fn routes() -> Router<Emulator> {
+    Router::new().route(NICS, get(list)).route(
+        &format!("{NICS}/{{name}}"),
+        get(read).put(put).delete(delete),
+    )
+}
+
+type NicPath = Path<(String, String, String)>;
+
+async fn list(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg)): Path<(String, String)>,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    let collection = key(&format!(
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/{}",
+        Kind::Nic.type_name()
+    ));
+    list_response(&em, &ctx, &collection, |_, r| r.body.clone())
+}
+
+async fn read(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): NicPath,
+    _ctx: Ctx,
+) -> Result<Response, ArmError> {
+    let id = resource_id(&sub, &rg, Kind::Nic, &name);
+    let found = em.read(|core| {
+        core.state
+            .get(&id)
+            .map(|n| (n.body.clone(), n.etag().to_owned()))
+    });
+    let (body, etag) = found.ok_or(ArmError::ResourceNotFound(id))?;
+    Ok(json_response(StatusCode::OK, body, Some(&etag)))
+}
+
+fn spec<'a>(
+    ctx: &'a Ctx,
+    sub: &'a str,
+    id: &str,
+    location: String,
+    action: Action,
+    step: Step,
+) -> OpSpec<'a> {
+    OpSpec {
+        name: &ctx.operation,
+        method: ctx.method.as_str(),
+        path: &ctx.path,
+        vm: None,
+        kind: Kind::Nic,
+        action,
+        resource: id.to_owned(),
+        subscription: sub,
+        location,
+        api_version: &ctx.api_version,
+        steps: vec![step],
+        attach: Vec::new(),
+        detach: Vec::new(),
+        created: Vec::new(),
+        fingerprint: None,
+    }
+}
+
+async fn put(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): NicPath,
+    ctx: Ctx,
+    raw: Bytes,
+) -> Result<Response, ArmError> {
+    let mut request = parse_object(&raw)?;
+    if let Some(p) = request.get_mut("properties").and_then(Value::as_object_mut) {
+        for field in ["provisioningState", "virtualMachine", "resourceGuid"] {
+            p.remove(field);
+        }
+    }
+    let id = resource_id(&sub, &rg, Kind::Nic, &name);
+    let (status, body, op) = em.write(|core, now| {
+        let existing = core.state.get(&id).cloned();
+        ctx.check_conditions(existing.as_ref())?;
+        if let Some(old) = &existing
+            && old.busy.is_some()
+        {
+            return Err(ArmError::Busy(old.id().to_owned()));
+        }
+        let location = match (&existing, request["location"].as_str()) {
+            (Some(old), _) => old.location().to_owned(),
+            (None, Some(l)) if !l.is_empty() => l.to_owned(),
+            (None, _) => {
+                return Err(ArmError::invalid(
+                    "location",
+                    "The 'location' property is required.",
+                ));
+            }
+        };
+        let mut body = request.clone();
+        body["id"] = json!(id);
+        body["name"] = json!(name);
+        body["type"] = json!(Kind::Nic.type_name());
+        body["location"] = json!(location);
+        if body.get("tags").is_none() {
+            body["tags"] = json!({});
+        }
+        let p = props(&mut body);
+        let old_props = existing
+            .as_ref()
+            .map(|o| o.body["properties"].clone())
+            .unwrap_or(Value::Null);
+        for field in ["virtualMachine", "resourceGuid"] {
+            if let Some(v) = old_props.get(field) {
+                p.insert(field.into(), v.clone());
+            }
+        }
+        p.entry("resourceGuid")
+            .or_insert_with(|| json!(uuid::Uuid::new_v4().to_string()));
+        let mut nic = existing
+            .clone()
+            .unwrap_or_else(|| Resource::new(Kind::Nic, Value::Null));
+        nic.body = body;
+        nic.set_provisioning_state("Updating");
+        let rendered = nic.body.clone();
+        core.state.resources.insert(key(&id), nic);
+        let (status, action) = match existing {
+            None => (StatusCode::CREATED, Action::Create),
+            Some(_) => (StatusCode::OK, Action::Update),
+        };
+        let op = core.begin(
+            spec(&ctx, &sub, &id, location, action, Step::NicCreate),
+            now,
+        );
+        Ok((status, rendered, op))
+    })?;
+    Ok(accepted(status, Some(body), &op.links(&ctx.base), false))
+}
+
+async fn delete(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): NicPath,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    let id = resource_id(&sub, &rg, Kind::Nic, &name);
+    let op = em.write(|core, now| {
+        let existing = core.state.get(&id).cloned();
+        ctx.check_conditions(existing.as_ref())?;
+        let Some(nic) = existing else {
+            return Ok(None);
+        };
+        if let Some(vm) = nic.body["properties"]["virtualMachine"]["id"].as_str() {
+            return Err(ArmError::rejected(
+                400,
+                "NicInUse",
+                format!(
+                    "Network Interface {} is used by existing resource {vm}. In order to delete the network interface, it must be dissociated from the resource.",
+                    nic.id()
+                ),
+            ));
+        }
+        if let Some(busy) = nic.busy.as_ref().and_then(|b| core.state.operations.get(b)) {
+            return match busy.action {
+                Action::Delete => Ok(Some(busy.clone())),
+                _ => Err(ArmError::Busy(nic.id().to_owned())),
+            };
+        }
+        if let Some(r) = core.state.get_mut(&id) {
+            r.set_provisioning_state("Deleting");
+        }
+        let s = spec(&ctx, &sub, nic.id(), nic.location().to_owned(), Action::Delete, Step::NicDelete);
+        Ok(Some(core.begin(s, now)))
+    })?;
+    Ok(match op {
+        None => StatusCode::NO_CONTENT.into_response(),
+        Some(op) => accepted(StatusCode::ACCEPTED, None, &op.links(&ctx.base), true),
+    })
+}

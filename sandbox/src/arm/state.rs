@@ -1,0 +1,361 @@
+//! The emulator's in-memory state (resources and operation records), ARM id helpers, paging
+//! tokens, JSON body helpers, and persistence to a JSON file (temp file + rename).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::operations::Operation;
+
+/// The resource types the emulator serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Kind {
+    /// `Microsoft.Compute/virtualMachines`.
+    Vm,
+    /// `Microsoft.Compute/disks`.
+    Disk,
+    /// `Microsoft.Network/networkInterfaces`.
+    Nic,
+}
+
+impl Kind {
+    /// The provider namespace.
+    pub fn provider(self) -> &'static str {
+        match self {
+            Self::Vm | Self::Disk => "Microsoft.Compute",
+            Self::Nic => "Microsoft.Network",
+        }
+    }
+
+    /// The ARM resource type.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Self::Vm => "Microsoft.Compute/virtualMachines",
+            Self::Disk => "Microsoft.Compute/disks",
+            Self::Nic => "Microsoft.Network/networkInterfaces",
+        }
+    }
+}
+
+/// A VM's power state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Power {
+    /// Being started or created.
+    Starting,
+    /// Running.
+    Running,
+    /// Being powered off.
+    Stopping,
+    /// Powered off, still allocated.
+    Stopped,
+    /// Being deallocated.
+    Deallocating,
+    /// Deallocated.
+    Deallocated,
+}
+
+impl Power {
+    /// The lowercase name used in `PowerState/<name>`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Stopping => "stopping",
+            Self::Stopped => "stopped",
+            Self::Deallocating => "deallocating",
+            Self::Deallocated => "deallocated",
+        }
+    }
+}
+
+/// One stored resource: its ARM envelope plus what the emulator tracks beside it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Resource {
+    /// VM, disk or NIC.
+    pub kind: Kind,
+    /// The envelope as GET returns it (before per-request decoration).
+    pub body: Value,
+    /// The id of the operation in progress on it.
+    #[serde(default)]
+    pub busy: Option<String>,
+    /// VMs only: power state.
+    #[serde(default)]
+    pub power: Option<Power>,
+    /// VMs only: when the guest finishes (or finished) booting.
+    #[serde(default)]
+    pub boot_at: Option<DateTime<Utc>>,
+    /// VMs only: whether the boot completion has been announced on the change channel.
+    #[serde(default)]
+    pub boot_signalled: bool,
+    /// The code of the last operation that failed on it (instance view `ProvisioningState/failed/<code>`).
+    #[serde(default)]
+    pub last_error: Option<String>,
+}
+
+impl Resource {
+    /// A resource with this envelope, idle.
+    pub fn new(kind: Kind, body: Value) -> Self {
+        Self {
+            kind,
+            body,
+            busy: None,
+            power: None,
+            boot_at: None,
+            boot_signalled: false,
+            last_error: None,
+        }
+    }
+
+    /// The resource id as created.
+    pub fn id(&self) -> &str {
+        self.body["id"].as_str().unwrap_or_default()
+    }
+
+    /// The resource name.
+    pub fn name(&self) -> &str {
+        self.body["name"].as_str().unwrap_or_default()
+    }
+
+    /// The location, `global` when unknown.
+    pub fn location(&self) -> &str {
+        self.body["location"].as_str().unwrap_or("global")
+    }
+
+    /// `properties.provisioningState`.
+    pub fn provisioning_state(&self) -> &str {
+        self.body["properties"]["provisioningState"]
+            .as_str()
+            .unwrap_or("Succeeded")
+    }
+
+    /// Sets `properties.provisioningState` and a fresh etag.
+    pub fn set_provisioning_state(&mut self, state: &str) {
+        props(&mut self.body).insert("provisioningState".into(), Value::from(state));
+        self.new_etag();
+    }
+
+    /// Gives the resource a fresh etag.
+    pub fn new_etag(&mut self) {
+        if let Some(obj) = self.body.as_object_mut() {
+            obj.insert(
+                "etag".into(),
+                Value::from(format!("\"{}\"", uuid::Uuid::new_v4())),
+            );
+        }
+    }
+
+    /// The current etag.
+    pub fn etag(&self) -> &str {
+        self.body["etag"].as_str().unwrap_or_default()
+    }
+}
+
+/// Everything the emulator stores, keyed by lower-cased resource id and operation id.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct State {
+    /// Resources by lower-cased id.
+    pub resources: BTreeMap<String, Resource>,
+    /// Operation records by id.
+    pub operations: BTreeMap<String, Operation>,
+}
+
+impl State {
+    /// The resource with this id (any casing).
+    pub fn get(&self, id: &str) -> Option<&Resource> {
+        self.resources.get(&key(id))
+    }
+
+    /// The resource with this id (any casing), mutably.
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Resource> {
+        self.resources.get_mut(&key(id))
+    }
+
+    /// Loads the state file; a missing file is an empty state.
+    pub fn load(path: &Path) -> Result<Self, std::io::Error> {
+        match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the state file atomically (a temp file beside it, then rename).
+    pub fn save(&self, path: &Path) -> Result<(), std::io::Error> {
+        let bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, path)
+    }
+}
+
+/// The map key of a resource id: lower-cased, without a trailing slash.
+pub fn key(id: &str) -> String {
+    id.trim_end_matches('/').to_ascii_lowercase()
+}
+
+/// The id of a resource.
+pub fn resource_id(sub: &str, rg: &str, kind: Kind, name: &str) -> String {
+    format!(
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/{}/{name}",
+        kind.type_name()
+    )
+}
+
+/// The last segment of an id.
+pub fn name_of(id: &str) -> &str {
+    id.trim_end_matches('/').rsplit('/').next().unwrap_or(id)
+}
+
+/// The `$skiptoken` that resumes a listing after `last_key`.
+pub fn page_token(last_key: &str) -> String {
+    URL_SAFE_NO_PAD.encode(last_key)
+}
+
+/// The key a `$skiptoken` resumes after; `None` for a token the emulator did not issue.
+pub fn parse_page_token(token: &str) -> Option<String> {
+    let bytes = URL_SAFE_NO_PAD.decode(token).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// One page of the resources of `kind` in a resource group, after `after` (a key), and the key
+/// to resume from when more remain.
+pub fn page<'a>(
+    state: &'a State,
+    collection_key: &str,
+    after: Option<&str>,
+    size: usize,
+) -> (Vec<&'a Resource>, Option<String>) {
+    let prefix = format!("{collection_key}/");
+    let mut items = state
+        .resources
+        .range(after.unwrap_or(&prefix).to_owned()..)
+        .filter(|(k, _)| Some(k.as_str()) != after)
+        .take_while(|(k, _)| k.starts_with(&prefix))
+        .filter(|(k, _)| !k[prefix.len()..].contains('/'));
+    let page: Vec<(&String, &Resource)> = items.by_ref().take(size.max(1)).collect();
+    let more = items.next().is_some();
+    let next = if more {
+        page.last().map(|(k, _)| (*k).clone())
+    } else {
+        None
+    };
+    (page.into_iter().map(|(_, r)| r).collect(), next)
+}
+
+/// `body["properties"]` as a mutable object, created when absent.
+pub fn props(body: &mut Value) -> &mut Map<String, Value> {
+    obj_at(body, "properties")
+}
+
+/// `value[field]` as a mutable object, created (or replaced, if not an object) when needed.
+pub fn obj_at<'a>(value: &'a mut Value, field: &str) -> &'a mut Map<String, Value> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    let slot = &mut value[field];
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    match slot {
+        Value::Object(map) => map,
+        _ => unreachable!("just made an object"),
+    }
+}
+
+/// Removes `null` members recursively: read-only fields a client sends as `null` are ignored.
+pub fn strip_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
+/// Merges `patch` into `target` (objects recursively; anything else replaces).
+pub fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(t.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+/// The current time as ARM writes it.
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn state_with(n: usize) -> State {
+        let mut state = State::default();
+        for i in 0..n {
+            let id = resource_id("s", "rg", Kind::Vm, &format!("vm-{i:03}"));
+            state
+                .resources
+                .insert(key(&id), Resource::new(Kind::Vm, json!({ "id": id })));
+        }
+        let other = resource_id("s", "rg2", Kind::Vm, "x");
+        state
+            .resources
+            .insert(key(&other), Resource::new(Kind::Vm, json!({ "id": other })));
+        state
+    }
+
+    #[test]
+    fn paging_returns_every_resource_of_the_group_once() {
+        let state = state_with(120);
+        let collection =
+            key("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines");
+        let mut after: Option<String> = None;
+        let mut seen = Vec::new();
+        let mut pages = 0;
+        loop {
+            let token = after.as_deref().map(page_token);
+            let resume = token.as_deref().and_then(parse_page_token);
+            let (items, next) = page(&state, &collection, resume.as_deref(), 50);
+            pages += 1;
+            seen.extend(items.iter().map(|r| r.id().to_owned()));
+            match next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(pages, 3);
+        assert_eq!(seen.len(), 120);
+        seen.dedup();
+        assert_eq!(seen.len(), 120);
+    }
+
+    #[test]
+    fn paging_tokens_round_trip_and_reject_garbage() {
+        let k = "/subscriptions/s/resourcegroups/rg/x";
+        assert_eq!(parse_page_token(&page_token(k)).as_deref(), Some(k));
+        assert_eq!(parse_page_token("%%%"), None);
+    }
+
+    #[test]
+    fn nulls_are_stripped_and_merges_are_deep() {
+        let mut v = json!({"a": null, "b": {"c": null, "d": 1}, "e": [{"f": null}]});
+        strip_nulls(&mut v);
+        assert_eq!(v, json!({"b": {"d": 1}, "e": [{}]}));
+        merge(&mut v, json!({"b": {"g": 2}, "e": []}));
+        assert_eq!(v, json!({"b": {"d": 1, "g": 2}, "e": []}));
+    }
+}

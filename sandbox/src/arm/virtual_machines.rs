@@ -1,0 +1,459 @@
+//! `Microsoft.Compute/virtualMachines`: routes and handlers (GET, list, PUT, PATCH, DELETE,
+//! instanceView, attachDetachDataDisks, deallocate, start, powerOff).
+
+mod body;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State as AxState};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::Utc;
+use serde_json::{Value, json};
+
+pub use body::{cascade_delete, render};
+
+use super::data_disks::{self, entry_disk};
+use super::error::ArmError;
+use super::http::{Ctx, accepted, json_response, list_response, parse_object};
+use super::latency::Step;
+use super::operations::{Action, Operation};
+use super::state::{Kind, Power, Resource, key, name_of, resource_id};
+use super::{Core, Emulator, OpSpec};
+
+const VMS: &str =
+    "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines";
+
+/// The VM routes.
+pub fn routes() -> Router<Emulator> {
+    Router::new()
+        .route(VMS, get(list))
+        .route(
+            &format!("{VMS}/{{name}}"),
+            get(read).put(put).patch(patch).delete(delete),
+        )
+        .route(&format!("{VMS}/{{name}}/instanceView"), get(instance_view))
+        .route(
+            &format!("{VMS}/{{name}}/attachDetachDataDisks"),
+            post(attach_detach),
+        )
+        .route(&format!("{VMS}/{{name}}/deallocate"), post(deallocate))
+        .route(&format!("{VMS}/{{name}}/start"), post(start))
+        .route(&format!("{VMS}/{{name}}/powerOff"), post(power_off))
+}
+
+type VmPath = Path<(String, String, String)>;
+
+async fn list(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg)): Path<(String, String)>,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    let collection = key(&format!(
+        "/subscriptions/{sub}/resourceGroups/{rg}/providers/{}",
+        Kind::Vm.type_name()
+    ));
+    let now = Utc::now();
+    list_response(&em, &ctx, &collection, |_, r| render(r, now, false))
+}
+
+async fn read(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): VmPath,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    let id = resource_id(&sub, &rg, Kind::Vm, &name);
+    let expand = ctx
+        .query
+        .get("$expand")
+        .is_some_and(|e| e.to_ascii_lowercase().contains("instanceview"));
+    let now = Utc::now();
+    let found = em.read(|core| {
+        core.state
+            .get(&id)
+            .map(|vm| (render(vm, now, expand), vm.etag().to_owned()))
+    });
+    let (body, etag) = found.ok_or(ArmError::ResourceNotFound(id))?;
+    Ok(json_response(StatusCode::OK, body, Some(&etag)))
+}
+
+async fn instance_view(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): VmPath,
+    _ctx: Ctx,
+) -> Result<Response, ArmError> {
+    let id = resource_id(&sub, &rg, Kind::Vm, &name);
+    let now = Utc::now();
+    let view = em.read(|core| core.state.get(&id).map(|vm| body::instance_view(vm, now)));
+    Ok(json_response(
+        StatusCode::OK,
+        view.ok_or(ArmError::ResourceNotFound(id))?,
+        None,
+    ))
+}
+
+fn fingerprint(ctx: &Ctx, body: &[u8]) -> String {
+    format!(
+        "{} {} {}",
+        ctx.method,
+        ctx.path.to_ascii_lowercase(),
+        String::from_utf8_lossy(body)
+    )
+}
+
+/// The operation already running on a busy resource when the request repeats it, else 409.
+fn repeated(
+    core: &Core,
+    resource: &Resource,
+    fingerprint: Option<&str>,
+) -> Result<Operation, ArmError> {
+    let op = resource
+        .busy
+        .as_ref()
+        .and_then(|id| core.state.operations.get(id));
+    match op {
+        Some(op) if fingerprint.is_some() && op.fingerprint.as_deref() == fingerprint => {
+            Ok(op.clone())
+        }
+        _ => Err(ArmError::Busy(resource.id().to_owned())),
+    }
+}
+
+fn spec<'a>(
+    ctx: &'a Ctx,
+    sub: &'a str,
+    vm: &Resource,
+    action: Action,
+    steps: Vec<Step>,
+) -> OpSpec<'a> {
+    OpSpec {
+        name: &ctx.operation,
+        method: ctx.method.as_str(),
+        path: &ctx.path,
+        vm: None,
+        kind: Kind::Vm,
+        action,
+        resource: vm.id().to_owned(),
+        subscription: sub,
+        location: vm.location().to_owned(),
+        api_version: &ctx.api_version,
+        steps,
+        attach: Vec::new(),
+        detach: Vec::new(),
+        created: Vec::new(),
+        fingerprint: None,
+    }
+}
+
+/// The steps an update takes: its disk work, or a plain update.
+fn update_steps(attach: &[String], detach: &[String]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    if !attach.is_empty() {
+        steps.push(Step::DiskAttach);
+    }
+    if !detach.is_empty() {
+        steps.push(Step::DiskDetach);
+    }
+    if steps.is_empty() {
+        steps.push(Step::VmUpdate);
+    }
+    steps
+}
+
+async fn put(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): VmPath,
+    ctx: Ctx,
+    raw: Bytes,
+) -> Result<Response, ArmError> {
+    write_vm(&em, &ctx, &sub, &rg, &name, &raw, false)
+}
+
+async fn patch(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): VmPath,
+    ctx: Ctx,
+    raw: Bytes,
+) -> Result<Response, ArmError> {
+    write_vm(&em, &ctx, &sub, &rg, &name, &raw, true)
+}
+
+fn write_vm(
+    em: &Emulator,
+    ctx: &Ctx,
+    sub: &str,
+    rg: &str,
+    name: &str,
+    raw: &[u8],
+    patch: bool,
+) -> Result<Response, ArmError> {
+    let request = parse_object(raw)?;
+    let fp = fingerprint(ctx, raw);
+    let id = resource_id(sub, rg, Kind::Vm, name);
+    let (status, body, op) = em.write(|core, now| {
+        let existing = core.state.get(&id).cloned();
+        ctx.check_conditions(existing.as_ref())?;
+        let Some(old) = existing else {
+            if patch {
+                return Err(ArmError::ResourceNotFound(id.clone()));
+            }
+            let change = body::create(&core.state, sub, rg, name, request, now)?;
+            let mut vm = Resource::new(Kind::Vm, change.body.clone());
+            vm.power = Some(Power::Starting);
+            vm.new_etag();
+            let rendered = render(&vm, now, false);
+            let mut s = spec(ctx, sub, &vm, Action::Create, vec![Step::VmCreate]);
+            s.vm = Some(name);
+            s.attach = change.disks.attach.clone();
+            s.created = change.os_disk.iter().map(|d| d.id().to_owned()).collect();
+            s.fingerprint = Some(fp.clone());
+            body::apply(&mut core.state, vm, change);
+            let op = core.begin(s, now);
+            return Ok((StatusCode::CREATED, rendered, op));
+        };
+        if old.busy.is_some() {
+            let op = repeated(core, &old, Some(&fp))?;
+            let status = if op.action == Action::Create {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            let body = core
+                .state
+                .get(&id)
+                .map(|vm| render(vm, now, false))
+                .unwrap_or(Value::Null);
+            return Ok((status, body, op));
+        }
+        let change = body::update(&core.state, &old, request, patch)?;
+        let mut vm = old.clone();
+        vm.body = change.body.clone();
+        vm.new_etag();
+        let rendered = render(&vm, now, false);
+        let mut s = spec(
+            ctx,
+            sub,
+            &vm,
+            Action::Update,
+            update_steps(&change.disks.attach, &change.disks.detach),
+        );
+        s.vm = Some(name);
+        s.attach = change.disks.attach.clone();
+        s.detach = change.disks.detach.clone();
+        s.fingerprint = Some(fp.clone());
+        body::apply(&mut core.state, vm, change);
+        let op = core.begin(s, now);
+        Ok((StatusCode::OK, rendered, op))
+    })?;
+    let etag = body["etag"].as_str().map(str::to_owned);
+    let mut response = accepted(status, Some(body), &op.links(&ctx.base), false);
+    if let Some(tag) = etag.and_then(|t| t.parse().ok()) {
+        response.headers_mut().insert(axum::http::header::ETAG, tag);
+    }
+    Ok(response)
+}
+
+async fn delete(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): VmPath,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    let id = resource_id(&sub, &rg, Kind::Vm, &name);
+    let op = em.write(|core, now| {
+        let existing = core.state.get(&id).cloned();
+        ctx.check_conditions(existing.as_ref())?;
+        let Some(vm) = existing else {
+            return Ok(None);
+        };
+        if vm.busy.is_some() {
+            let busy = vm.busy.as_ref().and_then(|b| core.state.operations.get(b));
+            return match busy {
+                Some(op) if op.action == Action::Delete => Ok(Some(op.clone())),
+                _ => Err(ArmError::Busy(vm.id().to_owned())),
+            };
+        }
+        if let Some(r) = core.state.get_mut(&id) {
+            r.set_provisioning_state("Deleting");
+        }
+        // forceDeletion=true is accepted; the emulator deletes at the same pace either way.
+        tracing::debug!(force = ctx.flag("forceDeletion"), vm = %name, "deleting vm");
+        let mut s = spec(&ctx, &sub, &vm, Action::Delete, vec![Step::VmDelete]);
+        s.vm = Some(&name);
+        Ok(Some(core.begin(s, now)))
+    })?;
+    Ok(match op {
+        None => StatusCode::NO_CONTENT.into_response(),
+        Some(op) => accepted(StatusCode::ACCEPTED, None, &op.links(&ctx.base), true),
+    })
+}
+
+async fn attach_detach(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): VmPath,
+    ctx: Ctx,
+    raw: Bytes,
+) -> Result<Response, ArmError> {
+    let request = parse_object(&raw)?;
+    let to_attach = list_field(&request, "dataDisksToAttach")?;
+    let to_detach = list_field(&request, "dataDisksToDetach")?;
+    if to_attach.is_empty() && to_detach.is_empty() {
+        return Err(ArmError::invalid(
+            "dataDisksToAttach",
+            "Either dataDisksToAttach or dataDisksToDetach must be given.",
+        ));
+    }
+    let id = resource_id(&sub, &rg, Kind::Vm, &name);
+    let op = em.write(|core, now| {
+        let vm = core
+            .state
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| ArmError::ResourceNotFound(id.clone()))?;
+        if vm.busy.is_some() {
+            return Err(ArmError::Busy(vm.id().to_owned()));
+        }
+        let mut entries = data_disks::entries_of(&vm.body);
+        for (i, item) in to_detach.iter().enumerate() {
+            let disk = disk_id(item, "dataDisksToDetach", i)?;
+            let entry = entries
+                .iter_mut()
+                .find(|e| entry_disk(e).is_some_and(|d| key(d) == key(&disk)))
+                .ok_or_else(|| {
+                    ArmError::invalid(
+                        &format!("dataDisksToDetach[{i}].diskId"),
+                        format!("Disk {disk} is not attached to VM {name}."),
+                    )
+                })?;
+            entry["toBeDetached"] = json!(true);
+            if let Some(option) = item.get("detachOption") {
+                entry["detachOption"] = option.clone();
+            }
+        }
+        for (i, item) in to_attach.iter().enumerate() {
+            let disk = disk_id(item, "dataDisksToAttach", i)?;
+            let mut entry = json!({"createOption": "Attach", "managedDisk": {"id": disk}});
+            for field in ["lun", "caching", "deleteOption", "writeAcceleratorEnabled"] {
+                if let Some(v) = item.get(field) {
+                    entry[field] = v.clone();
+                }
+            }
+            entries.push(entry);
+        }
+        let plan = data_disks::plan(
+            &core.state,
+            vm.id(),
+            &data_disks::entries_of(&vm.body),
+            entries,
+        )?;
+        let mut s = spec(
+            &ctx,
+            &sub,
+            &vm,
+            Action::Update,
+            update_steps(&plan.attach, &plan.detach),
+        );
+        s.vm = Some(&name);
+        s.attach = plan.attach.clone();
+        s.detach = plan.detach.clone();
+        data_disks::commit(&mut core.state, vm.id(), &plan);
+        if let Some(r) = core.state.get_mut(&id) {
+            super::state::obj_at(&mut r.body["properties"], "storageProfile")
+                .insert("dataDisks".into(), json!(plan.entries));
+            r.set_provisioning_state("Updating");
+        }
+        Ok(core.begin(s, now))
+    })?;
+    Ok(accepted(
+        StatusCode::ACCEPTED,
+        None,
+        &op.links(&ctx.base),
+        true,
+    ))
+}
+
+fn list_field(request: &Value, field: &str) -> Result<Vec<Value>, ArmError> {
+    match request.get(field) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(items)) => Ok(items.clone()),
+        Some(_) => Err(ArmError::invalid(
+            field,
+            format!("'{field}' must be an array"),
+        )),
+    }
+}
+
+fn disk_id(item: &Value, field: &str, i: usize) -> Result<String, ArmError> {
+    item["diskId"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| ArmError::invalid(&format!("{field}[{i}].diskId"), "diskId is required"))
+}
+
+async fn deallocate(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): VmPath,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    power(&em, &ctx, &sub, &rg, &name, Action::Deallocate)
+}
+
+async fn start(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): VmPath,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    power(&em, &ctx, &sub, &rg, &name, Action::Start)
+}
+
+async fn power_off(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): VmPath,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    power(&em, &ctx, &sub, &rg, &name, Action::PowerOff)
+}
+
+fn power(
+    em: &Emulator,
+    ctx: &Ctx,
+    sub: &str,
+    rg: &str,
+    name: &str,
+    action: Action,
+) -> Result<Response, ArmError> {
+    let id = resource_id(sub, rg, Kind::Vm, name);
+    let op = em.write(|core, now| {
+        let vm = core
+            .state
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| ArmError::ResourceNotFound(id.clone()))?;
+        if vm.busy.is_some() {
+            return Err(ArmError::Busy(vm.id().to_owned()));
+        }
+        let transitional = match action {
+            Action::Deallocate => Power::Deallocating,
+            Action::PowerOff => Power::Stopping,
+            _ => Power::Starting,
+        };
+        if let Some(r) = core.state.get_mut(&id) {
+            r.power = Some(transitional);
+            if action == Action::Start {
+                r.boot_at = None;
+                r.boot_signalled = false;
+            }
+            r.set_provisioning_state("Updating");
+        }
+        let mut s = spec(ctx, sub, &vm, action, vec![Step::VmPower]);
+        s.vm = Some(name);
+        Ok(core.begin(s, now))
+    })?;
+    tracing::debug!(vm = name_of(&id), ?action, "power action");
+    Ok(accepted(
+        StatusCode::ACCEPTED,
+        None,
+        &op.links(&ctx.base),
+        true,
+    ))
+}

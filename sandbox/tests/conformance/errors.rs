@@ -1,0 +1,161 @@
+//! Error answers: api-version, authentication, not found, bad bodies, and the headers every
+//! answer carries.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_missing_api_version_is_400_missing_api_version_parameter() -> TestResult {
+    let sb = Sandbox::start().await?;
+    let resp = sb.get(&vm_id("x")).await?;
+    assert_eq!(resp.status, 400);
+    assert_eq!(resp.code(), "MissingApiVersionParameter");
+    assert!(resp.body["error"]["message"].is_string());
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unsupported_api_version_is_400_invalid_api_version_parameter() -> TestResult {
+    let sb = Sandbox::start().await?;
+    let resp = sb
+        .get(&format!("{}?api-version=2015-01-01", vm_id("x")))
+        .await?;
+    assert_eq!(resp.status, 400);
+    assert_eq!(resp.code(), "InvalidApiVersionParameter");
+    let disk = sb
+        .get(&format!("{}?api-version={VM_API}", disk_id("x")))
+        .await?;
+    assert_eq!(
+        disk.code(),
+        "InvalidApiVersionParameter",
+        "disks use 2024-03-02"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_the_configured_token_arm_and_admin_requests_get_401_authentication_failed()
+-> TestResult {
+    let sb = Sandbox::start_with(nodewright_sandbox::arm::EmulatorConfig {
+        token: Some("s3cret".into()),
+        ..instant()
+    })
+    .await?;
+    let anonymous = reqwest::Client::new();
+    for path in [
+        vm("x"),
+        "/sandbox/stats".to_owned(),
+        "/sandbox/faults".to_owned(),
+    ] {
+        let resp = anonymous.get(format!("{}{path}", sb.base)).send().await?;
+        assert_eq!(resp.status().as_u16(), 401, "{path}");
+        let body: serde_json::Value = resp.json().await?;
+        assert_eq!(body["error"]["code"], "AuthenticationFailed");
+    }
+    let wrong = anonymous
+        .get(format!("{}{}", sb.base, vm("x")))
+        .bearer_auth("nope")
+        .send()
+        .await?;
+    assert_eq!(wrong.status().as_u16(), 401);
+    assert_eq!(
+        sb.get(&vm("x")).await?.status,
+        404,
+        "the right token passes"
+    );
+    let health = anonymous.get(format!("{}/healthz", sb.base)).send().await?;
+    assert_eq!(health.status().as_u16(), 200, "/healthz needs no token");
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unknown_resource_is_404_resource_not_found_with_the_arm_error_body() -> TestResult {
+    let sb = Sandbox::start().await?;
+    for path in [vm("nope"), disk("nope"), nic("nope")] {
+        let resp = sb.get(&path).await?;
+        assert_eq!(resp.status, 404, "{path}");
+        assert_eq!(resp.code(), "ResourceNotFound");
+        assert!(
+            resp.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("nope"))
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_bodies_are_400_naming_the_field() -> TestResult {
+    let sb = Sandbox::start().await?;
+    let garbage = sb
+        .send_with(
+            Method::PUT,
+            &vm("bad"),
+            None,
+            &[("content-type", "application/json")],
+        )
+        .await?;
+    assert_eq!(garbage.status, 400);
+    assert_eq!(garbage.code(), "InvalidRequestContent");
+    let no_size = sb
+        .put(
+            &vm("bad"),
+            &json!({"location": "westeurope", "properties": {}}),
+        )
+        .await?;
+    assert_eq!(no_size.status, 400);
+    assert_eq!(no_size.code(), "InvalidParameter");
+    assert_eq!(
+        no_size.body["error"]["target"],
+        "properties.hardwareProfile.vmSize"
+    );
+    let no_location = sb
+        .put(&disk("bad"), &json!({"properties": {"diskSizeGB": 1}}))
+        .await?;
+    assert_eq!(no_location.code(), "InvalidParameter");
+    assert_eq!(no_location.body["error"]["target"], "location");
+    let bad_lun = sb.put(&vm("bad"), &{
+        let mut b = vm_body(None, &[]);
+        b["properties"]["storageProfile"]["dataDisks"] = json!([{"lun": 99, "createOption": "Attach", "managedDisk": {"id": disk_id("nope")}}]);
+        b
+    }).await?;
+    assert_eq!(bad_lun.status, 404, "an unknown data disk is not found");
+    Ok(())
+}
+
+#[tokio::test]
+async fn every_answer_carries_request_ids_and_rate_limit_headers() -> TestResult {
+    let sb = Sandbox::start().await?;
+    let mine = sb
+        .send_with(
+            Method::GET,
+            &vm("x"),
+            None,
+            &[("x-ms-correlation-request-id", "corr-123")],
+        )
+        .await?;
+    assert_eq!(mine.header("x-ms-correlation-request-id"), Some("corr-123"));
+    assert!(
+        mine.header("x-ms-request-id")
+            .is_some_and(|v| !v.is_empty())
+    );
+    for resp in [
+        mine,
+        sb.put(&vm("y"), &vm_body(None, &[])).await?,
+        sb.get(&vm_id("z")).await?,
+    ] {
+        assert!(resp.header("x-ms-request-id").is_some());
+        assert!(resp.header("x-ms-correlation-request-id").is_some());
+        assert!(
+            resp.header("x-ms-ratelimit-remaining-subscription-reads")
+                .is_some()
+        );
+        assert!(
+            resp.header("x-ms-ratelimit-remaining-subscription-writes")
+                .is_some()
+        );
+    }
+    Ok(())
+}

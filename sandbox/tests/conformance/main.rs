@@ -1,0 +1,15 @@
+//! ARM conformance suite for the sandbox emulator, written from the shared `arm-contract.md` with
+//! raw HTTP (reqwest), not with any nodewright client. Each test starts `arm::app()` on
+//! `127.0.0.1:0` in-process, mostly with the instant latency profile (every operation completes
+//! on the next request) and a few with a scaled-down short profile to observe transitions.
+
+mod async_protocol;
+mod compute;
+mod disks;
+mod errors;
+mod faults;
+mod nics;
+mod persistence;
+mod stats;
+mod support;
+mod vms;
