@@ -261,6 +261,70 @@ mod scripted_arm {
     }
 
     #[tokio::test]
+    async fn a_huge_retry_after_times_the_wait_out_instead_of_overflowing() {
+        let server = MockServer::start().await;
+        let location = format!("{}{OPERATION}", server.uri());
+        once(
+            &server,
+            "DELETE",
+            &format!("{DISKS}/d-1"),
+            ResponseTemplate::new(202)
+                .insert_header("location", location.as_str())
+                .insert_header("retry-after", "1"),
+        )
+        .await;
+        // After the first poll more than a second has passed: elapsed + u64::MAX s overflows.
+        once(
+            &server,
+            "GET",
+            OPERATION,
+            ResponseTemplate::new(202).insert_header("retry-after", u64::MAX.to_string().as_str()),
+        )
+        .await;
+        let arm = client(&server);
+        let Deletion::Started(handle) = arm.delete_disk("d-1").await.expect("accepted") else {
+            panic!("a 202 with Location is a started delete");
+        };
+        let waited = arm.wait(&handle, WAIT).await;
+        assert!(
+            matches!(waited, Err(Error::WaitTimedOut { .. })),
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_list_whose_next_links_form_a_cycle_ends() {
+        let server = MockServer::start().await;
+        let first = format!("{}{DISKS}?api-version=2024-03-02", server.uri());
+        let second = format!("{first}&$skiptoken=page2");
+        let disk = |name: &str| json!({ "name": name, "location": "westeurope", "properties": {} });
+        Mock::given(method("GET"))
+            .and(path(DISKS))
+            .and(query_param("$skiptoken", "page2"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_json(json!({ "value": [disk("d-2")], "nextLink": first })),
+            )
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(DISKS))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_json(json!({ "value": [disk("d-1")], "nextLink": second })),
+            )
+            .mount(&server)
+            .await;
+        let listed = tokio::time::timeout(WAIT, client(&server).list_disks())
+            .await
+            .expect("the cycle ends")
+            .expect("listed");
+        let names: Vec<_> = listed.into_iter().filter_map(|d| d.name).collect();
+        assert_eq!(names, ["d-1", "d-2"]);
+        assert_eq!(requests(&server).await.len(), 2);
+    }
+
+    #[tokio::test]
     async fn throttling_server_errors_and_conflicts_are_classified() {
         let server = MockServer::start().await;
         let throttled = arm_error(429, "OperationNotAllowed", "too many requests")

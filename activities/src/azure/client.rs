@@ -7,6 +7,7 @@
 //! (`virtual_machines`, `disks`, `network_interfaces`) are typed wrappers over the generic
 //! operations here.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -354,18 +355,21 @@ impl ArmClient {
         })
     }
 
-    /// GETs every page of a list, following `nextLink`.
+    /// GETs every page of a list, following `nextLink`. A `nextLink` to a page already fetched
+    /// ends the list, so a server whose links form a cycle cannot make it loop forever.
     pub(crate) async fn list<T: DeserializeOwned>(&self, url: Url) -> Result<Vec<T>, CallError> {
         let mut items = Vec::new();
+        let mut fetched = HashSet::new();
         let mut next = Some(url);
         while let Some(url) = next.take() {
             let page: Page<T> = self.get(url.clone()).await?;
             items.extend(page.value);
+            fetched.insert(url);
             next = match page.next_link.filter(|link| !link.is_empty()) {
                 Some(link) => {
                     let link = self.returned_url(&link)?;
-                    if link == url {
-                        tracing::warn!(%url, "ARM returned a page's own URL as nextLink");
+                    if fetched.contains(&link) {
+                        tracing::warn!(%link, "ARM returned a page already fetched as nextLink");
                         None
                     } else {
                         Some(link)

@@ -131,7 +131,8 @@ impl ArmClient {
         let started = Instant::now();
         let mut delay = handle.first_delay();
         loop {
-            if started.elapsed() + delay > max_wait {
+            // Saturating: a `Retry-After` near `u64::MAX` seconds must time out, not overflow.
+            if started.elapsed().saturating_add(delay) > max_wait {
                 return Err(Error::WaitTimedOut {
                     url: handle.url.clone(),
                     waited: started.elapsed(),

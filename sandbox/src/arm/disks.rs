@@ -203,26 +203,16 @@ fn write_disk(
         let location = disk.location().to_owned();
         let rendered = render(&core.state, &disk);
         core.state.resources.insert(key(&id), disk);
-        let op = core.begin(
-            OpSpec {
-                name: &ctx.operation,
-                method: ctx.method.as_str(),
-                path: &ctx.path,
-                vm: None,
-                kind: Kind::Disk,
-                action,
-                resource: id.clone(),
-                subscription: sub,
-                location,
-                api_version: &ctx.api_version,
-                steps: vec![step],
-                attach: Vec::new(),
-                detach: Vec::new(),
-                created: Vec::new(),
-                fingerprint: None,
-            },
-            now,
+        let spec = OpSpec::for_request(
+            ctx,
+            sub,
+            Kind::Disk,
+            action,
+            id.clone(),
+            location,
+            vec![step],
         );
+        let op = core.begin(spec, now);
         Ok((rendered, op))
     })?;
     Ok(accepted(
@@ -266,26 +256,16 @@ async fn delete(
         if let Some(r) = core.state.get_mut(&id) {
             r.set_provisioning_state("Deleting");
         }
-        let op = core.begin(
-            OpSpec {
-                name: &ctx.operation,
-                method: ctx.method.as_str(),
-                path: &ctx.path,
-                vm: None,
-                kind: Kind::Disk,
-                action: Action::Delete,
-                resource: disk.id().to_owned(),
-                subscription: &sub,
-                location: disk.location().to_owned(),
-                api_version: &ctx.api_version,
-                steps: vec![Step::DiskDelete],
-                attach: Vec::new(),
-                detach: Vec::new(),
-                created: Vec::new(),
-                fingerprint: None,
-            },
-            now,
+        let spec = OpSpec::for_request(
+            &ctx,
+            &sub,
+            Kind::Disk,
+            Action::Delete,
+            disk.id().to_owned(),
+            disk.location().to_owned(),
+            vec![Step::DiskDelete],
         );
+        let op = core.begin(spec, now);
         Ok(Some(op))
     })?;
     Ok(match op {

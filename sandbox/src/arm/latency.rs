@@ -6,6 +6,10 @@ use std::time::Duration;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+/// The longest any sampled latency is, whatever the scale: a huge `latency_scale` must not
+/// overflow `Duration` or the clock arithmetic of operation deadlines (a panic under the lock).
+pub const MAX_SAMPLE: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
 /// A named set of operation latencies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -114,13 +118,14 @@ impl Latency {
         } else {
             0.0
         };
-        let (low, high) = (low * scale, high * scale);
+        let cap = MAX_SAMPLE.as_secs_f64();
+        let (low, high) = ((low * scale).min(cap), (high * scale).min(cap));
         let secs = if high > low {
             rand::rng().random_range(low..=high)
         } else {
             low
         };
-        Duration::from_secs_f64(secs.max(0.0))
+        Duration::from_secs_f64(secs.clamp(0.0, cap))
     }
 
     /// The longest of the samples of `steps` (zero for none).
@@ -172,6 +177,17 @@ mod tests {
             assert_eq!(latency.sample(step), Duration::ZERO);
         }
         assert_eq!(retry_after(Duration::ZERO), 0);
+    }
+
+    #[test]
+    fn a_huge_scale_is_capped_instead_of_overflowing() {
+        for scale in [1e12, 2e306, 1e300, f64::MAX] {
+            let latency = Latency {
+                profile: LatencyProfile::Realistic,
+                scale,
+            };
+            assert_eq!(latency.sample(Step::VmCreate), MAX_SAMPLE, "{scale}");
+        }
     }
 
     #[test]

@@ -90,6 +90,38 @@ pub(crate) struct OpSpec<'a> {
     pub fingerprint: Option<String>,
 }
 
+impl<'a> OpSpec<'a> {
+    /// What a request to `ctx` starts on `resource`: no VM name filter, no disk work, no
+    /// fingerprint (callers set those fields when they apply).
+    pub fn for_request(
+        ctx: &'a http::Ctx,
+        subscription: &'a str,
+        kind: Kind,
+        action: Action,
+        resource: String,
+        location: String,
+        steps: Vec<Step>,
+    ) -> Self {
+        Self {
+            name: &ctx.operation,
+            method: ctx.method.as_str(),
+            path: &ctx.path,
+            vm: None,
+            kind,
+            action,
+            resource,
+            subscription,
+            location,
+            api_version: &ctx.api_version,
+            steps,
+            attach: Vec::new(),
+            detach: Vec::new(),
+            created: Vec::new(),
+            fingerprint: None,
+        }
+    }
+}
+
 impl Core {
     /// Starts an operation: draws its latency, applies `fail_operation`/`hang_detach` rules,
     /// marks its resources busy, and records it.
@@ -134,7 +166,7 @@ impl Core {
             status: OpStatus::InProgress,
             start_time: now,
             end_time: None,
-            due: now + chrono::Duration::from_std(duration).unwrap_or_default(),
+            due: state::after(now, duration),
             error: None,
             fail_with,
             hang_rule,
@@ -213,13 +245,19 @@ impl Emulator {
     /// An emulator with `config`, loading `config.state_file` when it exists.
     pub fn new(config: EmulatorConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let state = match &config.state_file {
+        let mut state = match &config.state_file {
             Some(path) => State::load(path).map_err(|source| ConfigError::Io {
                 path: path.clone(),
                 source,
             })?,
             None => State::default(),
         };
+        // Fault rules are not persisted and this config's rules get fresh ids from 1, so a
+        // persisted `hang_rule` would name an unrelated rule and hold its operation forever.
+        // The rule that held it went with the old process: let the operation complete.
+        for operation in state.operations.values_mut() {
+            operation.hang_rule = None;
+        }
         let mut faults = FaultSet::default();
         for rule in config.faults {
             faults.add(rule);

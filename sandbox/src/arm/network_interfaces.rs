@@ -64,23 +64,15 @@ fn spec<'a>(
     action: Action,
     step: Step,
 ) -> OpSpec<'a> {
-    OpSpec {
-        name: &ctx.operation,
-        method: ctx.method.as_str(),
-        path: &ctx.path,
-        vm: None,
-        kind: Kind::Nic,
+    OpSpec::for_request(
+        ctx,
+        sub,
+        Kind::Nic,
         action,
-        resource: id.to_owned(),
-        subscription: sub,
+        id.to_owned(),
         location,
-        api_version: &ctx.api_version,
-        steps: vec![step],
-        attach: Vec::new(),
-        detach: Vec::new(),
-        created: Vec::new(),
-        fingerprint: None,
-    }
+        vec![step],
+    )
 }
 
 async fn put(

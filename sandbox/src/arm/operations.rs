@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::error::ArmError;
 use super::http::{Ctx, Links, accepted, json_response};
-use super::state::{Kind, Power, State, key, timestamp};
+use super::state::{Kind, Power, State, after, key, timestamp};
 use super::{Emulator, data_disks, disks, virtual_machines};
 
 /// An operation's status as the operation resource reports it.
@@ -247,7 +247,7 @@ pub fn complete(state: &mut State, op_id: &str, now: DateTime<Utc>, boot: Durati
         }
     }
     let succeeded = op.fail_with.is_none();
-    let boot_at = now + chrono::Duration::from_std(boot).unwrap_or_default();
+    let boot_at = after(now, boot);
     if op.kind == Kind::Vm {
         data_disks::finish(state, &op, succeeded);
     }

@@ -293,6 +293,14 @@ pub fn merge(target: &mut Value, patch: Value) {
     }
 }
 
+/// `duration` after `start`, saturating instead of panicking at the end of chrono's range.
+pub fn after(start: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(duration)
+        .ok()
+        .and_then(|delta| start.checked_add_signed(delta))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
 /// The current time as ARM writes it.
 pub fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)

@@ -127,23 +127,15 @@ fn spec<'a>(
     action: Action,
     steps: Vec<Step>,
 ) -> OpSpec<'a> {
-    OpSpec {
-        name: &ctx.operation,
-        method: ctx.method.as_str(),
-        path: &ctx.path,
-        vm: None,
-        kind: Kind::Vm,
+    OpSpec::for_request(
+        ctx,
+        sub,
+        Kind::Vm,
         action,
-        resource: vm.id().to_owned(),
-        subscription: sub,
-        location: vm.location().to_owned(),
-        api_version: &ctx.api_version,
+        vm.id().to_owned(),
+        vm.location().to_owned(),
         steps,
-        attach: Vec::new(),
-        detach: Vec::new(),
-        created: Vec::new(),
-        fingerprint: None,
-    }
+    )
 }
 
 /// The steps an update takes: its disk work, or a plain update.

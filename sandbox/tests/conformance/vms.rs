@@ -329,3 +329,23 @@ async fn deleting_a_vm_deletes_resources_with_delete_option_delete_and_detaches_
     assert_eq!(os.body["properties"]["diskState"], "Unattached");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_huge_latency_scale_from_the_admin_endpoint_does_not_break_writes() -> TestResult {
+    let sb = Sandbox::start().await?;
+    let scaled = sb
+        .put(
+            "/sandbox/latency",
+            &json!({"profile": "realistic", "scale": 1e300}),
+        )
+        .await?;
+    assert_eq!(scaled.status, 200, "{scaled:?}");
+    let resp = sb.put(&vm("slowest"), &vm_body(None, &[])).await?;
+    assert_eq!(resp.status, 201, "{resp:?}");
+    let operation = resp
+        .header("azure-asyncoperation")
+        .ok_or("no Azure-AsyncOperation")?;
+    assert_eq!(sb.get(operation).await?.body["status"], "InProgress");
+    assert_eq!(sb.get(&vm("slowest")).await?.state(), "Creating");
+    Ok(())
+}

@@ -27,8 +27,12 @@ pub struct DiskProperties {
     /// How the disk is created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_data: Option<CreationData>,
-    /// The size in GiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The size in GiB (`diskSizeGB`: camelCase would give `diskSizeGb`, which ARM ignores).
+    #[serde(
+        default,
+        rename = "diskSizeGB",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub disk_size_gb: Option<i64>,
     /// `Unattached`, `Attached`, `Reserved`, `ActiveSAS`, ...; read-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,6 +123,11 @@ mod tests {
         );
         assert_eq!(disk.sku_name(), Some("Premium_LRS"));
         assert_eq!(disk.properties.disk_state.as_deref(), Some("Attached"));
+        assert_eq!(
+            disk.properties.disk_size_gb,
+            Some(64),
+            "diskSizeGB is typed"
+        );
         assert_eq!(serde_json::to_value(&disk).expect("serializes"), body);
         disk.set_sku_name("StandardSSD_LRS");
         assert_eq!(

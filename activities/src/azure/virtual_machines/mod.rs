@@ -135,8 +135,12 @@ pub struct OsDisk {
     /// `None`, `ReadOnly`, `ReadWrite`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caching: Option<String>,
-    /// The size in GiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The size in GiB (`diskSizeGB`: camelCase would give `diskSizeGb`, which ARM ignores).
+    #[serde(
+        default,
+        rename = "diskSizeGB",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub disk_size_gb: Option<i64>,
     /// The managed disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,8 +168,12 @@ pub struct DataDisk {
     /// `None`, `ReadOnly`, `ReadWrite`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caching: Option<String>,
-    /// The size in GiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The size in GiB (`diskSizeGB`: camelCase would give `diskSizeGb`, which ARM ignores).
+    #[serde(
+        default,
+        rename = "diskSizeGB",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub disk_size_gb: Option<i64>,
     /// The managed disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -476,6 +484,14 @@ mod tests {
                 .as_ref()
                 .and_then(InstanceView::power_state),
             Some("running")
+        );
+        let storage = properties.storage_profile.as_ref().expect("storage");
+        let os_disk = storage.os_disk.as_ref().expect("an OS disk");
+        let data_disks = storage.data_disks.as_deref().unwrap_or_default();
+        assert_eq!(
+            (os_disk.disk_size_gb, data_disks[0].disk_size_gb),
+            (Some(30), Some(64)),
+            "diskSizeGB is typed, not left in `other`"
         );
         assert_eq!(
             serde_json::to_value(&vm).expect("serializes"),
