@@ -151,7 +151,37 @@ pub fn parse_object(body: &[u8]) -> Result<Value, ArmError> {
             ));
         }
     }
+    check_tag_names(&value)?;
     Ok(value)
+}
+
+/// Characters Azure refuses in tag names (besides control characters).
+const RESERVED_TAG_CHARACTERS: &[char] = &['<', '>', '%', '&', '\\', '?', '/'];
+
+/// Refuses tag names Azure refuses, with its error code and message.
+fn check_tag_names(body: &Value) -> Result<(), ArmError> {
+    let Some(tags) = body.get("tags").and_then(Value::as_object) else {
+        return Ok(());
+    };
+    let refused: Vec<&str> = tags
+        .keys()
+        .map(String::as_str)
+        .filter(|name| {
+            name.chars()
+                .any(|c| RESERVED_TAG_CHARACTERS.contains(&c) || c.is_control())
+        })
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(ArmError::rejected(
+        400,
+        "InvalidTagNameCharacters",
+        format!(
+            "The tag names '{}' have reserved characters '<,>,%,&,\\,?,/' or control characters.",
+            refused.join(",")
+        ),
+    ))
 }
 
 /// The polling URLs of an accepted operation.

@@ -18,6 +18,7 @@ mod http;
 mod latency;
 mod network_interfaces;
 mod operations;
+mod paths;
 mod state;
 mod stats;
 mod virtual_machines;
@@ -460,7 +461,7 @@ async fn tick(inner: Weak<Inner>) {
 /// The emulator's HTTP API: ARM routes, `/sandbox/*` admin routes and `/healthz`.
 pub fn app(emulator: Emulator) -> Router {
     emulator.ensure_ticker();
-    Router::new()
+    let routes = Router::new()
         .merge(virtual_machines::routes())
         .merge(disks::routes())
         .merge(network_interfaces::routes())
@@ -472,5 +473,10 @@ pub fn app(emulator: Emulator) -> Router {
             emulator.clone(),
             http::layer,
         ))
-        .with_state(emulator)
+        .with_state(emulator);
+    // Routing is exact but ARM paths are case-insensitive: respell before routing.
+    Router::new().fallback_service(tower::ServiceExt::map_request(
+        routes,
+        paths::canonicalize as fn(axum::extract::Request) -> axum::extract::Request,
+    ))
 }

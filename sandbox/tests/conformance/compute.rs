@@ -44,7 +44,7 @@ async fn the_machines_view_boots_then_runs_and_is_down_when_deallocated() -> Tes
     assert_eq!(machine.location, "westeurope");
     assert_eq!(machine.zone.as_deref(), Some("2"));
     assert_eq!(machine.vm_size, "Standard_D4s_v5");
-    assert_eq!(machine.tags["nodewright.io/pool"], "pool-a");
+    assert_eq!(machine.tags["nodewright.io-pool"], "pool-a");
     assert_eq!(machine.custom_data.as_deref(), Some("hello world"));
     assert!(machine.joins_cluster);
     wait_for_guest(&sb, "m", GuestState::Running).await?;

@@ -159,3 +159,22 @@ async fn every_answer_carries_request_ids_and_rate_limit_headers() -> TestResult
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn tag_names_with_reserved_characters_are_refused_with_400_as_azure_does() -> TestResult {
+    let sb = Sandbox::start().await?;
+    let mut body = vm_body(None, &[]);
+    body["tags"] = serde_json::json!({ "nodewright.io/pool": "web", "fine-name": "x" });
+    let resp = sb.put(&vm("tagged"), &body).await?;
+    assert_eq!(resp.status, 400);
+    assert_eq!(resp.code(), "InvalidTagNameCharacters");
+    let message = resp.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("nodewright.io/pool"), "{message}");
+    assert!(!message.contains("fine-name"), "{message}");
+    assert_eq!(
+        sb.get(&vm("tagged")).await?.status,
+        404,
+        "nothing was created"
+    );
+    Ok(())
+}

@@ -119,7 +119,7 @@ pub fn vm_body(nic: Option<&str>, data: &[&str]) -> Value {
     let mut body = json!({
         "location": "westeurope",
         "zones": ["2"],
-        "tags": {"nodewright.io/pool": "pool-a"},
+        "tags": {"nodewright.io-pool": "pool-a"},
         "properties": {
             "hardwareProfile": {"vmSize": "Standard_D4s_v5"},
             "osProfile": {"computerName": "node-a", "adminUsername": "azureuser", "customData": "aGVsbG8gd29ybGQ="},

@@ -28,7 +28,7 @@ async fn creating_a_vm_returns_201_creating_with_an_azure_async_operation_then_s
     let got = sb.get(&vm("a")).await?;
     assert_eq!(got.status, 200);
     assert_eq!(got.state(), "Succeeded");
-    assert_eq!(got.body["tags"]["nodewright.io/pool"], "pool-a");
+    assert_eq!(got.body["tags"]["nodewright.io-pool"], "pool-a");
     assert!(
         got.body["properties"]["osProfile"]
             .get("customData")
@@ -347,5 +347,25 @@ async fn a_huge_latency_scale_from_the_admin_endpoint_does_not_break_writes() ->
         .ok_or("no Azure-AsyncOperation")?;
     assert_eq!(sb.get(operation).await?.body["status"], "InProgress");
     assert_eq!(sb.get(&vm("slowest")).await?.state(), "Creating");
+    Ok(())
+}
+
+#[tokio::test]
+async fn arm_paths_are_case_insensitive_and_names_keep_their_casing() -> TestResult {
+    let sb = Sandbox::start().await?;
+    let created = sb.put(&vm("Case-1"), &vm_body(None, &[])).await?;
+    assert_eq!(created.status, 201);
+    sb.finish(&created).await?;
+    let lower = format!(
+        "/subscriptions/{SUB}/resourcegroups/{RG}/providers/microsoft.compute/virtualmachines/Case-1?api-version={VM_API}"
+    );
+    let got = sb.get(&lower).await?;
+    assert_eq!(got.status, 200, "{:?}", got.body);
+    assert_eq!(got.body["id"], vm_id("Case-1"));
+    assert_eq!(got.body["name"], "Case-1");
+    let view = sb
+        .get(&lower.replace("/Case-1?", "/case-1/INSTANCEVIEW?"))
+        .await?;
+    assert_eq!(view.status, 200, "{:?}", view.body);
     Ok(())
 }
