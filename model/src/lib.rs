@@ -6,6 +6,7 @@
 pub mod arm;
 pub mod cluster;
 pub mod names;
+pub mod ownership;
 pub mod preflight;
 
 pub use cluster::{ClusterName, InvalidName};
