@@ -13,7 +13,10 @@ use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
 use super::operations::Action;
-use super::state::{Kind, Power, Resource, State, key, merge, props, resource_id, timestamp};
+use super::state::{
+    Kind, Power, Resource, State, key, merge, props, required_location, resource_id,
+    stamp_envelope, timestamp,
+};
 use super::{Emulator, OpSpec};
 
 const DISKS: &str = "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/disks";
@@ -122,13 +125,7 @@ fn write_disk(
         let (mut disk, action, step) = match existing {
             None if patch => return Err(ArmError::ResourceNotFound(id.clone())),
             None => {
-                let location = request["location"]
-                    .as_str()
-                    .filter(|l| !l.is_empty())
-                    .ok_or_else(|| {
-                        ArmError::invalid("location", "The 'location' property is required.")
-                    })?
-                    .to_owned();
+                let location = required_location(&request)?;
                 let create = request["properties"]["creationData"]["createOption"]
                     .as_str()
                     .unwrap_or("Empty");
@@ -141,13 +138,7 @@ fn write_disk(
                     ));
                 }
                 let mut body = request.clone();
-                body["id"] = json!(id);
-                body["name"] = json!(name);
-                body["type"] = json!(Kind::Disk.type_name());
-                body["location"] = json!(location);
-                if body.get("tags").is_none() {
-                    body["tags"] = json!({});
-                }
+                stamp_envelope(&mut body, Kind::Disk, &id, name, &location);
                 if body.get("sku").is_none() {
                     body["sku"] = json!({"name": "Standard_LRS"});
                 }

@@ -13,7 +13,7 @@ use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
 use super::operations::Action;
-use super::state::{Kind, Resource, key, props, resource_id};
+use super::state::{Kind, Resource, key, props, required_location, resource_id, stamp_envelope};
 use super::{Emulator, OpSpec};
 
 const NICS: &str =
@@ -96,24 +96,12 @@ async fn put(
         {
             return Err(ArmError::Busy(old.id().to_owned()));
         }
-        let location = match (&existing, request["location"].as_str()) {
-            (Some(old), _) => old.location().to_owned(),
-            (None, Some(l)) if !l.is_empty() => l.to_owned(),
-            (None, _) => {
-                return Err(ArmError::invalid(
-                    "location",
-                    "The 'location' property is required.",
-                ));
-            }
+        let location = match &existing {
+            Some(old) => old.location().to_owned(),
+            None => required_location(&request)?,
         };
         let mut body = request.clone();
-        body["id"] = json!(id);
-        body["name"] = json!(name);
-        body["type"] = json!(Kind::Nic.type_name());
-        body["location"] = json!(location);
-        if body.get("tags").is_none() {
-            body["tags"] = json!({});
-        }
+        stamp_envelope(&mut body, Kind::Nic, &id, &name, &location);
         let p = props(&mut body);
         let old_props = existing
             .as_ref()

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::error::ArmError;
 use super::operations::Operation;
 
 /// The resource types the emulator serves.
@@ -206,6 +207,27 @@ pub fn resource_id(sub: &str, rg: &str, kind: Kind, name: &str) -> String {
         "/subscriptions/{sub}/resourceGroups/{rg}/providers/{}/{name}",
         kind.type_name()
     )
+}
+
+/// The location a create request names, or ARM's 400 when it is missing or empty.
+pub fn required_location(request: &Value) -> Result<String, ArmError> {
+    request["location"]
+        .as_str()
+        .filter(|location| !location.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| ArmError::invalid("location", "The 'location' property is required."))
+}
+
+/// Writes the server-owned envelope of a resource body: `id`, `name`, `type` and `location`, and
+/// empty `tags` when the request gave none.
+pub fn stamp_envelope(body: &mut Value, kind: Kind, id: &str, name: &str, location: &str) {
+    body["id"] = Value::from(id);
+    body["name"] = Value::from(name);
+    body["type"] = Value::from(kind.type_name());
+    body["location"] = Value::from(location);
+    if body.get("tags").is_none() {
+        body["tags"] = Value::Object(Map::new());
+    }
 }
 
 /// The last segment of an id.

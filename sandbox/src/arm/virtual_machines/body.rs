@@ -7,7 +7,8 @@ use serde_json::{Map, Value, json};
 use super::super::data_disks::{self, DiskPlan};
 use super::super::error::ArmError;
 use super::super::state::{
-    Kind, Power, Resource, State, key, name_of, obj_at, props, resource_id, timestamp,
+    Kind, Power, Resource, State, key, name_of, obj_at, props, required_location, resource_id,
+    stamp_envelope, timestamp,
 };
 
 /// What a VM request will change, validated but not yet applied.
@@ -50,11 +51,7 @@ pub fn create(
     now: DateTime<Utc>,
 ) -> Result<VmChange, ArmError> {
     drop_server_fields(&mut req);
-    let location = req["location"]
-        .as_str()
-        .filter(|l| !l.is_empty())
-        .ok_or_else(|| ArmError::invalid("location", "The 'location' property is required."))?
-        .to_owned();
+    let location = required_location(&req)?;
     if req["properties"]["hardwareProfile"]["vmSize"]
         .as_str()
         .is_none()
@@ -65,13 +62,7 @@ pub fn create(
         ));
     }
     let id = resource_id(sub, rg, Kind::Vm, name);
-    let obj = req
-        .as_object_mut()
-        .ok_or_else(|| ArmError::InvalidRequestContent("not an object".into()))?;
-    obj.insert("id".into(), json!(id));
-    obj.insert("name".into(), json!(name));
-    obj.insert("type".into(), json!(Kind::Vm.type_name()));
-    obj.entry("tags").or_insert_with(|| json!({}));
+    stamp_envelope(&mut req, Kind::Vm, &id, name, &location);
     let p = props(&mut req);
     p.insert("vmId".into(), json!(uuid::Uuid::new_v4().to_string()));
     p.insert("timeCreated".into(), json!(timestamp(now)));
