@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
 use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use nodewright_tests::kube_objects::{
-    create_namespace, create_ready_node, delete_namespace_and_node, unique_suffix,
+    create_bound_disk_claim, create_namespace, create_ready_node, delete_namespace_and_node,
+    unique_suffix,
 };
 use nodewright_tests::{Stack, eventually};
 use serde_json::json;
@@ -128,39 +129,7 @@ async fn csi_scenario(
     let disk_id = format!(
         "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/nodewright-e2e/providers/Microsoft.Compute/disks/{volume}"
     );
-    let persistent_volume: PersistentVolume = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": { "name": volume },
-        "spec": {
-            "capacity": { "storage": "1Gi" },
-            "accessModes": ["ReadWriteOnce"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "claimRef": { "namespace": namespace, "name": "data" },
-            "csi": { "driver": "disk.csi.azure.com", "volumeHandle": disk_id },
-        },
-    }))?;
-    Api::<PersistentVolume>::all(client.clone())
-        .create(&PostParams::default(), &persistent_volume)
-        .await?;
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": { "name": "data" },
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "",
-            "volumeName": volume,
-            "resources": { "requests": { "storage": "1Gi" } },
-        },
-    }))?;
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
-    claims.create(&PostParams::default(), &claim).await?;
-    eventually("the claim to bind to its volume", WAIT, POLL, || async {
-        let claim = claims.get("data").await?;
-        let phase = claim.status.and_then(|s| s.phase).unwrap_or_default();
-        Ok((phase == "Bound").then_some(()))
-    })
-    .await?;
+    create_bound_disk_claim(client, namespace, volume, &disk_id, "1Gi").await?;
 
     let mut spec = pinned_pod_spec(node);
     spec["volumes"] = json!([{ "name": "data", "persistentVolumeClaim": { "claimName": "data" } }]);

@@ -7,13 +7,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use base64::Engine;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use nodewright_activities::azure::virtual_machines::VirtualMachine;
 use nodewright_activities::azure::{ArmClient, Deletion, Submitted};
-use nodewright_tests::kube_objects::{create_namespace, is_node_ready, unique_suffix};
+use nodewright_tests::kube_objects::{
+    create_bound_disk_claim, create_namespace, is_node_ready, unique_suffix,
+};
 use nodewright_tests::stack::ArmScope;
 use nodewright_tests::{Stack, eventually};
 use serde_json::json;
@@ -65,7 +67,7 @@ async fn scenario(
 
     let disk_id = create_data_disk(scope, arm, &world.disk).await?;
     create_namespace(kube, &world.namespace).await?;
-    create_volume_and_claim(kube, &world.namespace, &world.disk, &disk_id).await?;
+    create_bound_disk_claim(kube, &world.namespace, &world.disk, &disk_id, "4Gi").await?;
 
     // The pod lands on VM A: its volume is attached there, in Kubernetes and in Azure.
     let pods: Api<Pod> = Api::namespaced(kube.clone(), &world.namespace);
@@ -217,47 +219,6 @@ async fn create_data_disk(scope: &ArmScope, arm: &ArmClient, name: &str) -> Resu
         "a new disk is already attached"
     );
     created.id.context("a disk without an id")
-}
-
-async fn create_volume_and_claim(
-    kube: &kube::Client,
-    namespace: &str,
-    volume: &str,
-    disk_id: &str,
-) -> Result<()> {
-    let persistent_volume: PersistentVolume = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": { "name": volume },
-        "spec": {
-            "capacity": { "storage": "4Gi" },
-            "accessModes": ["ReadWriteOnce"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "claimRef": { "namespace": namespace, "name": "data" },
-            "csi": { "driver": "disk.csi.azure.com", "volumeHandle": disk_id },
-        },
-    }))?;
-    Api::<PersistentVolume>::all(kube.clone())
-        .create(&PostParams::default(), &persistent_volume)
-        .await?;
-    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": { "name": "data" },
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "",
-            "volumeName": volume,
-            "resources": { "requests": { "storage": "4Gi" } },
-        },
-    }))?;
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), namespace);
-    claims.create(&PostParams::default(), &claim).await?;
-    eventually("the claim to bind to its volume", WAIT, POLL, || async {
-        let claim = claims.get("data").await?;
-        let phase = claim.status.and_then(|s| s.phase).unwrap_or_default();
-        Ok((phase == "Bound").then_some(()))
-    })
-    .await
 }
 
 fn pod_on(name: &str, node: &str) -> Pod {

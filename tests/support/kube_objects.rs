@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, ServiceAccount,
+};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
@@ -86,6 +88,60 @@ pub async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {
         Duration::from_secs(30),
         Duration::from_millis(250),
         || async { Ok(accounts.get_opt("default").await?.map(|_| ())) },
+    )
+    .await
+}
+
+/// Creates a `ReadWriteOnce` PersistentVolume `volume` for the Azure disk `disk_id` (CSI driver
+/// `disk.csi.azure.com`, as the Azure Disk CSI driver would provision it) and a claim `data` in
+/// `namespace` bound to it, and waits until the claim is `Bound`.
+pub async fn create_bound_disk_claim(
+    client: &kube::Client,
+    namespace: &str,
+    volume: &str,
+    disk_id: &str,
+    size: &str,
+) -> Result<()> {
+    let persistent_volume: PersistentVolume = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": { "name": volume },
+        "spec": {
+            "capacity": { "storage": size },
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": { "namespace": namespace, "name": "data" },
+            "csi": { "driver": "disk.csi.azure.com", "volumeHandle": disk_id },
+        },
+    }))?;
+    Api::<PersistentVolume>::all(client.clone())
+        .create(&PostParams::default(), &persistent_volume)
+        .await
+        .with_context(|| format!("creating PersistentVolume {volume}"))?;
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": { "name": "data" },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": volume,
+            "resources": { "requests": { "storage": size } },
+        },
+    }))?;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    claims
+        .create(&PostParams::default(), &claim)
+        .await
+        .with_context(|| format!("creating claim data in {namespace}"))?;
+    eventually(
+        "the claim to bind to its volume",
+        Duration::from_secs(90),
+        Duration::from_millis(250),
+        || async {
+            let claim = claims.get("data").await?;
+            let phase = claim.status.and_then(|s| s.phase).unwrap_or_default();
+            Ok((phase == "Bound").then_some(()))
+        },
     )
     .await
 }
