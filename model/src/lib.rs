@@ -5,9 +5,14 @@
 
 pub mod arm;
 pub mod cluster;
+pub mod config;
+pub mod machine;
+pub mod machine_name;
 pub mod names;
 pub mod ownership;
+pub mod pool;
 pub mod preflight;
 
 pub use cluster::{ClusterName, InvalidName};
+pub use machine_name::MachineName;
 pub use names::{Operation, SearchAttribute, WorkflowId};

@@ -12,6 +12,13 @@ use crate::ClusterName;
 /// The task queue nodewright's workers poll unless configured otherwise.
 pub const DEFAULT_TASK_QUEUE: &str = "nodewright";
 
+/// The task queue of ARM write activities (PUT, PATCH, DELETE, POST) for workers polling
+/// `task_queue`. Its server-enforced rate limit keeps every worker of a deployment together
+/// under the subscription's ARM write budget (architecture §5).
+pub fn arm_write_task_queue(task_queue: &str) -> String {
+    format!("{task_queue}-arm-writes")
+}
+
 /// The kind of job a workflow run performs; the value of the `NodewrightOperation` attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -2,23 +2,27 @@
 //! prints where to see them in the Temporal UI.
 //!
 //! Exit codes: 0 success, 2 invalid input (nothing was started), 3 the run failed or did not
-//! finish in time, 4 Temporal could not be reached.
+//! finish in time, 4 Temporal could not be reached, 5 the same job is already running (nothing
+//! new was started).
 
+mod machine;
+mod pool_file;
 mod preflight;
+mod runs;
 mod settings;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use settings::Settings;
+use settings::{Settings, SettingsArgs};
 
 /// Durable life-cycle management for the worker machines of Kubernetes clusters on Azure.
 #[derive(Debug, Parser)]
 #[command(name = "nodewright", version)]
 struct Cli {
     #[command(flatten)]
-    settings: Settings,
+    settings: SettingsArgs,
     /// How results are printed.
     #[arg(long, global = true, value_enum, default_value_t = Output::Text)]
     output: Output,
@@ -40,6 +44,11 @@ enum Command {
     /// Check that a worker runs and reaches the cluster: runs PreflightWorkflow and prints its
     /// report.
     Preflight(preflight::Args),
+    /// Create, delete and inspect machines.
+    #[command(subcommand)]
+    Machine(machine::MachineCommand),
+    /// List nodewright's runs of this cluster, newest first.
+    Runs(runs::Args),
 }
 
 /// A failure of a command, mapped to the CLI's exit codes.
@@ -54,6 +63,9 @@ pub enum CliError {
     /// The run failed, or did not finish in time.
     #[error("{0}")]
     RunFailed(String),
+    /// The same job is already running; nothing new was started.
+    #[error("{0}")]
+    AlreadyRunning(String),
 }
 
 impl CliError {
@@ -62,15 +74,26 @@ impl CliError {
             CliError::InvalidInput(_) => 2,
             CliError::RunFailed(_) => 3,
             CliError::Unreachable(_) => 4,
+            CliError::AlreadyRunning(_) => 5,
         }
+    }
+}
+
+/// Runs one command with the loaded settings.
+async fn run(settings: &Settings, output: Output, command: Command) -> Result<(), CliError> {
+    match command {
+        Command::Preflight(args) => preflight::run(settings, output, args).await,
+        Command::Machine(command) => machine::run(settings, output, command).await,
+        Command::Runs(args) => runs::run(settings, output, args).await,
     }
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Preflight(args) => preflight::run(&cli.settings, cli.output, args).await,
+    let result = match cli.settings.load() {
+        Ok(settings) => run(&settings, cli.output, cli.command).await,
+        Err(error) => Err(error),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,9 +5,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use nodewright_tests::binaries::{KillOnDrop, binary};
+use nodewright_tests::binaries::binary;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::worker_process::{WorkerProcess, free_address, scratch_dir, stack_config};
 use nodewright_tests::{Stack, eventually, stack::ensure_eq};
 
 fn cli(stack: &Stack, task_queue: &str) -> Result<Command> {
@@ -19,15 +20,12 @@ fn cli(stack: &Stack, task_queue: &str) -> Result<Command> {
     Ok(command)
 }
 
-/// Starts the `nodewright-worker` binary on the stack, polling `task_queue`.
-fn spawn_worker(stack: &Stack, task_queue: &str) -> Result<KillOnDrop> {
-    KillOnDrop::spawn(
-        Command::new(binary("nodewright-worker")?)
-            .env("KUBECONFIG", &stack.kubeconfig)
-            .env("TEMPORAL_ADDRESS", &stack.temporal_address)
-            .env("TEMPORAL_NAMESPACE", &stack.temporal_namespace)
-            .env("NODEWRIGHT_TASK_QUEUE", task_queue),
-    )
+/// Starts the `nodewright-worker` binary on the stack, polling `task_queue`, configured by a file
+/// (with free ports for its health and metrics endpoints, so several can run at once).
+fn spawn_worker(stack: &Stack, task_queue: &str) -> Result<WorkerProcess> {
+    let (health, metrics) = (free_address()?, free_address()?);
+    let config = stack_config(stack, task_queue, health, metrics);
+    WorkerProcess::spawn(&scratch_dir("cli-worker")?, &config, health, metrics, &[])
 }
 
 /// Runs `nodewright preflight --output json`, requires exit code 0 and returns the document.
@@ -78,14 +76,14 @@ async fn cli_runs_preflight_through_the_worker_binary_which_stops_on_sigterm() -
     );
 
     // SIGTERM: the worker shuts down gracefully and exits 0.
-    let pid = worker.0.id().to_string();
+    let pid = worker.process.0.id().to_string();
     Command::new("kill").args(["-TERM", &pid]).status()?;
     let status = eventually(
         "the worker to exit after SIGTERM",
         Duration::from_secs(30),
         Duration::from_millis(200),
         || {
-            let exited = worker.0.try_wait();
+            let exited = worker.process.0.try_wait();
             async move { Ok(exited?) }
         },
     )

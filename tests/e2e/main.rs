@@ -4,6 +4,8 @@
 
 mod cli;
 mod kubernetes_smoke;
+mod machines;
 mod preflight;
 mod sandbox;
 mod temporal_smoke;
+mod worker;

@@ -7,9 +7,11 @@
 
 pub mod binaries;
 pub mod kube_objects;
+pub mod machines;
 pub mod poll;
 pub mod stack;
 pub mod temporal_worker;
+pub mod worker_process;
 
 pub use poll::eventually;
 pub use stack::Stack;

@@ -107,6 +107,7 @@ impl Stack {
             namespace: self.temporal_namespace.clone(),
             api_key: None,
             identity: "nodewright-e2e".to_owned(),
+            tls: None,
         };
         Ok(settings.connect().await?)
     }

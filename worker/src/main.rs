@@ -1,127 +1,163 @@
 //! `nodewright-worker`: connects to Temporal and runs nodewright's workflows and activities.
 //!
-//! Configuration comes from flags or the environment (see `--help`); it stops gracefully on
-//! SIGTERM or Ctrl-C, letting running activities finish within the shutdown period.
+//! Start-up, in order: load the configuration (`--config FILE`, the environment, flags), start
+//! logging, serve `/healthz` + `/readyz` and the Prometheus `/metrics`, build the Kubernetes and
+//! ARM clients, connect to Temporal, then poll. `/readyz` turns 200 once Temporal lists this
+//! worker among the task queue's pollers. SIGTERM or Ctrl-C turns `/readyz` to 503 and lets
+//! running activities finish within `worker.shutdown_grace`; the process then exits 0.
+//!
+//! Any start-up failure prints one `error:` line naming the setting to fix and exits 1.
+//!
+//! - [`settings`]: the command line and the configuration.
+//! - [`registration`]: the workflows and activities the worker runs.
+//! - [`health`], [`metrics`], [`telemetry`], [`shutdown`]: the process's operational edges.
+//! - [`azure`], [`kubernetes`], [`temporal`]: the outside systems' clients.
 
-use std::time::Duration;
+mod azure;
+mod health;
+mod kubernetes;
+mod metrics;
+mod registration;
+mod settings;
+mod shutdown;
+mod telemetry;
+mod temporal;
 
-use anyhow::Context;
-use clap::{Parser, ValueEnum};
-use nodewright_activities::kube::KubeActivities;
-use nodewright_model::names::DEFAULT_TASK_QUEUE;
-use nodewright_workflows::{PreflightWorkflow, connect::TemporalSettings};
-use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use clap::Parser;
+use nodewright_model::config::ClusterConfig;
+use temporalio_sdk::{Runtime, Worker};
 use tracing::info;
 
-/// Runs nodewright's workflows and activities for one cluster.
-#[derive(Debug, Parser)]
-#[command(name = "nodewright-worker", version)]
-struct Args {
-    /// Temporal frontend, host:port or URL.
-    #[arg(long, env = "TEMPORAL_ADDRESS", default_value = "127.0.0.1:7233")]
-    temporal_address: String,
-    /// Temporal namespace.
-    #[arg(long, env = "TEMPORAL_NAMESPACE", default_value = "default")]
-    temporal_namespace: String,
-    /// Temporal API key (turns TLS on).
-    #[arg(long, env = "TEMPORAL_API_KEY", hide_env_values = true)]
-    temporal_api_key: Option<String>,
-    /// Task queue to poll.
-    #[arg(long, env = "NODEWRIGHT_TASK_QUEUE", default_value = DEFAULT_TASK_QUEUE)]
-    task_queue: String,
-    /// Log format.
-    #[arg(long, env = "NODEWRIGHT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
-    /// How long running activities may take to finish after a shutdown signal.
-    #[arg(long, env = "NODEWRIGHT_SHUTDOWN_SECONDS", default_value_t = 20)]
-    shutdown_seconds: u64,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
+use health::Health;
+use registration::Clients;
+use settings::Args;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
     let args = Args::parse();
-    init_tracing(args.log_format);
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line with the whole chain: what failed, and why.
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
-    let kube_config = kube::Config::infer()
-        .await
-        .context("no Kubernetes configuration: set KUBECONFIG or run in a pod")?;
-    let kube_client = nodewright_activities::kube::client_from_config(kube_config)?;
-    let settings = TemporalSettings {
-        address: args.temporal_address.clone(),
-        namespace: args.temporal_namespace.clone(),
-        api_key: args.temporal_api_key.clone(),
-        identity: worker_identity(),
+async fn run(args: Args) -> anyhow::Result<()> {
+    let config = args.load()?;
+    telemetry::init(config.worker.log_format);
+    let health = Health::new(config.temporal.task_queue.clone());
+    let stop = shutdown::listen({
+        let health = health.clone();
+        move |signal| {
+            health.mark_stopping();
+            info!(
+                signal,
+                "shutdown signal received; finishing running activities"
+            );
+        }
+    });
+
+    let started = tokio::select! {
+        started = start(&config, health.clone()) => started?,
+        () = shutdown::requested(stop.clone()) => {
+            info!("stopped before start-up finished");
+            return Ok(());
+        }
     };
-    let client = settings.connect().await?;
-    let runtime = Runtime::from_current_tokio(Default::default())
-        .map_err(|e| anyhow::anyhow!("creating the Temporal runtime failed: {e}"))?;
+    let Started {
+        mut worker,
+        mut arm_writes,
+        client,
+        identity,
+        _runtime,
+    } = started;
 
-    let options = WorkerOptions::new(args.task_queue.clone())
-        .register_workflow::<PreflightWorkflow>()?
-        .register_activities(KubeActivities::new(kube_client))
-        .graceful_shutdown_period(Duration::from_secs(args.shutdown_seconds))
-        .build();
-    let mut worker = Worker::new(&runtime, client, options)?;
-
-    let shutdown = worker.shutdown_handle();
+    let readiness = tokio::spawn({
+        let health = health.clone();
+        let task_queue = config.temporal.task_queue.clone();
+        async move {
+            temporal::wait_until_polling(client, task_queue, identity).await;
+            health.mark_ready();
+            info!("ready: Temporal lists this worker among the task queue's pollers");
+        }
+    });
+    let shutdown_handles = [worker.shutdown_handle(), arm_writes.shutdown_handle()];
     tokio::spawn(async move {
-        wait_for_shutdown_signal().await;
-        info!("shutdown signal received; finishing running activities");
-        shutdown();
+        shutdown::requested(stop).await;
+        for shutdown in shutdown_handles {
+            shutdown();
+        }
     });
 
     info!(
-        address = %args.temporal_address,
-        namespace = %args.temporal_namespace,
-        task_queue = %args.task_queue,
+        cluster = %config.cluster,
+        address = %config.temporal.address,
+        namespace = %config.temporal.namespace,
+        task_queue = %config.temporal.task_queue,
+        tls = config.temporal.uses_tls(),
         "nodewright-worker started"
     );
-    worker.run().await?;
+    // Both workers run on this task (their futures are not Send) until both have stopped.
+    let (result, writes_result) = tokio::join!(worker.run(), arm_writes.run());
+    health.mark_stopping();
+    readiness.abort();
+    result.map_err(|error| anyhow!("the worker stopped with an error: {error}"))?;
+    writes_result
+        .map_err(|error| anyhow!("the ARM-write worker stopped with an error: {error}"))?;
     info!("nodewright-worker stopped");
     Ok(())
 }
 
-fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+/// A worker ready to run, and what it needs alive while it runs.
+struct Started {
+    worker: Worker,
+    /// The worker of the rate-limited ARM-write task queue.
+    arm_writes: Worker,
+    client: temporalio_client::Client,
+    identity: String,
+    /// The Temporal runtime must outlive the worker.
+    _runtime: Runtime,
 }
 
-/// `nodewright-worker@<host>:<pid>`, as the Temporal UI shows it on each task.
-fn worker_identity() -> String {
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown-host".to_owned());
-    format!("nodewright-worker@{host}:{}", std::process::id())
-}
+/// Everything between the configuration and the first poll; each step fails with a message
+/// naming the setting to fix.
+async fn start(config: &ClusterConfig, health: Arc<Health>) -> anyhow::Result<Started> {
+    let health_address = health::serve(config.worker.health_address, health).await?;
+    info!(%health_address, "serving /healthz and /readyz");
+    let metrics = metrics::start(config.worker.metrics_address)?;
+    info!(
+        metrics_address = %metrics.address,
+        "serving Prometheus metrics at http://{}/metrics",
+        metrics.address
+    );
 
-async fn wait_for_shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate = match tokio::signal::unix::signal(
-            tokio::signal::unix::SignalKind::terminate(),
-        ) {
-            Ok(signal) => signal,
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops the worker");
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    let clients = Clients {
+        kube: kubernetes::client(&config.kubernetes).await?,
+        arm: azure::arm_client(&config.azure)?,
+    };
+    let identity = temporal::worker_identity();
+    let client = temporal::settings(&config.temporal, &identity)?
+        .connect()
+        .await?;
+    let runtime = Runtime::from_current_tokio(metrics.runtime_options()?)
+        .map_err(|error| anyhow!("creating the Temporal runtime failed: {error}"))?;
+    let options = registration::worker_options(config, clients)?;
+    let worker = Worker::new(&runtime, client.clone(), options.main)
+        .map_err(|error| anyhow!("creating the Temporal worker failed: {error}"))?;
+    let arm_writes = Worker::new(&runtime, client.clone(), options.arm_writes)
+        .map_err(|error| anyhow!("creating the ARM-write Temporal worker failed: {error}"))?;
+    Ok(Started {
+        worker,
+        arm_writes,
+        client,
+        identity,
+        _runtime: runtime,
+    })
 }

@@ -6,6 +6,18 @@ use std::time::Duration;
 use temporalio_common::RetryPolicy;
 use temporalio_sdk::{ActivityCloseTimeouts, ActivityOptions};
 
+/// A running wait must heartbeat at least this often; a lost worker's wait is retried on
+/// another worker after this long.
+pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn backoff(initial: Duration, maximum: Duration) -> RetryPolicy {
+    RetryPolicy::builder()
+        .initial_interval(initial)
+        .backoff_coefficient(2.0)
+        .maximum_interval(maximum)
+        .build()
+}
+
 /// A single read from Kubernetes or Azure: 30 s an attempt, retried with backoff (1 s doubling
 /// to 30 s) for up to five minutes in all. Non-retryable failures end it at once.
 pub fn read() -> ActivityOptions {
@@ -13,12 +25,50 @@ pub fn read() -> ActivityOptions {
         schedule_to_close: Duration::from_secs(300),
         start_to_close: Duration::from_secs(30),
     })
-    .retry_policy(
-        RetryPolicy::builder()
-            .initial_interval(Duration::from_secs(1))
-            .backoff_coefficient(2.0)
-            .maximum_interval(Duration::from_secs(30))
-            .build(),
-    )
+    .retry_policy(backoff(Duration::from_secs(1), Duration::from_secs(30)))
+    .build()
+}
+
+/// A Kubernetes write (apply, cordon, delete): like [`read`]; 409 conflicts and 429s retry.
+pub fn kube_write() -> ActivityOptions {
+    read()
+}
+
+/// An ARM write on the rate-limited ARM-write task queue `queue`: 3 minutes an attempt (a NIC
+/// or disk write waits for its own short operation), retried with backoff (2 s doubling to
+/// 60 s, or ARM's `Retry-After`) for up to 15 minutes.
+pub fn arm_write(queue: &str) -> ActivityOptions {
+    ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
+        schedule_to_close: Duration::from_secs(15 * 60),
+        start_to_close: Duration::from_secs(180),
+    })
+    .task_queue(queue.to_owned())
+    .retry_policy(backoff(Duration::from_secs(2), Duration::from_secs(60)))
+    .build()
+}
+
+/// A cleanup ARM write (compensation, deletion): like [`arm_write`] but allowed an hour, since
+/// giving up leaves something behind.
+pub fn arm_cleanup_write(queue: &str) -> ActivityOptions {
+    ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
+        schedule_to_close: Duration::from_secs(60 * 60),
+        start_to_close: Duration::from_secs(180),
+    })
+    .task_queue(queue.to_owned())
+    .retry_policy(backoff(Duration::from_secs(2), Duration::from_secs(60)))
+    .build()
+}
+
+/// A heartbeating wait that ends by itself at a deadline `budget` from now: each attempt may
+/// run the whole budget plus two minutes; a lost worker's wait resumes elsewhere after
+/// [`HEARTBEAT_TIMEOUT`].
+pub fn wait(budget: Duration) -> ActivityOptions {
+    let attempt = budget + Duration::from_secs(120);
+    ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
+        schedule_to_close: attempt + Duration::from_secs(600),
+        start_to_close: attempt,
+    })
+    .heartbeat_timeout(HEARTBEAT_TIMEOUT)
+    .retry_policy(backoff(Duration::from_secs(1), Duration::from_secs(30)))
     .build()
 }

@@ -1,12 +1,27 @@
-//! Connecting to Temporal, shared by the worker, the CLI and the tests.
+//! Connecting to Temporal, shared by the worker, the CLI and the tests: plaintext, TLS, mTLS or
+//! an API key.
+//!
+//! [`TemporalSettings::from_config`] turns the configured [`TemporalConfig`] into settings,
+//! reading the PEM files through a function the binary passes in (file reading stays at the
+//! binary's edge). [`TemporalSettings::connection_options`] is pure, so the URL and TLS choices
+//! are unit-tested without a server.
 
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::time::Duration;
 
-use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions};
+use nodewright_model::config::{TemporalConfig, env_var};
+use temporalio_client::{
+    Client, ClientOptions, ClientTlsOptions, Connection, ConnectionOptions, TlsOptions,
+};
 use url::Url;
 
+/// How long establishing the TCP/TLS connection may take before `connect` gives up.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Where the Temporal frontend is and how to talk to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct TemporalSettings {
     /// `host:port` (the `TEMPORAL_ADDRESS` convention) or a full URL.
     pub address: String,
@@ -16,6 +31,29 @@ pub struct TemporalSettings {
     pub api_key: Option<String>,
     /// The identity the server records for this client or worker.
     pub identity: String,
+    /// TLS settings; `None` means plaintext, unless an API key or an `https://` address asks for
+    /// TLS (then with the system's roots).
+    pub tls: Option<TlsSettings>,
+}
+
+/// TLS to the Temporal frontend, with the PEM contents already read.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// PEM of the CA that signed the server's certificate; `None` trusts the system's roots.
+    pub server_ca_cert: Option<Vec<u8>>,
+    /// The client's certificate and key, for mTLS.
+    pub client_identity: Option<ClientIdentity>,
+    /// The name the server's certificate must carry, when not the address's host.
+    pub server_name: Option<String>,
+}
+
+/// The client side of mTLS, as PEM.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientIdentity {
+    /// The certificate (chain).
+    pub cert: Vec<u8>,
+    /// The private key.
+    pub key: Vec<u8>,
 }
 
 /// Why a connection could not be made.
@@ -23,7 +61,7 @@ pub struct TemporalSettings {
 pub enum ConnectError {
     /// The address is not `host:port` or a URL.
     #[error(
-        "Temporal address {address:?} is not host:port or a URL; set TEMPORAL_ADDRESS, e.g. 127.0.0.1:7233"
+        "Temporal address {address:?} is not host:port or a URL; set temporal.address (NODEWRIGHT_TEMPORAL_ADDRESS or TEMPORAL_ADDRESS), e.g. 127.0.0.1:7233"
     )]
     InvalidAddress {
         /// The address as configured.
@@ -32,8 +70,33 @@ pub enum ConnectError {
         #[source]
         source: url::ParseError,
     },
+    /// A configured PEM file could not be read.
+    #[error("cannot read {path} given as `{key}` ({env}): fix the path or the file's permissions")]
+    ReadPem {
+        /// The TOML key, e.g. `temporal.tls.client_cert`.
+        key: &'static str,
+        /// Its environment variable.
+        env: &'static str,
+        /// The path as configured.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A configured file is not PEM.
+    #[error("{path} given as `{key}` ({env}) is not PEM: expected a \"-----BEGIN ...\" block")]
+    NotPem {
+        /// The TOML key.
+        key: &'static str,
+        /// Its environment variable.
+        env: &'static str,
+        /// The path as configured.
+        path: String,
+    },
     /// The server did not answer.
-    #[error("could not reach Temporal at {address}; is the server running (dev/stack status)?")]
+    #[error(
+        "could not reach Temporal at {address}; is the server running (dev/stack status), and do temporal.address and the TLS settings match it?"
+    )]
     Unreachable {
         /// The address tried.
         address: String,
@@ -53,12 +116,69 @@ pub enum ConnectError {
 }
 
 impl TemporalSettings {
-    /// The frontend URL: `address` with `http://` (or `https://` with an API key) when it has no
-    /// scheme.
+    /// Plaintext settings for `address` and `namespace`, as on the local stack.
+    pub fn plaintext(
+        address: impl Into<String>,
+        namespace: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> Self {
+        Self {
+            address: address.into(),
+            namespace: namespace.into(),
+            api_key: None,
+            identity: identity.into(),
+            tls: None,
+        }
+    }
+
+    /// Settings for the configured Temporal, reading each configured PEM file with `read_file`
+    /// (`std::fs::read` in the binaries). Errors name the file, its key and its variable.
+    pub fn from_config(
+        config: &TemporalConfig,
+        identity: impl Into<String>,
+        read_file: impl Fn(&Path) -> std::io::Result<Vec<u8>>,
+    ) -> Result<Self, ConnectError> {
+        let read = |path: &PathBuf, key: &'static str| read_pem(path, key, &read_file);
+        let tls = match &config.tls {
+            None => None,
+            Some(tls) => Some(TlsSettings {
+                server_ca_cert: tls
+                    .server_ca_cert
+                    .as_ref()
+                    .map(|path| read(path, "temporal.tls.server_ca_cert"))
+                    .transpose()?,
+                client_identity: tls
+                    .client_certificate
+                    .as_ref()
+                    .map(|files| -> Result<ClientIdentity, ConnectError> {
+                        Ok(ClientIdentity {
+                            cert: read(&files.cert, "temporal.tls.client_cert")?,
+                            key: read(&files.key, "temporal.tls.client_key")?,
+                        })
+                    })
+                    .transpose()?,
+                server_name: tls.server_name.clone(),
+            }),
+        };
+        Ok(Self {
+            address: config.address.clone(),
+            namespace: config.namespace.clone(),
+            api_key: config.api_key.as_ref().map(|key| key.expose().to_owned()),
+            identity: identity.into(),
+            tls,
+        })
+    }
+
+    /// Whether the connection uses TLS: TLS settings, an API key or an `https://` address.
+    pub fn uses_tls(&self) -> bool {
+        self.tls.is_some() || self.api_key.is_some() || self.address.starts_with("https://")
+    }
+
+    /// The frontend URL: `address` with `https://` (TLS) or `http://` when it has no scheme.
     pub fn url(&self) -> Result<Url, ConnectError> {
         let with_scheme = if self.address.contains("://") {
             self.address.clone()
-        } else if self.api_key.is_some() {
+        } else if self.uses_tls() {
             format!("https://{}", self.address)
         } else {
             format!("http://{}", self.address)
@@ -69,19 +189,45 @@ impl TemporalSettings {
         })
     }
 
-    /// Connects and returns a client for the namespace.
-    pub async fn connect(&self) -> Result<Client, ConnectError> {
-        let options = ConnectionOptions::new(self.url()?)
+    /// The SDK's TLS options, `None` for plaintext.
+    pub fn tls_options(&self) -> Option<TlsOptions> {
+        if !self.uses_tls() {
+            return None;
+        }
+        let tls = self.tls.clone().unwrap_or_default();
+        let client = tls.client_identity.map(|identity| {
+            ClientTlsOptions::builder()
+                .client_cert(identity.cert)
+                .client_private_key(identity.key)
+                .build()
+        });
+        Some(
+            TlsOptions::builder()
+                .maybe_server_root_ca_cert(tls.server_ca_cert)
+                .maybe_domain(tls.server_name)
+                .maybe_client_tls_options(client)
+                .build(),
+        )
+    }
+
+    /// The SDK's connection options: URL, identity, API key, TLS and [`CONNECT_TIMEOUT`].
+    pub fn connection_options(&self) -> Result<ConnectionOptions, ConnectError> {
+        Ok(ConnectionOptions::new(self.url()?)
             .identity(self.identity.clone())
             .maybe_api_key(self.api_key.clone())
-            .build();
-        let connection =
-            Connection::connect(options)
-                .await
-                .map_err(|source| ConnectError::Unreachable {
-                    address: self.address.clone(),
-                    source,
-                })?;
+            .maybe_tls_options(self.tls_options())
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build())
+    }
+
+    /// Connects and returns a client for the namespace.
+    pub async fn connect(&self) -> Result<Client, ConnectError> {
+        let connection = Connection::connect(self.connection_options()?)
+            .await
+            .map_err(|source| ConnectError::Unreachable {
+                address: self.address.clone(),
+                source,
+            })?;
         Client::new(
             connection,
             ClientOptions::new(self.namespace.clone()).build(),
@@ -93,16 +239,119 @@ impl TemporalSettings {
     }
 }
 
+/// Reads one PEM file and checks that it looks like PEM.
+fn read_pem(
+    path: &Path,
+    key: &'static str,
+    read_file: &impl Fn(&Path) -> std::io::Result<Vec<u8>>,
+) -> Result<Vec<u8>, ConnectError> {
+    let env = env_var(key).unwrap_or("no variable");
+    let shown = path.display().to_string();
+    let bytes = read_file(path).map_err(|source| ConnectError::ReadPem {
+        key,
+        env,
+        path: shown.clone(),
+        source,
+    })?;
+    if !bytes.windows(11).any(|window| window == b"-----BEGIN ") {
+        return Err(ConnectError::NotPem {
+            key,
+            env,
+            path: shown,
+        });
+    }
+    Ok(bytes)
+}
+
+impl fmt::Debug for TemporalSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TemporalSettings")
+            .field("address", &self.address)
+            .field("namespace", &self.namespace)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("identity", &self.identity)
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+impl fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsSettings")
+            .field(
+                "server_ca_cert",
+                &self
+                    .server_ca_cert
+                    .as_ref()
+                    .map(|pem| format!("{} bytes", pem.len())),
+            )
+            .field("client_identity", &self.client_identity)
+            .field("server_name", &self.server_name)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientIdentity")
+            .field("cert", &format!("{} bytes", self.cert.len()))
+            .field("key", &"<redacted>")
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
+    use nodewright_model::config::{ClientCertificate, Secret, TemporalTls};
+
     use super::*;
+
+    const CA: &[u8] = b"-----BEGIN CERTIFICATE-----\nca\n-----END CERTIFICATE-----\n";
+    const CERT: &[u8] = b"-----BEGIN CERTIFICATE-----\nclient\n-----END CERTIFICATE-----\n";
+    const KEY: &[u8] = b"-----BEGIN PRIVATE KEY-----\nkey\n-----END PRIVATE KEY-----\n";
 
     fn settings(address: &str, api_key: Option<&str>) -> TemporalSettings {
         TemporalSettings {
-            address: address.to_owned(),
-            namespace: "default".to_owned(),
             api_key: api_key.map(str::to_owned),
-            identity: "test".to_owned(),
+            ..TemporalSettings::plaintext(address, "default", "test")
+        }
+    }
+
+    fn config(address: &str, tls: Option<TemporalTls>, api_key: Option<&str>) -> TemporalConfig {
+        TemporalConfig {
+            address: address.to_owned(),
+            namespace: "ns".to_owned(),
+            task_queue: "nodewright".to_owned(),
+            api_key: api_key.map(Secret::new),
+            ui_url: "http://127.0.0.1:8233".to_owned(),
+            tls,
+        }
+    }
+
+    /// A file system of three PEM files and one that is not PEM.
+    fn files(path: &Path) -> std::io::Result<Vec<u8>> {
+        let files: HashMap<&str, &[u8]> = HashMap::from([
+            ("ca.pem", CA),
+            ("client.pem", CERT),
+            ("client.key", KEY),
+            ("not.pem", b"hello" as &[u8]),
+        ]);
+        files
+            .get(path.to_str().unwrap_or_default())
+            .map(|bytes| bytes.to_vec())
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+    }
+
+    fn mtls(cert: &str, key: &str) -> TemporalTls {
+        TemporalTls {
+            server_ca_cert: Some(PathBuf::from("ca.pem")),
+            client_certificate: Some(ClientCertificate {
+                cert: PathBuf::from(cert),
+                key: PathBuf::from(key),
+            }),
+            server_name: Some("temporal.internal".to_owned()),
         }
     }
 
@@ -125,11 +374,115 @@ mod tests {
             let url = settings(address, key).url().expect("valid address");
             assert_eq!(url.as_str(), expected, "{address}");
         }
+        let tls_only = TemporalSettings {
+            tls: Some(TlsSettings::default()),
+            ..settings("temporal.internal:7233", None)
+        };
+        assert_eq!(
+            tls_only.url().expect("valid").as_str(),
+            "https://temporal.internal:7233/"
+        );
     }
 
     #[test]
     fn a_bad_address_names_the_variable_to_fix() {
         let err = settings("http://[::1", None).url().expect_err("invalid");
         assert!(err.to_string().contains("TEMPORAL_ADDRESS"), "{err}");
+    }
+
+    #[test]
+    fn plaintext_has_no_tls_options_and_an_api_key_gets_system_roots() {
+        assert!(settings("127.0.0.1:7233", None).tls_options().is_none());
+        let options = settings("ns.tmprl.cloud:7233", Some("key"))
+            .tls_options()
+            .expect("an API key implies TLS");
+        assert_eq!(options.server_root_ca_cert, None);
+        assert!(options.client_tls_options.is_none());
+        assert_eq!(options.domain, None);
+        let connection = settings("ns.tmprl.cloud:7233", Some("key"))
+            .connection_options()
+            .expect("valid");
+        assert_eq!(connection.api_key.as_deref(), Some("key"));
+        assert!(connection.tls_options.is_some());
+        assert_eq!(connection.connect_timeout, Some(CONNECT_TIMEOUT));
+    }
+
+    #[test]
+    fn mtls_settings_read_every_pem_and_reach_the_sdk_options() {
+        let settings = TemporalSettings::from_config(
+            &config(
+                "temporal.internal:7233",
+                Some(mtls("client.pem", "client.key")),
+                None,
+            ),
+            "worker@test",
+            files,
+        )
+        .expect("valid");
+        let options = settings.connection_options().expect("valid");
+        assert_eq!(options.target.as_str(), "https://temporal.internal:7233/");
+        assert_eq!(options.identity, "worker@test");
+        let tls = options.tls_options.expect("TLS");
+        assert_eq!(tls.server_root_ca_cert.as_deref(), Some(CA));
+        assert_eq!(tls.domain.as_deref(), Some("temporal.internal"));
+        let client = tls.client_tls_options.expect("mTLS");
+        assert_eq!(client.client_cert, CERT);
+        assert_eq!(client.client_private_key, KEY);
+        let debug = format!("{settings:?}");
+        assert!(
+            !debug.contains("PRIVATE KEY") && debug.contains("<redacted>"),
+            "{debug}"
+        );
+    }
+
+    #[test]
+    fn plaintext_config_builds_plaintext_settings_and_keeps_the_api_key() {
+        let plain =
+            TemporalSettings::from_config(&config("127.0.0.1:7233", None, None), "w", files)
+                .expect("valid");
+        assert_eq!(
+            plain,
+            TemporalSettings::plaintext("127.0.0.1:7233", "ns", "w")
+        );
+        assert!(!plain.uses_tls());
+        let keyed = TemporalSettings::from_config(
+            &config(
+                "ns.tmprl.cloud:7233",
+                Some(TemporalTls::default()),
+                Some("k"),
+            ),
+            "w",
+            files,
+        )
+        .expect("valid");
+        assert_eq!(keyed.api_key.as_deref(), Some("k"));
+        assert!(!format!("{keyed:?}").contains("\"k\""));
+    }
+
+    #[test]
+    fn unreadable_or_non_pem_files_are_named_with_their_key_and_variable() {
+        let table = [
+            (
+                mtls("missing.pem", "client.key"),
+                "cannot read missing.pem given as `temporal.tls.client_cert` (NODEWRIGHT_TEMPORAL_TLS_CERT)",
+            ),
+            (
+                mtls("client.pem", "not.pem"),
+                "not.pem given as `temporal.tls.client_key` (NODEWRIGHT_TEMPORAL_TLS_KEY) is not PEM",
+            ),
+            (
+                TemporalTls {
+                    server_ca_cert: Some(PathBuf::from("nope/ca.pem")),
+                    ..TemporalTls::default()
+                },
+                "cannot read nope/ca.pem given as `temporal.tls.server_ca_cert` (NODEWRIGHT_TEMPORAL_TLS_CA)",
+            ),
+        ];
+        for (tls, expected) in table {
+            let error =
+                TemporalSettings::from_config(&config("t:7233", Some(tls), None), "w", files)
+                    .expect_err("refused");
+            assert!(error.to_string().starts_with(expected), "{error}");
+        }
     }
 }

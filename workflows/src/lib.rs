@@ -7,7 +7,13 @@
 
 pub mod activity_options;
 pub mod connect;
+pub mod create_machine;
+pub mod delete_machine;
 pub mod preflight;
+pub mod progress;
+pub mod removal;
 pub mod search;
 
+pub use create_machine::CreateMachineWorkflow;
+pub use delete_machine::DeleteMachineWorkflow;
 pub use preflight::{PreflightInput, PreflightStatus, PreflightWorkflow};

@@ -15,6 +15,54 @@ pub enum Error {
     /// Listing nodes failed.
     #[error("listing Kubernetes nodes failed")]
     ListNodes(#[source] kube::Error),
+    /// Reading one Node failed.
+    #[error("reading Node {name} failed")]
+    GetNode {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Applying labels and taints (server-side apply) failed.
+    #[error("applying labels and taints to Node {name} failed")]
+    ApplyNode {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Cordoning failed.
+    #[error("cordoning Node {name} failed")]
+    CordonNode {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting the Node object failed.
+    #[error("deleting Node {name} failed")]
+    DeleteNode {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A Node of that name exists for another machine.
+    #[error(
+        "Node {name} exists with providerID {found:?}, not {expected:?}: another machine uses the name; nodewright does not touch it"
+    )]
+    ForeignNode {
+        /// The Node.
+        name: String,
+        /// Its providerID.
+        found: Option<String>,
+        /// The VM's providerID.
+        expected: String,
+    },
 }
 
 /// The result type of this module.
@@ -26,18 +74,28 @@ impl Error {
         match self {
             Error::GetVersion(_) => "GetVersion",
             Error::ListNodes(_) => "ListNodes",
+            Error::GetNode { .. } => "GetNode",
+            Error::ApplyNode { .. } => "ApplyNode",
+            Error::CordonNode { .. } => "CordonNode",
+            Error::DeleteNode { .. } => "DeleteNode",
+            Error::ForeignNode { .. } => "ForeignNode",
         }
     }
 
-    fn source_error(&self) -> &kube::Error {
+    fn source_error(&self) -> Option<&kube::Error> {
         match self {
-            Error::GetVersion(source) | Error::ListNodes(source) => source,
+            Error::GetVersion(source) | Error::ListNodes(source) => Some(source),
+            Error::GetNode { source, .. }
+            | Error::ApplyNode { source, .. }
+            | Error::CordonNode { source, .. }
+            | Error::DeleteNode { source, .. } => Some(source),
+            Error::ForeignNode { .. } => None,
         }
     }
 
     /// Classifies the error and turns it into the activity's failure.
     pub fn into_activity_error(self) -> ActivityError {
-        let retry = retry_for(self.source_error());
+        let retry = self.source_error().map_or(Retry::NonRetryable, retry_for);
         Failure {
             type_name: self.type_name(),
             retry,
@@ -100,7 +158,10 @@ mod tests {
         ];
         for (error, expected) in table {
             assert_eq!(error.type_name(), expected);
-            assert_eq!(retry_for(error.source_error()), Retry::NonRetryable);
+            assert_eq!(
+                error.source_error().map(retry_for),
+                Some(Retry::NonRetryable)
+            );
         }
     }
 }

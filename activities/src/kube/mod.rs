@@ -2,6 +2,7 @@
 
 mod error;
 mod inspect;
+pub mod nodes;
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
 pub use error::{Error, Result};
+pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
 
 use std::result::Result as StdResult;
 
@@ -49,6 +51,82 @@ impl KubeActivities {
         _input: (),
     ) -> Result<KubernetesReport, ActivityError> {
         inspect::inspect_cluster(&self.client)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Waits until the machine's Node registers with the VM's providerID, or the deadline.
+    ///
+    /// # Idempotency
+    /// Read-only; a rerun waits again.
+    #[activity(name = "kube.await_node_registered")]
+    pub async fn await_node_registered(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AwaitNode,
+    ) -> Result<NodeWait, ActivityError> {
+        nodes::await_node(&self.client, &ctx, &input, false)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Waits until the machine's Node is Ready, or the deadline.
+    ///
+    /// # Idempotency
+    /// Read-only; a rerun waits again.
+    #[activity(name = "kube.await_node_ready")]
+    pub async fn await_node_ready(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AwaitNode,
+    ) -> Result<NodeWait, ActivityError> {
+        nodes::await_node(&self.client, &ctx, &input, true)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Applies the pool's and nodewright's labels and taints to the Node (server-side apply,
+    /// field manager `nodewright`).
+    ///
+    /// # Idempotency
+    /// An apply of the same fields is a no-op.
+    #[activity(name = "kube.apply_node_metadata")]
+    pub async fn apply_node_metadata(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: NodeMetadata,
+    ) -> Result<(), ActivityError> {
+        nodes::apply_metadata(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Cordons the machine's Node (only when its providerID names the machine's VM).
+    ///
+    /// # Idempotency
+    /// An unschedulable Node is left as it is.
+    #[activity(name = "kube.cordon_node")]
+    pub async fn cordon_node(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: MachineNode,
+    ) -> Result<NodeChange, ActivityError> {
+        nodes::cordon(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Deletes the machine's Node object (only when its providerID names the machine's VM).
+    ///
+    /// # Idempotency
+    /// An absent Node is reported as such.
+    #[activity(name = "kube.delete_node")]
+    pub async fn delete_node(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: MachineNode,
+    ) -> Result<NodeChange, ActivityError> {
+        nodes::delete(&self.client, &input)
             .await
             .map_err(Error::into_activity_error)
     }

@@ -1,17 +1,21 @@
-//! The admin API (`/sandbox/*`): fault rules, latency profile, request statistics. It requires
-//! the bearer token when one is configured, and is not counted in the statistics.
+//! The admin API (`/sandbox/*`): fault rules, latency profile, request statistics, request log.
+//! It requires the bearer token when one is configured, and is neither counted in the statistics
+//! nor logged.
 //!
-//! - `GET /sandbox/faults` → `{"rules":[{"id":1,"fired":0,"kind":"throttle",...}]}`
+//! - `GET /sandbox/faults` → `{"rules":[{"id":1,"fired":0,"matched":0,"kind":"throttle",...}]}`
 //! - `PUT /sandbox/faults` with `{"rules":[rule...]}` (or a bare array) replaces every rule
-//! - `POST /sandbox/faults` with one rule → 201 and the rule with its `id`
+//! - `POST /sandbox/faults` with one rule → 201 and the rule with its `id`; an invalid rule
+//!   (see [`FaultRule::validate`]) → 400 `InvalidParameter` naming the field
 //! - `DELETE /sandbox/faults` clears; `DELETE /sandbox/faults/{id}` removes one (404 if absent)
 //! - `GET /sandbox/latency` → `{"profile":"short","scale":1.0}`; `PUT` the same (fields optional)
 //! - `GET /sandbox/stats` → [`super::Stats`]; `DELETE /sandbox/stats` or
 //!   `POST /sandbox/stats/reset` resets
+//! - `GET /sandbox/requests[?contains=…&since=…]` → `{"requests":[`[`super::RequestRecord`]`...]}`;
+//!   `DELETE /sandbox/requests` empties the log
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -21,7 +25,9 @@ use serde_json::json;
 use super::Emulator;
 use super::error::ArmError;
 use super::faults::FaultRule;
+use super::http::query_map;
 use super::latency::{Latency, LatencyProfile};
+use super::requests::RequestFilter;
 
 /// The admin routes.
 pub fn routes() -> Router<Emulator> {
@@ -37,6 +43,10 @@ pub fn routes() -> Router<Emulator> {
         .route("/sandbox/latency", get(get_latency).put(put_latency))
         .route("/sandbox/stats", get(get_stats).delete(reset_stats))
         .route("/sandbox/stats/reset", post(reset_stats))
+        .route(
+            "/sandbox/requests",
+            get(list_requests).delete(clear_requests),
+        )
 }
 
 fn parse<T: serde::de::DeserializeOwned>(raw: &[u8]) -> Result<T, ArmError> {
@@ -58,11 +68,17 @@ async fn replace_faults(State(em): State<Emulator>, raw: Bytes) -> Result<Respon
     let rules = match parse::<RuleList>(&raw)? {
         RuleList::Wrapped { rules } | RuleList::Bare(rules) => rules,
     };
+    for (i, rule) in rules.iter().enumerate() {
+        rule.validate()
+            .map_err(|e| ArmError::invalid(&format!("rules[{i}].{}", e.field), e.message))?;
+    }
     Ok(axum::Json(json!({ "rules": em.set_faults(rules) })).into_response())
 }
 
 async fn add_fault(State(em): State<Emulator>, raw: Bytes) -> Result<Response, ArmError> {
     let rule: FaultRule = parse(&raw)?;
+    rule.validate()
+        .map_err(|e| ArmError::invalid(e.field, e.message))?;
     Ok((StatusCode::CREATED, axum::Json(em.add_fault(rule))).into_response())
 }
 
@@ -117,5 +133,38 @@ async fn get_stats(State(em): State<Emulator>) -> Response {
 
 async fn reset_stats(State(em): State<Emulator>) -> StatusCode {
     em.reset_stats();
+    StatusCode::NO_CONTENT
+}
+
+async fn list_requests(
+    State(em): State<Emulator>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ArmError> {
+    let mut filter = RequestFilter::default();
+    for (name, value) in query_map(query.as_deref()) {
+        match name.as_str() {
+            "contains" => filter.contains = Some(value),
+            "since" => {
+                let since = value.parse().map_err(|_| {
+                    ArmError::invalid(
+                        "since",
+                        format!("since must be a sequence number, not '{value}'"),
+                    )
+                })?;
+                filter.since = Some(since);
+            }
+            _ => {
+                return Err(ArmError::invalid(
+                    &name,
+                    format!("unknown query parameter '{name}': use contains and since"),
+                ));
+            }
+        }
+    }
+    Ok(axum::Json(json!({ "requests": em.requests(&filter) })).into_response())
+}
+
+async fn clear_requests(State(em): State<Emulator>) -> StatusCode {
+    em.clear_requests();
     StatusCode::NO_CONTENT
 }

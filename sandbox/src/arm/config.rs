@@ -13,6 +13,12 @@
 //! vm = "pool-a-*"            # glob over VM names
 //! code = "AllocationFailed"
 //! count = 1
+//!
+//! [[faults]]
+//! kind = "throttle"
+//! method = "write"           # PUT|PATCH|DELETE|POST; or a list such as "PUT|DELETE"
+//! every = 3                  # every third matching request
+//! retry_after = 2
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -99,6 +105,10 @@ impl EmulatorConfig {
                 "latency_scale must be a finite number >= 0".into(),
             ));
         }
+        for (i, rule) in self.faults.iter().enumerate() {
+            rule.validate()
+                .map_err(|e| ConfigError::Invalid(format!("[[faults]] #{}: {e}", i + 1)))?;
+        }
         Ok(())
     }
 }
@@ -134,5 +144,25 @@ mod tests {
         );
         assert!(EmulatorConfig::from_toml("page_size = 0").is_err());
         assert!(EmulatorConfig::from_toml("nonsense = 1").is_err());
+    }
+
+    #[test]
+    fn fault_rules_are_validated_with_the_rule_named() {
+        let refused = EmulatorConfig::from_toml(
+            r#"
+            [[faults]]
+            kind = "throttle"
+            every = 3
+            [[faults]]
+            kind = "throttle"
+            every = 0
+            "#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            refused,
+            "invalid config: [[faults]] #2: every must be at least 1"
+        );
     }
 }

@@ -1,9 +1,15 @@
 //! Fault injection: rules that make matching requests or operations fail, hang or throttle.
 //!
-//! A rule matches on the operation name (`vm.put`, `disk.delete`, `csi.detach`, ...), the HTTP
-//! method, the request path (for [`crate::compute::Compute`] calls: the VM id) and the VM name, each
-//! a case-insensitive glob (`*` any run, `?` one character). It fires with `probability` (default
-//! 1) and at most `count` times (default unlimited).
+//! A rule matches on the operation name (`vm.put`, `disk.delete`, `csi.detach`, ...), the request
+//! path (for [`crate::compute::Compute`] calls: the VM id) and the VM name, each a case-insensitive
+//! glob (`*` any run, `?` one character) or several separated by `|`; and on the HTTP method, a
+//! `|`-separated list of methods where `write` stands for PUT, PATCH, DELETE and POST. It fires
+//! with `probability` (default 1), or on every `every`-th match only, and at most `count` times
+//! (default unlimited).
+//!
+//! Each time a request or operation is checked against the rules of its kinds, every rule that
+//! matches counts the match (`matched`), even when an earlier rule fires for it; the first rule
+//! that is due (firings left, its turn for `every`, its probability roll won) fires.
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -32,10 +38,11 @@ pub enum FaultKind {
 pub struct FaultRule {
     /// What happens.
     pub kind: FaultKind,
-    /// Glob over the operation name, e.g. `vm.*`.
+    /// Glob over the operation name, e.g. `vm.*` or `vm.*|disk.*`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation: Option<String>,
-    /// HTTP method, e.g. `PUT`.
+    /// HTTP methods separated by `|`, e.g. `PUT` or `PUT|PATCH`; `write` stands for PUT, PATCH,
+    /// DELETE and POST (`csi.*` calls are POST).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
     /// Glob over the request path, e.g. `*/virtualMachines/pool-a-*`.
@@ -44,9 +51,13 @@ pub struct FaultRule {
     /// Glob over the VM name the request or operation concerns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<String>,
-    /// Chance of firing on a match, 0..=1 (default 1).
+    /// Chance of firing on a match, 0..=1 (default 1). Not with `every`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probability: Option<f64>,
+    /// Fire on the N-th, 2N-th, 3N-th... match of this rule only (N >= 1). Not with
+    /// `probability`, nor for `never_joins`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<u64>,
     /// Fire at most this many times.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
@@ -72,9 +83,25 @@ pub struct ActiveRule {
     pub id: u64,
     /// How many times it fired.
     pub fired: u64,
+    /// How many requests or operations matched it (whether it fired or not).
+    #[serde(default)]
+    pub matched: u64,
     /// The rule.
     #[serde(flatten)]
     pub rule: FaultRule,
+}
+
+impl ActiveRule {
+    /// Whether the rule has firings left and, with `every`, the match just counted is its turn
+    /// (an `every` of 0 is never due).
+    fn due(&self) -> bool {
+        if self.rule.count.is_some_and(|c| self.fired >= c) {
+            return false;
+        }
+        self.rule
+            .every
+            .is_none_or(|n| self.matched.checked_rem(n) == Some(0))
+    }
 }
 
 /// What a request or operation is, for matching.
@@ -104,6 +131,7 @@ impl FaultSet {
         let active = ActiveRule {
             id: self.next_id,
             fired: 0,
+            matched: 0,
             rule,
         };
         self.rules.push(active.clone());
@@ -132,14 +160,17 @@ impl FaultSet {
         self.rules.iter().any(|r| r.id == id)
     }
 
-    /// The first rule of one of `kinds` that matches `target`, still has firings left and wins
-    /// its probability roll; counts the firing.
+    /// The first rule of one of `kinds` that matches `target`, still has firings left, has its
+    /// turn (`every`) and wins its probability roll; counts the firing, and the match on every
+    /// rule of `kinds` that matches.
     pub fn fire(&mut self, kinds: &[FaultKind], target: Target<'_>) -> Option<ActiveRule> {
+        let mut fired = None;
         for active in &mut self.rules {
             if !kinds.contains(&active.rule.kind) || !active.rule.matches(target) {
                 continue;
             }
-            if active.rule.count.is_some_and(|c| active.fired >= c) {
+            active.matched += 1;
+            if fired.is_some() || !active.due() {
                 continue;
             }
             let p = active.rule.probability.unwrap_or(1.0);
@@ -147,9 +178,9 @@ impl FaultSet {
                 continue;
             }
             active.fired += 1;
-            return Some(active.clone());
+            fired = Some(active.clone());
         }
-        None
+        fired
     }
 
     /// Whether a rule of `kind` matches `target` (ignoring probability and count).
@@ -170,6 +201,7 @@ impl FaultRule {
             path: None,
             vm: None,
             probability: None,
+            every: None,
             count: None,
             status: None,
             code: None,
@@ -182,17 +214,94 @@ impl FaultRule {
     pub fn matches(&self, target: Target<'_>) -> bool {
         let ok = |pattern: &Option<String>, value: Option<&str>| match (pattern, value) {
             (None, _) => true,
-            (Some(p), Some(v)) => glob(p, v),
+            (Some(p), Some(v)) => p.split('|').any(|alternative| glob(alternative.trim(), v)),
             (Some(_), None) => false,
         };
         ok(&self.operation, Some(target.operation))
             && self
                 .method
                 .as_ref()
-                .is_none_or(|m| m.eq_ignore_ascii_case(target.method))
+                .is_none_or(|m| method_matches(m, target.method))
             && ok(&self.path, Some(target.path))
             && ok(&self.vm, target.vm)
     }
+
+    /// Checks what serde cannot: `every` is at least 1 and comes neither with `probability` nor
+    /// on a `never_joins` rule, and `method` names known methods.
+    pub fn validate(&self) -> Result<(), InvalidRule> {
+        let invalid = |field: &'static str, message: String| Err(InvalidRule { field, message });
+        if let Some(every) = self.every {
+            if every == 0 {
+                return invalid("every", "every must be at least 1".into());
+            }
+            if self.probability.is_some() {
+                return invalid(
+                    "every",
+                    "every and probability cannot be combined: a periodic rule fires on every N-th match, deterministically".into(),
+                );
+            }
+            if self.kind == FaultKind::NeverJoins {
+                return invalid(
+                    "every",
+                    "every does not apply to never_joins rules (they hold for every matching VM)"
+                        .into(),
+                );
+            }
+        }
+        if let Some(method) = &self.method {
+            let unknown: Vec<&str> = method
+                .split('|')
+                .map(str::trim)
+                .filter(|m| {
+                    !KNOWN_METHODS
+                        .iter()
+                        .chain(&[WRITE])
+                        .any(|k| k.eq_ignore_ascii_case(m))
+                })
+                .collect();
+            if !unknown.is_empty() {
+                return invalid(
+                    "method",
+                    format!(
+                        "unknown method '{}' in '{method}': use {} or write, separated by |",
+                        unknown.join("', '"),
+                        KNOWN_METHODS.join(", ")
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The method alias for every write.
+const WRITE: &str = "write";
+
+/// The methods `write` stands for.
+const WRITE_METHODS: [&str; 4] = ["PUT", "PATCH", "DELETE", "POST"];
+
+/// The methods a rule may name.
+const KNOWN_METHODS: [&str; 7] = ["GET", "PUT", "PATCH", "DELETE", "POST", "HEAD", "OPTIONS"];
+
+/// Whether the `|`-separated method list `spec` accepts `method`.
+fn method_matches(spec: &str, method: &str) -> bool {
+    spec.split('|').map(str::trim).any(|m| {
+        if m.eq_ignore_ascii_case(WRITE) {
+            WRITE_METHODS.iter().any(|w| w.eq_ignore_ascii_case(method))
+        } else {
+            m.eq_ignore_ascii_case(method)
+        }
+    })
+}
+
+/// Why a fault rule was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidRule {
+    /// The offending field, e.g. `every`.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub message: String,
 }
 
 /// Case-insensitive glob: `*` matches any run of characters, `?` exactly one.
@@ -283,6 +392,128 @@ mod tests {
         assert!(set.fire(&[FaultKind::Throttle], t).is_none());
         assert!(set.remove(id));
         assert!(!set.contains(id));
+    }
+
+    #[test]
+    fn a_periodic_rule_fires_on_every_nth_match_at_most_count_times() {
+        let mut set = FaultSet::default();
+        let mut rule = FaultRule::new(FaultKind::Throttle);
+        rule.every = Some(3);
+        rule.count = Some(2);
+        set.add(rule);
+        let t = target("vm.put", "/p", None);
+        let fired: Vec<usize> = (1..=12)
+            .filter(|_| set.fire(&[FaultKind::Throttle], t).is_some())
+            .collect();
+        assert_eq!(fired, [3, 6]);
+        assert_eq!((set.list()[0].matched, set.list()[0].fired), (12, 2));
+    }
+
+    #[test]
+    fn a_match_counts_on_every_matching_rule_even_when_an_earlier_one_fires() {
+        let mut set = FaultSet::default();
+        let mut first = FaultRule::new(FaultKind::ServerError);
+        first.count = Some(1);
+        set.add(first);
+        let mut periodic = FaultRule::new(FaultKind::Throttle);
+        periodic.every = Some(2);
+        set.add(periodic);
+        let kinds = [FaultKind::ServerError, FaultKind::Throttle];
+        let t = target("vm.put", "/p", None);
+        let kinds_fired: Vec<Option<FaultKind>> = (0..4)
+            .map(|_| set.fire(&kinds, t).map(|r| r.rule.kind))
+            .collect();
+        assert_eq!(
+            kinds_fired,
+            [
+                Some(FaultKind::ServerError),
+                Some(FaultKind::Throttle),
+                None,
+                Some(FaultKind::Throttle)
+            ]
+        );
+        assert_eq!(set.list()[1].matched, 4);
+    }
+
+    #[test]
+    fn method_lists_and_the_write_alias_match_as_documented() {
+        let cases = [
+            ("write", "PUT", true),
+            ("write", "patch", true),
+            ("write", "DELETE", true),
+            ("write", "POST", true),
+            ("write", "GET", false),
+            ("PUT|DELETE", "DELETE", true),
+            ("put | delete", "PUT", true),
+            ("PUT|DELETE", "POST", false),
+            ("GET|write", "GET", true),
+        ];
+        for (spec, method, expected) in cases {
+            assert_eq!(method_matches(spec, method), expected, "{spec} vs {method}");
+        }
+    }
+
+    #[test]
+    fn glob_filters_take_alternatives_separated_by_bars() {
+        let mut rule = FaultRule::new(FaultKind::Throttle);
+        rule.operation = Some("vm.*|disk.*|nic.*".into());
+        assert!(rule.matches(target("disk.put", "/p", None)));
+        assert!(rule.matches(target("nic.delete", "/p", None)));
+        assert!(!rule.matches(target("csi.attach", "/p", None)));
+    }
+
+    #[test]
+    fn validation_refuses_what_serde_cannot() {
+        let rule = |kind, every, probability: Option<f64>, method: Option<&str>| FaultRule {
+            every,
+            probability,
+            method: method.map(str::to_owned),
+            ..FaultRule::new(kind)
+        };
+        let cases = [
+            (
+                rule(FaultKind::Throttle, Some(3), None, Some("write")),
+                None,
+            ),
+            (rule(FaultKind::Throttle, Some(1), None, None), None),
+            (
+                rule(FaultKind::Throttle, Some(0), None, None),
+                Some("every"),
+            ),
+            (
+                rule(FaultKind::Throttle, Some(2), Some(0.5), None),
+                Some("every"),
+            ),
+            (
+                rule(FaultKind::NeverJoins, Some(2), None, None),
+                Some("every"),
+            ),
+            (
+                rule(FaultKind::Conflict, None, None, Some("PUT|wrtie")),
+                Some("method"),
+            ),
+            (
+                rule(FaultKind::Conflict, None, None, Some("PUT|")),
+                Some("method"),
+            ),
+            (
+                rule(FaultKind::Conflict, None, Some(0.5), Some("get")),
+                None,
+            ),
+        ];
+        for (rule, refused) in cases {
+            assert_eq!(rule.validate().err().map(|e| e.field), refused, "{rule:?}");
+        }
+    }
+
+    #[test]
+    fn an_unvalidated_every_of_zero_never_fires() {
+        let mut set = FaultSet::default();
+        let mut rule = FaultRule::new(FaultKind::Throttle);
+        rule.every = Some(0);
+        set.add(rule);
+        let t = target("vm.put", "/p", None);
+        assert!(set.fire(&[FaultKind::Throttle], t).is_none());
     }
 
     #[test]

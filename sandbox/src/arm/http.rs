@@ -1,6 +1,6 @@
 //! HTTP plumbing shared by the resource modules: the per-request context extractor, response
 //! builders, conditional-request checks, body parsing, and the middleware that authenticates,
-//! checks api-versions, injects request faults, stamps request ids and counts requests.
+//! checks api-versions, injects request faults, stamps request ids, counts and logs requests.
 
 use std::collections::HashMap;
 
@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::Emulator;
 use super::error::ArmError;
 use super::faults::{FaultKind, Target};
+use super::requests::RequestRecord;
 use super::state::{Resource, State as EmState, page, page_token, parse_page_token, strip_nulls};
 use super::stats::operation_name;
 
@@ -330,8 +331,20 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
         writes.into(),
     );
     if is_arm {
-        em.record(&operation, status.as_u16());
         tracing::debug!(%method, %path, status = status.as_u16(), %operation, "arm request");
+        let retry_after = headers
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok());
+        em.record(RequestRecord {
+            seq: 0,
+            time: chrono::Utc::now(),
+            method: method.as_str().to_owned(),
+            path,
+            operation,
+            status: status.as_u16(),
+            retry_after,
+        });
     }
     response
 }

@@ -1,6 +1,6 @@
 //! The ARM emulator: VMs, managed disks and NICs under
 //! `/subscriptions/{sub}/resourceGroups/{rg}/providers/...`, async operations, latency profiles,
-//! fault injection, request statistics and an admin API, served by axum (see the shared
+//! fault injection, request statistics, a request log and an admin API, served by axum (see the shared
 //! `arm-contract.md`).
 //!
 //! [`Emulator`] is the state (cheap to clone); [`app`] serves it. Time-based transitions (an
@@ -19,6 +19,7 @@ mod latency;
 mod network_interfaces;
 mod operations;
 mod paths;
+mod requests;
 mod state;
 mod stats;
 mod virtual_machines;
@@ -35,8 +36,9 @@ use tokio::sync::{Notify, watch};
 
 pub use config::{ConfigError, EmulatorConfig};
 pub use error::ArmError;
-pub use faults::{ActiveRule, FaultKind, FaultRule, FaultSet, Target, glob};
+pub use faults::{ActiveRule, FaultKind, FaultRule, FaultSet, InvalidRule, Target, glob};
 pub use latency::{Latency, LatencyProfile, Step};
+pub use requests::{REQUEST_LOG_CAPACITY, RequestFilter, RequestLog, RequestRecord};
 pub use stats::{Stats, operation_name};
 
 use operations::{Action, OpError, OpStatus, Operation};
@@ -57,6 +59,7 @@ pub struct Emulator {
 struct Inner {
     core: Mutex<Core>,
     stats: Mutex<Stats>,
+    requests: Mutex<RequestLog>,
     token: Option<String>,
     state_file: Option<PathBuf>,
     changes: watch::Sender<u64>,
@@ -276,6 +279,7 @@ impl Emulator {
             inner: Arc::new(Inner {
                 core: Mutex::new(core),
                 stats: Mutex::new(Stats::default()),
+                requests: Mutex::new(RequestLog::default()),
                 token: config.token.filter(|t| !t.is_empty()),
                 state_file: config.state_file,
                 changes: watch::Sender::new(0),
@@ -346,12 +350,36 @@ impl Emulator {
         *self.inner.stats.lock().unwrap_or_else(|e| e.into_inner()) = Stats::default();
     }
 
-    fn record(&self, operation: &str, status: u16) {
+    /// The logged ARM requests `filter` selects, oldest first.
+    pub fn requests(&self, filter: &RequestFilter) -> Vec<RequestRecord> {
+        self.inner
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .query(filter)
+    }
+
+    /// Empties the request log (sequence numbers go on; the stats are kept).
+    pub fn clear_requests(&self) {
+        self.inner
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Counts an answered ARM request in the stats and appends it to the request log.
+    fn record(&self, answered: RequestRecord) {
         self.inner
             .stats
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .record(operation, status);
+            .record(&answered.operation, answered.status);
+        self.inner
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(answered);
     }
 
     fn authorized(&self, header: Option<&HeaderValue>) -> bool {

@@ -48,6 +48,7 @@ async fn without_the_configured_token_arm_and_admin_requests_get_401_authenticat
         vm("x"),
         "/sandbox/stats".to_owned(),
         "/sandbox/faults".to_owned(),
+        "/sandbox/requests".to_owned(),
     ] {
         let resp = anonymous.get(format!("{}{path}", sb.base)).send().await?;
         assert_eq!(resp.status().as_u16(), 401, "{path}");

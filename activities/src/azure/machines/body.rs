@@ -1,0 +1,187 @@
+//! The ARM bodies of a machine's NIC and VM, built from its validated template (pure).
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use nodewright_model::machine::os_disk_name;
+use nodewright_model::pool::MachineTemplate;
+use serde_json::{Value, json};
+
+use crate::azure::network_interfaces::NetworkInterface;
+use crate::azure::virtual_machines::VirtualMachine;
+
+/// The NIC `<machine>-nic` in `subnet_id`, dynamic private IP, with `tags`.
+pub fn nic_body(
+    location: &str,
+    subnet_id: &str,
+    tags: &BTreeMap<String, String>,
+) -> serde_json::Result<NetworkInterface> {
+    serde_json::from_value(json!({
+        "location": location,
+        "tags": tags,
+        "properties": {
+            "ipConfigurations": [{
+                "name": "ipconfig1",
+                "properties": {
+                    "subnet": { "id": subnet_id },
+                    "privateIPAllocationMethod": "Dynamic",
+                    "primary": true,
+                },
+            }],
+        },
+    }))
+}
+
+/// The VM `machine`: size, image, OS disk `<machine>-osdisk` and the NIC, both deleted with the
+/// VM (`deleteOption: Delete`), computer name = machine name, the bootstrap as customData.
+pub fn vm_body(
+    location: &str,
+    machine: &str,
+    template: &MachineTemplate,
+    nic_id: &str,
+    zone: Option<&str>,
+    tags: &BTreeMap<String, String>,
+) -> serde_json::Result<VirtualMachine> {
+    let image = &template.image;
+    let image_reference = match &image.id {
+        Some(id) => json!({ "id": id }),
+        None => json!({
+            "publisher": image.publisher, "offer": image.offer,
+            "sku": image.sku, "version": image.version,
+        }),
+    };
+    let mut os_disk = json!({
+        "name": os_disk_name(machine),
+        "createOption": "FromImage",
+        "caching": "ReadWrite",
+        "managedDisk": { "storageAccountType": template.os_disk.storage_account_type },
+        "deleteOption": "Delete",
+    });
+    if let Some(size) = template.os_disk.size_gb {
+        os_disk["diskSizeGB"] = json!(size);
+    }
+    let mut linux = json!({ "disablePasswordAuthentication": true });
+    if let Some(key) = &template.ssh_public_key {
+        linux["ssh"] = json!({ "publicKeys": [{
+            "path": format!("/home/{}/.ssh/authorized_keys", template.admin_username),
+            "keyData": key,
+        }]});
+    }
+    let mut os_profile = json!({
+        "computerName": machine,
+        "adminUsername": template.admin_username,
+        "linuxConfiguration": linux,
+    });
+    if let Some(bootstrap) = &template.bootstrap {
+        os_profile["customData"] =
+            Value::String(base64::engine::general_purpose::STANDARD.encode(bootstrap));
+    }
+    let mut body = json!({
+        "location": location,
+        "tags": tags,
+        "properties": {
+            "hardwareProfile": { "vmSize": template.vm_size },
+            "storageProfile": { "imageReference": image_reference, "osDisk": os_disk },
+            "osProfile": os_profile,
+            "networkProfile": { "networkInterfaces": [{
+                "id": nic_id,
+                "properties": { "primary": true, "deleteOption": "Delete" },
+            }]},
+        },
+    });
+    if let Some(zone) = zone {
+        body["zones"] = json!([zone]);
+    }
+    serde_json::from_value(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodewright_model::pool::{ImageSource, OsDiskSpec};
+
+    fn template() -> MachineTemplate {
+        MachineTemplate {
+            vm_size: "Standard_D2s_v5".to_owned(),
+            image: ImageSource {
+                publisher: Some("Canonical".to_owned()),
+                offer: Some("ubuntu-24_04-lts".to_owned()),
+                sku: Some("server".to_owned()),
+                version: Some("latest".to_owned()),
+                id: None,
+            },
+            os_disk: OsDiskSpec {
+                size_gb: Some(64),
+                storage_account_type: "Premium_LRS".to_owned(),
+            },
+            subnet_id: "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/n".to_owned(),
+            zones: vec!["1".to_owned()],
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            tags: BTreeMap::new(),
+            admin_username: "nodewright".to_owned(),
+            ssh_public_key: Some("ssh-ed25519 AAAA test".to_owned()),
+            bootstrap: Some("#!/bin/bash\necho hi\n".to_owned()),
+        }
+    }
+
+    #[test]
+    fn the_vm_body_carries_every_template_field_and_deletes_its_nic_and_disk_with_it() {
+        let tags = BTreeMap::from([("nodewright.io-cluster".to_owned(), "dev".to_owned())]);
+        let vm = vm_body(
+            "westeurope",
+            "web-b2c4d",
+            &template(),
+            "/nic/id",
+            Some("2"),
+            &tags,
+        )
+        .expect("builds");
+        let json = serde_json::to_value(&vm).expect("serializes");
+        assert_eq!(json["zones"], json!(["2"]));
+        assert_eq!(json["tags"]["nodewright.io-cluster"], "dev");
+        let p = &json["properties"];
+        assert_eq!(p["hardwareProfile"]["vmSize"], "Standard_D2s_v5");
+        assert_eq!(
+            p["storageProfile"]["imageReference"]["offer"],
+            "ubuntu-24_04-lts"
+        );
+        assert_eq!(p["storageProfile"]["osDisk"]["name"], "web-b2c4d-osdisk");
+        assert_eq!(p["storageProfile"]["osDisk"]["diskSizeGB"], 64);
+        assert_eq!(p["storageProfile"]["osDisk"]["deleteOption"], "Delete");
+        assert_eq!(p["networkProfile"]["networkInterfaces"][0]["id"], "/nic/id");
+        assert_eq!(
+            p["networkProfile"]["networkInterfaces"][0]["properties"]["deleteOption"],
+            "Delete"
+        );
+        assert_eq!(p["osProfile"]["computerName"], "web-b2c4d");
+        let custom = p["osProfile"]["customData"].as_str().expect("customData");
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(custom)
+            .expect("base64");
+        assert_eq!(decoded, b"#!/bin/bash\necho hi\n");
+        assert_eq!(
+            p["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"][0]["path"],
+            "/home/nodewright/.ssh/authorized_keys"
+        );
+    }
+
+    #[test]
+    fn a_gallery_image_is_referenced_by_id_only() {
+        let mut t = template();
+        t.image = ImageSource {
+            id: Some("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/galleries/g/images/i/versions/1.0.0".to_owned()),
+            ..ImageSource::default()
+        };
+        let vm = vm_body("westeurope", "m", &t, "/nic", None, &BTreeMap::new()).expect("builds");
+        let json = serde_json::to_value(&vm).expect("serializes");
+        let image = &json["properties"]["storageProfile"]["imageReference"];
+        assert!(
+            image["id"]
+                .as_str()
+                .is_some_and(|id| id.ends_with("/versions/1.0.0"))
+        );
+        assert!(image.get("publisher").is_none());
+        assert!(json.get("zones").is_none());
+    }
+}

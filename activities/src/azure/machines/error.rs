@@ -1,0 +1,89 @@
+//! Failures of the machine activities that are about the world, not about one ARM call.
+
+use nodewright_model::arm::Disposition;
+use temporalio_sdk::activities::ActivityError;
+
+use crate::azure::Error as ArmError;
+use crate::failure::{Failure, Retry};
+
+/// Why a machine activity failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    /// An ARM call failed; its error says which and how.
+    #[error("{}", chain(.0.as_ref()))]
+    Arm(Box<ArmError>),
+    /// The VM's creation ended `Failed` in Azure.
+    #[error("VM {machine} failed to provision: {code}: {message}")]
+    ProvisioningFailed {
+        /// The machine.
+        machine: String,
+        /// The ARM error code, e.g. `AllocationFailed`.
+        code: String,
+        /// ARM's message.
+        message: String,
+    },
+    /// A resource with the machine's name exists but is not nodewright's for this cluster.
+    #[error(
+        "{kind} {name} exists but its tag nodewright.io-cluster is {found:?}, not {cluster:?}: nodewright does not touch resources it did not create; pick another machine name or remove it yourself"
+    )]
+    NotOwned {
+        /// `VM`, `network interface`, `disk` or `Node`.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// The cluster this worker manages.
+        cluster: String,
+        /// The tag's value, if any.
+        found: Option<String>,
+    },
+    /// A response that cannot be: ARM answered without a field it always sends.
+    #[error("{0}")]
+    Unexpected(String),
+}
+
+impl From<ArmError> for MachineError {
+    fn from(error: ArmError) -> Self {
+        MachineError::Arm(Box::new(error))
+    }
+}
+
+/// `error: cause: cause`, so that the message Temporal records is complete on one line.
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+impl MachineError {
+    /// Classifies the failure for Temporal: ARM errors as the client classifies them, the rest
+    /// as not retryable (a retry meets the same world).
+    pub fn into_activity_error(self) -> ActivityError {
+        let (type_name, retry, retry_after) = match &self {
+            MachineError::Arm(error) => (
+                error.type_name(),
+                match error.disposition() {
+                    Disposition::Retryable => Retry::Retryable,
+                    Disposition::Terminal | Disposition::Gone => Retry::NonRetryable,
+                },
+                error.retry_after(),
+            ),
+            MachineError::ProvisioningFailed { .. } => {
+                ("ProvisioningFailed", Retry::NonRetryable, None)
+            }
+            MachineError::NotOwned { .. } => ("NotOwned", Retry::NonRetryable, None),
+            MachineError::Unexpected(_) => ("Unexpected", Retry::Retryable, None),
+        };
+        Failure {
+            error: self,
+            type_name,
+            retry,
+            retry_after,
+        }
+        .into()
+    }
+}

@@ -1,0 +1,421 @@
+//! The Azure side of a machine's life: NIC, VM, OS disk tags, deletion and leftovers, as
+//! Temporal activities.
+//!
+//! Writes (PUT, PATCH, DELETE) are on [`ArmWriteActivities`], registered on the ARM-write task
+//! queue whose server-side rate limit keeps the whole deployment under the subscription's write
+//! budget; reads and waits are on [`ArmReadActivities`]. Every activity is idempotent: it reads
+//! before it writes, adopts what an earlier attempt created, and refuses to touch a resource
+//! without this cluster's ownership tag.
+
+pub mod body;
+mod error;
+pub mod types;
+mod wait;
+
+use std::sync::Arc;
+
+use nodewright_model::ClusterName;
+use nodewright_model::arm::Disposition;
+use nodewright_model::machine::nic_name;
+use nodewright_model::ownership::{TAG_CLUSTER, TAG_MACHINE, is_owned_by};
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+
+pub use error::MachineError;
+pub use types::*;
+
+use crate::azure::{ArmClient, Deletion, Error as ArmError};
+
+/// How long an ARM write's own short operation (a NIC, a disk's tags) may take inside the
+/// activity that started it.
+const SHORT_OPERATION_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// ARM writes: registered on the ARM-write task queue.
+pub struct ArmWriteActivities {
+    client: ArmClient,
+    location: String,
+}
+
+/// ARM reads and waits: registered on the main task queue.
+pub struct ArmReadActivities {
+    client: ArmClient,
+}
+
+impl ArmWriteActivities {
+    /// Writes through `client`, creating resources in `location`.
+    pub fn new(client: ArmClient, location: impl Into<String>) -> Self {
+        Self {
+            client,
+            location: location.into(),
+        }
+    }
+}
+
+impl ArmReadActivities {
+    /// Reads through `client`.
+    pub fn new(client: ArmClient) -> Self {
+        Self { client }
+    }
+}
+
+/// Whether an ARM error means "not there".
+fn is_gone(error: &ArmError) -> bool {
+    error.disposition() == Disposition::Gone
+}
+
+/// Refuses a resource that is not this cluster's machine's.
+fn check_owned(
+    kind: &'static str,
+    name: &str,
+    tags: &std::collections::BTreeMap<String, String>,
+    cluster: &ClusterName,
+    machine: &str,
+) -> Result<(), MachineError> {
+    let machine_matches = tags.get(TAG_MACHINE).map(String::as_str) == Some(machine);
+    if is_owned_by(tags, cluster) && machine_matches {
+        Ok(())
+    } else {
+        Err(MachineError::NotOwned {
+            kind,
+            name: name.to_owned(),
+            cluster: cluster.to_string(),
+            found: tags.get(TAG_CLUSTER).cloned(),
+        })
+    }
+}
+
+#[activities]
+impl ArmWriteActivities {
+    /// Creates the machine's NIC, or adopts the one an earlier attempt created.
+    ///
+    /// # Idempotency
+    /// GET before PUT: an existing NIC with this cluster's and machine's tags is adopted; one
+    /// without them is refused, never changed.
+    #[activity(name = "azure.ensure_nic")]
+    pub async fn ensure_nic(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: EnsureNic,
+    ) -> Result<NicReady, ActivityError> {
+        self.ensure_nic_inner(&input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Starts creating the machine's VM, or adopts the one an earlier attempt started.
+    ///
+    /// # Idempotency
+    /// GET before PUT: a VM of that name with this cluster's tags is adopted (never a second
+    /// PUT); one without them is refused.
+    #[activity(name = "azure.begin_vm_create")]
+    pub async fn begin_vm_create(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: BeginVmCreate,
+    ) -> Result<VmCreateStarted, ActivityError> {
+        self.begin_vm_create_inner(&input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Merges the ownership tags into the OS disk the VM created.
+    ///
+    /// # Idempotency
+    /// GET, merge, PUT only when a tag differs: a rerun finds the tags set and writes nothing.
+    #[activity(name = "azure.tag_os_disk")]
+    pub async fn tag_os_disk(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: TagOsDisk,
+    ) -> Result<bool, ActivityError> {
+        self.tag_os_disk_inner(&input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Starts deleting the machine's VM (NIC and OS disk go with it).
+    ///
+    /// # Idempotency
+    /// A VM already gone is reported as such; a VM without this cluster's tags is refused.
+    #[activity(name = "azure.begin_vm_delete")]
+    pub async fn begin_vm_delete(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: BeginVmDelete,
+    ) -> Result<VmDeleteStarted, ActivityError> {
+        self.begin_vm_delete_inner(&input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Deletes one leftover NIC or disk, after checking again that it is this cluster's and
+    /// attached to nothing.
+    ///
+    /// # Idempotency
+    /// Gone is success; attached or foreign is left alone.
+    #[activity(name = "azure.delete_leftover")]
+    pub async fn delete_leftover(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: DeleteLeftover,
+    ) -> Result<LeftoverDeleted, ActivityError> {
+        self.delete_leftover_inner(&input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+}
+
+impl ArmWriteActivities {
+    async fn ensure_nic_inner(&self, input: &EnsureNic) -> Result<NicReady, MachineError> {
+        let name = nic_name(&input.machine);
+        match self.client.get_nic(&name).await {
+            Ok(existing) => {
+                check_owned(
+                    "network interface",
+                    &name,
+                    &existing.tags,
+                    &input.cluster,
+                    &input.machine,
+                )?;
+                let id = existing.id.unwrap_or_else(|| self.client.nic_id(&name));
+                return Ok(NicReady { id, created: false });
+            }
+            Err(error) if is_gone(&error) => {}
+            Err(error) => return Err(error.into()),
+        }
+        let body = body::nic_body(&self.location, &input.subnet_id, &input.tags)
+            .map_err(|e| MachineError::Unexpected(format!("building the NIC body: {e}")))?;
+        let submitted = self.client.put_nic(&name, &body).await?;
+        if let Some(operation) = &submitted.operation {
+            self.client.wait(operation, SHORT_OPERATION_WAIT).await?;
+        }
+        let id = submitted
+            .resource
+            .and_then(|nic| nic.id)
+            .unwrap_or_else(|| self.client.nic_id(&name));
+        Ok(NicReady { id, created: true })
+    }
+
+    async fn begin_vm_create_inner(
+        &self,
+        input: &BeginVmCreate,
+    ) -> Result<VmCreateStarted, MachineError> {
+        match self.client.get_vm(&input.machine).await {
+            Ok(existing) => {
+                check_owned(
+                    "VM",
+                    &input.machine,
+                    &existing.tags,
+                    &input.cluster,
+                    &input.machine,
+                )?;
+                return Ok(VmCreateStarted::Adopted {
+                    provisioning_state: existing.properties.provisioning_state,
+                });
+            }
+            Err(error) if is_gone(&error) => {}
+            Err(error) => return Err(error.into()),
+        }
+        let body = body::vm_body(
+            &self.location,
+            &input.machine,
+            &input.template,
+            &input.nic_id,
+            input.zone.as_deref(),
+            &input.tags,
+        )
+        .map_err(|e| MachineError::Unexpected(format!("building the VM body: {e}")))?;
+        let submitted = self.client.put_vm(&input.machine, &body).await?;
+        Ok(VmCreateStarted::Started {
+            operation: submitted.operation,
+        })
+    }
+
+    async fn tag_os_disk_inner(&self, input: &TagOsDisk) -> Result<bool, MachineError> {
+        let mut disk = match self.client.get_disk(&input.disk).await {
+            Ok(disk) => disk,
+            Err(error) if is_gone(&error) => return Ok(false),
+            Err(error) => return Err(error.into()),
+        };
+        let missing = input
+            .tags
+            .iter()
+            .any(|(name, value)| disk.tags.get(name) != Some(value));
+        if !missing {
+            return Ok(false);
+        }
+        disk.tags.extend(input.tags.clone());
+        let submitted = self.client.put_disk(&input.disk, &disk).await?;
+        if let Some(operation) = &submitted.operation {
+            self.client.wait(operation, SHORT_OPERATION_WAIT).await?;
+        }
+        Ok(true)
+    }
+
+    async fn begin_vm_delete_inner(
+        &self,
+        input: &BeginVmDelete,
+    ) -> Result<VmDeleteStarted, MachineError> {
+        let existing = match self.client.get_vm(&input.machine).await {
+            Ok(vm) => vm,
+            Err(error) if is_gone(&error) => return Ok(VmDeleteStarted::AlreadyGone),
+            Err(error) => return Err(error.into()),
+        };
+        check_owned(
+            "VM",
+            &input.machine,
+            &existing.tags,
+            &input.cluster,
+            &input.machine,
+        )?;
+        Ok(match self.client.delete_vm(&input.machine, false).await? {
+            Deletion::Deleted => VmDeleteStarted::Started { operation: None },
+            Deletion::Started(handle) => VmDeleteStarted::Started {
+                operation: Some(handle),
+            },
+            Deletion::AlreadyGone => VmDeleteStarted::AlreadyGone,
+        })
+    }
+
+    async fn delete_leftover_inner(
+        &self,
+        input: &DeleteLeftover,
+    ) -> Result<LeftoverDeleted, MachineError> {
+        let name = &input.leftover.name;
+        let deletion = match input.leftover.kind {
+            LeftoverKind::Nic => {
+                let nic = match self.client.get_nic(name).await {
+                    Ok(nic) => nic,
+                    Err(error) if is_gone(&error) => return Ok(LeftoverDeleted::AlreadyGone),
+                    Err(error) => return Err(error.into()),
+                };
+                if !is_owned_by(&nic.tags, &input.cluster) || nic.attached_vm().is_some() {
+                    return Ok(LeftoverDeleted::LeftAlone);
+                }
+                self.client.delete_nic(name).await?
+            }
+            LeftoverKind::Disk => {
+                let disk = match self.client.get_disk(name).await {
+                    Ok(disk) => disk,
+                    Err(error) if is_gone(&error) => return Ok(LeftoverDeleted::AlreadyGone),
+                    Err(error) => return Err(error.into()),
+                };
+                if !is_owned_by(&disk.tags, &input.cluster) || disk.managed_by().is_some() {
+                    return Ok(LeftoverDeleted::LeftAlone);
+                }
+                self.client.delete_disk(name).await?
+            }
+        };
+        match deletion {
+            Deletion::Deleted => Ok(LeftoverDeleted::Deleted),
+            Deletion::AlreadyGone => Ok(LeftoverDeleted::AlreadyGone),
+            Deletion::Started(operation) => {
+                self.client.wait(&operation, SHORT_OPERATION_WAIT).await?;
+                Ok(LeftoverDeleted::Deleted)
+            }
+        }
+    }
+}
+
+#[activities]
+impl ArmReadActivities {
+    /// The subscription and resource group this worker manages (from its configuration), so
+    /// that workflows can name VMs by ARM id.
+    ///
+    /// # Idempotency
+    /// Reads the worker's configuration only.
+    #[activity(name = "azure.scope")]
+    pub async fn scope(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        _input: (),
+    ) -> Result<ArmScope, ActivityError> {
+        Ok(ArmScope {
+            subscription_id: self.client.subscription_id().to_owned(),
+            resource_group: self.client.resource_group().to_owned(),
+        })
+    }
+
+    /// Waits until the VM's provisioning ends (polling its async operation, or the VM itself),
+    /// heartbeating, until the deadline.
+    ///
+    /// # Idempotency
+    /// Read-only; a rerun polls again.
+    #[activity(name = "azure.await_vm")]
+    pub async fn await_vm(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AwaitVm,
+    ) -> Result<VmProvisioned, ActivityError> {
+        wait::await_vm(&self.client, &ctx, &input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Waits until the VM is gone (its delete operation done, or a GET answers 404).
+    ///
+    /// # Idempotency
+    /// Read-only; a rerun polls again.
+    #[activity(name = "azure.await_vm_deletion")]
+    pub async fn await_vm_deletion(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AwaitDeletion,
+    ) -> Result<(), ActivityError> {
+        wait::await_vm_deletion(&self.client, &ctx, &input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Lists the machine's NICs and disks that carry this cluster's tag and the machine's tag
+    /// and are attached to nothing.
+    ///
+    /// # Idempotency
+    /// Read-only.
+    #[activity(name = "azure.find_leftovers")]
+    pub async fn find_leftovers(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: FindLeftovers,
+    ) -> Result<Vec<Leftover>, ActivityError> {
+        self.find_leftovers_inner(&input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+}
+
+impl ArmReadActivities {
+    async fn find_leftovers_inner(
+        &self,
+        input: &FindLeftovers,
+    ) -> Result<Vec<Leftover>, MachineError> {
+        let ours = |tags: &std::collections::BTreeMap<String, String>| {
+            is_owned_by(tags, &input.cluster)
+                && tags.get(TAG_MACHINE).map(String::as_str) == Some(input.machine.as_str())
+        };
+        let mut leftovers = Vec::new();
+        for nic in self.client.list_nics().await? {
+            if ours(&nic.tags)
+                && nic.attached_vm().is_none()
+                && let Some(name) = nic.name.clone()
+            {
+                leftovers.push(Leftover {
+                    kind: LeftoverKind::Nic,
+                    name,
+                });
+            }
+        }
+        for disk in self.client.list_disks().await? {
+            if ours(&disk.tags)
+                && disk.managed_by().is_none()
+                && let Some(name) = disk.name.clone()
+            {
+                leftovers.push(Leftover {
+                    kind: LeftoverKind::Disk,
+                    name,
+                });
+            }
+        }
+        Ok(leftovers)
+    }
+}

@@ -1,0 +1,210 @@
+//! Inputs and outputs of the machine activities (serialized into workflow history).
+
+use std::collections::BTreeMap;
+
+use nodewright_model::ClusterName;
+use nodewright_model::pool::MachineTemplate;
+use serde::{Deserialize, Serialize};
+
+use crate::azure::OperationHandle;
+
+/// Create (or adopt) a machine's NIC.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnsureNic {
+    /// The owning cluster (a NIC of the same name without its tag is refused).
+    pub cluster: ClusterName,
+    /// The machine.
+    pub machine: String,
+    /// The subnet's ARM id.
+    pub subnet_id: String,
+    /// Every tag, ownership included.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// The NIC, ready for the VM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NicReady {
+    /// Its ARM id.
+    pub id: String,
+    /// False when it already existed (an earlier attempt made it).
+    pub created: bool,
+}
+
+/// Start (or adopt) the creation of a machine's VM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BeginVmCreate {
+    /// The owning cluster.
+    pub cluster: ClusterName,
+    /// The machine (= VM name).
+    pub machine: String,
+    /// What to build.
+    pub template: MachineTemplate,
+    /// The NIC's ARM id.
+    pub nic_id: String,
+    /// The availability zone, if the pool uses zones.
+    pub zone: Option<String>,
+    /// Every tag, ownership included.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// How a VM creation began.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum VmCreateStarted {
+    /// This attempt sent the PUT; poll `operation` (or the VM when ARM gave none).
+    Started {
+        /// The async operation, when ARM returned one.
+        operation: Option<OperationHandle>,
+    },
+    /// The VM already existed with this cluster's tag (an earlier attempt created it).
+    Adopted {
+        /// Its provisioning state when found.
+        provisioning_state: Option<String>,
+    },
+}
+
+/// Wait until a VM's provisioning ends, or a deadline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitVm {
+    /// The machine (= VM name).
+    pub machine: String,
+    /// The operation to poll; without one the VM itself is polled.
+    pub operation: Option<OperationHandle>,
+    /// Give up at this instant (RFC 3339, from the workflow's clock).
+    pub deadline: String,
+}
+
+/// How a wait for a VM ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum VmProvisioned {
+    /// `provisioningState: Succeeded`.
+    Succeeded {
+        /// The VM's ARM id.
+        vm_id: String,
+        /// The OS disk's name, if ARM reported it.
+        os_disk: Option<String>,
+    },
+    /// The deadline passed first.
+    TimedOut {
+        /// The last provisioning state seen.
+        provisioning_state: Option<String>,
+    },
+}
+
+/// Tag the OS disk the VM created (Azure does not copy the VM's tags onto it), so the disk can
+/// be proven nodewright's after the VM is gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TagOsDisk {
+    /// The disk's name.
+    pub disk: String,
+    /// The tags to merge in.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// Delete a machine's VM (its NIC and OS disk go with it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BeginVmDelete {
+    /// The owning cluster: a VM without its tag is not touched.
+    pub cluster: ClusterName,
+    /// The machine.
+    pub machine: String,
+}
+
+/// How a VM deletion began.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum VmDeleteStarted {
+    /// Deleted at once, or under way.
+    Started {
+        /// The async operation, when ARM returned one.
+        operation: Option<OperationHandle>,
+    },
+    /// There was no such VM.
+    AlreadyGone,
+}
+
+/// Wait for a deletion's operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AwaitDeletion {
+    /// The machine.
+    pub machine: String,
+    /// The operation, when there is one; without one the VM is polled until it is gone.
+    pub operation: Option<OperationHandle>,
+}
+
+/// Look for a machine's NICs and disks that outlived its VM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FindLeftovers {
+    /// The owning cluster.
+    pub cluster: ClusterName,
+    /// The machine.
+    pub machine: String,
+}
+
+/// What kind of resource a leftover is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeftoverKind {
+    /// A network interface.
+    Nic,
+    /// A managed disk.
+    Disk,
+}
+
+/// A NIC or disk of the machine, tagged for this cluster, with no VM using it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Leftover {
+    /// NIC or disk.
+    pub kind: LeftoverKind,
+    /// Its name.
+    pub name: String,
+}
+
+/// Delete one leftover (after checking again that it is this cluster's and unattached).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteLeftover {
+    /// The owning cluster.
+    pub cluster: ClusterName,
+    /// What to delete.
+    pub leftover: Leftover,
+}
+
+/// How a leftover deletion ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeftoverDeleted {
+    /// Deleted.
+    Deleted,
+    /// It was already gone.
+    AlreadyGone,
+    /// It is attached again or no longer ours: left alone.
+    LeftAlone,
+}
+
+/// Where this worker's machines live in Azure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArmScope {
+    /// The subscription.
+    pub subscription_id: String,
+    /// The resource group.
+    pub resource_group: String,
+}
+
+impl ArmScope {
+    /// The ARM id of VM `name` in this scope.
+    pub fn vm_id(&self, name: &str) -> String {
+        nodewright_model::ownership::vm_id(&self.subscription_id, &self.resource_group, name)
+    }
+}

@@ -1,0 +1,380 @@
+//! What the machine workflows take, return and report: the create and delete requests, their
+//! results, the names of a machine's Azure resources, and the progress the `status` query shows.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ClusterName;
+use crate::pool::MachineTemplate;
+
+/// The name of a machine's network interface: `<machine>-nic`.
+pub fn nic_name(machine: &str) -> String {
+    format!("{machine}-nic")
+}
+
+/// The name of a machine's OS disk: `<machine>-osdisk`.
+pub fn os_disk_name(machine: &str) -> String {
+    format!("{machine}-osdisk")
+}
+
+/// The availability zone of `machine` among the pool's `zones` (none when the pool has none):
+/// a stable choice from the name, so a retried or replayed step picks the same zone and a pool's
+/// random names spread over its zones.
+pub fn zone_for(machine: &str, zones: &[String]) -> Option<String> {
+    if zones.is_empty() {
+        return None;
+    }
+    let sum = machine.bytes().fold(0usize, |acc, b| {
+        acc.wrapping_mul(31).wrapping_add(usize::from(b))
+    });
+    zones.get(sum % zones.len()).cloned()
+}
+
+/// The input of CreateMachine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateMachineRequest {
+    /// The cluster the machine joins.
+    pub cluster: ClusterName,
+    /// The pool it belongs to.
+    pub pool: String,
+    /// The machine's name (= VM name = computer name = node name).
+    pub machine: String,
+    /// What it is built from (validated).
+    pub template: MachineTemplate,
+    /// The template's hash, recorded in tags and labels.
+    pub template_hash: String,
+    /// From the start of the run until the Node is Ready; past it the machine is removed again.
+    pub creation_timeout: Duration,
+    /// Leave the VM, NIC, disk and Node in place when the create fails (for debugging).
+    #[serde(default)]
+    pub keep_on_failure: bool,
+}
+
+/// The input of DeleteMachine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteMachineRequest {
+    /// The cluster that owns the machine.
+    pub cluster: ClusterName,
+    /// The machine's name.
+    pub machine: String,
+}
+
+/// What CreateMachine returns: the machine as it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedMachine {
+    /// The machine's name.
+    pub machine: String,
+    /// Its pool.
+    pub pool: String,
+    /// The VM's ARM id.
+    pub vm_id: String,
+    /// The NIC's ARM id.
+    pub nic_id: String,
+    /// The Node's providerID.
+    pub provider_id: String,
+    /// The Node's name.
+    pub node: String,
+    /// The template hash it runs.
+    pub template_hash: String,
+    /// Whether the run adopted a VM an earlier attempt had already started.
+    pub adopted: bool,
+}
+
+/// What DeleteMachine returns: what it found and removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletedMachine {
+    /// The machine's name.
+    pub machine: String,
+    /// Whether the VM existed (false: it was already gone).
+    pub vm_deleted: bool,
+    /// The NICs and disks removed after the VM (by name and ownership tag).
+    pub leftovers_deleted: Vec<String>,
+    /// Whether a Node object was deleted.
+    pub node_deleted: bool,
+    /// Whether the Node was cordoned before the VM went.
+    pub cordoned: bool,
+}
+
+/// The steps of the machine workflows, in runbook order, as the `status` query and the CLI
+/// show them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// CreateMachine: create or adopt the network interface.
+    EnsureNic,
+    /// CreateMachine: start (or adopt) the VM creation.
+    CreateVm,
+    /// CreateMachine: wait for the VM's provisioning to end.
+    ProvisionVm,
+    /// CreateMachine: wait for the Node to register.
+    RegisterNode,
+    /// CreateMachine: apply labels and taints.
+    LabelNode,
+    /// CreateMachine: wait for the Node to be Ready.
+    WaitReady,
+    /// CreateMachine, failure path: remove what was created.
+    Compensate,
+    /// DeleteMachine: cordon the Node.
+    Cordon,
+    /// DeleteMachine: delete the VM (NIC and OS disk cascade).
+    DeleteVm,
+    /// DeleteMachine: delete NICs and disks left behind.
+    DeleteLeftovers,
+    /// DeleteMachine: delete the Node object.
+    DeleteNode,
+}
+
+impl Step {
+    /// The steps of CreateMachine's happy path.
+    pub const CREATE: [Step; 6] = [
+        Step::EnsureNic,
+        Step::CreateVm,
+        Step::ProvisionVm,
+        Step::RegisterNode,
+        Step::LabelNode,
+        Step::WaitReady,
+    ];
+    /// The steps of DeleteMachine.
+    pub const DELETE: [Step; 4] = [
+        Step::Cordon,
+        Step::DeleteVm,
+        Step::DeleteLeftovers,
+        Step::DeleteNode,
+    ];
+
+    /// The step's name, as the search attribute `NodewrightPhase` and the CLI show it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Step::EnsureNic => "ensure-nic",
+            Step::CreateVm => "create-vm",
+            Step::ProvisionVm => "provision-vm",
+            Step::RegisterNode => "register-node",
+            Step::LabelNode => "label-node",
+            Step::WaitReady => "wait-ready",
+            Step::Compensate => "compensate",
+            Step::Cordon => "cordon",
+            Step::DeleteVm => "delete-vm",
+            Step::DeleteLeftovers => "delete-leftovers",
+            Step::DeleteNode => "delete-node",
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a step is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepState {
+    /// Not reached yet.
+    Pending,
+    /// Under way.
+    Running,
+    /// Finished.
+    Done,
+    /// Ended the run's happy path.
+    Failed,
+}
+
+/// One step of a run, for the `status` query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepProgress {
+    /// Which step.
+    pub step: Step,
+    /// Where it is.
+    pub state: StepState,
+    /// When it started, RFC 3339 (workflow time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When it ended, RFC 3339 (workflow time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// What it found or did, in a few words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// How a run ended, or that it has not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Still running.
+    Running,
+    /// Finished successfully.
+    Succeeded,
+    /// Failed (after compensation, for a create).
+    Failed,
+}
+
+/// The answer of the machine workflows' `status` query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatus {
+    /// `create` or `delete`.
+    pub operation: String,
+    /// The machine.
+    pub machine: String,
+    /// Its pool, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// When the run started, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// Every step of the runbook, in order.
+    pub steps: Vec<StepProgress>,
+    /// How the run ended, or `running`.
+    pub outcome: Outcome,
+    /// Why it failed, in ARM or Kubernetes terms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Facts gathered on the way (vm id, provider id, node, ...).
+    #[serde(default)]
+    pub facts: BTreeMap<String, String>,
+}
+
+impl MachineStatus {
+    /// A fresh status with every step of `steps` pending.
+    pub fn new(operation: &str, machine: &str, pool: Option<&str>, steps: &[Step]) -> Self {
+        Self {
+            operation: operation.to_owned(),
+            machine: machine.to_owned(),
+            pool: pool.map(str::to_owned),
+            started_at: None,
+            steps: steps
+                .iter()
+                .map(|step| StepProgress {
+                    step: *step,
+                    state: StepState::Pending,
+                    started_at: None,
+                    finished_at: None,
+                    detail: None,
+                })
+                .collect(),
+            outcome: Outcome::Running,
+            failure: None,
+            facts: BTreeMap::new(),
+        }
+    }
+
+    /// Marks `step` running at `now` (adding it when it is not in the list, e.g. compensation).
+    pub fn start(&mut self, step: Step, now: &str) {
+        let entry = self.entry(step);
+        entry.state = StepState::Running;
+        entry.started_at = Some(now.to_owned());
+    }
+
+    /// Marks `step` done at `now` with an optional detail.
+    pub fn finish(&mut self, step: Step, now: &str, detail: Option<String>) {
+        let entry = self.entry(step);
+        entry.state = StepState::Done;
+        entry.finished_at = Some(now.to_owned());
+        if detail.is_some() {
+            entry.detail = detail;
+        }
+    }
+
+    /// Marks `step` failed at `now` with the reason.
+    pub fn fail(&mut self, step: Step, now: &str, reason: &str) {
+        let entry = self.entry(step);
+        entry.state = StepState::Failed;
+        entry.finished_at = Some(now.to_owned());
+        entry.detail = Some(reason.to_owned());
+    }
+
+    /// The step currently running, if any.
+    pub fn current(&self) -> Option<Step> {
+        self.steps
+            .iter()
+            .find(|s| s.state == StepState::Running)
+            .map(|s| s.step)
+    }
+
+    fn entry(&mut self, step: Step) -> &mut StepProgress {
+        let index = match self.steps.iter().position(|s| s.step == step) {
+            Some(index) => index,
+            None => {
+                self.steps.push(StepProgress {
+                    step,
+                    state: StepState::Pending,
+                    started_at: None,
+                    finished_at: None,
+                    detail: None,
+                });
+                self.steps.len() - 1
+            }
+        };
+        &mut self.steps[index]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_names_follow_the_machine() {
+        assert_eq!(nic_name("web-b2c4d"), "web-b2c4d-nic");
+        assert_eq!(os_disk_name("web-b2c4d"), "web-b2c4d-osdisk");
+    }
+
+    #[test]
+    fn steps_move_from_pending_to_done_or_failed_and_compensation_is_appended() {
+        let mut status = MachineStatus::new("create", "web-b2c4d", Some("web"), &Step::CREATE);
+        assert!(status.steps.iter().all(|s| s.state == StepState::Pending));
+        status.start(Step::EnsureNic, "t1");
+        assert_eq!(status.current(), Some(Step::EnsureNic));
+        status.finish(Step::EnsureNic, "t2", Some("created".to_owned()));
+        status.start(Step::CreateVm, "t3");
+        status.fail(Step::CreateVm, "t4", "AllocationFailed");
+        status.start(Step::Compensate, "t5");
+        assert_eq!(status.steps.len(), Step::CREATE.len() + 1);
+        assert_eq!(status.current(), Some(Step::Compensate));
+        let nic = &status.steps[0];
+        assert_eq!(
+            (nic.state, nic.detail.as_deref()),
+            (StepState::Done, Some("created"))
+        );
+        assert_eq!(status.steps[1].state, StepState::Failed);
+    }
+
+    #[test]
+    fn zones_are_chosen_stably_and_spread() {
+        let zones: Vec<String> = ["1", "2", "3"].iter().map(|z| z.to_string()).collect();
+        assert_eq!(zone_for("web-b2c4d", &[]), None);
+        assert_eq!(zone_for("web-b2c4d", &zones), zone_for("web-b2c4d", &zones));
+        let used: std::collections::HashSet<_> = [
+            "web-b2c4d",
+            "web-x7k2m",
+            "web-qq9zz",
+            "web-lmn45",
+            "web-88t2v",
+            "web-zz2b7",
+        ]
+        .iter()
+        .filter_map(|m| zone_for(m, &zones))
+        .collect();
+        assert!(used.len() >= 2, "{used:?}");
+    }
+
+    #[test]
+    fn step_names_are_distinct() {
+        let all = Step::CREATE
+            .iter()
+            .chain(Step::DELETE.iter())
+            .chain([Step::Compensate].iter())
+            .map(|s| s.as_str())
+            .collect::<std::collections::HashSet<_>>();
+        assert_eq!(all.len(), Step::CREATE.len() + Step::DELETE.len() + 1);
+    }
+}

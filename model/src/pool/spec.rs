@@ -1,0 +1,325 @@
+//! The Pool file as written by people: `apiVersion: nodewright.io/v1alpha1`, `kind: Pool`.
+//!
+//! Every field is kept as written (durations and percentages as strings) so that one validation
+//! pass ([`super::validate()`]) can name each bad field and its fix, instead of the parser stopping
+//! at the first. Unknown fields are refused by the parser, with their name.
+//!
+//! Serializing skips unset options and empty lists and maps, so adding an optional field to
+//! [`MachineTemplate`] later keeps every existing template hash (see [`super::template_hash`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The only `apiVersion` this release reads.
+pub const API_VERSION: &str = "nodewright.io/v1alpha1";
+/// The `kind` of a pool file.
+pub const KIND: &str = "Pool";
+
+/// A pool file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pool {
+    /// Must be [`API_VERSION`].
+    pub api_version: String,
+    /// Must be [`KIND`].
+    pub kind: String,
+    /// The pool's name.
+    pub metadata: PoolMetadata,
+    /// What the pool's machines look like and how they are replaced.
+    pub spec: PoolSpec,
+}
+
+/// `metadata` of a pool file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PoolMetadata {
+    /// The pool's name: a prefix of every machine name (`<pool>-<5 characters>`).
+    pub name: String,
+}
+
+/// `spec` of a pool file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PoolSpec {
+    /// How many machines the pool should have.
+    pub replicas: u32,
+    /// The machine template.
+    pub template: MachineTemplate,
+    /// How a rolling update replaces machines.
+    #[serde(default)]
+    pub strategy: Strategy,
+    /// How nodes are drained before their machine is deleted.
+    #[serde(default)]
+    pub drain: DrainSettings,
+    /// How long machines may take.
+    #[serde(default)]
+    pub timeouts: Timeouts,
+}
+
+/// What every machine of the pool is built from. Its hash is the machine's template version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MachineTemplate {
+    /// Azure VM size, e.g. `Standard_D4s_v5`.
+    pub vm_size: String,
+    /// The OS image.
+    pub image: ImageSource,
+    /// The OS disk.
+    #[serde(default)]
+    pub os_disk: OsDiskSpec,
+    /// ARM id of the subnet the NIC joins.
+    pub subnet_id: String,
+    /// Availability zones to spread machines over (`"1"`, `"2"`, `"3"`); empty for none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<String>,
+    /// Labels the Node gets (besides nodewright's own).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Taints the Node gets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<TaintSpec>,
+    /// Azure tags the VM, NIC and OS disk get (besides nodewright's ownership tags).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// The VM's admin user.
+    #[serde(default = "default_admin_username")]
+    pub admin_username: String,
+    /// An SSH public key for the admin user (OpenSSH format); none disables SSH keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_public_key: Option<String>,
+    /// What the machine runs on first boot to join the cluster (cloud-init or a script), as text;
+    /// nodewright base64-encodes it into the VM's customData.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<String>,
+}
+
+fn default_admin_username() -> String {
+    "nodewright".to_owned()
+}
+
+/// Where the OS image comes from: exactly one of `id` (a gallery image version or managed image)
+/// or the marketplace reference (`publisher`, `offer`, `sku`, `version`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImageSource {
+    /// ARM id of a Compute Gallery image version (or managed image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Marketplace publisher, e.g. `Canonical`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publisher: Option<String>,
+    /// Marketplace offer, e.g. `ubuntu-24_04-lts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offer: Option<String>,
+    /// Marketplace SKU, e.g. `server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sku: Option<String>,
+    /// Marketplace version, e.g. `latest` or `24.04.202411030`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// The OS disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OsDiskSpec {
+    /// Size in GiB; none keeps the image's size.
+    #[serde(default, rename = "sizeGB", skip_serializing_if = "Option::is_none")]
+    pub size_gb: Option<u32>,
+    /// `Premium_LRS` (default), `StandardSSD_LRS`, `Standard_LRS`, `Premium_ZRS` or
+    /// `StandardSSD_ZRS` (Azure refuses `PremiumV2_LRS` and `UltraSSD_LRS` for OS disks).
+    #[serde(default = "default_storage_account_type")]
+    pub storage_account_type: String,
+}
+
+fn default_storage_account_type() -> String {
+    "Premium_LRS".to_owned()
+}
+
+impl Default for OsDiskSpec {
+    fn default() -> Self {
+        Self {
+            size_gb: None,
+            storage_account_type: default_storage_account_type(),
+        }
+    }
+}
+
+/// A Node taint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaintSpec {
+    /// The taint key (a label key).
+    pub key: String,
+    /// The value (a label value); may be empty.
+    #[serde(default)]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+/// A count or a percentage (`"25%"`), as in a Deployment's rolling-update strategy.
+///
+/// Kept as written (a negative count or `"120%"` still parses) so that validation can name the
+/// field; anything other than an integer or a string is refused by the parser with an example.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum IntOrPercent {
+    /// An absolute number of machines.
+    Count(i64),
+    /// A percentage of `replicas`, written `"<n>%"` (or a number in quotes).
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for IntOrPercent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(IntOrPercentVisitor)
+    }
+}
+
+/// Reads an integer or a string; its `expecting` text is what a user sees for anything else.
+struct IntOrPercentVisitor;
+
+impl serde::de::Visitor<'_> for IntOrPercentVisitor {
+    type Value = IntOrPercent;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a number of machines (e.g. 1) or a percentage (e.g. \"25%\")")
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<Self::Value, E> {
+        Ok(IntOrPercent::Count(value))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<Self::Value, E> {
+        i64::try_from(value)
+            .map(IntOrPercent::Count)
+            .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(value), &self))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Self::Value, E> {
+        Ok(IntOrPercent::Text(value.to_owned()))
+    }
+}
+
+/// How a rolling update replaces machines (Kubernetes Deployment semantics).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Strategy {
+    /// Machines above `replicas` allowed during a rollout (default 1).
+    #[serde(default = "default_max_surge")]
+    pub max_surge: IntOrPercent,
+    /// Machines below `replicas` allowed during a rollout (default 0).
+    #[serde(default = "default_max_unavailable")]
+    pub max_unavailable: IntOrPercent,
+    /// Failed machine creations or deletions after which a rollout pauses itself (default 3).
+    #[serde(default = "default_max_failures")]
+    pub max_failures: u32,
+    /// A rollout that makes no progress for this long is marked stalled (default `30m`).
+    #[serde(default = "default_progress_deadline")]
+    pub progress_deadline: String,
+}
+
+fn default_max_surge() -> IntOrPercent {
+    IntOrPercent::Count(1)
+}
+fn default_max_unavailable() -> IntOrPercent {
+    IntOrPercent::Count(0)
+}
+fn default_max_failures() -> u32 {
+    3
+}
+fn default_progress_deadline() -> String {
+    "30m".to_owned()
+}
+
+impl Default for Strategy {
+    fn default() -> Self {
+        Self {
+            max_surge: default_max_surge(),
+            max_unavailable: default_max_unavailable(),
+            max_failures: default_max_failures(),
+            progress_deadline: default_progress_deadline(),
+        }
+    }
+}
+
+/// How nodes are drained (machine-controller-manager's defaults).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DrainSettings {
+    /// After this long the drain switches to force mode (default `2h`).
+    #[serde(default = "default_drain_timeout")]
+    pub timeout: String,
+    /// How often an eviction blocked by a PodDisruptionBudget is retried (default `20s`).
+    #[serde(default = "default_pdb_retry_interval")]
+    pub pdb_retry_interval: String,
+    /// How long to wait for a pod's volumes to detach, on top of its grace period (default `2m`).
+    #[serde(default = "default_volume_detach_timeout")]
+    pub volume_detach_timeout: String,
+    /// How long to wait for a moved volume to attach on its new node (default `90s`).
+    #[serde(default = "default_volume_attach_timeout")]
+    pub volume_attach_timeout: String,
+    /// A node NotReady (or with a read-only filesystem) this long is drained in force mode
+    /// (default `5m`).
+    #[serde(default = "default_force_after_unhealthy")]
+    pub force_after_unhealthy: String,
+}
+
+fn default_drain_timeout() -> String {
+    "2h".to_owned()
+}
+fn default_pdb_retry_interval() -> String {
+    "20s".to_owned()
+}
+fn default_volume_detach_timeout() -> String {
+    "2m".to_owned()
+}
+fn default_volume_attach_timeout() -> String {
+    "90s".to_owned()
+}
+fn default_force_after_unhealthy() -> String {
+    "5m".to_owned()
+}
+
+impl Default for DrainSettings {
+    fn default() -> Self {
+        Self {
+            timeout: default_drain_timeout(),
+            pdb_retry_interval: default_pdb_retry_interval(),
+            volume_detach_timeout: default_volume_detach_timeout(),
+            volume_attach_timeout: default_volume_attach_timeout(),
+            force_after_unhealthy: default_force_after_unhealthy(),
+        }
+    }
+}
+
+/// How long machines may take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Timeouts {
+    /// From the start of a create until the Node is Ready (default `20m`); past it the machine
+    /// is deleted again and the create fails.
+    #[serde(default = "default_creation_timeout")]
+    pub creation: String,
+    /// A Node NotReady this long is unhealthy (default `10m`).
+    #[serde(default = "default_health_timeout")]
+    pub health: String,
+}
+
+fn default_creation_timeout() -> String {
+    "20m".to_owned()
+}
+fn default_health_timeout() -> String {
+    "10m".to_owned()
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            creation: default_creation_timeout(),
+            health: default_health_timeout(),
+        }
+    }
+}

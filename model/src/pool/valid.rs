@@ -1,0 +1,153 @@
+//! A pool that passed validation: what workflows take as input.
+//!
+//! Durations are parsed, percentages are [`Amount`]s and the template carries its hash, so no
+//! workflow ever parses a string or meets a value validation would have refused.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::spec::MachineTemplate;
+
+/// A validated pool: only [`super::validate()`] builds one from a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValidPool {
+    /// The pool's name (`metadata.name`), at most [`super::MAX_POOL_NAME_LEN`] characters.
+    pub name: String,
+    /// How many machines the pool should have.
+    pub replicas: u32,
+    /// The machine template, as written (with the parser's defaults filled in).
+    pub template: MachineTemplate,
+    /// [`super::template_hash`] of `template`: the `nodewright.io/template` label and tag.
+    pub template_hash: String,
+    /// How a rolling update replaces machines.
+    pub strategy: RolloutStrategy,
+    /// How nodes are drained.
+    pub drain: DrainPolicy,
+    /// How long machines may take.
+    pub timeouts: MachineTimeouts,
+}
+
+/// A number of machines, or a percentage of `replicas`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Amount {
+    /// An absolute number of machines.
+    Count(u32),
+    /// A percentage of `replicas`, 0 to 100.
+    Percent(u32),
+}
+
+impl Amount {
+    /// The number of machines this amount stands for in a pool of `replicas`.
+    ///
+    /// A percentage is rounded up when `round_up` (Kubernetes does so for `maxSurge`) and down
+    /// otherwise (for `maxUnavailable`), so that `10%` of 5 machines is a surge of 1 but an
+    /// unavailability of 0.
+    pub fn resolve(&self, replicas: u32, round_up: bool) -> u32 {
+        match *self {
+            Amount::Count(count) => count,
+            Amount::Percent(percent) => {
+                let scaled = u64::from(replicas) * u64::from(percent);
+                let machines = if round_up {
+                    scaled.div_ceil(100)
+                } else {
+                    scaled / 100
+                };
+                u32::try_from(machines).unwrap_or(u32::MAX)
+            }
+        }
+    }
+
+    /// Whether the amount is zero whatever `replicas` is (`0` or `"0%"`).
+    pub fn is_zero(&self) -> bool {
+        matches!(self, Amount::Count(0) | Amount::Percent(0))
+    }
+}
+
+/// How a rolling update replaces machines (Kubernetes Deployment semantics).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutStrategy {
+    /// Machines above `replicas` allowed during a rollout; percentages round up.
+    pub max_surge: Amount,
+    /// Machines below `replicas` allowed during a rollout; percentages round down.
+    pub max_unavailable: Amount,
+    /// Failed machine creations or deletions after which a rollout pauses itself; at least 1.
+    pub max_failures: u32,
+    /// A rollout that makes no progress for this long is marked stalled.
+    pub progress_deadline: Duration,
+}
+
+/// How nodes are drained (machine-controller-manager's settings).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainPolicy {
+    /// After this long the drain switches to force mode.
+    pub timeout: Duration,
+    /// How often an eviction blocked by a PodDisruptionBudget is retried.
+    pub pdb_retry_interval: Duration,
+    /// How long to wait for a pod's volumes to detach, on top of its grace period.
+    pub volume_detach_timeout: Duration,
+    /// How long to wait for a moved volume to attach on its new node.
+    pub volume_attach_timeout: Duration,
+    /// A node unhealthy this long is drained in force mode.
+    pub force_after_unhealthy: Duration,
+}
+
+/// How long machines may take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineTimeouts {
+    /// From the start of a create until the Node is Ready.
+    pub creation: Duration,
+    /// A Node NotReady this long is unhealthy.
+    pub health: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn resolves_counts_and_percentages_as_kubernetes_does() {
+        let table = [
+            // (amount, replicas, round_up, expected)
+            (Amount::Count(2), 10, true, 2),
+            (Amount::Count(2), 0, false, 2),
+            (Amount::Percent(25), 10, true, 3),
+            (Amount::Percent(25), 10, false, 2),
+            (Amount::Percent(10), 5, true, 1),
+            (Amount::Percent(10), 5, false, 0),
+            (Amount::Percent(100), 7, false, 7),
+            (Amount::Percent(0), 7, true, 0),
+            (Amount::Percent(50), 0, true, 0),
+            (Amount::Percent(100), u32::MAX, true, u32::MAX),
+        ];
+        for (amount, replicas, round_up, expected) in table {
+            assert_eq!(
+                amount.resolve(replicas, round_up),
+                expected,
+                "{amount:?} of {replicas}, round_up={round_up}"
+            );
+        }
+    }
+
+    #[test]
+    fn serializes_amounts_with_their_kind() {
+        let json = serde_json::to_string(&[Amount::Count(1), Amount::Percent(25)])
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(json, r#"[{"count":1},{"percent":25}]"#);
+    }
+
+    proptest! {
+        #[test]
+        fn a_percentage_never_exceeds_replicas_and_rounding_differs_by_at_most_one(
+            percent in 0u32..=100,
+            replicas in 0u32..=10_000,
+        ) {
+            let up = Amount::Percent(percent).resolve(replicas, true);
+            let down = Amount::Percent(percent).resolve(replicas, false);
+            prop_assert!(down <= up && up <= replicas);
+            prop_assert!(up - down <= 1);
+        }
+    }
+}

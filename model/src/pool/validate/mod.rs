@@ -1,0 +1,176 @@
+//! Validation of a parsed pool file: every rule, every problem at once, each with its fix.
+//!
+//! [`validate()`] walks the whole file and collects a [`FieldError`] for each value Azure,
+//! Kubernetes or nodewright would refuse, named by its path in the file
+//! (`spec.template.taints[1].effect`), so one run of the CLI shows everything to correct. Only a
+//! file without problems becomes a [`ValidPool`]. The rules live beside the part of the file they
+//! check: [`machine`] (the VM), [`kube`] (labels and taints), [`tags`] (Azure tags) and
+//! [`rollout`] (strategy, drain and timeouts).
+
+mod arm_id;
+mod kube;
+mod machine;
+mod rollout;
+mod tags;
+
+use std::fmt;
+
+use super::hash::template_hash;
+use super::spec::{API_VERSION, KIND, Pool};
+use super::valid::ValidPool;
+use crate::ClusterName;
+
+/// The longest pool name. A machine name is `<pool>-<5 characters>`, so a pool of at most 40
+/// characters gives machine names of at most 46: within Kubernetes' 63 for Node names and label
+/// values and Azure's 64 for VM and Linux computer names (`machine_name` asserts this).
+pub const MAX_POOL_NAME_LEN: usize = crate::cluster::MAX_CLUSTER_NAME_LEN;
+
+/// The most machines one pool may have.
+pub const MAX_REPLICAS: u32 = 1000;
+
+/// One value of a pool file that cannot be used, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem} (got {value}); {fix}")]
+pub struct FieldError {
+    /// The value's path in the file, e.g. `spec.template.taints[1].effect` or
+    /// `spec.template.labels["example.com/role"]`.
+    pub field: String,
+    /// The value as written, quoted when it is a string (long values are shortened).
+    pub value: String,
+    /// What is wrong with it.
+    pub problem: String,
+    /// What to write instead.
+    pub fix: String,
+}
+
+/// A pool file with at least one [`FieldError`]. Never retryable: the file has to change.
+///
+/// It displays one problem per line, in the order of the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct InvalidPool {
+    /// Every problem found, in the order of the file; never empty.
+    pub errors: Vec<FieldError>,
+}
+
+impl fmt::Display for InvalidPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, error) in self.errors.iter().enumerate() {
+            if index > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks every rule on `pool` and, when all hold, returns the pool ready for workflows: its
+/// durations parsed, its amounts resolved to [`super::Amount`]s and its template hashed.
+///
+/// # Errors
+///
+/// [`InvalidPool`] listing every value that breaks a rule.
+pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
+    let mut problems = Problems::default();
+    if pool.api_version != API_VERSION {
+        problems.push(
+            "apiVersion",
+            quoted(&pool.api_version),
+            "is not a supported version",
+            format!("write apiVersion: {API_VERSION}"),
+        );
+    }
+    if pool.kind != KIND {
+        problems.push(
+            "kind",
+            quoted(&pool.kind),
+            "is not Pool",
+            format!("write kind: {KIND}"),
+        );
+    }
+    check_pool_name(&mut problems, &pool.metadata.name);
+    let spec = &pool.spec;
+    if spec.replicas > MAX_REPLICAS {
+        problems.push(
+            "spec.replicas",
+            spec.replicas.to_string(),
+            "is more than 1000",
+            "split the machines over several pools of at most 1000",
+        );
+    }
+    machine::check(&mut problems, "spec.template", &spec.template);
+    let strategy = rollout::strategy(&mut problems, "spec.strategy", &spec.strategy);
+    let drain = rollout::drain(&mut problems, "spec.drain", &spec.drain);
+    let timeouts = rollout::timeouts(&mut problems, "spec.timeouts", &spec.timeouts);
+    if !problems.0.is_empty() {
+        return Err(InvalidPool { errors: problems.0 });
+    }
+    Ok(ValidPool {
+        name: pool.metadata.name.clone(),
+        replicas: spec.replicas,
+        template: spec.template.clone(),
+        template_hash: template_hash(&spec.template),
+        strategy,
+        drain,
+        timeouts,
+    })
+}
+
+/// The pool name follows the cluster name's rules (a DNS label of at most 40 characters).
+fn check_pool_name(problems: &mut Problems, name: &str) {
+    if let Err(invalid) = ClusterName::parse("metadata.name", name) {
+        problems.push(
+            "metadata.name",
+            quoted(name),
+            invalid.problem,
+            "use 1-40 lowercase letters, digits and '-', starting with a letter and not ending \
+             with '-' (e.g. \"workers\"); machines are named <pool>-<5 characters>",
+        );
+    }
+}
+
+/// The problems found so far.
+#[derive(Debug, Default)]
+struct Problems(Vec<FieldError>);
+
+impl Problems {
+    /// Records that `field` (holding `value`, already [`quoted`] if a string) has `problem`,
+    /// fixed by `fix`.
+    fn push(
+        &mut self,
+        field: impl Into<String>,
+        value: impl Into<String>,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) {
+        self.0.push(FieldError {
+            field: field.into(),
+            value: value.into(),
+            problem: problem.into(),
+            fix: fix.into(),
+        });
+    }
+}
+
+/// The longest value shown in a message, in characters.
+const MAX_SHOWN_CHARS: usize = 80;
+
+/// `value` as it appears in a message: quoted and escaped, and cut after
+/// [`MAX_SHOWN_CHARS`] characters.
+fn quoted(value: &str) -> String {
+    if value.chars().count() <= MAX_SHOWN_CHARS {
+        format!("{value:?}")
+    } else {
+        let start: String = value.chars().take(MAX_SHOWN_CHARS).collect();
+        format!("{start:?}…")
+    }
+}
+
+/// The path of the entry `key` of the map at `field`: `spec.template.labels["role"]` (a very
+/// long key is shortened as by [`quoted`]).
+fn entry(field: &str, key: &str) -> String {
+    format!("{field}[{}]", quoted(key))
+}
+
+#[cfg(test)]
+mod tests;

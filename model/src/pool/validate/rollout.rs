@@ -1,0 +1,343 @@
+//! Rules for how machines are replaced: the rollout strategy, drain settings and timeouts.
+//!
+//! Every duration goes through one helper, [`duration`], with bounds per field: the lower bounds
+//! are low enough for tests to run short, the upper ones catch a unit typed wrong (`20h` for
+//! `20m`).
+
+use std::time::Duration;
+
+use super::{Problems, quoted};
+use crate::pool::spec::{DrainSettings, IntOrPercent, Strategy, Timeouts};
+use crate::pool::valid::{Amount, DrainPolicy, MachineTimeouts, RolloutStrategy};
+
+const SECOND: Duration = Duration::from_secs(1);
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The shortest and longest value a duration field accepts.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    min: Duration,
+    max: Duration,
+}
+
+const PROGRESS_DEADLINE: Bounds = Bounds {
+    min: Duration::from_secs(10),
+    max: Duration::from_secs(24 * 3600),
+};
+const DRAIN_TIMEOUT: Bounds = Bounds {
+    min: SECOND,
+    max: Duration::from_secs(24 * 3600),
+};
+const PDB_RETRY_INTERVAL: Bounds = Bounds {
+    min: SECOND,
+    max: Duration::from_secs(10 * 60),
+};
+const VOLUME_TIMEOUT: Bounds = Bounds {
+    min: SECOND,
+    max: HOUR,
+};
+const FORCE_AFTER_UNHEALTHY: Bounds = Bounds {
+    min: SECOND,
+    max: Duration::from_secs(24 * 3600),
+};
+/// Azure takes minutes to create a VM; tests use short values to exercise the timeout.
+const CREATION_TIMEOUT: Bounds = Bounds {
+    min: Duration::from_secs(10),
+    max: Duration::from_secs(2 * 3600),
+};
+const HEALTH_TIMEOUT: Bounds = Bounds {
+    min: Duration::from_secs(10),
+    max: Duration::from_secs(24 * 3600),
+};
+
+/// Checks `spec.strategy` and returns it parsed (with placeholders where it has problems).
+pub(super) fn strategy(
+    problems: &mut Problems,
+    field: &str,
+    strategy: &Strategy,
+) -> RolloutStrategy {
+    let max_surge = amount(problems, &format!("{field}.maxSurge"), &strategy.max_surge);
+    let max_unavailable = amount(
+        problems,
+        &format!("{field}.maxUnavailable"),
+        &strategy.max_unavailable,
+    );
+    if let (Some(surge), Some(unavailable)) = (max_surge, max_unavailable)
+        && surge.is_zero()
+        && unavailable.is_zero()
+    {
+        problems.push(
+            format!("{field}.maxSurge"),
+            written(&strategy.max_surge),
+            "is zero and so is maxUnavailable: a rollout could never replace a machine",
+            "set maxSurge to 1 (or maxUnavailable to 1 to replace machines in place)",
+        );
+    }
+    if strategy.max_failures == 0 {
+        problems.push(
+            format!("{field}.maxFailures"),
+            "0",
+            "is zero: a rollout would pause before its first failure",
+            "set maxFailures to at least 1 (default 3)",
+        );
+    }
+    let defaults = Strategy::default();
+    RolloutStrategy {
+        max_surge: max_surge.unwrap_or(Amount::Count(0)),
+        max_unavailable: max_unavailable.unwrap_or(Amount::Count(0)),
+        max_failures: strategy.max_failures,
+        progress_deadline: duration(
+            problems,
+            &format!("{field}.progressDeadline"),
+            &strategy.progress_deadline,
+            PROGRESS_DEADLINE,
+            &defaults.progress_deadline,
+        ),
+    }
+}
+
+/// Checks `spec.drain` and returns it parsed.
+pub(super) fn drain(problems: &mut Problems, field: &str, drain: &DrainSettings) -> DrainPolicy {
+    let defaults = DrainSettings::default();
+    let mut check = |name: &str, written: &str, bounds: Bounds, example: &str| {
+        duration(
+            problems,
+            &format!("{field}.{name}"),
+            written,
+            bounds,
+            example,
+        )
+    };
+    DrainPolicy {
+        timeout: check("timeout", &drain.timeout, DRAIN_TIMEOUT, &defaults.timeout),
+        pdb_retry_interval: check(
+            "pdbRetryInterval",
+            &drain.pdb_retry_interval,
+            PDB_RETRY_INTERVAL,
+            &defaults.pdb_retry_interval,
+        ),
+        volume_detach_timeout: check(
+            "volumeDetachTimeout",
+            &drain.volume_detach_timeout,
+            VOLUME_TIMEOUT,
+            &defaults.volume_detach_timeout,
+        ),
+        volume_attach_timeout: check(
+            "volumeAttachTimeout",
+            &drain.volume_attach_timeout,
+            VOLUME_TIMEOUT,
+            &defaults.volume_attach_timeout,
+        ),
+        force_after_unhealthy: check(
+            "forceAfterUnhealthy",
+            &drain.force_after_unhealthy,
+            FORCE_AFTER_UNHEALTHY,
+            &defaults.force_after_unhealthy,
+        ),
+    }
+}
+
+/// Checks `spec.timeouts` and returns them parsed.
+pub(super) fn timeouts(
+    problems: &mut Problems,
+    field: &str,
+    timeouts: &Timeouts,
+) -> MachineTimeouts {
+    let defaults = Timeouts::default();
+    MachineTimeouts {
+        creation: duration(
+            problems,
+            &format!("{field}.creation"),
+            &timeouts.creation,
+            CREATION_TIMEOUT,
+            &defaults.creation,
+        ),
+        health: duration(
+            problems,
+            &format!("{field}.health"),
+            &timeouts.health,
+            HEALTH_TIMEOUT,
+            &defaults.health,
+        ),
+    }
+}
+
+/// A count of at least 0 or a percentage from 0% to 100%; `None` (and a problem) otherwise.
+fn amount(problems: &mut Problems, field: &str, value: &IntOrPercent) -> Option<Amount> {
+    const FIX: &str = "write a number of machines (e.g. 1) or a percentage from \"0%\" to \"100%\" (e.g. \"25%\")";
+    let (parsed, problem) = match value {
+        IntOrPercent::Count(count) if *count < 0 => (None, "is negative"),
+        IntOrPercent::Count(count) => (
+            u32::try_from(*count).ok().map(Amount::Count),
+            "is too large",
+        ),
+        IntOrPercent::Text(text) => match text.strip_suffix('%') {
+            Some(percent) => (
+                percent
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|percent| *percent <= 100)
+                    .map(Amount::Percent),
+                "is not a percentage from 0% to 100%",
+            ),
+            None => (
+                text.parse::<u32>().ok().map(Amount::Count),
+                "is neither a count nor a percentage",
+            ),
+        },
+    };
+    if parsed.is_none() {
+        problems.push(field, written(value), problem, FIX);
+    }
+    parsed
+}
+
+/// An amount as written in the file.
+fn written(value: &IntOrPercent) -> String {
+    match value {
+        IntOrPercent::Count(count) => count.to_string(),
+        IntOrPercent::Text(text) => quoted(text),
+    }
+}
+
+/// Parses the duration `written` at `field` (humantime syntax: `90s`, `20m`, `1h 30m`) and checks
+/// it is within `bounds`; `example` (the field's default) goes into the fix. Returns
+/// [`Duration::ZERO`] when there is a problem.
+fn duration(
+    problems: &mut Problems,
+    field: &str,
+    written: &str,
+    bounds: Bounds,
+    example: &str,
+) -> Duration {
+    let fix = format!(
+        "write a duration from {} to {} such as \"{example}\" (units: s, m, h)",
+        short(bounds.min),
+        short(bounds.max)
+    );
+    let problem = match humantime::parse_duration(written) {
+        Err(error) => format!("is not a duration ({error})"),
+        Ok(parsed) if parsed.is_zero() => "is zero".to_owned(),
+        Ok(parsed) if parsed < bounds.min => format!("is shorter than {}", short(bounds.min)),
+        Ok(parsed) if parsed > bounds.max => format!("is longer than {}", short(bounds.max)),
+        Ok(parsed) => return parsed,
+    };
+    problems.push(field, quoted(written), problem, fix);
+    Duration::ZERO
+}
+
+/// A whole number of hours, minutes or seconds, in the unit that divides it (`24h`, `10m`,
+/// `90s`).
+fn short(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    if duration >= HOUR && seconds.is_multiple_of(3600) {
+        format!("{}h", seconds / 3600)
+    } else if duration >= MINUTE && seconds.is_multiple_of(60) {
+        format!("{}m", seconds / 60)
+    } else {
+        format!("{seconds}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn check_duration(written: &str, bounds: Bounds) -> Result<Duration, String> {
+        let mut problems = Problems::default();
+        let parsed = duration(&mut problems, "d", written, bounds, "1m");
+        match problems.0.as_slice() {
+            [] => Ok(parsed),
+            [problem] => Err(problem.problem.clone()),
+            more => panic!("several problems for one duration: {more:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_durations_within_their_bounds() {
+        let table: &[(&str, Result<Duration, &str>)] = &[
+            ("90s", Ok(Duration::from_secs(90))),
+            ("1h 30m", Ok(Duration::from_secs(5400))),
+            ("10s", Ok(Duration::from_secs(10))),
+            ("2h", Ok(Duration::from_secs(7200))),
+            ("0s", Err("is zero")),
+            ("9s", Err("is shorter than 10s")),
+            ("2h 1s", Err("is longer than 2h")),
+            ("20", Err("is not a duration")),
+            ("", Err("is not a duration")),
+            ("soon", Err("is not a duration")),
+        ];
+        for (written, expected) in table {
+            let result = check_duration(written, CREATION_TIMEOUT);
+            match (&result, expected) {
+                (Ok(parsed), Ok(duration)) => assert_eq!(parsed, duration, "{written}"),
+                (Err(problem), Err(start)) => {
+                    assert!(problem.starts_with(start), "{written}: {problem}")
+                }
+                _ => panic!("{written}: got {result:?}, expected {expected:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn shows_bounds_in_their_natural_unit() {
+        for (duration, shown) in [
+            (SECOND, "1s"),
+            (Duration::from_secs(90), "90s"),
+            (Duration::from_secs(600), "10m"),
+            (HOUR, "1h"),
+            (Duration::from_secs(24 * 3600), "24h"),
+        ] {
+            assert_eq!(short(duration), shown);
+        }
+    }
+
+    fn amount_of(value: IntOrPercent) -> Option<Amount> {
+        amount(&mut Problems::default(), "a", &value)
+    }
+
+    #[test]
+    fn reads_counts_and_percentages() {
+        let table = [
+            (IntOrPercent::Count(0), Some(Amount::Count(0))),
+            (IntOrPercent::Count(3), Some(Amount::Count(3))),
+            (IntOrPercent::Count(-1), None),
+            (IntOrPercent::Count(i64::MAX), None),
+            (IntOrPercent::Text("25%".into()), Some(Amount::Percent(25))),
+            (IntOrPercent::Text("0%".into()), Some(Amount::Percent(0))),
+            (
+                IntOrPercent::Text("100%".into()),
+                Some(Amount::Percent(100)),
+            ),
+            (IntOrPercent::Text("101%".into()), None),
+            (IntOrPercent::Text("-5%".into()), None),
+            (IntOrPercent::Text("%".into()), None),
+            (IntOrPercent::Text("4".into()), Some(Amount::Count(4))),
+            (IntOrPercent::Text("four".into()), None),
+        ];
+        for (value, expected) in table {
+            assert_eq!(amount_of(value.clone()), expected, "{value:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn every_whole_percentage_up_to_100_is_accepted(percent in 0u32..=200) {
+            let parsed = amount_of(IntOrPercent::Text(format!("{percent}%")));
+            prop_assert_eq!(parsed, (percent <= 100).then_some(Amount::Percent(percent)));
+        }
+
+        #[test]
+        fn every_accepted_duration_is_within_its_bounds(seconds in 0u64..=10_000) {
+            match check_duration(&format!("{seconds}s"), CREATION_TIMEOUT) {
+                Ok(parsed) => {
+                    prop_assert!(parsed >= CREATION_TIMEOUT.min && parsed <= CREATION_TIMEOUT.max);
+                }
+                Err(_) => prop_assert!(!(10..=7200).contains(&seconds)),
+            }
+        }
+    }
+}

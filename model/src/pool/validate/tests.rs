@@ -1,0 +1,408 @@
+//! Tests of [`validate()`]: one row per rule on top of the reference example, the example itself,
+//! and every fixture in `tests/fixtures/invalid-pools`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::machine_name::MachineName;
+use crate::pool::{Amount, ImageSource, IntOrPercent, TaintSpec, parse};
+
+const WORKERS_YAML: &str = include_str!("../../../../examples/pools/workers.yaml");
+
+fn workers() -> Pool {
+    parse(WORKERS_YAML).unwrap_or_else(|err| panic!("{}", err.rendered))
+}
+
+fn valid(pool: &Pool) -> ValidPool {
+    validate(pool).unwrap_or_else(|err| panic!("{err}"))
+}
+
+fn taint(key: &str, value: &str, effect: &str) -> TaintSpec {
+    TaintSpec {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        effect: effect.to_owned(),
+    }
+}
+
+/// Applies `change` to the example and asserts validation reports exactly one problem, on
+/// `field`, starting with `problem`; or no problem when `field` is empty.
+fn check(case: &str, change: fn(&mut Pool), field: &str, problem: &str) {
+    let mut pool = workers();
+    change(&mut pool);
+    match (validate(&pool), field) {
+        (Ok(_), "") => {}
+        (Ok(_), _) => panic!("{case}: accepted, expected {field}: {problem}"),
+        (Err(invalid), "") => panic!("{case}: refused with {invalid}"),
+        (Err(invalid), _) => {
+            let [error] = invalid.errors.as_slice() else {
+                panic!("{case}: expected one problem, got:\n{invalid}");
+            };
+            assert_eq!(error.field, field, "{case}: {error}");
+            assert!(
+                error.problem.starts_with(problem),
+                "{case}: expected {problem:?}, got {error}"
+            );
+            assert!(!error.fix.is_empty(), "{case}: no fix in {error}");
+        }
+    }
+}
+
+/// A row of [`refuses_each_broken_rule_with_its_field`]: the case as a sentence, the change to the
+/// example, and the field and problem expected (both empty when the change is valid).
+type Case<'a> = (&'a str, fn(&mut Pool), &'a str, &'a str);
+
+#[test]
+fn refuses_each_broken_rule_with_its_field() {
+    let long_tag_field = format!("spec.template.tags[{}]", quoted(&"t".repeat(513)));
+    #[rustfmt::skip]
+    let cases: &[Case] = &[
+        ("the example is valid", |_| {}, "", ""),
+        // apiVersion, kind, name, replicas.
+        ("refuses another api version", |p| p.api_version = "nodewright.io/v1".into(), "apiVersion", "is not a supported version"),
+        ("refuses another kind", |p| p.kind = "NodePool".into(), "kind", "is not Pool"),
+        ("refuses an empty pool name", |p| p.metadata.name = String::new(), "metadata.name", "is empty"),
+        ("refuses a pool name of 41 characters", |p| p.metadata.name = "w".repeat(41), "metadata.name", "is longer than 40 characters"),
+        ("accepts a pool name of 40 characters", |p| p.metadata.name = "w".repeat(40), "", ""),
+        ("refuses a pool name ending with a dash", |p| p.metadata.name = "workers-".into(), "metadata.name", "ends with '-'"),
+        ("refuses a pool name with a dot", |p| p.metadata.name = "workers.a".into(), "metadata.name", "contains a character"),
+        ("accepts 0 replicas", |p| p.spec.replicas = 0, "", ""),
+        ("accepts 1000 replicas", |p| p.spec.replicas = 1000, "", ""),
+        ("refuses 1001 replicas", |p| p.spec.replicas = 1001, "spec.replicas", "is more than 1000"),
+        // vmSize.
+        ("refuses a size without its family", |p| p.spec.template.vm_size = "D4s_v5".into(), "spec.template.vmSize", "is not an Azure VM size"),
+        ("refuses a size with an empty part", |p| p.spec.template.vm_size = "Standard_D4s__v5".into(), "spec.template.vmSize", "is not an Azure VM size"),
+        ("accepts a basic size", |p| p.spec.template.vm_size = "Basic_A1".into(), "", ""),
+        ("refuses a size of 65 characters", |p| p.spec.template.vm_size = format!("Standard_{}", "D".repeat(56)), "spec.template.vmSize", "is longer than 64 characters"),
+        // image.
+        ("accepts a gallery image version", |p| p.spec.template.image = ImageSource { id: Some("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/ubuntu/versions/1.2.3".into()), ..ImageSource::default() }, "", ""),
+        ("accepts a managed image in any case", |p| p.spec.template.image = ImageSource { id: Some("/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/img/providers/microsoft.compute/images/ubuntu".into()), ..ImageSource::default() }, "", ""),
+        ("accepts a community gallery image", |p| p.spec.template.image = ImageSource { id: Some("/CommunityGalleries/flatcar-23/Images/flatcar/Versions/4081.2.0".into()), ..ImageSource::default() }, "", ""),
+        ("accepts a shared gallery image", |p| p.spec.template.image = ImageSource { id: Some("/SharedGalleries/0b1f-nodes/Images/ubuntu/Versions/1.0.0".into()), ..ImageSource::default() }, "", ""),
+        ("refuses an image name instead of an id", |p| p.spec.template.image = ImageSource { id: Some("ubuntu".into()), ..ImageSource::default() }, "spec.template.image.id", "is not the ARM id of an image"),
+        ("refuses an id and a marketplace reference", |p| p.spec.template.image.id = Some("/CommunityGalleries/g/Images/i/Versions/1".into()), "spec.template.image", "sets both id and a marketplace reference"),
+        ("refuses no image", |p| p.spec.template.image = ImageSource::default(), "spec.template.image", "names no image"),
+        ("refuses a marketplace reference without its offer", |p| p.spec.template.image.offer = None, "spec.template.image.offer", "is missing"),
+        ("refuses an empty marketplace version", |p| p.spec.template.image.version = Some(" ".into()), "spec.template.image.version", "is empty"),
+        // osDisk.
+        ("refuses an os disk of 29 GiB", |p| p.spec.template.os_disk.size_gb = Some(29), "spec.template.osDisk.sizeGB", "is outside 30-4095 GiB"),
+        ("refuses an os disk of 4096 GiB", |p| p.spec.template.os_disk.size_gb = Some(4096), "spec.template.osDisk.sizeGB", "is outside 30-4095 GiB"),
+        ("accepts the image's disk size", |p| p.spec.template.os_disk.size_gb = None, "", ""),
+        ("refuses an unknown disk type", |p| p.spec.template.os_disk.storage_account_type = "premium_lrs".into(), "spec.template.osDisk.storageAccountType", "is not an OS disk storage type"),
+        ("refuses premium ssd v2 for the os disk", |p| p.spec.template.os_disk.storage_account_type = "PremiumV2_LRS".into(), "spec.template.osDisk.storageAccountType", "is a data-disk type"),
+        ("accepts a zone-redundant disk", |p| p.spec.template.os_disk.storage_account_type = "StandardSSD_ZRS".into(), "", ""),
+        // subnetId.
+        ("refuses a vnet id as subnet", |p| p.spec.template.subnet_id = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v".into(), "spec.template.subnetId", "is not the ARM id of a subnet"),
+        ("refuses a subnet id with a bad subscription", |p| p.spec.template.subnet_id = "/subscriptions/prod/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/s".into(), "spec.template.subnetId", "is not the ARM id of a subnet"),
+        // zones.
+        ("refuses zone 0", |p| p.spec.template.zones = vec!["0".into()], "spec.template.zones[0]", "is not an availability zone"),
+        ("refuses a repeated zone", |p| p.spec.template.zones = vec!["2".into(), "3".into(), "2".into()], "spec.template.zones[2]", "repeats a zone"),
+        ("accepts no zones", |p| p.spec.template.zones.clear(), "", ""),
+        // labels.
+        ("accepts a prefixed label", |p| { p.spec.template.labels.insert("example.com/tier".into(), "batch".into()); }, "", ""),
+        ("accepts a node-role label", |p| { p.spec.template.labels.insert("node-role.kubernetes.io/worker".into(), String::new()); }, "", ""),
+        ("accepts a node.kubernetes.io label", |p| { p.spec.template.labels.insert("node.kubernetes.io/pool".into(), "a".into()); }, "", ""),
+        ("refuses a label key with a space", |p| { p.spec.template.labels.insert("my role".into(), "x".into()); }, "spec.template.labels[\"my role\"]", "key is not a label key"),
+        ("refuses a label value of 64 characters", |p| { p.spec.template.labels.insert("role".into(), "w".repeat(64)); }, "spec.template.labels[\"role\"]", "value is not a label value"),
+        ("refuses a nodewright label", |p| { p.spec.template.labels.insert("nodewright.io/pool".into(), "x".into()); }, "spec.template.labels[\"nodewright.io/pool\"]", "key uses the prefix nodewright.io/"),
+        ("refuses a kubernetes.io label", |p| { p.spec.template.labels.insert("topology.kubernetes.io/zone".into(), "1".into()); }, "spec.template.labels[\"topology.kubernetes.io/zone\"]", "key uses a prefix Kubernetes keeps"),
+        ("refuses a k8s.io label", |p| { p.spec.template.labels.insert("k8s.io/x".into(), "1".into()); }, "spec.template.labels[\"k8s.io/x\"]", "key uses a prefix Kubernetes keeps"),
+        // taints.
+        ("accepts a taint with an empty value", |p| p.spec.template.taints = vec![taint("gpu", "", "NoExecute")], "", ""),
+        ("refuses an unknown taint effect", |p| p.spec.template.taints = vec![taint("gpu", "", "NoSchedule"), taint("gpu", "", "Never")], "spec.template.taints[1].effect", "is not a taint effect"),
+        ("refuses a bad taint key", |p| p.spec.template.taints = vec![taint("gpu:", "", "NoSchedule")], "spec.template.taints[0].key", "is not a label key"),
+        ("refuses a bad taint value", |p| p.spec.template.taints = vec![taint("gpu", "a b", "NoSchedule")], "spec.template.taints[0].value", "is not a taint value"),
+        ("refuses a repeated key and effect", |p| p.spec.template.taints = vec![taint("gpu", "a", "NoSchedule"), taint("gpu", "b", "NoSchedule")], "spec.template.taints[1]", "repeats the key and effect of spec.template.taints[0]"),
+        ("accepts one key with two effects", |p| p.spec.template.taints = vec![taint("gpu", "a", "NoSchedule"), taint("gpu", "a", "NoExecute")], "", ""),
+        ("refuses a nodewright taint", |p| p.spec.template.taints = vec![taint("nodewright.io/x", "", "NoSchedule")], "spec.template.taints[0].key", "uses the prefix nodewright.io/"),
+        // tags.
+        ("accepts 45 tags", |p| p.spec.template.tags = (0..45).map(|i| (format!("t{i}"), String::new())).collect(), "", ""),
+        ("refuses 46 tags", |p| p.spec.template.tags = (0..46).map(|i| (format!("t{i}"), String::new())).collect(), "spec.template.tags", "has more than 45 tags"),
+        ("refuses a tag name with a slash", |p| { p.spec.template.tags.insert("team/owner".into(), "x".into()); }, "spec.template.tags[\"team/owner\"]", "name contains '/'"),
+        ("refuses a tag name with a percent sign", |p| { p.spec.template.tags.insert("cost%".into(), "x".into()); }, "spec.template.tags[\"cost%\"]", "name contains '%'"),
+        ("refuses an empty tag name", |p| { p.spec.template.tags.insert(String::new(), "x".into()); }, "spec.template.tags[\"\"]", "name is empty"),
+        ("refuses a tag name of 513 characters", |p| { p.spec.template.tags.insert("t".repeat(513), "x".into()); }, &long_tag_field, "name is longer than 512 characters"),
+        ("refuses a tag value of 257 characters", |p| { p.spec.template.tags.insert("team".into(), "v".repeat(257)); }, "spec.template.tags[\"team\"]", "value is longer than 256 characters"),
+        ("accepts a tag value of 256 characters", |p| { p.spec.template.tags.insert("team".into(), "v".repeat(256)); }, "", ""),
+        ("refuses a nodewright tag in any case", |p| { p.spec.template.tags.insert("NodeWright.io-cluster".into(), "x".into()); }, "spec.template.tags[\"NodeWright.io-cluster\"]", "name uses the prefix nodewright.io-"),
+        ("refuses tag names differing by case", |p| { p.spec.template.tags.insert("TEAM".into(), "x".into()); }, "spec.template.tags[\"team\"]", "name differs only in case from \"TEAM\""),
+        // adminUsername, sshPublicKey, bootstrap.
+        ("refuses root as admin", |p| p.spec.template.admin_username = "root".into(), "spec.template.adminUsername", "is a name Azure refuses"),
+        ("refuses an admin name starting with a digit", |p| p.spec.template.admin_username = "1ops".into(), "spec.template.adminUsername", "is not a Linux user name"),
+        ("refuses an empty admin name", |p| p.spec.template.admin_username = String::new(), "spec.template.adminUsername", "is empty"),
+        ("refuses an admin name of 65 characters", |p| p.spec.template.admin_username = "o".repeat(65), "spec.template.adminUsername", "is longer than 64 characters"),
+        ("accepts an ed25519 key", |p| p.spec.template.ssh_public_key = Some("ssh-ed25519 AAAAC3Nz me@host".into()), "", ""),
+        ("accepts an ecdsa key", |p| p.spec.template.ssh_public_key = Some("ecdsa-sha2-nistp256 AAAAE2Vj me@host".into()), "", ""),
+        ("refuses a dsa key", |p| p.spec.template.ssh_public_key = Some("ssh-dss AAAAB3Nz me@host".into()), "spec.template.sshPublicKey", "is not an OpenSSH public key"),
+        ("accepts a bootstrap of 65535 bytes", |p| p.spec.template.bootstrap = Some("x".repeat(65_535)), "", ""),
+        ("refuses a bootstrap of 65536 bytes", |p| p.spec.template.bootstrap = Some("x".repeat(65_536)), "spec.template.bootstrap", "is longer than 65,535 bytes"),
+        // strategy.
+        ("accepts percentages", |p| { p.spec.strategy.max_surge = IntOrPercent::Text("25%".into()); p.spec.strategy.max_unavailable = IntOrPercent::Text("0%".into()); }, "", ""),
+        ("refuses a surge of 101%", |p| p.spec.strategy.max_surge = IntOrPercent::Text("101%".into()), "spec.strategy.maxSurge", "is not a percentage from 0% to 100%"),
+        ("refuses a negative unavailability", |p| p.spec.strategy.max_unavailable = IntOrPercent::Count(-1), "spec.strategy.maxUnavailable", "is negative"),
+        ("refuses a word as surge", |p| p.spec.strategy.max_surge = IntOrPercent::Text("one".into()), "spec.strategy.maxSurge", "is neither a count nor a percentage"),
+        ("refuses zero surge and zero unavailability", |p| p.spec.strategy.max_surge = IntOrPercent::Text("0%".into()), "spec.strategy.maxSurge", "is zero and so is maxUnavailable"),
+        ("accepts zero surge with one unavailable", |p| { p.spec.strategy.max_surge = IntOrPercent::Count(0); p.spec.strategy.max_unavailable = IntOrPercent::Count(1); }, "", ""),
+        ("refuses zero max failures", |p| p.spec.strategy.max_failures = 0, "spec.strategy.maxFailures", "is zero"),
+        // durations.
+        ("refuses a progress deadline without unit", |p| p.spec.strategy.progress_deadline = "30".into(), "spec.strategy.progressDeadline", "is not a duration"),
+        ("refuses a drain timeout over a day", |p| p.spec.drain.timeout = "25h".into(), "spec.drain.timeout", "is longer than 24h"),
+        ("refuses a pdb retry interval under a second", |p| p.spec.drain.pdb_retry_interval = "100ms".into(), "spec.drain.pdbRetryInterval", "is shorter than 1s"),
+        ("refuses a pdb retry interval over 10 minutes", |p| p.spec.drain.pdb_retry_interval = "11m".into(), "spec.drain.pdbRetryInterval", "is longer than 10m"),
+        ("refuses a zero detach timeout", |p| p.spec.drain.volume_detach_timeout = "0s".into(), "spec.drain.volumeDetachTimeout", "is zero"),
+        ("refuses an attach timeout over an hour", |p| p.spec.drain.volume_attach_timeout = "61m".into(), "spec.drain.volumeAttachTimeout", "is longer than 1h"),
+        ("refuses a negative force delay", |p| p.spec.drain.force_after_unhealthy = "-5m".into(), "spec.drain.forceAfterUnhealthy", "is not a duration"),
+        ("accepts a creation timeout of 10s for tests", |p| p.spec.timeouts.creation = "10s".into(), "", ""),
+        ("refuses a creation timeout of 9s", |p| p.spec.timeouts.creation = "9s".into(), "spec.timeouts.creation", "is shorter than 10s"),
+        ("refuses a creation timeout over 2h", |p| p.spec.timeouts.creation = "121m".into(), "spec.timeouts.creation", "is longer than 2h"),
+        ("refuses an empty health timeout", |p| p.spec.timeouts.health = String::new(), "spec.timeouts.health", "is not a duration"),
+    ];
+    for (case, change, field, problem) in cases {
+        check(case, *change, field, problem);
+    }
+}
+
+#[test]
+fn the_reference_example_is_valid_and_means_what_its_comments_say() {
+    let pool = valid(&workers());
+    assert_eq!(pool.name, "workers");
+    assert_eq!(pool.replicas, 2);
+    assert_eq!(pool.template.vm_size, "Standard_D2s_v5");
+    assert_eq!(
+        pool.template.image.offer.as_deref(),
+        Some("ubuntu-24_04-lts")
+    );
+    assert_eq!(pool.template.os_disk.size_gb, Some(64));
+    assert_eq!(pool.template.zones, ["1", "2"]);
+    assert_eq!(
+        pool.template.labels,
+        BTreeMap::from([("role".to_owned(), "worker".to_owned())])
+    );
+    assert!(
+        pool.template.taints.is_empty(),
+        "later demos schedule any pod on it"
+    );
+    assert_eq!(
+        pool.template.tags,
+        BTreeMap::from([("team".to_owned(), "platform".to_owned())])
+    );
+    assert!(
+        pool.template
+            .bootstrap
+            .as_deref()
+            .is_some_and(|b| b.starts_with("#!/bin/bash\n"))
+    );
+    assert_eq!(pool.template_hash, template_hash(&pool.template));
+    assert_eq!(pool.strategy.max_surge, Amount::Count(1));
+    assert_eq!(pool.strategy.max_unavailable, Amount::Count(0));
+    assert_eq!(pool.strategy.max_failures, 3);
+    assert_eq!(
+        pool.strategy.progress_deadline,
+        Duration::from_secs(30 * 60)
+    );
+    assert_eq!(pool.drain.timeout, Duration::from_secs(2 * 3600));
+    assert_eq!(pool.drain.pdb_retry_interval, Duration::from_secs(20));
+    assert_eq!(pool.drain.volume_detach_timeout, Duration::from_secs(120));
+    assert_eq!(pool.drain.volume_attach_timeout, Duration::from_secs(90));
+    assert_eq!(pool.drain.force_after_unhealthy, Duration::from_secs(300));
+    assert_eq!(pool.timeouts.creation, Duration::from_secs(20 * 60));
+    assert_eq!(pool.timeouts.health, Duration::from_secs(10 * 60));
+}
+
+#[test]
+fn valid_pool_round_trips_through_json() {
+    let pool = valid(&workers());
+    let json = serde_json::to_string(&pool).unwrap_or_else(|err| panic!("{err}"));
+    let back: ValidPool = serde_json::from_str(&json).unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(back, pool);
+}
+
+#[test]
+fn template_hash_ignores_everything_outside_the_template() {
+    let base = valid(&workers()).template_hash;
+    let mut changed = workers();
+    changed.spec.replicas = 7;
+    changed.spec.strategy.max_surge = IntOrPercent::Text("50%".into());
+    changed.spec.strategy.max_failures = 9;
+    changed.spec.drain.timeout = "30m".into();
+    changed.spec.timeouts.creation = "15m".into();
+    assert_eq!(valid(&changed).template_hash, base);
+    changed.spec.template.vm_size = "Standard_D4s_v5".into();
+    assert_ne!(valid(&changed).template_hash, base);
+}
+
+#[test]
+fn template_hash_is_the_same_whether_defaults_are_written_or_not() {
+    let written = WORKERS_YAML.replace(
+        "    # adminUsername: nodewright\n",
+        "    adminUsername: nodewright\n",
+    );
+    assert_ne!(written, WORKERS_YAML);
+    let from_written = valid(&parse(&written).unwrap_or_else(|err| panic!("{err}")));
+    assert_eq!(from_written.template_hash, valid(&workers()).template_hash);
+}
+
+#[test]
+fn collects_every_problem_in_file_order_one_per_line() {
+    let mut pool = workers();
+    pool.kind = "Pools".into();
+    pool.spec.template.vm_size = "big".into();
+    pool.spec.template.taints = vec![taint("gpu", "", "Sometimes")];
+    pool.spec.timeouts.health = "1d 1s".into();
+    let invalid = validate(&pool).err().unwrap_or_else(|| panic!("accepted"));
+    let fields: Vec<&str> = invalid.errors.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "kind",
+            "spec.template.vmSize",
+            "spec.template.taints[0].effect",
+            "spec.timeouts.health",
+        ]
+    );
+    let message = invalid.to_string();
+    assert_eq!(message.lines().count(), 4, "{message}");
+    assert_eq!(
+        message.lines().nth(1),
+        Some(
+            "spec.template.vmSize: is not an Azure VM size (got \"big\"); write the size as \
+             Azure names it, Standard_<size> or Basic_<size> (e.g. Standard_D4s_v5)"
+        )
+    );
+    assert!(
+        message.contains(
+            "spec.template.taints[0].effect: is not a taint effect (got \"Sometimes\"); use one of \
+             NoSchedule, PreferNoSchedule, NoExecute"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn shortens_long_values_in_messages() {
+    let mut pool = workers();
+    pool.spec.template.ssh_public_key = Some("k".repeat(500));
+    let message = validate(&pool)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        message.contains(&format!("(got \"{}\"…)", "k".repeat(80))),
+        "{message}"
+    );
+    assert!(message.len() < 400, "{message}");
+}
+
+/// `tests/fixtures/invalid-pools/<rule>.yaml`: each starts with `# expect: <substring>`.
+fn fixtures() -> Vec<(PathBuf, String, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/invalid-pools");
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|err| panic!("{}: {err}", dir.display()));
+    let mut found = Vec::new();
+    for entry in entries {
+        let path = entry.unwrap_or_else(|err| panic!("{err}")).path();
+        if path.extension().is_none_or(|ext| ext != "yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        let expect = text
+            .lines()
+            .next()
+            .and_then(|line| line.strip_prefix("# expect: "))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("{}: first line is not `# expect: …`", path.display()));
+        found.push((path, expect, text));
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn every_invalid_fixture_fails_with_its_expected_message() {
+    let fixtures = fixtures();
+    assert!(fixtures.len() >= 40, "only {} fixtures", fixtures.len());
+    for (path, expect, text) in fixtures {
+        let message = match parse(&text) {
+            Err(err) => err.to_string(),
+            Ok(pool) => match validate(&pool) {
+                Err(invalid) => {
+                    assert_eq!(
+                        invalid.errors.len(),
+                        1,
+                        "{}: a fixture breaks exactly one rule:\n{invalid}",
+                        path.display()
+                    );
+                    invalid.to_string()
+                }
+                Ok(_) => panic!("{}: accepted", path.display()),
+            },
+        };
+        assert!(
+            message.contains(&expect),
+            "{}: expected {expect:?} in:\n{message}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn every_fixture_says_what_is_invalid_on_its_second_line() {
+    for (path, _, text) in fixtures() {
+        assert!(
+            text.lines()
+                .nth(1)
+                .is_some_and(|line| line.starts_with("# Invalid: ")),
+            "{}",
+            path.display()
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn every_valid_pool_name_gives_machine_names_that_parse(
+        name in "[a-z]([a-z0-9-]{0,38}[a-z0-9])?",
+        random in any::<u64>(),
+    ) {
+        let mut pool = workers();
+        pool.metadata.name = name.clone();
+        let valid = validate(&pool);
+        prop_assert!(valid.is_ok(), "{:?}", valid);
+        let machine = MachineName::generate(&name, random);
+        prop_assert!(MachineName::parse("machine", machine.as_str()).is_ok());
+        // Kubernetes label values and Node names: 63; Azure VM and Linux computer names: 64.
+        prop_assert!(machine.as_str().len() <= 63);
+    }
+
+    #[test]
+    fn every_problem_names_a_field_of_the_file_and_a_fix(
+        vm_size in ".{0,20}",
+        zone in ".{0,3}",
+        label_key in ".{0,10}",
+        tag_name in ".{0,10}",
+        duration in ".{0,6}",
+    ) {
+        let mut pool = workers();
+        pool.spec.template.vm_size = vm_size;
+        pool.spec.template.zones = vec![zone];
+        pool.spec.template.labels.insert(label_key, "x".into());
+        pool.spec.template.tags.insert(tag_name, "x".into());
+        pool.spec.drain.timeout = duration;
+        if let Err(invalid) = validate(&pool) {
+            for error in &invalid.errors {
+                prop_assert!(
+                    ["apiVersion", "kind", "metadata.", "spec."]
+                        .iter()
+                        .any(|start| error.field.starts_with(start)),
+                    "{}", error
+                );
+                prop_assert!(!error.problem.is_empty() && !error.fix.is_empty());
+            }
+            prop_assert_eq!(invalid.to_string().lines().count(), invalid.errors.len());
+        }
+    }
+}

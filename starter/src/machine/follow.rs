@@ -1,0 +1,73 @@
+//! Following a machine run to its end: live progress from the `status` query, then the result
+//! or the failure's reason.
+
+use std::future::Future;
+use std::time::Duration;
+
+use nodewright_model::machine::MachineStatus;
+use temporalio_client::errors::{WorkflowGetResultError, WorkflowQueryError};
+
+use super::render::LiveProgress;
+use crate::{CliError, Output};
+
+/// How often the status query is asked while following.
+const POLL: Duration = Duration::from_millis(1000);
+
+/// Waits for `result`, showing `query`'s progress meanwhile (text output only). On failure,
+/// the reason is the status's `failure` when the workflow recorded one.
+pub async fn follow<T, R, Q, QF>(
+    result: R,
+    query: Q,
+    output: Output,
+    workflow_id: &str,
+    link: &str,
+) -> Result<(T, Option<MachineStatus>), CliError>
+where
+    R: Future<Output = Result<T, WorkflowGetResultError>>,
+    Q: Fn() -> QF,
+    QF: Future<Output = Result<MachineStatus, WorkflowQueryError>>,
+{
+    let mut live = (output == Output::Text).then(LiveProgress::new);
+    tokio::pin!(result);
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut result => break outcome,
+            _ = tokio::time::sleep(POLL) => {
+                if let (Some(live), Ok(status)) = (live.as_mut(), query().await) {
+                    live.update(&status);
+                }
+            }
+        }
+    };
+    let last = query().await.ok();
+    if let Some(live) = live.as_mut() {
+        if let Some(status) = &last {
+            live.update(status);
+        }
+        live.finish();
+    }
+    match outcome {
+        Ok(value) => Ok((value, last)),
+        Err(error) => {
+            let reason = last
+                .as_ref()
+                .and_then(|s| s.failure.clone())
+                .unwrap_or_else(|| error_chain(&error));
+            Err(CliError::RunFailed(format!(
+                "{workflow_id} failed: {reason}\n  see {link}"
+            )))
+        }
+    }
+}
+
+/// `error: cause: cause`.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

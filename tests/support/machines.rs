@@ -1,0 +1,337 @@
+//! Helpers of the machine end-to-end tests: a worker process per test on its own task queue,
+//! the CLI, pool files, what Azure (the sandbox) and Kubernetes hold for a machine, and the
+//! sandbox's fault and request-log admin API.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::Node;
+use nodewright_model::ownership::TAG_MACHINE;
+use serde_json::Value;
+
+use crate::binaries::{KillOnDrop, binary};
+use crate::stack::{Stack, repo_root};
+
+/// A `nodewright-worker` process on its own task queue; killed when dropped.
+pub struct KillableWorker {
+    child: Option<KillOnDrop>,
+    stack: Stack,
+    task_queue: String,
+    log: PathBuf,
+}
+
+impl KillableWorker {
+    /// Starts the worker binary on `task_queue` with the stack's settings, its health and
+    /// metrics endpoints on ephemeral ports, its log in `target/e2e-logs/<task_queue>.log`.
+    pub fn start(stack: &Stack, task_queue: &str) -> Result<Self> {
+        let dir = repo_root().join("target").join("e2e-logs");
+        std::fs::create_dir_all(&dir)?;
+        let mut worker = Self {
+            child: None,
+            stack: stack.clone(),
+            task_queue: task_queue.to_owned(),
+            log: dir.join(format!("{task_queue}.log")),
+        };
+        worker.restart()?;
+        Ok(worker)
+    }
+
+    /// Starts the process again (after [`Self::kill`]), appending to the same log.
+    pub fn restart(&mut self) -> Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let mut command = Command::new(binary("nodewright-worker")?);
+        apply_stack_env(&mut command, &self.stack, &self.task_queue);
+        command
+            .env("NODEWRIGHT_HEALTH_ADDRESS", "127.0.0.1:0")
+            .env("NODEWRIGHT_METRICS_ADDRESS", "127.0.0.1:0")
+            .env("NODEWRIGHT_SHUTDOWN_SECONDS", "2")
+            .stdout(Stdio::null())
+            .stderr(log);
+        self.child = Some(KillOnDrop(command.spawn()?));
+        Ok(())
+    }
+
+    /// Kills the process with SIGKILL (no graceful shutdown) and reaps it.
+    pub fn kill(&mut self) {
+        self.child = None;
+    }
+
+    /// The worker's log so far, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+/// The environment the stack's binaries need: Temporal, Kubernetes, the sandbox's ARM.
+fn apply_stack_env(command: &mut Command, stack: &Stack, task_queue: &str) {
+    command
+        .env("KUBECONFIG", &stack.kubeconfig)
+        .env("TEMPORAL_ADDRESS", &stack.temporal_address)
+        .env("TEMPORAL_NAMESPACE", &stack.temporal_namespace)
+        .env("NODEWRIGHT_TASK_QUEUE", task_queue)
+        .env("NODEWRIGHT_CLUSTER", &stack.cluster)
+        .env("NODEWRIGHT_ARM_ENDPOINT", &stack.arm.endpoint)
+        .env("NODEWRIGHT_ARM_TOKEN", &stack.arm.token)
+        .env(
+            "NODEWRIGHT_AZURE_SUBSCRIPTION_ID",
+            &stack.arm.subscription_id,
+        )
+        .env("NODEWRIGHT_AZURE_RESOURCE_GROUP", &stack.arm.resource_group)
+        .env("NODEWRIGHT_AZURE_LOCATION", &stack.arm.location)
+        .env_remove("NODEWRIGHT_CONFIG");
+}
+
+/// Runs the `nodewright` CLI with the stack's settings on `task_queue`.
+pub fn run_cli(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<Output> {
+    let mut command = Command::new(binary("nodewright")?);
+    apply_stack_env(&mut command, stack, task_queue);
+    Ok(command.args(args).output()?)
+}
+
+/// The CLI's exit code and output, for assertions and failure messages.
+pub struct CliResult {
+    /// Exit code.
+    pub code: Option<i32>,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl CliResult {
+    /// Runs the CLI and captures everything.
+    pub fn run(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<Self> {
+        let output = run_cli(stack, task_queue, args)?;
+        Ok(Self {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+
+    /// Fails unless the exit code is `expected`.
+    pub fn expect_code(&self, expected: i32) -> Result<&Self> {
+        if self.code != Some(expected) {
+            bail!(
+                "nodewright exited {:?}, expected {expected}\nstdout: {}\nstderr: {}",
+                self.code,
+                self.stdout,
+                self.stderr
+            );
+        }
+        Ok(self)
+    }
+
+    /// Standard output as one JSON document.
+    pub fn json(&self) -> Result<Value> {
+        serde_json::from_str(&self.stdout)
+            .with_context(|| format!("stdout is not JSON: {}", self.stdout))
+    }
+}
+
+/// A pool file for the stack's resource group, written to `target/e2e-pools/<pool>.yaml`.
+pub fn write_pool_file(stack: &Stack, pool: &str, creation_timeout: &str) -> Result<PathBuf> {
+    let dir = repo_root().join("target").join("e2e-pools");
+    std::fs::create_dir_all(&dir)?;
+    let subnet = format!(
+        "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/virtualNetworks/nodes/subnets/nodes",
+        stack.arm.subscription_id, stack.arm.resource_group
+    );
+    let text = format!(
+        r#"apiVersion: nodewright.io/v1alpha1
+kind: Pool
+metadata:
+  name: {pool}
+spec:
+  replicas: 2
+  template:
+    vmSize: Standard_D2s_v5
+    image:
+      publisher: Canonical
+      offer: ubuntu-24_04-lts
+      sku: server
+      version: latest
+    osDisk:
+      sizeGB: 64
+    subnetId: {subnet}
+    zones: ["1", "2"]
+    labels:
+      role: e2e
+      nodewright.example/team: platform
+    taints:
+      - key: dedicated
+        value: e2e
+        effect: NoSchedule
+    tags:
+      team: platform
+    bootstrap: |
+      #!/bin/bash
+      exec /usr/bin/kubelet --cloud-provider=external
+  timeouts:
+    creation: {creation_timeout}
+"#
+    );
+    let path = dir.join(format!("{pool}.yaml"));
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// The resources Azure (the sandbox) holds for a machine, found by the machine tag or by name.
+#[derive(Debug, Default)]
+pub struct MachineResources {
+    /// VMs named after the machine or tagged with it.
+    pub vms: Vec<Value>,
+    /// NICs tagged with the machine.
+    pub nics: Vec<Value>,
+    /// Disks tagged with the machine or named `<machine>-osdisk`.
+    pub disks: Vec<Value>,
+}
+
+impl MachineResources {
+    /// Whether nothing of the machine is left.
+    pub fn is_empty(&self) -> bool {
+        self.vms.is_empty() && self.nics.is_empty() && self.disks.is_empty()
+    }
+}
+
+/// The sandbox's admin and ARM API, over plain HTTP with the stack's token.
+pub struct Sandbox {
+    http: reqwest::Client,
+    stack: Stack,
+}
+
+impl Sandbox {
+    /// The stack's sandbox.
+    pub fn new(stack: &Stack) -> Result<Self> {
+        Ok(Self {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()?,
+            stack: stack.clone(),
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.stack.arm.endpoint.trim_end_matches('/'))
+    }
+
+    async fn get_json(&self, path: &str) -> Result<Value> {
+        let response = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(&self.stack.arm.token)
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        if !status.is_success() {
+            bail!("GET {path}: {status}: {body}");
+        }
+        Ok(body)
+    }
+
+    /// Lists a resource type of the stack's resource group, following `nextLink`.
+    async fn list(&self, provider_type: &str, api_version: &str) -> Result<Vec<Value>> {
+        let mut path = format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/{provider_type}?api-version={api_version}",
+            self.stack.arm.subscription_id, self.stack.arm.resource_group
+        );
+        let mut items = Vec::new();
+        loop {
+            let page = self.get_json(&path).await?;
+            items.extend(page["value"].as_array().cloned().unwrap_or_default());
+            match page["nextLink"].as_str() {
+                Some(next) => {
+                    path = next
+                        .strip_prefix(self.stack.arm.endpoint.trim_end_matches('/'))
+                        .unwrap_or(next)
+                        .to_owned()
+                }
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Everything Azure holds for `machine`.
+    pub async fn machine_resources(&self, machine: &str) -> Result<MachineResources> {
+        let tagged = |item: &Value| item["tags"][TAG_MACHINE].as_str() == Some(machine);
+        let named = |item: &Value, name: &str| item["name"].as_str() == Some(name);
+        let os_disk = format!("{machine}-osdisk");
+        Ok(MachineResources {
+            vms: self
+                .list("Microsoft.Compute/virtualMachines", "2024-07-01")
+                .await?
+                .into_iter()
+                .filter(|vm| tagged(vm) || named(vm, machine))
+                .collect(),
+            nics: self
+                .list("Microsoft.Network/networkInterfaces", "2024-03-01")
+                .await?
+                .into_iter()
+                .filter(|nic| tagged(nic) || named(nic, &format!("{machine}-nic")))
+                .collect(),
+            disks: self
+                .list("Microsoft.Compute/disks", "2024-03-02")
+                .await?
+                .into_iter()
+                .filter(|disk| tagged(disk) || named(disk, &os_disk))
+                .collect(),
+        })
+    }
+
+    /// Adds a fault rule; returns its id.
+    pub async fn add_fault(&self, rule: Value) -> Result<u64> {
+        let response = self
+            .http
+            .post(self.url("/sandbox/faults"))
+            .bearer_auth(&self.stack.arm.token)
+            .json(&rule)
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        if !status.is_success() {
+            bail!("adding fault {rule}: {status}: {body}");
+        }
+        body["id"]
+            .as_u64()
+            .with_context(|| format!("no id in {body}"))
+    }
+
+    /// Removes a fault rule.
+    pub async fn remove_fault(&self, id: u64) -> Result<()> {
+        self.http
+            .delete(self.url(&format!("/sandbox/faults/{id}")))
+            .bearer_auth(&self.stack.arm.token)
+            .send()
+            .await?
+            .error_for_status()?;
+        Ok(())
+    }
+
+    /// The ARM requests whose path contains `contains` (case-insensitive), oldest first.
+    pub async fn requests(&self, contains: &str) -> Result<Vec<Value>> {
+        let body = self
+            .get_json(&format!("/sandbox/requests?contains={contains}"))
+            .await?;
+        Ok(body["requests"].as_array().cloned().unwrap_or_default())
+    }
+}
+
+/// The Node named `name`, if any.
+pub async fn node(client: &kube::Client, name: &str) -> Result<Option<Node>> {
+    let api: kube::Api<Node> = kube::Api::all(client.clone());
+    Ok(api.get_opt(name).await?)
+}
+
+/// A path relative to the repository.
+pub fn repo_path(relative: &str) -> PathBuf {
+    repo_root().join(Path::new(relative))
+}

@@ -1,0 +1,53 @@
+//! What the worker runs, in one place: the main task queue (every workflow, the Kubernetes
+//! activities, ARM reads and waits) and the ARM-write task queue (PUT, PATCH, DELETE), whose
+//! server-enforced rate limit keeps every worker of the deployment together under the
+//! subscription's ARM write budget (architecture §5).
+
+use anyhow::Context;
+use nodewright_activities::azure::ArmClient;
+use nodewright_activities::azure::machines::{ArmReadActivities, ArmWriteActivities};
+use nodewright_activities::kube::KubeActivities;
+use nodewright_model::config::ClusterConfig;
+use nodewright_model::names::arm_write_task_queue;
+use nodewright_workflows::{CreateMachineWorkflow, DeleteMachineWorkflow, PreflightWorkflow};
+use temporalio_sdk::WorkerOptions;
+
+/// The outside clients the activities use, built once at start-up.
+pub struct Clients {
+    /// The cluster's apiserver.
+    pub kube: kube::Client,
+    /// Azure Resource Manager, for the configured subscription and resource group.
+    pub arm: ArmClient,
+}
+
+/// The options of the two workers this process runs.
+pub struct WorkerSet {
+    /// Polls `temporal.task_queue`: workflows, Kubernetes activities, ARM reads and waits.
+    pub main: WorkerOptions,
+    /// Polls `<task_queue>-arm-writes`: ARM writes, rate-limited by the server.
+    pub arm_writes: WorkerOptions,
+}
+
+/// Both workers' options: every workflow and activity, the shutdown grace period, and the ARM
+/// write rate limit.
+pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Result<WorkerSet> {
+    let Clients { kube, arm } = clients;
+    let task_queue = config.temporal.task_queue.clone();
+    let main = WorkerOptions::new(task_queue.clone())
+        .register_workflow::<PreflightWorkflow>()
+        .context("registering PreflightWorkflow")?
+        .register_workflow::<CreateMachineWorkflow>()
+        .context("registering CreateMachine")?
+        .register_workflow::<DeleteMachineWorkflow>()
+        .context("registering DeleteMachine")?
+        .register_activities(KubeActivities::new(kube))
+        .register_activities(ArmReadActivities::new(arm.clone()))
+        .graceful_shutdown_period(config.worker.shutdown_grace)
+        .build();
+    let arm_writes = WorkerOptions::new(arm_write_task_queue(&task_queue))
+        .register_activities(ArmWriteActivities::new(arm, config.azure.location.clone()))
+        .max_task_queue_activities_per_second(config.azure.arm_writes_per_second)
+        .graceful_shutdown_period(config.worker.shutdown_grace)
+        .build();
+    Ok(WorkerSet { main, arm_writes })
+}

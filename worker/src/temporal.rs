@@ -1,0 +1,64 @@
+//! The Temporal side of start-up: connection settings from `[temporal]` (reading the PEM files
+//! here, at the binary's edge) and the readiness check that the worker really polls.
+
+use std::time::Duration;
+
+use nodewright_model::config::TemporalConfig;
+use nodewright_workflows::connect::TemporalSettings;
+use temporalio_client::tonic::Request;
+use temporalio_client::{Client, NamespacedClient};
+use temporalio_common::protos::temporal::api::enums::v1::TaskQueueType;
+use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
+use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeTaskQueueRequest;
+
+/// How often the readiness check asks Temporal for the task queue's pollers.
+const POLLER_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Connection settings for `config`, with the TLS files read from disk.
+pub fn settings(config: &TemporalConfig, identity: &str) -> anyhow::Result<TemporalSettings> {
+    Ok(TemporalSettings::from_config(config, identity, |path| {
+        std::fs::read(path)
+    })?)
+}
+
+/// `nodewright-worker@<host>:<pid>`, as the Temporal UI shows it on each task and poller.
+pub fn worker_identity() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown-host".to_owned());
+    format!("nodewright-worker@{host}:{}", std::process::id())
+}
+
+/// Resolves once Temporal lists `identity` among the pollers of `task_queue` (its workflow or
+/// activity queue): the worker is connected and polling. Errors are logged and retried.
+pub async fn wait_until_polling(client: Client, task_queue: String, identity: String) {
+    let mut service = client.connection().workflow_service();
+    let namespace = client.namespace();
+    loop {
+        for kind in [TaskQueueType::Workflow, TaskQueueType::Activity] {
+            let request = DescribeTaskQueueRequest {
+                namespace: namespace.clone(),
+                task_queue: Some(TaskQueue {
+                    name: task_queue.clone(),
+                    ..TaskQueue::default()
+                }),
+                task_queue_type: kind as i32,
+                ..DescribeTaskQueueRequest::default()
+            };
+            match service.describe_task_queue(Request::new(request)).await {
+                Ok(response) => {
+                    if response
+                        .get_ref()
+                        .pollers
+                        .iter()
+                        .any(|poller| poller.identity == identity)
+                    {
+                        return;
+                    }
+                }
+                Err(status) => {
+                    tracing::debug!(%status, "describing the task queue for readiness failed; retrying");
+                }
+            }
+        }
+        tokio::time::sleep(POLLER_CHECK_INTERVAL).await;
+    }
+}

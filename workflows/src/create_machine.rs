@@ -1,0 +1,366 @@
+#![doc = include_str!("../runbooks/create_machine.md")]
+
+use chrono::{DateTime, Utc};
+use nodewright_activities::azure::machines::{
+    ArmReadActivities, ArmWriteActivities, AwaitVm, BeginVmCreate, EnsureNic, TagOsDisk,
+    VmCreateStarted, VmProvisioned,
+};
+use nodewright_activities::kube::{AwaitNode, KubeActivities, NodeMetadata, NodeTaint, NodeWait};
+use nodewright_model::Operation;
+use nodewright_model::machine::{
+    CreateMachineRequest, CreatedMachine, MachineStatus, Outcome, Step, os_disk_name, zone_for,
+};
+use nodewright_model::names::arm_write_task_queue;
+use nodewright_model::ownership::Ownership;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{ApplicationFailure, WorkflowContext, WorkflowContextView, WorkflowResult};
+
+use crate::activity_options;
+use crate::progress::{
+    HasStatus, StepFailed, begin, done, fact, left_until, now, record_failure, rfc3339,
+};
+use crate::removal::{Removal, remove_machine};
+use crate::search;
+
+/// Creates one machine; see the runbook above.
+#[workflow]
+#[derive(Default)]
+pub struct CreateMachineWorkflow {
+    status: Option<MachineStatus>,
+}
+
+impl HasStatus for CreateMachineWorkflow {
+    fn status_mut(&mut self) -> &mut MachineStatus {
+        self.status
+            .get_or_insert_with(|| MachineStatus::new("create", "", None, &Step::CREATE))
+    }
+}
+
+#[workflow_methods]
+impl CreateMachineWorkflow {
+    /// Runs the runbook.
+    #[run(name = "CreateMachine")]
+    pub async fn run(
+        ctx: &mut WorkflowContext<Self>,
+        request: CreateMachineRequest,
+    ) -> WorkflowResult<CreatedMachine> {
+        let started = now(ctx);
+        announce(ctx, &request, started);
+        let deadline = started
+            + chrono::Duration::from_std(request.creation_timeout).unwrap_or(chrono::Duration::MAX);
+
+        let scope = ctx
+            .execute_activity(ArmReadActivities::scope, (), activity_options::read())
+            .await?;
+        let vm_id = scope.vm_id(&request.machine);
+        fact(ctx, "vmId", vm_id.clone());
+
+        match create(ctx, &request, started, deadline).await {
+            Ok(created) => {
+                ctx.state_mut(|s| s.status_mut().outcome = Outcome::Succeeded);
+                ctx.upsert_search_attributes([search::PHASE.value_set("done".to_owned())]);
+                ctx.set_current_details(format!("machine {} is Ready", request.machine));
+                Ok(created)
+            }
+            Err(failed) => {
+                record_failure(ctx, &failed);
+                let cleanup = if request.keep_on_failure {
+                    "kept the VM, NIC, disk and Node for debugging (--keep-on-failure)".to_owned()
+                } else {
+                    compensate(ctx, &request, vm_id).await
+                };
+                let message = format!(
+                    "creating machine {} failed at step {}: {}; {cleanup}",
+                    request.machine, failed.step, failed.reason
+                );
+                ctx.state_mut(|s| {
+                    let status = s.status_mut();
+                    status.outcome = Outcome::Failed;
+                    status.failure = Some(message.clone());
+                });
+                ctx.upsert_search_attributes([search::PHASE.value_set("failed".to_owned())]);
+                ctx.set_current_details(message.clone());
+                Err(ApplicationFailure::builder(anyhow_message(message))
+                    .type_name("CreateFailed".to_owned())
+                    .non_retryable(true)
+                    .build()
+                    .into())
+            }
+        }
+    }
+
+    /// Every step with its state, the facts gathered, the outcome.
+    #[query(name = "status")]
+    pub fn status(&self, _ctx: &WorkflowContextView) -> MachineStatus {
+        self.status
+            .clone()
+            .unwrap_or_else(|| MachineStatus::new("create", "", None, &Step::CREATE))
+    }
+}
+
+/// Search attributes, the status skeleton and the first details line.
+fn announce(
+    ctx: &mut WorkflowContext<CreateMachineWorkflow>,
+    request: &CreateMachineRequest,
+    started: DateTime<Utc>,
+) {
+    ctx.upsert_search_attributes([
+        search::CLUSTER.value_set(request.cluster.to_string()),
+        search::POOL.value_set(request.pool.clone()),
+        search::MACHINE.value_set(request.machine.clone()),
+        search::OPERATION.value_set(Operation::Create.to_string()),
+    ]);
+    let mut status = MachineStatus::new(
+        "create",
+        &request.machine,
+        Some(&request.pool),
+        &Step::CREATE,
+    );
+    status.started_at = Some(rfc3339(started));
+    ctx.state_mut(|s| s.status = Some(status));
+}
+
+/// The happy path, steps 3–8 of the runbook.
+async fn create(
+    ctx: &mut WorkflowContext<CreateMachineWorkflow>,
+    request: &CreateMachineRequest,
+    started: DateTime<Utc>,
+    deadline: DateTime<Utc>,
+) -> Result<CreatedMachine, StepFailed> {
+    let writes = arm_write_task_queue(ctx.task_queue());
+    let created_at = rfc3339(started);
+    let ownership = Ownership {
+        cluster: &request.cluster,
+        pool: &request.pool,
+        machine: &request.machine,
+        template: &request.template_hash,
+        created: &created_at,
+    };
+    let tags = ownership.tags(&request.template.tags);
+    let deadline_text = rfc3339(deadline);
+    let timeout_text = humanize(request.creation_timeout);
+
+    begin(ctx, Step::EnsureNic);
+    let nic = ctx
+        .execute_activity(
+            ArmWriteActivities::ensure_nic,
+            EnsureNic {
+                cluster: request.cluster.clone(),
+                machine: request.machine.clone(),
+                subnet_id: request.template.subnet_id.clone(),
+                tags: tags.clone(),
+            },
+            activity_options::arm_write(&writes),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::EnsureNic, &e))?;
+    fact(ctx, "nicId", nic.id.clone());
+    done(
+        ctx,
+        Step::EnsureNic,
+        if nic.created { "created" } else { "adopted" },
+    );
+
+    begin(ctx, Step::CreateVm);
+    let zone = zone_for(&request.machine, &request.template.zones);
+    if let Some(zone) = &zone {
+        fact(ctx, "zone", zone.clone());
+    }
+    let vm = ctx
+        .execute_activity(
+            ArmWriteActivities::begin_vm_create,
+            BeginVmCreate {
+                cluster: request.cluster.clone(),
+                machine: request.machine.clone(),
+                template: request.template.clone(),
+                nic_id: nic.id.clone(),
+                zone,
+                tags: tags.clone(),
+            },
+            activity_options::arm_write(&writes),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::CreateVm, &e))?;
+    let (operation, adopted) = match vm {
+        VmCreateStarted::Started { operation } => (operation, false),
+        VmCreateStarted::Adopted { .. } => (None, true),
+    };
+    done(
+        ctx,
+        Step::CreateVm,
+        if adopted {
+            "adopted the VM an earlier attempt started"
+        } else {
+            "PUT accepted"
+        },
+    );
+
+    begin(ctx, Step::ProvisionVm);
+    let provisioned = ctx
+        .execute_activity(
+            ArmReadActivities::await_vm,
+            AwaitVm {
+                machine: request.machine.clone(),
+                operation,
+                deadline: deadline_text.clone(),
+            },
+            activity_options::wait(left_until(ctx, deadline)),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::ProvisionVm, &e))?;
+    let (vm_id, os_disk) = match provisioned {
+        VmProvisioned::Succeeded { vm_id, os_disk } => (vm_id, os_disk),
+        VmProvisioned::TimedOut { provisioning_state } => {
+            return Err(StepFailed::new(
+                Step::ProvisionVm,
+                format!(
+                    "the VM did not finish provisioning within the creation timeout {timeout_text} (provisioningState {})",
+                    provisioning_state.as_deref().unwrap_or("unknown")
+                ),
+            ));
+        }
+    };
+    ctx.execute_activity(
+        ArmWriteActivities::tag_os_disk,
+        TagOsDisk {
+            disk: os_disk.unwrap_or_else(|| os_disk_name(&request.machine)),
+            tags: tags.clone(),
+        },
+        activity_options::arm_write(&writes),
+    )
+    .await
+    .map_err(|e| StepFailed::from_activity(Step::ProvisionVm, &e))?;
+    done(ctx, Step::ProvisionVm, "provisioningState Succeeded");
+
+    begin(ctx, Step::RegisterNode);
+    let await_node = AwaitNode {
+        node: request.machine.clone(),
+        vm_id: vm_id.clone(),
+        deadline: deadline_text,
+    };
+    let registered = ctx
+        .execute_activity(
+            KubeActivities::await_node_registered,
+            await_node.clone(),
+            activity_options::wait(left_until(ctx, deadline)),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::RegisterNode, &e))?;
+    let provider_id = match registered {
+        NodeWait::Reached { provider_id } => provider_id,
+        NodeWait::TimedOut { last_seen } => {
+            return Err(StepFailed::new(
+                Step::RegisterNode,
+                format!(
+                    "the Node did not register within the creation timeout {timeout_text} ({last_seen})"
+                ),
+            ));
+        }
+    };
+    fact(ctx, "providerId", provider_id.clone());
+    done(ctx, Step::RegisterNode, format!("Node {}", request.machine));
+
+    begin(ctx, Step::LabelNode);
+    ctx.execute_activity(
+        KubeActivities::apply_node_metadata,
+        NodeMetadata {
+            node: request.machine.clone(),
+            labels: ownership.labels(&request.template.labels),
+            taints: request
+                .template
+                .taints
+                .iter()
+                .map(|t| NodeTaint {
+                    key: t.key.clone(),
+                    value: t.value.clone(),
+                    effect: t.effect.clone(),
+                })
+                .collect(),
+        },
+        activity_options::kube_write(),
+    )
+    .await
+    .map_err(|e| StepFailed::from_activity(Step::LabelNode, &e))?;
+    done(ctx, Step::LabelNode, "labels and taints applied");
+
+    begin(ctx, Step::WaitReady);
+    let ready = ctx
+        .execute_activity(
+            KubeActivities::await_node_ready,
+            await_node,
+            activity_options::wait(left_until(ctx, deadline)),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::WaitReady, &e))?;
+    if let NodeWait::TimedOut { last_seen } = ready {
+        return Err(StepFailed::new(
+            Step::WaitReady,
+            format!(
+                "the Node did not become Ready within the creation timeout {timeout_text} ({last_seen})"
+            ),
+        ));
+    }
+    done(ctx, Step::WaitReady, "Ready");
+
+    Ok(CreatedMachine {
+        machine: request.machine.clone(),
+        pool: request.pool.clone(),
+        vm_id,
+        nic_id: nic.id,
+        provider_id,
+        node: request.machine.clone(),
+        template_hash: request.template_hash.clone(),
+        adopted,
+    })
+}
+
+/// Removes what the create made; returns what to say about it.
+async fn compensate(
+    ctx: &mut WorkflowContext<CreateMachineWorkflow>,
+    request: &CreateMachineRequest,
+    vm_id: String,
+) -> String {
+    begin(ctx, Step::Compensate);
+    let removal = Removal {
+        cluster: request.cluster.clone(),
+        machine: request.machine.clone(),
+        vm_id,
+    };
+    match remove_machine(ctx, &removal, false).await {
+        Ok(removed) => {
+            let mut parts = Vec::new();
+            if removed.vm_deleted {
+                parts.push("the VM (with its NIC and OS disk)".to_owned());
+            }
+            parts.extend(removed.leftovers_deleted.iter().cloned());
+            if removed.node_deleted {
+                parts.push("the Node".to_owned());
+            }
+            let summary = if parts.is_empty() {
+                "nothing to remove".to_owned()
+            } else {
+                format!("removed {}", parts.join(", "))
+            };
+            done(ctx, Step::Compensate, summary.clone());
+            summary
+        }
+        Err(failed) => {
+            let reason = format!(
+                "compensation failed at {}: {}; the orphan sweep will remove what is left",
+                failed.step, failed.reason
+            );
+            record_failure(ctx, &StepFailed::new(Step::Compensate, reason.clone()));
+            reason
+        }
+    }
+}
+
+/// `20m`, `90s`, `1h 30m`: durations as people write them in pool files.
+fn humanize(duration: std::time::Duration) -> String {
+    humantime::format_duration(duration).to_string()
+}
+
+/// An error carrying `message`, for [`ApplicationFailure`].
+fn anyhow_message(message: String) -> Box<dyn std::error::Error + Send + Sync> {
+    message.into()
+}

@@ -1,0 +1,157 @@
+//! What the machine workflows share: the workflow clock as text, step bookkeeping for the
+//! `status` query, the search attributes and summary, and turning activity failures into
+//! readable reasons.
+
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use nodewright_model::machine::{MachineStatus, Step};
+use temporalio_common::protos::temporal::api::failure::v1::Failure;
+use temporalio_sdk::ActivityExecutionError;
+use temporalio_sdk::WorkflowContext;
+
+use crate::search;
+
+/// A workflow whose state holds a [`MachineStatus`].
+pub trait HasStatus {
+    /// The status, for updates.
+    fn status_mut(&mut self) -> &mut MachineStatus;
+}
+
+/// The workflow's deterministic time (the start of the current workflow task).
+pub fn now<W>(ctx: &WorkflowContext<W>) -> DateTime<Utc> {
+    ctx.workflow_time()
+        .map(DateTime::<Utc>::from)
+        .unwrap_or_default()
+}
+
+/// `t` as RFC 3339 with seconds, e.g. `2026-11-21T10:00:00Z`.
+pub fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// The time left until `deadline`, zero when it has passed.
+pub fn left_until<W>(ctx: &WorkflowContext<W>, deadline: DateTime<Utc>) -> Duration {
+    (deadline - now(ctx)).to_std().unwrap_or(Duration::ZERO)
+}
+
+/// Marks `step` running: status, the `NodewrightPhase` attribute and the UI's details line.
+pub fn begin<W: HasStatus>(ctx: &mut WorkflowContext<W>, step: Step) {
+    let at = rfc3339(now(ctx));
+    ctx.state_mut(|s| s.status_mut().start(step, &at));
+    ctx.upsert_search_attributes([search::PHASE.value_set(step.as_str().to_owned())]);
+    ctx.set_current_details(format!("step: {step}"));
+}
+
+/// Marks `step` done, with what it found.
+pub fn done<W: HasStatus>(ctx: &mut WorkflowContext<W>, step: Step, detail: impl Into<String>) {
+    let at = rfc3339(now(ctx));
+    let detail = detail.into();
+    ctx.state_mut(|s| {
+        s.status_mut()
+            .finish(step, &at, (!detail.is_empty()).then_some(detail))
+    });
+}
+
+/// Records a fact (vm id, node, ...) in the status.
+pub fn fact<W: HasStatus>(ctx: &mut WorkflowContext<W>, key: &str, value: impl Into<String>) {
+    let value = value.into();
+    ctx.state_mut(|s| {
+        s.status_mut().facts.insert(key.to_owned(), value);
+    });
+}
+
+/// A step that ended the happy path, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepFailed {
+    /// The step.
+    pub step: Step,
+    /// Why, in ARM or Kubernetes terms.
+    pub reason: String,
+}
+
+impl StepFailed {
+    /// A failure of `step` for `reason`.
+    pub fn new(step: Step, reason: impl Into<String>) -> Self {
+        Self {
+            step,
+            reason: reason.into(),
+        }
+    }
+
+    /// The failure of `step` an activity reported.
+    pub fn from_activity(step: Step, error: &ActivityExecutionError) -> Self {
+        Self::new(step, activity_failure_text(error))
+    }
+}
+
+/// Marks `failed.step` failed in the status.
+pub fn record_failure<W: HasStatus>(ctx: &mut WorkflowContext<W>, failed: &StepFailed) {
+    let at = rfc3339(now(ctx));
+    ctx.state_mut(|s| s.status_mut().fail(failed.step, &at, &failed.reason));
+}
+
+/// The messages of an activity failure and its causes, without the SDK's generic wrapper.
+pub fn activity_failure_text(error: &ActivityExecutionError) -> String {
+    match error.failure() {
+        Some(failure) => failure_text(failure),
+        None => error.to_string(),
+    }
+}
+
+fn failure_text(failure: &Failure) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    let mut next = Some(failure);
+    while let Some(f) = next {
+        let message = f.message.trim();
+        let generic = message.is_empty() || message.eq_ignore_ascii_case("activity task failed");
+        if !generic && !parts.iter().any(|p| p.contains(message)) {
+            parts.push(message);
+        }
+        next = f.cause.as_deref();
+    }
+    if parts.is_empty() {
+        "the activity failed without a message".to_owned()
+    } else {
+        parts.join(": ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(message: &str, cause: Option<Failure>) -> Failure {
+        Failure {
+            message: message.to_owned(),
+            cause: cause.map(Box::new),
+            ..Failure::default()
+        }
+    }
+
+    #[test]
+    fn failure_text_joins_causes_and_drops_the_generic_wrapper() {
+        let inner = failure("ARM operation failed: AllocationFailed: no capacity", None);
+        let app = failure(
+            "VM m failed to provision: AllocationFailed: no capacity",
+            Some(inner),
+        );
+        let top = failure("Activity task failed", Some(app));
+        assert_eq!(
+            failure_text(&top),
+            "VM m failed to provision: AllocationFailed: no capacity: ARM operation failed: AllocationFailed: no capacity"
+        );
+        assert_eq!(
+            failure_text(&failure("", None)),
+            "the activity failed without a message"
+        );
+    }
+
+    #[test]
+    fn times_are_rfc3339_to_the_second() {
+        let t = DateTime::parse_from_rfc3339("2026-11-21T10:00:00.123Z")
+            .expect("valid")
+            .with_timezone(&Utc);
+        assert_eq!(rfc3339(t), "2026-11-21T10:00:00Z");
+    }
+}

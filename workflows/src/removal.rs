@@ -1,0 +1,150 @@
+//! Removing a machine: its VM (NIC and OS disk cascade), the NICs and disks left behind, and
+//! its Node object. Shared by DeleteMachine and CreateMachine's compensation.
+
+use nodewright_activities::azure::machines::{
+    ArmReadActivities, ArmWriteActivities, AwaitDeletion, BeginVmDelete, DeleteLeftover,
+    FindLeftovers, LeftoverDeleted, VmDeleteStarted,
+};
+use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange};
+use nodewright_model::ClusterName;
+use nodewright_model::machine::{DeletedMachine, Step};
+use nodewright_model::names::arm_write_task_queue;
+use temporalio_sdk::WorkflowContext;
+
+use crate::activity_options;
+use crate::progress::{HasStatus, StepFailed, begin, done};
+
+/// How long a VM deletion may take before the step fails (Azure usually needs 1–3 minutes).
+const VM_DELETION_BUDGET: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// What to remove.
+#[derive(Debug, Clone)]
+pub struct Removal {
+    /// The owning cluster: nothing without its tag is touched.
+    pub cluster: ClusterName,
+    /// The machine.
+    pub machine: String,
+    /// The VM's ARM id (the Node's providerID must name it).
+    pub vm_id: String,
+}
+
+/// Deletes the VM and waits until it is gone, deletes the leftovers, deletes the Node. With
+/// `track`, each step is shown in the status as its own step (DeleteMachine); without, the
+/// caller shows one step (compensation).
+pub async fn remove_machine<W: HasStatus>(
+    ctx: &mut WorkflowContext<W>,
+    removal: &Removal,
+    track: bool,
+) -> Result<DeletedMachine, StepFailed> {
+    let writes = arm_write_task_queue(ctx.task_queue());
+    let mut result = DeletedMachine {
+        machine: removal.machine.clone(),
+        ..DeletedMachine::default()
+    };
+
+    step_begin(ctx, track, Step::DeleteVm);
+    let started = ctx
+        .execute_activity(
+            ArmWriteActivities::begin_vm_delete,
+            BeginVmDelete {
+                cluster: removal.cluster.clone(),
+                machine: removal.machine.clone(),
+            },
+            activity_options::arm_cleanup_write(&writes),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::DeleteVm, &e))?;
+    if let VmDeleteStarted::Started { operation } = started {
+        result.vm_deleted = true;
+        ctx.execute_activity(
+            ArmReadActivities::await_vm_deletion,
+            AwaitDeletion {
+                machine: removal.machine.clone(),
+                operation,
+            },
+            activity_options::wait(VM_DELETION_BUDGET),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::DeleteVm, &e))?;
+    }
+    let vm_detail = if result.vm_deleted {
+        "VM deleted (NIC and OS disk with it)"
+    } else {
+        "no VM: already gone"
+    };
+    step_done(ctx, track, Step::DeleteVm, vm_detail);
+
+    step_begin(ctx, track, Step::DeleteLeftovers);
+    let leftovers = ctx
+        .execute_activity(
+            ArmReadActivities::find_leftovers,
+            FindLeftovers {
+                cluster: removal.cluster.clone(),
+                machine: removal.machine.clone(),
+            },
+            activity_options::read(),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::DeleteLeftovers, &e))?;
+    for leftover in leftovers {
+        let name = leftover.name.clone();
+        let outcome = ctx
+            .execute_activity(
+                ArmWriteActivities::delete_leftover,
+                DeleteLeftover {
+                    cluster: removal.cluster.clone(),
+                    leftover,
+                },
+                activity_options::arm_cleanup_write(&writes),
+            )
+            .await
+            .map_err(|e| StepFailed::from_activity(Step::DeleteLeftovers, &e))?;
+        if outcome == LeftoverDeleted::Deleted {
+            result.leftovers_deleted.push(name);
+        }
+    }
+    let leftover_detail = if result.leftovers_deleted.is_empty() {
+        "none".to_owned()
+    } else {
+        result.leftovers_deleted.join(", ")
+    };
+    step_done(ctx, track, Step::DeleteLeftovers, leftover_detail);
+
+    step_begin(ctx, track, Step::DeleteNode);
+    let node = ctx
+        .execute_activity(
+            KubeActivities::delete_node,
+            MachineNode {
+                node: removal.machine.clone(),
+                vm_id: removal.vm_id.clone(),
+            },
+            activity_options::kube_write(),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::DeleteNode, &e))?;
+    result.node_deleted = node == NodeChange::Done;
+    let node_detail = match node {
+        NodeChange::Done => "Node deleted",
+        NodeChange::Absent => "no Node",
+        NodeChange::NotOurs => "a Node of that name belongs to another VM: left alone",
+    };
+    step_done(ctx, track, Step::DeleteNode, node_detail);
+    Ok(result)
+}
+
+fn step_begin<W: HasStatus>(ctx: &mut WorkflowContext<W>, track: bool, step: Step) {
+    if track {
+        begin(ctx, step);
+    }
+}
+
+fn step_done<W: HasStatus>(
+    ctx: &mut WorkflowContext<W>,
+    track: bool,
+    step: Step,
+    detail: impl Into<String>,
+) {
+    if track {
+        done(ctx, step, detail);
+    }
+}
