@@ -136,6 +136,21 @@ impl CliResult {
     }
 }
 
+/// Runs `nodewright machine create --pool <pool_file> --name <machine>` plus `extra` (e.g.
+/// `--wait`, `--output json`).
+pub fn create_machine(
+    stack: &Stack,
+    task_queue: &str,
+    pool_file: &Path,
+    machine: &str,
+    extra: &[&str],
+) -> Result<CliResult> {
+    let pool = pool_file.to_string_lossy();
+    let mut args = vec!["machine", "create", "--pool", &pool, "--name", machine];
+    args.extend_from_slice(extra);
+    CliResult::run(stack, task_queue, &args)
+}
+
 /// A pool file for the stack's resource group, written to `target/e2e-pools/<pool>.yaml`.
 pub fn write_pool_file(stack: &Stack, pool: &str, creation_timeout: &str) -> Result<PathBuf> {
     let dir = repo_root().join("target").join("e2e-pools");

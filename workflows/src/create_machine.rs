@@ -8,16 +8,17 @@ use nodewright_activities::azure::machines::{
 use nodewright_activities::kube::{AwaitNode, KubeActivities, NodeMetadata, NodeTaint, NodeWait};
 use nodewright_model::Operation;
 use nodewright_model::machine::{
-    CreateMachineRequest, CreatedMachine, MachineStatus, Outcome, Step, os_disk_name, zone_for,
+    CreateMachineRequest, CreatedMachine, MachineStatus, Step, os_disk_name, zone_for,
 };
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_model::ownership::Ownership;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{ApplicationFailure, WorkflowContext, WorkflowContextView, WorkflowResult};
+use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
 use crate::activity_options;
 use crate::progress::{
-    HasStatus, StepFailed, begin, done, fact, left_until, now, record_failure, rfc3339,
+    HasStatus, StepFailed, begin, done, fact, fail, left_until, now, record_failure, rfc3339,
+    succeed,
 };
 use crate::removal::{Removal, remove_machine};
 use crate::search;
@@ -57,9 +58,7 @@ impl CreateMachineWorkflow {
 
         match create(ctx, &request, started, deadline).await {
             Ok(created) => {
-                ctx.state_mut(|s| s.status_mut().outcome = Outcome::Succeeded);
-                ctx.upsert_search_attributes([search::PHASE.value_set("done".to_owned())]);
-                ctx.set_current_details(format!("machine {} is Ready", request.machine));
+                succeed(ctx, format!("machine {} is Ready", request.machine));
                 Ok(created)
             }
             Err(failed) => {
@@ -73,18 +72,7 @@ impl CreateMachineWorkflow {
                     "creating machine {} failed at step {}: {}; {cleanup}",
                     request.machine, failed.step, failed.reason
                 );
-                ctx.state_mut(|s| {
-                    let status = s.status_mut();
-                    status.outcome = Outcome::Failed;
-                    status.failure = Some(message.clone());
-                });
-                ctx.upsert_search_attributes([search::PHASE.value_set("failed".to_owned())]);
-                ctx.set_current_details(message.clone());
-                Err(ApplicationFailure::builder(anyhow_message(message))
-                    .type_name("CreateFailed".to_owned())
-                    .non_retryable(true)
-                    .build()
-                    .into())
+                Err(fail(ctx, "CreateFailed", message))
             }
         }
     }
@@ -358,9 +346,4 @@ async fn compensate(
 /// `20m`, `90s`, `1h 30m`: durations as people write them in pool files.
 fn humanize(duration: std::time::Duration) -> String {
     humantime::format_duration(duration).to_string()
-}
-
-/// An error carrying `message`, for [`ApplicationFailure`].
-fn anyhow_message(message: String) -> Box<dyn std::error::Error + Send + Sync> {
-    message.into()
 }

@@ -3,14 +3,14 @@
 use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange};
 use nodewright_model::Operation;
-use nodewright_model::machine::{
-    DeleteMachineRequest, DeletedMachine, MachineStatus, Outcome, Step,
-};
+use nodewright_model::machine::{DeleteMachineRequest, DeletedMachine, MachineStatus, Step};
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::{ApplicationFailure, WorkflowContext, WorkflowContextView, WorkflowResult};
+use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
 use crate::activity_options;
-use crate::progress::{HasStatus, StepFailed, begin, done, fact, now, record_failure, rfc3339};
+use crate::progress::{
+    HasStatus, StepFailed, begin, done, fact, fail, now, record_failure, rfc3339, succeed,
+};
 use crate::removal::{Removal, remove_machine};
 use crate::search;
 
@@ -53,9 +53,7 @@ impl DeleteMachineWorkflow {
 
         match delete(ctx, &request, vm_id).await {
             Ok(deleted) => {
-                ctx.state_mut(|s| s.status_mut().outcome = Outcome::Succeeded);
-                ctx.upsert_search_attributes([search::PHASE.value_set("done".to_owned())]);
-                ctx.set_current_details(format!("machine {} is gone", request.machine));
+                succeed(ctx, format!("machine {} is gone", request.machine));
                 Ok(deleted)
             }
             Err(failed) => {
@@ -64,19 +62,7 @@ impl DeleteMachineWorkflow {
                     "deleting machine {} failed at step {}: {}",
                     request.machine, failed.step, failed.reason
                 );
-                ctx.state_mut(|s| {
-                    let status = s.status_mut();
-                    status.outcome = Outcome::Failed;
-                    status.failure = Some(message.clone());
-                });
-                ctx.upsert_search_attributes([search::PHASE.value_set("failed".to_owned())]);
-                ctx.set_current_details(message.clone());
-                let error: Box<dyn std::error::Error + Send + Sync> = message.into();
-                Err(ApplicationFailure::builder(error)
-                    .type_name("DeleteFailed".to_owned())
-                    .non_retryable(true)
-                    .build()
-                    .into())
+                Err(fail(ctx, "DeleteFailed", message))
             }
         }
     }

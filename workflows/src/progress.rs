@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use nodewright_model::machine::{MachineStatus, Step};
+use nodewright_model::machine::{MachineStatus, Outcome, Step};
 use temporalio_common::protos::temporal::api::failure::v1::Failure;
 use temporalio_sdk::ActivityExecutionError;
-use temporalio_sdk::WorkflowContext;
+use temporalio_sdk::{ApplicationFailure, WorkflowContext, WorkflowTermination};
 
 use crate::search;
 
@@ -59,6 +59,35 @@ pub fn fact<W: HasStatus>(ctx: &mut WorkflowContext<W>, key: &str, value: impl I
     ctx.state_mut(|s| {
         s.status_mut().facts.insert(key.to_owned(), value);
     });
+}
+
+/// Ends a run well: outcome, `NodewrightPhase=done`, and the UI's details line.
+pub fn succeed<W: HasStatus>(ctx: &mut WorkflowContext<W>, details: String) {
+    ctx.state_mut(|s| s.status_mut().outcome = Outcome::Succeeded);
+    ctx.upsert_search_attributes([search::PHASE.value_set("done".to_owned())]);
+    ctx.set_current_details(details);
+}
+
+/// Ends a run in failure: outcome and reason in the status, `NodewrightPhase=failed`, the UI's
+/// details line, and the non-retryable failure of type `type_name` the run returns.
+pub fn fail<W: HasStatus>(
+    ctx: &mut WorkflowContext<W>,
+    type_name: &str,
+    message: String,
+) -> WorkflowTermination {
+    ctx.state_mut(|s| {
+        let status = s.status_mut();
+        status.outcome = Outcome::Failed;
+        status.failure = Some(message.clone());
+    });
+    ctx.upsert_search_attributes([search::PHASE.value_set("failed".to_owned())]);
+    ctx.set_current_details(message.clone());
+    let error: Box<dyn std::error::Error + Send + Sync> = message.into();
+    ApplicationFailure::builder(error)
+        .type_name(type_name.to_owned())
+        .non_retryable(true)
+        .build()
+        .into()
 }
 
 /// A step that ended the happy path, and why.

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, node, write_pool_file};
+use nodewright_tests::machines::{
+    CliResult, KillableWorker, Sandbox, create_machine, node, write_pool_file,
+};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
 use serde_json::{Value, json};
@@ -82,19 +84,7 @@ async fn a_worker_killed_mid_create_at_any_step_leaves_exactly_one_machine() -> 
     for (index, stage) in STAGES.iter().enumerate() {
         let machine = format!("{pool}-c{index}zzz");
         let rule = sandbox.add_fault((stage.fault)(&machine)).await?;
-        CliResult::run(
-            &stack,
-            &task_queue,
-            &[
-                "machine",
-                "create",
-                "--pool",
-                &pool_file.to_string_lossy(),
-                "--name",
-                &machine,
-            ],
-        )?
-        .expect_code(0)?;
+        create_machine(&stack, &task_queue, &pool_file, &machine, &[])?.expect_code(0)?;
         let reached = eventually(
             &format!("{machine} to reach step {}", stage.step),
             Duration::from_secs(60),

@@ -7,7 +7,9 @@ use nodewright_model::ownership::{
     TAG_TEMPLATE, provider_id,
 };
 use nodewright_tests::Stack;
-use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, node, write_pool_file};
+use nodewright_tests::machines::{
+    CliResult, KillableWorker, Sandbox, create_machine, node, write_pool_file,
+};
 use nodewright_tests::temporal_worker::unique_task_queue;
 
 use super::{assert_nothing_left, unique_pool};
@@ -23,20 +25,12 @@ async fn create_makes_a_tagged_vm_and_a_ready_labelled_node_and_delete_removes_e
     let pool_file = write_pool_file(&stack, &pool, "5m")?;
     let machine = format!("{pool}-b2c4d");
 
-    let created = CliResult::run(
+    let created = create_machine(
         &stack,
         &task_queue,
-        &[
-            "machine",
-            "create",
-            "--pool",
-            &pool_file.to_string_lossy(),
-            "--name",
-            &machine,
-            "--wait",
-            "--output",
-            "json",
-        ],
+        &pool_file,
+        &machine,
+        &["--wait", "--output", "json"],
     )?;
     created.expect_code(0).with_context(|| worker.log_tail())?;
     let document = created.json()?;

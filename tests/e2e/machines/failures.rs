@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
-use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, write_pool_file};
+use nodewright_tests::machines::{KillableWorker, Sandbox, create_machine, write_pool_file};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use serde_json::json;
 
@@ -26,19 +26,7 @@ async fn allocation_failure_fails_the_run_with_the_arm_code_and_leaves_nothing()
         }))
         .await?;
 
-    let created = CliResult::run(
-        &stack,
-        &task_queue,
-        &[
-            "machine",
-            "create",
-            "--pool",
-            &pool_file.to_string_lossy(),
-            "--name",
-            &machine,
-            "--wait",
-        ],
-    )?;
+    let created = create_machine(&stack, &task_queue, &pool_file, &machine, &["--wait"])?;
     sandbox.remove_fault(rule).await?;
     created.expect_code(3).with_context(|| worker.log_tail())?;
     ensure!(
@@ -62,20 +50,12 @@ async fn a_node_that_never_joins_fails_at_the_creation_timeout_and_leaves_nothin
         .add_fault(json!({ "kind": "never_joins", "vm": format!("{pool}-*") }))
         .await?;
 
-    let created = CliResult::run(
+    let created = create_machine(
         &stack,
         &task_queue,
-        &[
-            "machine",
-            "create",
-            "--pool",
-            &pool_file.to_string_lossy(),
-            "--name",
-            &machine,
-            "--wait",
-            "--output",
-            "json",
-        ],
+        &pool_file,
+        &machine,
+        &["--wait", "--output", "json"],
     )?;
     sandbox.remove_fault(rule).await?;
     created.expect_code(3).with_context(|| worker.log_tail())?;

@@ -6,7 +6,9 @@
 use anyhow::{Context, Result, ensure};
 use chrono::DateTime;
 use nodewright_tests::Stack;
-use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, write_pool_file};
+use nodewright_tests::machines::{
+    CliResult, KillableWorker, Sandbox, create_machine, write_pool_file,
+};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use serde_json::{Value, json};
 
@@ -37,21 +39,9 @@ async fn runs_complete_under_throttling_and_wait_retry_after_between_attempts() 
         .await?;
 
     for machine in &machines {
-        CliResult::run(
-            &stack,
-            &task_queue,
-            &[
-                "machine",
-                "create",
-                "--pool",
-                &pool_file.to_string_lossy(),
-                "--name",
-                machine,
-                "--wait",
-            ],
-        )?
-        .expect_code(0)
-        .with_context(|| worker.log_tail())?;
+        create_machine(&stack, &task_queue, &pool_file, machine, &["--wait"])?
+            .expect_code(0)
+            .with_context(|| worker.log_tail())?;
     }
     for machine in &machines {
         CliResult::run(
