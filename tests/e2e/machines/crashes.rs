@@ -95,6 +95,19 @@ async fn a_worker_killed_mid_create_at_any_step_leaves_exactly_one_machine() -> 
         )
         .await
         .with_context(|| worker.log_tail())?;
+        if index == 0 {
+            // A second start of the same machine's create is refused, with the way to follow it.
+            let again = create_machine(&stack, &task_queue, &pool_file, &machine, &[])?;
+            again.expect_code(5)?;
+            ensure!(
+                again.stderr.contains("already running")
+                    && again
+                        .stderr
+                        .contains(&format!("nodewright machine status {machine}")),
+                "the refusal says how to follow the run: {}",
+                again.stderr
+            );
+        }
         worker.kill();
         tokio::time::sleep(Duration::from_secs(1)).await;
         sandbox.remove_fault(rule).await?;
