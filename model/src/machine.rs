@@ -99,6 +99,10 @@ pub struct DeletedMachine {
     pub node_deleted: bool,
     /// Whether the Node was cordoned before the VM went.
     pub cordoned: bool,
+    /// Set when a VM of the machine's name exists without this cluster's tags: it (and its
+    /// Node) were left alone, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_vm: Option<String>,
 }
 
 /// The steps of the machine workflows, in runbook order, as the `status` query and the CLI

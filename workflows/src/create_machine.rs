@@ -324,11 +324,15 @@ async fn compensate(
             if removed.node_deleted {
                 parts.push("the Node".to_owned());
             }
-            let summary = if parts.is_empty() {
+            let mut summary = if parts.is_empty() {
                 "nothing to remove".to_owned()
             } else {
                 format!("removed {}", parts.join(", "))
             };
+            if let Some(foreign) = &removed.foreign_vm {
+                summary.push_str("; ");
+                summary.push_str(foreign);
+            }
             done(ctx, Step::Compensate, summary.clone());
             summary
         }

@@ -54,6 +54,19 @@ pub async fn remove_machine<W: HasStatus>(
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::DeleteVm, &e))?;
+    if let VmDeleteStarted::NotOwned { found } = &started {
+        let reason = format!(
+            "VM {} exists but its tag nodewright.io-cluster is {found:?}, not {:?}: it is not this machine's, so neither it nor its Node was touched",
+            removal.machine,
+            removal.cluster.as_str()
+        );
+        if track {
+            return Err(StepFailed::new(Step::DeleteVm, reason));
+        }
+        // Compensation: what this run made (NIC, disks, all tagged) still goes; the foreign VM
+        // and a Node that may be its own stay.
+        result.foreign_vm = Some(reason);
+    }
     if let VmDeleteStarted::Started { operation } = started {
         result.vm_deleted = true;
         ctx.execute_activity(
@@ -69,6 +82,8 @@ pub async fn remove_machine<W: HasStatus>(
     }
     let vm_detail = if result.vm_deleted {
         "VM deleted (NIC and OS disk with it)"
+    } else if result.foreign_vm.is_some() {
+        "a VM of that name is not ours: left alone"
     } else {
         "no VM: already gone"
     };
@@ -110,6 +125,9 @@ pub async fn remove_machine<W: HasStatus>(
     };
     step_done(ctx, track, Step::DeleteLeftovers, leftover_detail);
 
+    if result.foreign_vm.is_some() {
+        return Ok(result);
+    }
     step_begin(ctx, track, Step::DeleteNode);
     let node = ctx
         .execute_activity(

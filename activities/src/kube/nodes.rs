@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use nodewright_model::ownership::provider_id_names_vm;
+use nodewright_model::ownership::{LABEL_MACHINE, provider_id_names_vm};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use temporalio_sdk::activities::ActivityContext;
@@ -201,13 +201,23 @@ async fn machine_node(api: &Api<Node>, input: &MachineNode) -> Result<Result<Nod
     }
 }
 
-/// Marks the Node unschedulable.
+/// Marks the Node unschedulable, only when nodewright labelled it as this machine's (a Node of
+/// a same-named VM that is not ours is never touched, even before the VM's tags are read).
 pub async fn cordon(client: &kube::Client, input: &MachineNode) -> Result<NodeChange> {
     let api: Api<Node> = Api::all(client.clone());
     let node = match machine_node(&api, input).await? {
         Ok(node) => node,
         Err(found) => return Ok(found),
     };
+    let labelled = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(LABEL_MACHINE))
+        .is_some_and(|machine| machine == &input.node);
+    if !labelled {
+        return Ok(NodeChange::NotOurs);
+    }
     if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
         return Ok(NodeChange::Done);
     }

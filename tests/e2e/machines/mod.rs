@@ -5,6 +5,7 @@
 mod crashes;
 mod create_delete;
 mod failures;
+mod foreign;
 mod invalid_pools;
 mod throttling;
 

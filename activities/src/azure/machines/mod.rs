@@ -136,7 +136,8 @@ impl ArmWriteActivities {
     /// Starts deleting the machine's VM (NIC and OS disk go with it).
     ///
     /// # Idempotency
-    /// A VM already gone is reported as such; a VM without this cluster's tags is refused.
+    /// A VM already gone is reported as such; a VM without this cluster's and machine's tags is
+    /// reported as not owned and left alone.
     #[activity(name = "azure.begin_vm_delete")]
     pub async fn begin_vm_delete(
         self: Arc<Self>,
@@ -261,13 +262,19 @@ impl ArmWriteActivities {
             Err(error) if is_gone(&error) => return Ok(VmDeleteStarted::AlreadyGone),
             Err(error) => return Err(error.into()),
         };
-        check_owned(
+        if check_owned(
             "VM",
             &input.machine,
             &existing.tags,
             &input.cluster,
             &input.machine,
-        )?;
+        )
+        .is_err()
+        {
+            return Ok(VmDeleteStarted::NotOwned {
+                found: existing.tags.get(TAG_CLUSTER).cloned(),
+            });
+        }
         Ok(match self.client.delete_vm(&input.machine, false).await? {
             Deletion::Deleted => VmDeleteStarted::Started { operation: None },
             Deletion::Started(handle) => VmDeleteStarted::Started {

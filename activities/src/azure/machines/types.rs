@@ -128,6 +128,11 @@ pub enum VmDeleteStarted {
     },
     /// There was no such VM.
     AlreadyGone,
+    /// A VM of that name exists without this cluster's and machine's tags: left alone.
+    NotOwned {
+        /// Its `nodewright.io-cluster` tag, if any.
+        found: Option<String>,
+    },
 }
 
 /// Wait for a deletion's operation.
