@@ -38,33 +38,41 @@ impl ClusterName {
             fix,
         };
         const FIX: &str = "use 1-40 lowercase letters, digits and '-', starting with a letter (e.g. \"prod-weu\")";
-        if value.is_empty() {
-            return Err(invalid("is empty", FIX));
+        match label_problem(value, MAX_CLUSTER_NAME_LEN, "is longer than 40 characters") {
+            Some(problem) => Err(invalid(problem, FIX)),
+            None => Ok(Self(value.to_owned())),
         }
-        if value.len() > MAX_CLUSTER_NAME_LEN {
-            return Err(invalid("is longer than 40 characters", FIX));
-        }
-        if !value.starts_with(|c: char| c.is_ascii_lowercase()) {
-            return Err(invalid("does not start with a lowercase letter", FIX));
-        }
-        if value.ends_with('-') {
-            return Err(invalid("ends with '-'", FIX));
-        }
-        if !value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        {
-            return Err(invalid(
-                "contains a character other than a-z, 0-9 and '-'",
-                FIX,
-            ));
-        }
-        Ok(Self(value.to_owned()))
     }
 
     /// The name as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// What keeps `value` from being a name both Azure and Kubernetes accept — a DNS label of at most
+/// `max_len` characters that starts with a lowercase letter — or `None` when nothing does.
+/// `too_long` is the problem to report for a long name (it names the limit).
+pub(crate) fn label_problem(
+    value: &str,
+    max_len: usize,
+    too_long: &'static str,
+) -> Option<&'static str> {
+    if value.is_empty() {
+        Some("is empty")
+    } else if value.len() > max_len {
+        Some(too_long)
+    } else if !value.starts_with(|c: char| c.is_ascii_lowercase()) {
+        Some("does not start with a lowercase letter")
+    } else if value.ends_with('-') {
+        Some("ends with '-'")
+    } else if !value
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
+        Some("contains a character other than a-z, 0-9 and '-'")
+    } else {
+        None
     }
 }
 

@@ -73,28 +73,14 @@ impl MachineName {
             fix,
         };
         const FIX: &str = "use a machine name such as \"workers-x7k2q\": up to 63 lowercase letters, digits and '-', starting with a letter";
-        if value.is_empty() {
-            return Err(invalid("is empty", FIX));
+        match crate::cluster::label_problem(
+            value,
+            MAX_MACHINE_NAME_LEN,
+            "is longer than 63 characters",
+        ) {
+            Some(problem) => Err(invalid(problem, FIX)),
+            None => Ok(Self(value.to_owned())),
         }
-        if value.len() > MAX_MACHINE_NAME_LEN {
-            return Err(invalid("is longer than 63 characters", FIX));
-        }
-        if !value.starts_with(|c: char| c.is_ascii_lowercase()) {
-            return Err(invalid("does not start with a lowercase letter", FIX));
-        }
-        if value.ends_with('-') {
-            return Err(invalid("ends with '-'", FIX));
-        }
-        if !value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        {
-            return Err(invalid(
-                "contains a character other than a-z, 0-9 and '-'",
-                FIX,
-            ));
-        }
-        Ok(Self(value.to_owned()))
     }
 
     /// The pool the name belongs to, when it has the `<pool>-<5 suffix characters>` shape.
