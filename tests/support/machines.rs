@@ -252,52 +252,29 @@ impl Sandbox {
         Ok(body)
     }
 
-    /// Lists a resource type of the stack's resource group, following `nextLink`.
-    async fn list(&self, provider_type: &str, api_version: &str) -> Result<Vec<Value>> {
-        let mut path = format!(
-            "/subscriptions/{}/resourceGroups/{}/providers/{provider_type}?api-version={api_version}",
-            self.stack.arm.subscription_id, self.stack.arm.resource_group
-        );
-        let mut items = Vec::new();
-        loop {
-            let page = self.get_json(&path).await?;
-            items.extend(page["value"].as_array().cloned().unwrap_or_default());
-            match page["nextLink"].as_str() {
-                Some(next) => {
-                    path = next
-                        .strip_prefix(self.stack.arm.endpoint.trim_end_matches('/'))
-                        .unwrap_or(next)
-                        .to_owned()
-                }
-                None => return Ok(items),
-            }
-        }
-    }
-
-    /// Everything Azure holds for `machine`.
+    /// Everything Azure holds for `machine`, listed through nodewright's own ARM client (which
+    /// follows `nextLink`), as JSON.
     pub async fn machine_resources(&self, machine: &str) -> Result<MachineResources> {
+        fn json<T: serde::Serialize>(items: Vec<T>) -> Result<Vec<Value>> {
+            items
+                .into_iter()
+                .map(|item| Ok(serde_json::to_value(item)?))
+                .collect()
+        }
+        let arm = self.stack.arm_client()?;
         let tagged = |item: &Value| item["tags"][TAG_MACHINE].as_str() == Some(machine);
         let named = |item: &Value, name: &str| item["name"].as_str() == Some(name);
-        let os_disk = format!("{machine}-osdisk");
+        let (nic, os_disk) = (format!("{machine}-nic"), format!("{machine}-osdisk"));
+        let keep = |items: Vec<Value>, name: &str| -> Vec<Value> {
+            items
+                .into_iter()
+                .filter(|item| tagged(item) || named(item, name))
+                .collect()
+        };
         Ok(MachineResources {
-            vms: self
-                .list("Microsoft.Compute/virtualMachines", "2024-07-01")
-                .await?
-                .into_iter()
-                .filter(|vm| tagged(vm) || named(vm, machine))
-                .collect(),
-            nics: self
-                .list("Microsoft.Network/networkInterfaces", "2024-03-01")
-                .await?
-                .into_iter()
-                .filter(|nic| tagged(nic) || named(nic, &format!("{machine}-nic")))
-                .collect(),
-            disks: self
-                .list("Microsoft.Compute/disks", "2024-03-02")
-                .await?
-                .into_iter()
-                .filter(|disk| tagged(disk) || named(disk, &os_disk))
-                .collect(),
+            vms: keep(json(arm.list_vms().await?)?, machine),
+            nics: keep(json(arm.list_nics().await?)?, &nic),
+            disks: keep(json(arm.list_disks().await?)?, &os_disk),
         })
     }
 

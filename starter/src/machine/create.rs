@@ -82,7 +82,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         }
         return Ok(());
     }
-    let (created, _) = follow(
+    let created = follow(
         handle.get_result(WorkflowGetResultOptions::default()),
         || {
             handle.query(

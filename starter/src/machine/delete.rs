@@ -60,7 +60,7 @@ pub async fn run(
         }
         return Ok(());
     }
-    let (deleted, _) = follow(
+    let deleted = follow(
         handle.get_result(WorkflowGetResultOptions::default()),
         || {
             handle.query(

@@ -21,7 +21,7 @@ pub async fn follow<T, R, Q, QF>(
     output: Output,
     workflow_id: &str,
     link: &str,
-) -> Result<(T, Option<MachineStatus>), CliError>
+) -> Result<T, CliError>
 where
     R: Future<Output = Result<T, WorkflowGetResultError>>,
     Q: Fn() -> QF,
@@ -47,7 +47,7 @@ where
         live.finish();
     }
     match outcome {
-        Ok(value) => Ok((value, last)),
+        Ok(value) => Ok(value),
         Err(error) => {
             let reason = last
                 .as_ref()
