@@ -105,8 +105,9 @@ pub trait Compute: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), ComputeError>> + Send;
 
     /// Detaches the disk from the VM and resolves once it is `Unattached`, after the profile's
-    /// detach latency (or never, while a "detach hangs" fault rule applies). Succeeds at once when
-    /// the disk is not attached to this VM.
+    /// detach latency (or, while a "detach hangs" fault rule applies, not until the disk is
+    /// released some other way, e.g. force-detached through ARM). Resolves as soon as the disk is
+    /// no longer attached to this VM, and at once when it is not attached to it to begin with.
     fn detach_disk(
         &self,
         vm_id: &str,

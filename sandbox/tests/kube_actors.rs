@@ -1,6 +1,8 @@
 //! The node joiner and the disk attacher against the real API server of the local stack, with a
 //! small in-test [`Compute`] standing in for the ARM emulator.
 //!
+//! Some tests use the real ARM emulator instead, in-process, and drive it with raw ARM requests.
+//!
 //! Run with `cargo test -p nodewright-sandbox --test kube_actors` after `dev/stack up`. The
 //! kubeconfig comes from `KUBECONFIG`, or else from the stack's env file (`.run/env`); without
 //! either the tests print why and pass without running.
@@ -21,15 +23,20 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use nodewright_sandbox::arm::{FaultKind, FaultRule};
 use nodewright_sandbox::attacher::{self, AttacherSettings};
+use nodewright_sandbox::compute::Compute;
 use nodewright_sandbox::compute::{GuestState, MachineView};
 use nodewright_sandbox::joiner::{
     self, HEARTBEAT_STOPPED_ANNOTATION, JoinerSettings, STOPPED_LEASE_HOLDER,
 };
 use serde_json::json;
 
+use crate::arm::Arm;
 use crate::fake_compute::FakeCompute;
 
+#[path = "kube_actors/arm.rs"]
+mod arm;
 #[path = "kube_actors/fake_compute.rs"]
 mod fake_compute;
 
@@ -355,6 +362,226 @@ async fn attach_scenario(
         "disk holder after detach",
         compute.managed_by(&names.disk),
         None,
+    )
+}
+
+#[tokio::test]
+async fn joiner_stops_the_heartbeat_when_the_vm_is_powered_off_or_deallocated_through_arm()
+-> Result<()> {
+    let client = kube_client().await?;
+    let scope = Scope::new();
+    let name = format!("kat-power-{}", scope.suffix);
+    let arm = Arm::start(&scope.subscription, 0.2).await?;
+    arm.create_vm(&name).await?;
+    let settings = JoinerSettings {
+        resync: Duration::from_millis(250),
+        managed_provider_id_prefix: format!("azure:///subscriptions/{}/", scope.subscription),
+        ..JoinerSettings::default()
+    };
+    let task = tokio::spawn(joiner::run(
+        client.clone(),
+        Arc::new(arm.emulator.clone()),
+        settings,
+    ));
+    let result = power_scenario(&client, &arm, &name).await;
+    task.abort();
+    delete_ignoring_missing(&Api::<Node>::all(client.clone()), &name).await;
+    delete_ignoring_missing(&Api::<Lease>::namespaced(client, "kube-node-lease"), &name).await;
+    result
+}
+
+async fn power_scenario(client: &kube::Client, arm: &Arm, name: &str) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    eventually("the node to be registered", || async {
+        Ok(nodes.get_opt(name).await?)
+    })
+    .await?;
+    wait_for_heartbeat(client, name, true, "created").await?;
+    for (action, state, beating) in [
+        ("/powerOff", "powered off (skipShutdown)", false),
+        ("/start", "started", true),
+        ("/deallocate", "deallocated", false),
+    ] {
+        let mut path = arm.vm(name, action);
+        if action == "/powerOff" {
+            path.push_str("&skipShutdown=true");
+        }
+        let answer = arm
+            .send(reqwest::Method::POST, &path, Some(&json!({})))
+            .await?;
+        ensure_eq(&format!("status of POST {action}"), answer.status, 202)?;
+        wait_for_heartbeat(client, name, beating, state).await?;
+        arm.succeed(action, &answer).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn attacher_ends_a_hung_csi_detach_once_the_disk_is_force_detached_through_arm() -> Result<()>
+{
+    let client = kube_client().await?;
+    let scope = Scope::new();
+    let arm = Arm::start(&scope.subscription, 0.5).await?;
+    let driver = format!("kat-fd-{}.disk.csi.azure.com", scope.suffix);
+    let nodes = [
+        format!("kat-fd-a-{}", scope.suffix),
+        format!("kat-fd-b-{}", scope.suffix),
+    ];
+    let volume = format!("kat-fd-{}", scope.suffix);
+    for node in &nodes {
+        arm.create_vm(node).await?;
+    }
+    arm.create_disk(&volume).await?;
+    let settings = AttacherSettings {
+        driver_name: driver.clone(),
+        retry_initial: Duration::from_millis(200),
+        retry_max: Duration::from_secs(1),
+        ..AttacherSettings::default()
+    };
+    let task = tokio::spawn(attacher::run(
+        client.clone(),
+        Arc::new(arm.emulator.clone()),
+        settings,
+    ));
+    let attachments = [
+        format!("kat-fd-a-{}", scope.suffix),
+        format!("kat-fd-b-{}", scope.suffix),
+    ];
+    let result = force_detach_scenario(&client, &arm, &driver, &nodes, &volume, &attachments).await;
+    task.abort();
+    let api: Api<VolumeAttachment> = Api::all(client.clone());
+    for attachment in &attachments {
+        let patch = json!({ "metadata": { "finalizers": null } });
+        let _ = api
+            .patch(attachment, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        delete_ignoring_missing(&api, attachment).await;
+    }
+    delete_ignoring_missing(&Api::<PersistentVolume>::all(client.clone()), &volume).await;
+    for node in &nodes {
+        delete_ignoring_missing(&Api::<Node>::all(client.clone()), node).await;
+    }
+    result
+}
+
+async fn force_detach_scenario(
+    client: &kube::Client,
+    arm: &Arm,
+    driver: &str,
+    nodes: &[String; 2],
+    volume: &str,
+    attachments: &[String; 2],
+) -> Result<()> {
+    let disk = arm.disk_id(volume);
+    let node_api: Api<Node> = Api::all(client.clone());
+    for node in nodes {
+        let object: Node = serde_json::from_value(json!({
+            "metadata": { "name": node, "labels": { "nodewright.io/test": "sandbox" } },
+            "spec": { "providerID": format!("azure://{}", arm.vm_id(node)) },
+        }))?;
+        node_api.create(&PostParams::default(), &object).await?;
+    }
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": { "name": volume, "labels": { "nodewright.io/test": "sandbox" } },
+        "spec": {
+            "capacity": { "storage": "1Gi" },
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "csi": { "driver": driver, "volumeHandle": disk },
+        },
+    }))?;
+    Api::<PersistentVolume>::all(client.clone())
+        .create(&PostParams::default(), &pv)
+        .await?;
+    let api: Api<VolumeAttachment> = Api::all(client.clone());
+    let attachment_for = |name: &str, node: &str| -> Result<VolumeAttachment> {
+        Ok(serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "nodewright.io/test": "sandbox" } },
+            "spec": { "attacher": driver, "nodeName": node, "source": { "persistentVolumeName": volume } },
+        }))?)
+    };
+    let [node_a, node_b] = nodes;
+    let [attachment_a, attachment_b] = attachments;
+    api.create(
+        &PostParams::default(),
+        &attachment_for(attachment_a, node_a)?,
+    )
+    .await?;
+    wait_attached(&api, attachment_a).await?;
+    let (vm_a, vm_b) = (arm.vm_id(node_a), arm.vm_id(node_b));
+    ensure_eq(
+        "disk holder",
+        arm.emulator.disk_managed_by(&disk)?,
+        Some(vm_a.clone()),
+    )?;
+
+    // The drain's normal detach hangs: the VolumeAttachment stays, its finalizer held.
+    let mut hang = FaultRule::new(FaultKind::HangDetach);
+    hang.operation = Some("csi.detach".to_owned());
+    hang.vm = Some(node_a.clone());
+    arm.emulator.add_fault(hang);
+    api.delete(attachment_a, &DeleteParams::default()).await?;
+    api.create(
+        &PostParams::default(),
+        &attachment_for(attachment_b, node_b)?,
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ensure_eq(
+        "the attachment whose detach hangs still exists",
+        api.get_opt(attachment_a).await?.is_some(),
+        true,
+    )?;
+    ensure_eq(
+        "disk holder while the detach hangs",
+        arm.emulator.disk_managed_by(&disk)?,
+        Some(vm_a.clone()),
+    )?;
+    let waiting = api.get(attachment_b).await?.status.unwrap_or_default();
+    ensure_eq("the other node's attachment waits", waiting.attached, false)?;
+
+    // Force mode: ARM force-detaches the disk; the hung CSI detach ends with it.
+    let started = std::time::Instant::now();
+    let forced = arm
+        .send(
+            reqwest::Method::POST,
+            &arm.vm(node_a, "/attachDetachDataDisks"),
+            Some(&json!({ "dataDisksToDetach": [{ "diskId": disk, "detachOption": "ForceDetach" }] })),
+        )
+        .await?;
+    ensure_eq("status of the force detach", forced.status, 202)?;
+    arm.succeed("force detach", &forced).await?;
+    eventually_within(
+        &format!("{attachment_a} to lose its finalizer and go"),
+        Duration::from_secs(20),
+        || async { Ok(api.get_opt(attachment_a).await?.is_none().then_some(())) },
+    )
+    .await?;
+    let took = started.elapsed();
+    if took > Duration::from_secs(20) {
+        bail!("the hung detach ended {took:?} after the force detach");
+    }
+    eprintln!("the hung CSI detach ended {took:?} after the force detach was sent");
+
+    // The volume comes up on the other node.
+    wait_attached(&api, attachment_b).await?;
+    ensure_eq(
+        "disk holder after the force detach",
+        arm.emulator.disk_managed_by(&disk)?,
+        Some(vm_b),
+    )?;
+    let tagged = arm
+        .send(
+            reqwest::Method::PATCH,
+            &arm.vm(node_a, ""),
+            Some(&json!({ "tags": { "drained": "true" } })),
+        )
+        .await?;
+    ensure_eq(
+        "status of a PATCH of the drained VM (no longer busy)",
+        tagged.status,
+        200,
     )
 }
 

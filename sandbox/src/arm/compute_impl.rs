@@ -178,15 +178,34 @@ impl Emulator {
         })
     }
 
-    async fn wait(&self, op_id: &str) -> Result<(), ComputeError> {
+    /// Waits for the operation to end. With `detaching` (VM id, disk id), also ends as soon as
+    /// the disk is no longer attached to that VM (say it was force-detached through ARM while
+    /// this detach was held by a `hang_detach` rule): the disk's state is re-checked on every
+    /// change notification.
+    async fn wait(&self, op_id: &str, detaching: Option<(&str, &str)>) -> Result<(), ComputeError> {
         let mut changes = self.changes();
         loop {
-            let status = self.read(|core| {
-                core.state
+            let (status, released) = self.read(|core| {
+                let status = core
+                    .state
                     .operations
                     .get(op_id)
-                    .map(|o| (o.status, o.error.clone()))
+                    .map(|o| (o.status, o.error.clone()));
+                let released = detaching.is_some_and(|(vm_id, disk_id)| {
+                    core.state
+                        .get(disk_id)
+                        .and_then(|d| d.body["managedBy"].as_str())
+                        .is_none_or(|m| key(m) != key(vm_id))
+                });
+                (status, released)
             });
+            if released && matches!(status, Some((OpStatus::InProgress, _))) {
+                tracing::debug!(
+                    op = op_id,
+                    "the disk is no longer attached: the detach is done"
+                );
+                return Ok(());
+            }
             match status {
                 None => {
                     return Err(ComputeError::Failed {
@@ -280,6 +299,7 @@ fn begin(
             }],
             attach: plan.attach,
             detach: plan.detach,
+            force_detach: Vec::new(),
             created: Vec::new(),
             fingerprint: None,
         },
@@ -327,7 +347,7 @@ impl Compute for Emulator {
         match self.start_csi(vm_id, disk_id, true) {
             Err(e) => Err(to_compute(e, vm_id, disk_id)),
             Ok(None) => Ok(()),
-            Ok(Some(op)) => self.wait(&op).await,
+            Ok(Some(op)) => self.wait(&op, None).await,
         }
     }
 
@@ -335,7 +355,7 @@ impl Compute for Emulator {
         match self.start_csi(vm_id, disk_id, false) {
             Err(e) => Err(to_compute(e, vm_id, disk_id)),
             Ok(None) => Ok(()),
-            Ok(Some(op)) => self.wait(&op).await,
+            Ok(Some(op)) => self.wait(&op, Some((vm_id, disk_id))).await,
         }
     }
 }

@@ -22,6 +22,8 @@ pub struct DiskPlan {
     pub attach: Vec<String>,
     /// Disk ids (as created) being detached.
     pub detach: Vec<String>,
+    /// The disks of `detach` whose entry asks for `detachOption: ForceDetach`.
+    pub force_detach: Vec<String>,
 }
 
 /// The disk id of a data-disk entry.
@@ -29,8 +31,26 @@ pub fn entry_disk(entry: &Value) -> Option<&str> {
     entry["managedDisk"]["id"].as_str()
 }
 
-fn to_be_detached(entry: &Value) -> bool {
+/// Whether a data-disk entry is marked `toBeDetached: true`.
+pub fn to_be_detached(entry: &Value) -> bool {
     entry["toBeDetached"].as_bool().unwrap_or(false)
+}
+
+/// Whether a `detachOption` value is `ForceDetach` (case-insensitive).
+pub fn is_force_detach(option: &Value) -> bool {
+    option
+        .as_str()
+        .is_some_and(|o| o.eq_ignore_ascii_case("ForceDetach"))
+}
+
+/// The disk ids of the entries marked `toBeDetached: true` with `detachOption: ForceDetach`.
+pub fn force_detached(entries: &[Value]) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| to_be_detached(e) && is_force_detach(&e["detachOption"]))
+        .filter_map(entry_disk)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The VM's current data-disk entries.
@@ -160,10 +180,17 @@ pub fn plan(
             }
         }
     }
+    let forced: BTreeSet<String> = force_detached(&entries).iter().map(|d| key(d)).collect();
+    let force_detach = detach
+        .iter()
+        .filter(|d| forced.contains(&key(d)))
+        .cloned()
+        .collect();
     Ok(DiskPlan {
         entries,
         attach,
         detach,
+        force_detach,
     })
 }
 
@@ -231,12 +258,16 @@ pub fn finish(state: &mut State, op: &Operation, succeeded: bool) {
         release_disk(state, id);
     }
     let gone: BTreeSet<String> = released.iter().map(|d| key(d)).collect();
+    let kept: BTreeSet<String> = op.detach.iter().map(|d| key(d)).collect();
     if let Some(vm) = state.get_mut(&op.resource) {
         let storage = obj_at(&mut vm.body["properties"], "storageProfile");
         if let Some(Value::Array(list)) = storage.get_mut("dataDisks") {
             list.retain(|e| !entry_disk(e).is_some_and(|d| gone.contains(&key(d))));
             if !succeeded {
+                // The disks this operation failed to detach stay attached; disks another
+                // operation is detaching keep their marks.
                 list.iter_mut()
+                    .filter(|e| entry_disk(e).is_some_and(|d| kept.contains(&key(d))))
                     .filter_map(Value::as_object_mut)
                     .for_each(|e| {
                         e.remove("toBeDetached");

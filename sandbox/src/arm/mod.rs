@@ -14,6 +14,7 @@ mod data_disks;
 mod disks;
 mod error;
 mod faults;
+mod force_detach;
 mod http;
 mod latency;
 mod network_interfaces;
@@ -90,13 +91,15 @@ pub(crate) struct OpSpec<'a> {
     pub steps: Vec<Step>,
     pub attach: Vec<String>,
     pub detach: Vec<String>,
+    pub force_detach: Vec<String>,
     pub created: Vec<String>,
     pub fingerprint: Option<String>,
 }
 
 impl<'a> OpSpec<'a> {
     /// What a request to `ctx` starts on `resource`: no VM name filter, no disk work, no
-    /// fingerprint (callers set those fields when they apply).
+    /// fingerprint (callers set those fields when they apply). `force_detach` lists the disks of
+    /// `detach` detached with `detachOption: ForceDetach`.
     pub fn for_request(
         ctx: &'a http::Ctx,
         subscription: &'a str,
@@ -120,6 +123,7 @@ impl<'a> OpSpec<'a> {
             steps,
             attach: Vec::new(),
             detach: Vec::new(),
+            force_detach: Vec::new(),
             created: Vec::new(),
             fingerprint: None,
         }
@@ -128,7 +132,8 @@ impl<'a> OpSpec<'a> {
 
 impl Core {
     /// Starts an operation: draws its latency, applies `fail_operation`/`hang_detach` rules,
-    /// marks its resources busy, and records it.
+    /// marks its resources busy, and records it. `hang_detach` rules are checked only when it
+    /// detaches a disk without `ForceDetach`: a force detach is never held.
     pub fn begin(&mut self, spec: OpSpec<'_>, now: DateTime<Utc>) -> Operation {
         let target = Target {
             operation: spec.name,
@@ -150,7 +155,17 @@ impl Core {
                     .unwrap_or_else(|| "The operation failed (injected fault).".into()),
                 status: r.rule.status.unwrap_or(400),
             });
-        let hang_rule = if spec.detach.is_empty() {
+        let force_detach: Vec<String> = spec
+            .force_detach
+            .iter()
+            .filter(|f| spec.detach.iter().any(|d| state::key(d) == state::key(f)))
+            .cloned()
+            .collect();
+        let normal_detach = spec
+            .detach
+            .iter()
+            .any(|d| !force_detach.iter().any(|f| state::key(f) == state::key(d)));
+        let hang_rule = if !normal_detach {
             None
         } else {
             self.faults
@@ -176,6 +191,8 @@ impl Core {
             hang_rule,
             attach: spec.attach,
             detach: spec.detach,
+            force_detach,
+            waits_for: Vec::new(),
             created: spec.created,
             fingerprint: spec.fingerprint,
             retry_after: latency::retry_after(duration),
@@ -193,26 +210,41 @@ impl Core {
         op
     }
 
-    /// Whether the operation is held by a `hang_detach` rule that still exists.
+    /// Whether the operation is held: by a `hang_detach` rule that still exists, or by an
+    /// operation it waits for that is still in progress.
     fn held(&self, op: &Operation) -> bool {
         op.hang_rule.is_some_and(|id| self.faults.contains(id))
+            || op.waits_for.iter().any(|id| {
+                self.state
+                    .operations
+                    .get(id)
+                    .is_some_and(|o| o.status == OpStatus::InProgress)
+            })
     }
 
     /// Completes every operation that is due and notes finished boots; true when anything
     /// changed.
     fn advance(&mut self, now: DateTime<Utc>) -> bool {
-        let mut due: Vec<(DateTime<Utc>, String)> = self
-            .state
-            .operations
-            .values()
-            .filter(|o| o.status == OpStatus::InProgress && o.due <= now && !self.held(o))
-            .map(|o| (o.due, o.id.clone()))
-            .collect();
-        due.sort();
-        let mut changed = !due.is_empty();
-        for (_, id) in due {
-            let boot = self.latency.sample(Step::Boot);
-            operations::complete(&mut self.state, &id, now, boot);
+        let mut changed = false;
+        // Completing one operation can release another that waited for it: repeat until none
+        // is due (each round completes at least one operation, so this ends).
+        loop {
+            let mut due: Vec<(DateTime<Utc>, String)> = self
+                .state
+                .operations
+                .values()
+                .filter(|o| o.status == OpStatus::InProgress && o.due <= now && !self.held(o))
+                .map(|o| (o.due, o.id.clone()))
+                .collect();
+            if due.is_empty() {
+                break;
+            }
+            due.sort();
+            changed = true;
+            for (_, id) in due {
+                let boot = self.latency.sample(Step::Boot);
+                operations::complete(&mut self.state, &id, now, boot);
+            }
         }
         for r in self.state.resources.values_mut() {
             if r.kind == Kind::Vm && !r.boot_signalled && r.boot_at.is_some_and(|t| t <= now) {

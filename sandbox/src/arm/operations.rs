@@ -95,6 +95,14 @@ pub struct Operation {
     pub attach: Vec<String>,
     /// Disks (ids) it detaches from the VM.
     pub detach: Vec<String>,
+    /// The disks of `detach` it detaches with `detachOption: ForceDetach` (never held by a
+    /// `hang_detach` rule).
+    #[serde(default)]
+    pub force_detach: Vec<String>,
+    /// Operations it waits for: it does not complete while one of them is in progress (an
+    /// operation whose disk a force detach took over ends with that force detach).
+    #[serde(default)]
+    pub waits_for: Vec<String>,
     /// Resources (ids) created along with the resource (a VM's OS disk).
     pub created: Vec<String>,
     /// Identifies the request, so an identical repeated PUT gets the same operation.
@@ -297,7 +305,11 @@ fn succeed(state: &mut State, op: &Operation, now: DateTime<Utc>, boot_at: DateT
     let Some(r) = state.get_mut(&op.resource) else {
         return;
     };
-    r.set_provisioning_state("Succeeded");
+    // Another operation still runs on it (a force detach ended before the update it preempted):
+    // the provisioning state stays non-terminal until that one ends.
+    if r.busy.is_none() {
+        r.set_provisioning_state("Succeeded");
+    }
     r.last_error = None;
     let power = match op.action {
         Action::Create | Action::Start => {

@@ -16,6 +16,7 @@ pub use body::{cascade_delete, render};
 
 use super::data_disks::{self, entry_disk};
 use super::error::ArmError;
+use super::force_detach;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
 use super::operations::{Action, Operation};
@@ -120,6 +121,27 @@ fn repeated(
     }
 }
 
+/// The disks a request to a busy VM force-detaches, when that is all it does (then it is
+/// accepted as a force detach rather than refused with 409): its explicit
+/// `storageProfile.dataDisks` marks disks `toBeDetached` with `detachOption: ForceDetach`, keeps
+/// every other disk as it is, and nothing else in the body changes.
+fn forced_while_busy(
+    vm: &Resource,
+    request: &Value,
+    patch: bool,
+) -> Result<Option<Vec<String>>, ArmError> {
+    let Some(requested) = request["properties"]["storageProfile"]["dataDisks"].as_array() else {
+        return Ok(None);
+    };
+    let Some(forced) =
+        force_detach::only_force_detaches(&data_disks::entries_of(&vm.body), requested)
+    else {
+        return Ok(None);
+    };
+    let wanted = body::merged(vm, request.clone(), patch)?;
+    Ok(body::only_data_disks_differ(&vm.body, &wanted).then_some(forced))
+}
+
 fn spec<'a>(
     ctx: &'a Ctx,
     sub: &'a str,
@@ -205,7 +227,18 @@ fn write_vm(
             return Ok((StatusCode::CREATED, rendered, op));
         };
         if old.busy.is_some() {
-            let op = repeated(core, &old, Some(&fp))?;
+            let op = match repeated(core, &old, Some(&fp)) {
+                Ok(op) => op,
+                Err(busy) => {
+                    let Some(forced) = forced_while_busy(&old, &request, patch)? else {
+                        return Err(busy);
+                    };
+                    let mut s = spec(ctx, sub, &old, Action::Update, vec![Step::DiskDetach]);
+                    s.vm = Some(name);
+                    s.fingerprint = Some(fp.clone());
+                    force_detach::start_while_busy(core, s, &forced, now)?
+                }
+            };
             let status = if op.action == Action::Create {
                 StatusCode::CREATED
             } else {
@@ -233,6 +266,7 @@ fn write_vm(
         s.vm = Some(name);
         s.attach = change.disks.attach.clone();
         s.detach = change.disks.detach.clone();
+        s.force_detach = change.disks.force_detach.clone();
         s.fingerprint = Some(fp.clone());
         body::apply(&mut core.state, vm, change);
         let op = core.begin(s, now);
@@ -303,7 +337,31 @@ async fn attach_detach(
             .cloned()
             .ok_or_else(|| ArmError::ResourceNotFound(id.clone()))?;
         if vm.busy.is_some() {
-            return Err(ArmError::Busy(vm.id().to_owned()));
+            let forced_only = to_attach.is_empty()
+                && to_detach
+                    .iter()
+                    .all(|item| data_disks::is_force_detach(&item["detachOption"]));
+            if !forced_only {
+                return Err(ArmError::Busy(vm.id().to_owned()));
+            }
+            let entries = data_disks::entries_of(&vm.body);
+            let mut forced = Vec::new();
+            for (i, item) in to_detach.iter().enumerate() {
+                let disk = disk_id(item, "dataDisksToDetach", i)?;
+                if !entries
+                    .iter()
+                    .any(|e| entry_disk(e).is_some_and(|d| key(d) == key(&disk)))
+                {
+                    return Err(ArmError::invalid(
+                        &format!("dataDisksToDetach[{i}].diskId"),
+                        format!("Disk {disk} is not attached to VM {name}."),
+                    ));
+                }
+                forced.push(disk);
+            }
+            let mut s = spec(&ctx, &sub, &vm, Action::Update, vec![Step::DiskDetach]);
+            s.vm = Some(&name);
+            return force_detach::start_while_busy(core, s, &forced, now);
         }
         let mut entries = data_disks::entries_of(&vm.body);
         for (i, item) in to_detach.iter().enumerate() {
@@ -348,6 +406,7 @@ async fn attach_detach(
         s.vm = Some(&name);
         s.attach = plan.attach.clone();
         s.detach = plan.detach.clone();
+        s.force_detach = plan.force_detach.clone();
         data_disks::commit(&mut core.state, vm.id(), &plan);
         if let Some(r) = core.state.get_mut(&id) {
             super::state::obj_at(&mut r.body["properties"], "storageProfile")

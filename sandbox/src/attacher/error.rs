@@ -8,8 +8,9 @@ use crate::compute::ComputeError;
 ///
 /// Every variant is retryable: the attacher records it in the VolumeAttachment's `attachError` or
 /// `detachError` where it concerns the disk, and reconciles the object again after a doubling
-/// delay. [`ComputeError::AttachedElsewhere`] and [`ComputeError::Busy`] are the expected waits
-/// (Multi-Attach, a VM operation in progress).
+/// delay. [`ComputeError::AttachedElsewhere`], [`ComputeError::Busy`] and an
+/// `AttachDiskWhileBeingDetached` failure are the expected waits (Multi-Attach, a VM operation in
+/// progress, a detach from the other VM in progress).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading the VolumeAttachment's PersistentVolume failed.
@@ -109,16 +110,17 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether this is an expected wait (Multi-Attach, VM busy) rather than a fault worth a
-    /// warning.
+    /// Whether this is an expected wait (Multi-Attach, VM busy, the disk still being detached
+    /// from another VM) rather than a fault worth a warning.
     pub fn is_expected_wait(&self) -> bool {
-        matches!(
-            self,
-            Self::AttachDisk {
-                source: ComputeError::AttachedElsewhere { .. } | ComputeError::Busy(_),
-                ..
-            }
-        )
+        match self {
+            Self::AttachDisk { source, .. } => match source {
+                ComputeError::AttachedElsewhere { .. } | ComputeError::Busy(_) => true,
+                ComputeError::Failed { code, .. } => code == "AttachDiskWhileBeingDetached",
+                ComputeError::VmNotFound(_) | ComputeError::DiskNotFound(_) => false,
+            },
+            _ => false,
+        }
     }
 }
 

@@ -27,6 +27,9 @@
 //!   [`AttacherSettings::operation_timeout`] with a `DeadlineExceeded` error, and are retried.
 //! - A detach whose VM or disk no longer exists, or whose Node is gone without a recorded VM id,
 //!   counts as done: in Azure, deleting a VM releases its data disks.
+//! - A detach that hangs (a `hang_detach` fault rule) ends as soon as the disk is no longer
+//!   attached to the VM, e.g. once it was force-detached through ARM ([`Compute::detach_disk`]
+//!   re-checks the disk on every change), and the VolumeAttachment loses its finalizer then.
 //!
 //! # Caveats
 //!
@@ -255,8 +258,10 @@ impl<C: Compute> DiskAttacher<C> {
             tracing::info!(attachment = %name, "node and VM gone; disk counts as detached");
         }
         let patch = json!({ "status": { "attached": false, "detachError": null } });
-        self.write_status(&name, &patch).await?;
-        self.remove_finalizer(attachment).await
+        let written = self.write_status(&name, &patch).await?;
+        // The status write changed the resourceVersion: the finalizer patch carries the new one
+        // (the old one would always conflict and cost a retry).
+        self.remove_finalizer(&written).await
     }
 
     /// The disk and VM to detach, from the recorded annotations or else resolved again; `None`
@@ -405,16 +410,22 @@ impl<C: Compute> DiskAttacher<C> {
         }
         let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let patch = json!({ "status": { field: { "time": time, "message": message } } });
-        self.write_status(&attachment.name_any(), &patch).await
+        self.write_status(&attachment.name_any(), &patch).await?;
+        Ok(())
     }
 
-    async fn write_status(&self, name: &str, patch: &serde_json::Value) -> Result<()> {
+    /// Merge-patches the status; returns the object as written.
+    async fn write_status(
+        &self,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<VolumeAttachment> {
         match self
             .attachments
             .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(written) => Ok(written),
             Err(source) => Err(Error::WriteStatus {
                 attachment: name.to_owned(),
                 source,

@@ -8,6 +8,7 @@ mod compute;
 mod disks;
 mod errors;
 mod faults;
+mod force_detach;
 mod nics;
 mod periodic;
 mod persistence;

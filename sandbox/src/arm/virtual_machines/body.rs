@@ -84,14 +84,10 @@ pub fn create(
     })
 }
 
-/// Validates an update (`patch`: merge into the stored body; otherwise a full PUT) and builds the
-/// new body.
-pub fn update(
-    state: &State,
-    old: &Resource,
-    mut req: Value,
-    patch: bool,
-) -> Result<VmChange, ArmError> {
+/// The body an update request asks for (`patch`: merged into the stored body; otherwise a full
+/// PUT, keeping what a PUT cannot change), before validation and without a provisioning state
+/// change.
+pub fn merged(old: &Resource, mut req: Value, patch: bool) -> Result<Value, ArmError> {
     drop_server_fields(&mut req);
     let mut body = if patch {
         let mut body = old.body.clone();
@@ -127,7 +123,38 @@ pub fn update(
             p.insert(field.into(), v.clone());
         }
     }
-    p.insert("provisioningState".into(), json!("Updating"));
+    Ok(body)
+}
+
+/// Whether `new` differs from `old` (VM bodies) in nothing but the data-disk list, the
+/// provisioning state and the etag.
+pub fn only_data_disks_differ(old: &Value, new: &Value) -> bool {
+    let comparable = |body: &Value| {
+        let mut body = body.clone();
+        if let Some(obj) = body.as_object_mut() {
+            obj.remove("etag");
+        }
+        if let Some(p) = body.get_mut("properties").and_then(Value::as_object_mut) {
+            p.remove("provisioningState");
+            if let Some(storage) = p.get_mut("storageProfile").and_then(Value::as_object_mut) {
+                storage.remove("dataDisks");
+            }
+        }
+        body
+    };
+    comparable(old) == comparable(new)
+}
+
+/// Validates an update (`patch`: merge into the stored body; otherwise a full PUT) and builds the
+/// new body.
+pub fn update(
+    state: &State,
+    old: &Resource,
+    req: Value,
+    patch: bool,
+) -> Result<VmChange, ArmError> {
+    let mut body = merged(old, req, patch)?;
+    props(&mut body).insert("provisioningState".into(), json!("Updating"));
     let (nics, released_nics) = nics(state, old.id(), &body, &old.body)?;
     let requested = data_disks::entries_of(&body);
     let disks = data_disks::plan(
