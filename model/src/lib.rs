@@ -6,6 +6,7 @@
 pub mod arm;
 pub mod cluster;
 pub mod config;
+pub mod drain;
 pub mod machine;
 pub mod machine_name;
 pub mod names;

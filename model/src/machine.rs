@@ -51,12 +51,34 @@ pub struct CreateMachineRequest {
     /// Leave the VM, NIC, disk and Node in place when the create fails (for debugging).
     #[serde(default)]
     pub keep_on_failure: bool,
+    /// The pool's drain settings, recorded on the Node so a later drain follows them.
+    #[serde(default)]
+    pub drain: crate::pool::DrainPolicy,
 }
 
 /// The input of DeleteMachine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeleteMachineRequest {
+    /// The cluster that owns the machine.
+    pub cluster: ClusterName,
+    /// The machine's name.
+    pub machine: String,
+    /// Delete without draining (only cordon): `--skip-drain`.
+    #[serde(default)]
+    pub skip_drain: bool,
+    /// Drain in force mode from the start: `--force`.
+    #[serde(default)]
+    pub force: bool,
+    /// Drain settings instead of the ones the Node carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_policy: Option<crate::pool::DrainPolicy>,
+}
+
+/// The input of UncordonNode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UncordonRequest {
     /// The cluster that owns the machine.
     pub cluster: ClusterName,
     /// The machine's name.
@@ -99,6 +121,9 @@ pub struct DeletedMachine {
     pub node_deleted: bool,
     /// Whether the Node was cordoned before the VM went.
     pub cordoned: bool,
+    /// What the drain did, when the machine was drained first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drained: Option<crate::drain::DrainedNode>,
     /// Set when a VM of the machine's name exists without this cluster's tags: it (and its
     /// Node) were left alone, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,8 +149,20 @@ pub enum Step {
     WaitReady,
     /// CreateMachine, failure path: remove what was created.
     Compensate,
-    /// DeleteMachine: cordon the Node.
+    /// DrainNode: cordon, taint and mark the Node (and DeleteMachine with `--skip-drain`).
     Cordon,
+    /// DeleteMachine: drain the Node (the DrainNode child workflow).
+    Drain,
+    /// DrainNode: list the Node's pods and decide what leaves.
+    SelectPods,
+    /// DrainNode: evict the pods without persistent volumes, in parallel.
+    EvictPods,
+    /// DrainNode: move the pods with persistent volumes one at a time.
+    MoveVolumes,
+    /// DrainNode: force mode — delete what is left, release the volumes.
+    ForceDrain,
+    /// UncordonNode: make the Node schedulable again.
+    Uncordon,
     /// DeleteMachine: delete the VM (NIC and OS disk cascade).
     DeleteVm,
     /// DeleteMachine: delete NICs and disks left behind.
@@ -146,11 +183,21 @@ impl Step {
     ];
     /// The steps of DeleteMachine.
     pub const DELETE: [Step; 4] = [
-        Step::Cordon,
+        Step::Drain,
         Step::DeleteVm,
         Step::DeleteLeftovers,
         Step::DeleteNode,
     ];
+
+    /// The steps of DrainNode (force mode adds [`Step::ForceDrain`]).
+    pub const DRAIN: [Step; 4] = [
+        Step::Cordon,
+        Step::SelectPods,
+        Step::EvictPods,
+        Step::MoveVolumes,
+    ];
+    /// The steps of UncordonNode.
+    pub const UNCORDON: [Step; 1] = [Step::Uncordon];
 
     /// The step's name, as the search attribute `NodewrightPhase` and the CLI show it.
     pub const fn as_str(self) -> &'static str {
@@ -163,6 +210,12 @@ impl Step {
             Step::WaitReady => "wait-ready",
             Step::Compensate => "compensate",
             Step::Cordon => "cordon",
+            Step::Drain => "drain",
+            Step::SelectPods => "select-pods",
+            Step::EvictPods => "evict-pods",
+            Step::MoveVolumes => "move-volumes",
+            Step::ForceDrain => "force-drain",
+            Step::Uncordon => "uncordon",
             Step::DeleteVm => "delete-vm",
             Step::DeleteLeftovers => "delete-leftovers",
             Step::DeleteNode => "delete-node",

@@ -31,6 +31,8 @@ pub enum Operation {
     Delete,
     /// DrainNode.
     Drain,
+    /// UncordonNode: undoes a maintenance drain.
+    Uncordon,
     /// RollingUpdate of a pool.
     Rollout,
     /// OrphanSweep.
@@ -45,6 +47,7 @@ impl Operation {
             Operation::Create => "create",
             Operation::Delete => "delete",
             Operation::Drain => "drain",
+            Operation::Uncordon => "uncordon",
             Operation::Rollout => "rollout",
             Operation::Sweep => "sweep",
         }

@@ -9,7 +9,10 @@ use nodewright_activities::azure::machines::{ArmReadActivities, ArmWriteActiviti
 use nodewright_activities::kube::KubeActivities;
 use nodewright_model::config::ClusterConfig;
 use nodewright_model::names::arm_write_task_queue;
-use nodewright_workflows::{CreateMachineWorkflow, DeleteMachineWorkflow, PreflightWorkflow};
+use nodewright_workflows::{
+    CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, PreflightWorkflow,
+    UncordonNodeWorkflow,
+};
 use temporalio_sdk::WorkerOptions;
 
 /// The outside clients the activities use, built once at start-up.
@@ -40,6 +43,10 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         .context("registering CreateMachine")?
         .register_workflow::<DeleteMachineWorkflow>()
         .context("registering DeleteMachine")?
+        .register_workflow::<DrainNodeWorkflow>()
+        .context("registering DrainNode")?
+        .register_workflow::<UncordonNodeWorkflow>()
+        .context("registering UncordonNode")?
         .register_activities(KubeActivities::new(kube))
         .register_activities(ArmReadActivities::new(arm.clone()))
         .graceful_shutdown_period(config.worker.shutdown_grace)

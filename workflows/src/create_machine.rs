@@ -1,5 +1,7 @@
 #![doc = include_str!("../runbooks/create_machine.md")]
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use nodewright_activities::azure::machines::{
     ArmReadActivities, ArmWriteActivities, AwaitVm, BeginVmCreate, EnsureNic, TagOsDisk,
@@ -7,6 +9,7 @@ use nodewright_activities::azure::machines::{
 };
 use nodewright_activities::kube::{AwaitNode, KubeActivities, NodeMetadata, NodeTaint, NodeWait};
 use nodewright_model::Operation;
+use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, policy_to_annotation};
 use nodewright_model::machine::{
     CreateMachineRequest, CreatedMachine, MachineStatus, Step, os_disk_name, zone_for,
 };
@@ -264,6 +267,10 @@ async fn create(
                     effect: t.effect.clone(),
                 })
                 .collect(),
+            annotations: BTreeMap::from([(
+                ANNOTATION_DRAIN_POLICY.to_owned(),
+                policy_to_annotation(&request.drain),
+            )]),
         },
         activity_options::kube_write(),
     )

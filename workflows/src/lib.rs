@@ -9,11 +9,15 @@ pub mod activity_options;
 pub mod connect;
 pub mod create_machine;
 pub mod delete_machine;
+pub mod drain_node;
 pub mod preflight;
 pub mod progress;
 pub mod removal;
 pub mod search;
+pub mod uncordon_node;
 
 pub use create_machine::CreateMachineWorkflow;
 pub use delete_machine::DeleteMachineWorkflow;
+pub use drain_node::DrainNodeWorkflow;
 pub use preflight::{PreflightInput, PreflightStatus, PreflightWorkflow};
+pub use uncordon_node::UncordonNodeWorkflow;

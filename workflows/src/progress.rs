@@ -128,6 +128,14 @@ pub fn activity_failure_text(error: &ActivityExecutionError) -> String {
     }
 }
 
+/// The messages of a child workflow's failure and its causes.
+pub fn child_failure_text(error: &temporalio_sdk::ChildWorkflowExecutionError) -> String {
+    match error.failure() {
+        Some(failure) => failure_text(failure),
+        None => error.to_string(),
+    }
+}
+
 fn failure_text(failure: &Failure) -> String {
     let mut parts: Vec<&str> = Vec::new();
     let mut next = Some(failure);

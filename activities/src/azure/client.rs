@@ -242,6 +242,19 @@ impl ArmClient {
         url
     }
 
+    /// The URL of the resource with ARM id `id` (any subscription or resource group), with
+    /// `api-version`.
+    pub(crate) fn id_url(&self, id: &str, api_version: &str) -> Url {
+        let mut url = self.endpoint.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty()
+                .extend(id.split('/').filter(|segment| !segment.is_empty()));
+        }
+        url.query_pairs_mut()
+            .append_pair("api-version", api_version);
+        url
+    }
+
     /// A URL ARM returned (absolute, or relative to the endpoint), if it is on the endpoint.
     pub(crate) fn returned_url(&self, value: &str) -> Result<Url, CallError> {
         match self.endpoint.join(value) {

@@ -51,6 +51,117 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Cordoning and tainting the Node for a drain failed.
+    #[error("cordoning and tainting Node {name} for a drain failed")]
+    PrepareNode {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Setting the Node's `Terminating` condition failed.
+    #[error("setting the Terminating condition of Node {name} failed")]
+    MarkNodeTerminating {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Making the Node schedulable again and removing the draining taint failed.
+    #[error("uncordoning Node {name} failed")]
+    UncordonNode {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Removing the Node's `Terminating` condition failed.
+    #[error("removing the Terminating condition of Node {name} failed")]
+    ClearNodeTerminating {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the pods bound to a Node failed.
+    #[error("listing the pods of Node {node} failed")]
+    ListPods {
+        /// The Node.
+        node: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading one pod failed.
+    #[error("reading pod {pod} failed")]
+    GetPod {
+        /// `namespace/name`.
+        pod: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading a PersistentVolumeClaim failed.
+    #[error("reading PersistentVolumeClaim {claim} failed")]
+    GetClaim {
+        /// `namespace/name`.
+        claim: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading a PersistentVolume failed.
+    #[error("reading PersistentVolume {name} failed")]
+    GetVolume {
+        /// The PersistentVolume.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Asking for a pod's eviction failed (other than 404, a UID mismatch, or 429).
+    #[error("evicting pod {pod} failed")]
+    EvictPod {
+        /// `namespace/name`.
+        pod: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the PodDisruptionBudgets of a namespace failed.
+    #[error("listing the PodDisruptionBudgets of namespace {namespace} failed")]
+    ListPdbs {
+        /// The namespace.
+        namespace: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting a pod failed (other than 404 or a UID mismatch).
+    #[error("deleting pod {pod} failed")]
+    DeletePod {
+        /// `namespace/name`.
+        pod: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing VolumeAttachments failed.
+    #[error("listing VolumeAttachments failed")]
+    ListVolumeAttachments(#[source] kube::Error),
+    /// Deleting a VolumeAttachment failed (other than 404).
+    #[error("deleting VolumeAttachment {name} failed")]
+    DeleteVolumeAttachment {
+        /// The VolumeAttachment.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// A Node of that name exists for another machine.
     #[error(
         "Node {name} exists with providerID {found:?}, not {expected:?}: another machine uses the name; nodewright does not touch it"
@@ -78,17 +189,44 @@ impl Error {
             Error::ApplyNode { .. } => "ApplyNode",
             Error::CordonNode { .. } => "CordonNode",
             Error::DeleteNode { .. } => "DeleteNode",
+            Error::PrepareNode { .. } => "PrepareNode",
+            Error::MarkNodeTerminating { .. } => "MarkNodeTerminating",
+            Error::UncordonNode { .. } => "UncordonNode",
+            Error::ClearNodeTerminating { .. } => "ClearNodeTerminating",
+            Error::ListPods { .. } => "ListPods",
+            Error::GetPod { .. } => "GetPod",
+            Error::GetClaim { .. } => "GetClaim",
+            Error::GetVolume { .. } => "GetVolume",
+            Error::EvictPod { .. } => "EvictPod",
+            Error::ListPdbs { .. } => "ListPdbs",
+            Error::DeletePod { .. } => "DeletePod",
+            Error::ListVolumeAttachments(_) => "ListVolumeAttachments",
+            Error::DeleteVolumeAttachment { .. } => "DeleteVolumeAttachment",
             Error::ForeignNode { .. } => "ForeignNode",
         }
     }
 
     fn source_error(&self) -> Option<&kube::Error> {
         match self {
-            Error::GetVersion(source) | Error::ListNodes(source) => Some(source),
+            Error::GetVersion(source)
+            | Error::ListNodes(source)
+            | Error::ListVolumeAttachments(source) => Some(source),
             Error::GetNode { source, .. }
             | Error::ApplyNode { source, .. }
             | Error::CordonNode { source, .. }
-            | Error::DeleteNode { source, .. } => Some(source),
+            | Error::DeleteNode { source, .. }
+            | Error::PrepareNode { source, .. }
+            | Error::MarkNodeTerminating { source, .. }
+            | Error::UncordonNode { source, .. }
+            | Error::ClearNodeTerminating { source, .. } => Some(source),
+            Error::ListPods { source, .. }
+            | Error::GetPod { source, .. }
+            | Error::GetClaim { source, .. }
+            | Error::GetVolume { source, .. }
+            | Error::EvictPod { source, .. }
+            | Error::ListPdbs { source, .. }
+            | Error::DeletePod { source, .. }
+            | Error::DeleteVolumeAttachment { source, .. } => Some(source),
             Error::ForeignNode { .. } => None,
         }
     }
@@ -162,6 +300,129 @@ mod tests {
                 error.source_error().map(retry_for),
                 Some(Retry::NonRetryable)
             );
+        }
+    }
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            ..Default::default()
+        }))
+    }
+
+    fn drain_variants(code: u16) -> Vec<(Error, &'static str)> {
+        let name = || "web-abcde".to_owned();
+        let pod = || "shop/web-1".to_owned();
+        let source = || api_error(code);
+        vec![
+            (
+                Error::PrepareNode {
+                    name: name(),
+                    source: source(),
+                },
+                "PrepareNode",
+            ),
+            (
+                Error::MarkNodeTerminating {
+                    name: name(),
+                    source: source(),
+                },
+                "MarkNodeTerminating",
+            ),
+            (
+                Error::UncordonNode {
+                    name: name(),
+                    source: source(),
+                },
+                "UncordonNode",
+            ),
+            (
+                Error::ClearNodeTerminating {
+                    name: name(),
+                    source: source(),
+                },
+                "ClearNodeTerminating",
+            ),
+            (
+                Error::ListPods {
+                    node: name(),
+                    source: source(),
+                },
+                "ListPods",
+            ),
+            (
+                Error::GetPod {
+                    pod: pod(),
+                    source: source(),
+                },
+                "GetPod",
+            ),
+            (
+                Error::GetClaim {
+                    claim: "shop/data".to_owned(),
+                    source: source(),
+                },
+                "GetClaim",
+            ),
+            (
+                Error::GetVolume {
+                    name: "pv-1".to_owned(),
+                    source: source(),
+                },
+                "GetVolume",
+            ),
+            (
+                Error::EvictPod {
+                    pod: pod(),
+                    source: source(),
+                },
+                "EvictPod",
+            ),
+            (
+                Error::ListPdbs {
+                    namespace: "shop".to_owned(),
+                    source: source(),
+                },
+                "ListPdbs",
+            ),
+            (
+                Error::DeletePod {
+                    pod: pod(),
+                    source: source(),
+                },
+                "DeletePod",
+            ),
+            (
+                Error::ListVolumeAttachments(source()),
+                "ListVolumeAttachments",
+            ),
+            (
+                Error::DeleteVolumeAttachment {
+                    name: "csi-0123".to_owned(),
+                    source: source(),
+                },
+                "DeleteVolumeAttachment",
+            ),
+        ]
+    }
+
+    #[test]
+    fn drain_variants_are_named_after_their_step_and_classified_by_the_answer() {
+        for (code, expected) in [
+            (403, Retry::NonRetryable),
+            (409, Retry::Retryable),
+            (429, Retry::Retryable),
+            (503, Retry::Retryable),
+        ] {
+            for (error, name) in drain_variants(code) {
+                assert_eq!(error.type_name(), name);
+                assert_eq!(
+                    error.source_error().map(retry_for),
+                    Some(expected),
+                    "{name}"
+                );
+                let _activity_error: ActivityError = error.into_activity_error();
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Kubernetes activities, over `kube` and `k8s-openapi`.
 
+pub mod drain;
 mod error;
 mod inspect;
 pub mod nodes;
@@ -10,6 +11,10 @@ use nodewright_model::preflight::KubernetesReport;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
+pub use drain::{
+    AwaitPodsGone, AwaitVolumes, Eviction, ListNodePods, NodeAttachments, NodePods, Pending,
+    PodAction, PodDeletion, PrepareDrain, PreparedNode, Reattached,
+};
 pub use error::{Error, Result};
 pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
 
@@ -29,6 +34,16 @@ pub fn client_from_config(mut config: ::kube::Config) -> StdResult<::kube::Clien
     crate::tls::install_crypto_provider();
     config.default_retry = false;
     ::kube::Client::try_from(config)
+}
+
+/// The instant an activity's wait gives up, from the RFC 3339 text the workflow sent (its own
+/// clock). An unreadable deadline means "now": the wait looks once and times out.
+///
+/// `nodes` keeps a private copy of this for `await_node`; it can call this one instead.
+pub(crate) fn deadline_from_rfc3339(text: &str) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or_else(|_| chrono::Utc::now())
 }
 
 impl KubeActivities {
@@ -112,6 +127,159 @@ impl KubeActivities {
         input: MachineNode,
     ) -> Result<NodeChange, ActivityError> {
         nodes::cordon(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Prepares the machine's Node for a drain: cordons it, adds the taint
+    /// `nodewright.io/draining:NoSchedule` (other taints kept) and, when `terminating`, sets the
+    /// condition `Terminating` (reason `ScaleDown`). Only for a Node whose providerID names the
+    /// VM and that carries `nodewright.io/machine=<node>`; returns the Node's
+    /// `nodewright.io/drain-policy` annotation and its health.
+    ///
+    /// # Idempotency
+    /// A Node already cordoned and tainted is not written again; the condition keeps its
+    /// `lastTransitionTime` and only its `lastHeartbeatTime` moves. A Node changed by another
+    /// writer meanwhile is read again (409), a few times, then the activity fails retryably.
+    #[activity(name = "kube.prepare_drain")]
+    pub async fn prepare_drain(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: PrepareDrain,
+    ) -> Result<PreparedNode, ActivityError> {
+        drain::prepare_node(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Lists the pods bound to the Node, with their PersistentVolumeClaims resolved to volume,
+    /// CSI driver and handle, and reads the Node's health.
+    ///
+    /// # Idempotency
+    /// Read-only: a rerun reads again.
+    #[activity(name = "kube.list_node_pods")]
+    pub async fn list_node_pods(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ListNodePods,
+    ) -> Result<NodePods, ActivityError> {
+        drain::list_node_pods(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Asks for a pod's eviction (`policy/v1`, UID precondition): accepted, gone, or blocked by
+    /// a PodDisruptionBudget (429), reported with the budget and the apiserver's message.
+    ///
+    /// # Idempotency
+    /// A rerun after an accepted eviction is accepted again (the pod is terminating) or finds
+    /// the pod gone; a pod recreated under the name has another UID and is never hit.
+    #[activity(name = "kube.evict_pod")]
+    pub async fn evict_pod(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: PodAction,
+    ) -> Result<Eviction, ActivityError> {
+        drain::evict_pod(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Deletes a pod with grace period 0 and a UID precondition (force mode).
+    ///
+    /// # Idempotency
+    /// A rerun finds the pod gone (404 or another UID) and says so.
+    #[activity(name = "kube.delete_pod")]
+    pub async fn delete_pod(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: PodAction,
+    ) -> Result<PodDeletion, ActivityError> {
+        drain::delete_pod(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Waits, heartbeating each second, until every pod is absent or has another UID, or the
+    /// deadline; returns the pods still there.
+    ///
+    /// # Idempotency
+    /// Read-only; a rerun waits again.
+    #[activity(name = "kube.await_pods_gone")]
+    pub async fn await_pods_gone(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AwaitPodsGone,
+    ) -> Result<Pending, ActivityError> {
+        drain::await_pods_gone(&self.client, &ctx, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Waits, heartbeating each second, until none of the PersistentVolumes has a
+    /// VolumeAttachment on the Node (one being deleted still counts), or the deadline; returns
+    /// the volumes still attached.
+    ///
+    /// # Idempotency
+    /// Read-only; a rerun waits again.
+    #[activity(name = "kube.await_volumes_detached")]
+    pub async fn await_volumes_detached(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AwaitVolumes,
+    ) -> Result<Pending, ActivityError> {
+        drain::await_volumes_detached(&self.client, &ctx, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Waits, heartbeating each second, until each PersistentVolume has an attached
+    /// VolumeAttachment on another node, or the deadline; returns where each attached and the
+    /// volumes still pending.
+    ///
+    /// # Idempotency
+    /// Read-only; a rerun waits again.
+    #[activity(name = "kube.await_volumes_reattached")]
+    pub async fn await_volumes_reattached(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AwaitVolumes,
+    ) -> Result<Reattached, ActivityError> {
+        drain::await_volumes_reattached(&self.client, &ctx, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Deletes every VolumeAttachment on the Node (force mode, MCM's `DelVolumesAttachments`),
+    /// so the attach/detach controller releases the volumes; returns the names deleted.
+    ///
+    /// # Idempotency
+    /// An attachment already gone is skipped; one still finalizing is deleted again (a no-op
+    /// for the apiserver) and named again.
+    #[activity(name = "kube.delete_node_volume_attachments")]
+    pub async fn delete_node_volume_attachments(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: NodeAttachments,
+    ) -> Result<Vec<String>, ActivityError> {
+        drain::delete_node_volume_attachments(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Makes the machine's Node schedulable again: clears `spec.unschedulable`, removes the
+    /// draining taint (other taints kept) and the `Terminating` condition. Only for a Node of
+    /// the machine, as `kube.prepare_drain`.
+    ///
+    /// # Idempotency
+    /// A Node with none of these is left as it is.
+    #[activity(name = "kube.uncordon_node")]
+    pub async fn uncordon_node(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: MachineNode,
+    ) -> Result<NodeChange, ActivityError> {
+        drain::uncordon_node(&self.client, &input)
             .await
             .map_err(Error::into_activity_error)
     }

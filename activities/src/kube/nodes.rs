@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -59,6 +59,9 @@ pub struct NodeMetadata {
     pub labels: BTreeMap<String, String>,
     /// Taints to own.
     pub taints: Vec<NodeTaint>,
+    /// Annotations to own (the pool's drain settings).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// A taint.
@@ -95,13 +98,6 @@ pub enum NodeChange {
     NotOurs,
 }
 
-fn deadline(text: &str) -> DateTime<Utc> {
-    // The workflow always sends RFC 3339; an unreadable one means "now" (the wait times out).
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .unwrap_or_else(|_| Utc::now())
-}
-
 fn is_ready(node: &Node) -> bool {
     node.status
         .as_ref()
@@ -129,7 +125,7 @@ pub async fn await_node(
     ready: bool,
 ) -> Result<NodeWait> {
     let api: Api<Node> = Api::all(client.clone());
-    let deadline = deadline(&input.deadline);
+    let deadline = super::deadline_from_rfc3339(&input.deadline);
     loop {
         if let Err(error) = ctx.record_heartbeat(()).await {
             tracing::debug!(%error, "recording a heartbeat failed");
@@ -162,7 +158,7 @@ pub async fn await_node(
     }
 }
 
-/// Server-side applies the labels and taints as field manager `nodewright` (forced: nodewright
+/// Server-side applies the labels, annotations and taints as field manager `nodewright` (forced: nodewright
 /// owns these fields).
 pub async fn apply_metadata(client: &kube::Client, input: &NodeMetadata) -> Result<()> {
     let api: Api<Node> = Api::all(client.clone());
@@ -174,7 +170,11 @@ pub async fn apply_metadata(client: &kube::Client, input: &NodeMetadata) -> Resu
     let patch = json!({
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": { "name": input.node, "labels": input.labels },
+        "metadata": {
+            "name": input.node,
+            "labels": input.labels,
+            "annotations": input.annotations,
+        },
         "spec": { "taints": taints },
     });
     api.patch(

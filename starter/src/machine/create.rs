@@ -42,6 +42,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         template_hash: pool.template_hash.clone(),
         creation_timeout: pool.timeouts.creation,
         keep_on_failure: args.keep_on_failure,
+        drain: pool.drain.clone(),
     };
     let client = settings.temporal().connect().await?;
     let workflow_id = WorkflowId::for_subject(Operation::Create, &cluster, machine.as_str());

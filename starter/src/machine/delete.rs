@@ -1,25 +1,58 @@
-//! `nodewright machine delete NAME [--wait]`.
+//! `nodewright machine delete NAME [--skip-drain] [--force] [--wait]`.
 
-use nodewright_model::machine::DeleteMachineRequest;
+use nodewright_model::drain::DrainStatus;
+use nodewright_model::machine::{DeleteMachineRequest, MachineStatus, Step};
 use nodewright_model::machine_name::MachineName;
 use nodewright_model::{Operation, WorkflowId};
-use nodewright_workflows::{DeleteMachineWorkflow, search};
+use nodewright_workflows::{DeleteMachineWorkflow, DrainNodeWorkflow, search};
 use temporalio_client::{
     WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowQueryOptions, WorkflowStartOptions,
 };
 use temporalio_common::search_attributes::SearchAttributes;
 
+use super::drain::print_drained;
 use super::follow::follow;
+use super::render::{ShowsProgress, drain_events};
 use super::start_error;
 use crate::{CliError, Output, settings::Settings};
 
-/// Starts `delete/<cluster>/<machine>`, and follows it with `--wait`.
-pub async fn run(
-    settings: &Settings,
-    output: Output,
-    name: &str,
-    wait: bool,
-) -> Result<(), CliError> {
+/// How to delete.
+pub struct Args {
+    /// The machine.
+    pub name: String,
+    /// Only cordon, do not drain.
+    pub skip_drain: bool,
+    /// Drain in force mode from the start.
+    pub force: bool,
+    /// Follow the run.
+    pub wait: bool,
+}
+
+/// A delete's progress with its drain's, while the drain runs.
+struct DeleteProgress {
+    run: MachineStatus,
+    drain: Option<DrainStatus>,
+}
+
+impl ShowsProgress for DeleteProgress {
+    fn run_status(&self) -> &MachineStatus {
+        &self.run
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.drain.as_ref().map(drain_events).unwrap_or_default()
+    }
+}
+
+/// Starts `delete/<cluster>/<machine>`, and follows it (and its drain) with `--wait`.
+pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), CliError> {
+    let Args {
+        name,
+        skip_drain,
+        force,
+        wait,
+    } = args;
+    let name = name.as_str();
     let machine =
         MachineName::parse("NAME", name).map_err(|e| CliError::InvalidInput(e.to_string()))?;
     let cluster = settings.cluster()?;
@@ -37,11 +70,18 @@ pub async fn run(
     let options = WorkflowStartOptions::new(settings.task_queue.clone(), workflow_id.to_string())
         .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
         .search_attributes(SearchAttributes::new(attributes))
-        .static_summary(format!("Delete machine {machine}"))
+        .static_summary(if skip_drain {
+            format!("Delete machine {machine} without draining it")
+        } else {
+            format!("Drain and delete machine {machine}")
+        })
         .build();
     let request = DeleteMachineRequest {
         cluster: cluster.clone(),
         machine: machine.to_string(),
+        skip_drain,
+        force,
+        drain_policy: None,
     };
     let handle = client
         .start_workflow(DeleteMachineWorkflow::run, request, options)
@@ -60,14 +100,35 @@ pub async fn run(
         }
         return Ok(());
     }
+    let drain_id = WorkflowId::for_subject(Operation::Drain, &cluster, machine.as_str());
+    let drain = client.get_workflow_handle::<DrainNodeWorkflow>(drain_id.to_string());
     let deleted = follow(
         handle.get_result(WorkflowGetResultOptions::default()),
-        || {
-            handle.query(
-                DeleteMachineWorkflow::status,
-                (),
-                WorkflowQueryOptions::default(),
-            )
+        || async {
+            let run = handle
+                .query(
+                    DeleteMachineWorkflow::status,
+                    (),
+                    WorkflowQueryOptions::default(),
+                )
+                .await?;
+            let draining = run
+                .steps
+                .iter()
+                .any(|s| s.step == Step::Drain && s.started_at.is_some());
+            let drain = if draining {
+                drain
+                    .query(
+                        DrainNodeWorkflow::status,
+                        (),
+                        WorkflowQueryOptions::default(),
+                    )
+                    .await
+                    .ok()
+            } else {
+                None
+            };
+            Ok(DeleteProgress { run, drain })
         },
         output,
         workflow_id.as_str(),
@@ -82,6 +143,9 @@ pub async fn run(
             println!("{document}");
         }
         Output::Text => {
+            if let Some(drained) = &deleted.drained {
+                print_drained(drained);
+            }
             if deleted.vm_deleted || deleted.node_deleted || !deleted.leftovers_deleted.is_empty() {
                 println!("machine {} is gone", deleted.machine);
             } else {

@@ -4,10 +4,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use nodewright_model::machine::MachineStatus;
 use temporalio_client::errors::{WorkflowGetResultError, WorkflowQueryError};
 
-use super::render::LiveProgress;
+use super::render::{LiveProgress, ShowsProgress};
 use crate::{CliError, Output};
 
 /// How often the status query is asked while following.
@@ -15,7 +14,7 @@ const POLL: Duration = Duration::from_millis(1000);
 
 /// Waits for `result`, showing `query`'s progress meanwhile (text output only). On failure,
 /// the reason is the status's `failure` when the workflow recorded one.
-pub async fn follow<T, R, Q, QF>(
+pub async fn follow<T, S, R, Q, QF>(
     result: R,
     query: Q,
     output: Output,
@@ -25,7 +24,8 @@ pub async fn follow<T, R, Q, QF>(
 where
     R: Future<Output = Result<T, WorkflowGetResultError>>,
     Q: Fn() -> QF,
-    QF: Future<Output = Result<MachineStatus, WorkflowQueryError>>,
+    QF: Future<Output = Result<S, WorkflowQueryError>>,
+    S: ShowsProgress,
 {
     let mut live = (output == Output::Text).then(LiveProgress::new);
     tokio::pin!(result);
@@ -51,7 +51,7 @@ where
         Err(error) => {
             let reason = last
                 .as_ref()
-                .and_then(|s| s.failure.clone())
+                .and_then(|s| s.run_status().failure.clone())
                 .unwrap_or_else(|| error_chain(&error));
             Err(CliError::RunFailed(format!(
                 "{workflow_id} failed: {reason}\n  see {link}"

@@ -1,7 +1,8 @@
-//! `nodewright machine ...`: create, delete and inspect machines.
+//! `nodewright machine ...`: create, drain, delete and inspect machines.
 
 mod create;
 mod delete;
+mod drain;
 mod follow;
 mod render;
 mod status;
@@ -30,16 +31,54 @@ pub enum MachineCommand {
         #[arg(long)]
         keep_on_failure: bool,
     },
-    /// Delete a machine: cordon its Node, delete the VM (NIC and OS disk with it), leftovers
-    /// and the Node object. A machine already gone is a quiet success.
+    /// Delete a machine: drain its Node (pods evicted honouring PodDisruptionBudgets, pods with
+    /// persistent volumes moved one at a time), delete the VM (NIC and OS disk with it),
+    /// leftovers and the Node object. A machine already gone is a quiet success.
     Delete {
         /// The machine's name.
         name: String,
-        /// Follow the run until it ends, showing its steps.
+        /// Do not drain: only cordon the Node, then delete.
+        #[arg(long)]
+        skip_drain: bool,
+        /// Drain in force mode: delete the pods with grace period 0, delete the node's
+        /// VolumeAttachments and force-detach its data disks, without waiting.
+        #[arg(long, conflicts_with = "skip_drain")]
+        force: bool,
+        /// Follow the run until it ends, showing its steps, pods and volumes.
         #[arg(long)]
         wait: bool,
     },
-    /// Show the latest create or delete run of a machine, step by step.
+    /// Drain a machine's Node for maintenance and keep the VM: cordon, evict, move volumes.
+    /// It stays cordoned until `machine uncordon`.
+    Drain {
+        /// The machine's name.
+        name: String,
+        /// Start in force mode (pods deleted with grace period 0, volumes force-detached).
+        #[arg(long)]
+        force: bool,
+        /// Follow the drain until it ends, showing pods and volumes moving.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Switch a running drain of a machine to force mode.
+    ForceDrain {
+        /// The machine's name.
+        name: String,
+    },
+    /// Move the deadline of a running drain later (force mode starts at the deadline).
+    ExtendDrain {
+        /// The machine's name.
+        name: String,
+        /// How much later, e.g. 30m or 1h.
+        #[arg(long)]
+        by: String,
+    },
+    /// Make a drained machine's Node schedulable again (undoes `machine drain`).
+    Uncordon {
+        /// The machine's name.
+        name: String,
+    },
+    /// Show the latest create, drain or delete run of a machine, step by step.
     Status {
         /// The machine's name.
         name: String,
@@ -71,7 +110,32 @@ pub async fn run(
             )
             .await
         }
-        MachineCommand::Delete { name, wait } => delete::run(settings, output, &name, wait).await,
+        MachineCommand::Delete {
+            name,
+            skip_drain,
+            force,
+            wait,
+        } => {
+            delete::run(
+                settings,
+                output,
+                delete::Args {
+                    name,
+                    skip_drain,
+                    force,
+                    wait,
+                },
+            )
+            .await
+        }
+        MachineCommand::Drain { name, force, wait } => {
+            drain::start(settings, output, &name, wait, force).await
+        }
+        MachineCommand::ForceDrain { name } => drain::force(settings, output, &name).await,
+        MachineCommand::ExtendDrain { name, by } => {
+            drain::extend(settings, output, &name, &by).await
+        }
+        MachineCommand::Uncordon { name } => drain::uncordon(settings, output, &name).await,
         MachineCommand::Status { name } => status::run(settings, output, &name).await,
     }
 }

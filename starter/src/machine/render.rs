@@ -7,7 +7,87 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use indicatif::{ProgressBar, ProgressStyle};
+use nodewright_model::drain::{DrainMode, DrainStatus, PodState, VolumeState};
 use nodewright_model::machine::{MachineStatus, Step, StepProgress, StepState};
+
+/// A run's progress as the CLI shows it: its steps, and events worth a line of their own (pods
+/// and volumes moving in a drain).
+pub trait ShowsProgress {
+    /// The steps, outcome and failure.
+    fn run_status(&self) -> &MachineStatus;
+    /// One line per event so far; each is printed once.
+    fn events(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl ShowsProgress for MachineStatus {
+    fn run_status(&self) -> &MachineStatus {
+        self
+    }
+}
+
+impl ShowsProgress for DrainStatus {
+    fn run_status(&self) -> &MachineStatus {
+        &self.run
+    }
+
+    fn events(&self) -> Vec<String> {
+        drain_events(self)
+    }
+}
+
+/// The lines a drain's status stands for: pods leaving, PDBs blocking, volumes moving, force.
+pub fn drain_events(status: &DrainStatus) -> Vec<String> {
+    let mut events = Vec::new();
+    if let DrainMode::Force { reason } = &status.mode {
+        events.push(format!("  ! force mode: {reason}"));
+    }
+    for pod in &status.pods {
+        let line = match pod.state {
+            PodState::Evicting => format!("evicting {}", pod.pod),
+            PodState::Blocked => format!(
+                "{} {}",
+                pod.pod,
+                pod.detail
+                    .as_deref()
+                    .unwrap_or("blocked by a PodDisruptionBudget")
+            ),
+            PodState::Gone => format!("{} left the node", pod.pod),
+            PodState::ForceDeleted => format!(
+                "{} {}",
+                pod.pod,
+                pod.detail
+                    .as_deref()
+                    .unwrap_or("deleted with grace period 0")
+            ),
+            PodState::Waiting | PodState::Terminating | PodState::Skipped => continue,
+        };
+        events.push(format!("    ↳ {line}"));
+    }
+    for volume in &status.volumes {
+        let pv = &volume.persistent_volume;
+        let line = match volume.state {
+            VolumeState::Attached => continue,
+            VolumeState::Detaching => format!("{pv} ({}) detaching", volume.pod),
+            VolumeState::DetachTimedOut => format!("{pv} did not detach in time"),
+            VolumeState::Reattaching => {
+                format!("{pv} detached; waiting for it to attach elsewhere")
+            }
+            VolumeState::Reattached => format!(
+                "{pv} attached on {}",
+                volume.new_node.as_deref().unwrap_or("another node")
+            ),
+            VolumeState::ReattachTimedOut => format!("{pv} did not attach elsewhere in time"),
+            VolumeState::ForceDetached => format!("{pv} force-detached"),
+        };
+        events.push(format!("    ↳ {line}"));
+    }
+    for warning in &status.warnings {
+        events.push(format!("  ! {warning}"));
+    }
+    events
+}
 
 /// Seconds between two RFC 3339 instants, when both are known.
 fn seconds_between(start: Option<&str>, end: Option<&str>) -> Option<i64> {
@@ -47,6 +127,7 @@ pub fn print_steps(status: &MachineStatus) {
 /// Follows a run: prints each step once it ends, spins on the running one.
 pub struct LiveProgress {
     printed: HashSet<Step>,
+    events: HashSet<String>,
     spinner: Option<ProgressBar>,
     started: std::time::Instant,
 }
@@ -65,13 +146,20 @@ impl LiveProgress {
         });
         Self {
             printed: HashSet::new(),
+            events: HashSet::new(),
             spinner,
             started: std::time::Instant::now(),
         }
     }
 
     /// Shows what changed since the last update.
-    pub fn update(&mut self, status: &MachineStatus) {
+    pub fn update<S: ShowsProgress>(&mut self, progress: &S) {
+        for event in progress.events() {
+            if self.events.insert(event.clone()) {
+                self.line(event);
+            }
+        }
+        let status = progress.run_status();
         for step in &status.steps {
             let ended = matches!(step.state, StepState::Done | StepState::Failed);
             if ended && self.printed.insert(step.step) {

@@ -1,9 +1,10 @@
-//! `nodewright machine status NAME`: the latest create or delete run of a machine.
+//! `nodewright machine status NAME`: the latest create, drain or delete run of a machine.
 
+use nodewright_model::drain::DrainStatus;
 use nodewright_model::machine::MachineStatus;
 use nodewright_model::machine_name::MachineName;
 use nodewright_model::{Operation, WorkflowId};
-use nodewright_workflows::{CreateMachineWorkflow, DeleteMachineWorkflow};
+use nodewright_workflows::{CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow};
 use temporalio_client::{
     Client, WorkflowDescribeOptions, WorkflowExecutionStatus, WorkflowQueryOptions,
 };
@@ -47,22 +48,38 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
         WorkflowId::for_subject(Operation::Delete, &cluster, machine.as_str()),
     )
     .await;
-    let latest = match (create, delete) {
-        (Some(c), Some(d)) => Some(if d.started >= c.started { d } else { c }),
-        (c, d) => c.or(d),
-    };
+    let drain = describe(
+        &client,
+        WorkflowId::for_subject(Operation::Drain, &cluster, machine.as_str()),
+    )
+    .await;
+    let latest = [create, drain, delete]
+        .into_iter()
+        .flatten()
+        .max_by_key(|found| found.started);
     let Some(found) = latest else {
         return Err(CliError::InvalidInput(format!(
-            "no create or delete run of machine {machine} in cluster {cluster}; list runs with `nodewright runs --machine {machine}`"
+            "no create, drain or delete run of machine {machine} in cluster {cluster}; list runs with `nodewright runs --machine {machine}`"
         )));
     };
     let id = found.workflow_id.to_string();
     let query = WorkflowQueryOptions::default();
+    let mut drain_status: Option<DrainStatus> = None;
     let progress: Result<MachineStatus, _> = if id.starts_with("create/") {
         client
             .get_workflow_handle::<CreateMachineWorkflow>(id.clone())
             .query(CreateMachineWorkflow::status, (), query)
             .await
+    } else if id.starts_with("drain/") {
+        client
+            .get_workflow_handle::<DrainNodeWorkflow>(id.clone())
+            .query(DrainNodeWorkflow::status, (), query)
+            .await
+            .map(|status| {
+                let run = status.run.clone();
+                drain_status = Some(status);
+                run
+            })
     } else {
         client
             .get_workflow_handle::<DeleteMachineWorkflow>(id.clone())
@@ -78,9 +95,14 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
     let run_status = format!("{:?}", found.run_status).to_lowercase();
     match output {
         Output::Json => {
-            let document = serde_json::json!({
-                "workflowId": id, "runStatus": run_status, "status": progress, "ui": link,
-            });
+            let document = match &drain_status {
+                Some(drain) => serde_json::json!({
+                    "workflowId": id, "runStatus": run_status, "status": drain, "ui": link,
+                }),
+                None => serde_json::json!({
+                    "workflowId": id, "runStatus": run_status, "status": progress, "ui": link,
+                }),
+            };
             println!("{document}");
         }
         Output::Text => {
@@ -89,6 +111,9 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
             for (key, value) in &progress.facts {
                 println!("  {key:<12} {value}");
             }
+            if let Some(drain) = &drain_status {
+                print_drain(drain);
+            }
             if let Some(failure) = &progress.failure {
                 println!("  failure      {failure}");
             }
@@ -96,4 +121,50 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// The drain's mode, deadline, pods left, PDBs blocking and volumes.
+fn print_drain(drain: &DrainStatus) {
+    match &drain.mode {
+        nodewright_model::drain::DrainMode::Graceful => println!("  mode         graceful"),
+        nodewright_model::drain::DrainMode::Force { reason } => {
+            println!("  mode         force ({reason})")
+        }
+    }
+    if let Some(deadline) = &drain.deadline {
+        println!("  deadline     {deadline}");
+    }
+    let left: Vec<_> = drain.pods_left().collect();
+    println!("  pods left    {}", left.len());
+    for pod in left {
+        let detail = pod.detail.as_deref().unwrap_or("");
+        println!(
+            "    {:<40} {:<12} {detail}",
+            pod.pod,
+            format!("{:?}", pod.state).to_lowercase()
+        );
+    }
+    for block in &drain.pdbs_blocking {
+        let note = if block.misconfigured {
+            "misconfigured: all its pods are healthy and it allows no disruption"
+        } else {
+            "allows no disruption now"
+        };
+        println!(
+            "  PDB blocking {} ({note}): {}",
+            block.pdb,
+            block.pods.join(", ")
+        );
+    }
+    for volume in &drain.volumes {
+        let node = volume.new_node.as_deref().unwrap_or("");
+        println!(
+            "  volume       {:<30} {:<18} {node}",
+            volume.persistent_volume,
+            format!("{:?}", volume.state).to_lowercase()
+        );
+    }
+    for warning in &drain.warnings {
+        println!("  warning      {warning}");
+    }
 }

@@ -21,6 +21,17 @@ impl ArmClient {
         })
     }
 
+    /// Reads the managed disk with ARM id `id`, in whatever resource group it lives (the CSI
+    /// driver may create volumes outside the cluster's). A missing disk is [`Error::GetDisk`]
+    /// with disposition `Gone`.
+    pub async fn get_disk_by_id(&self, id: &str) -> Result<Disk> {
+        let url = self.id_url(id, API_VERSION);
+        self.get(url).await.map_err(|source| Error::GetDisk {
+            name: id.to_owned(),
+            source,
+        })
+    }
+
     /// Creates or replaces the disk `name` (200, or 202 + `Location`).
     pub async fn put_disk(&self, name: &str, disk: &Disk) -> Result<Submitted<Disk>> {
         let url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);

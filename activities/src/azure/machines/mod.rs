@@ -8,6 +8,7 @@
 //! without this cluster's ownership tag.
 
 pub mod body;
+mod data_disks;
 mod error;
 pub mod types;
 mod wait;
@@ -21,6 +22,9 @@ use nodewright_model::ownership::{TAG_CLUSTER, TAG_MACHINE, is_owned_by};
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
+pub use data_disks::{
+    AwaitDisksReleased, AwaitForceDetach, DisksReleased, ForceDetachDisks, ForceDetachStarted,
+};
 pub use error::MachineError;
 pub use types::*;
 
@@ -161,6 +165,24 @@ impl ArmWriteActivities {
         input: DeleteLeftover,
     ) -> Result<LeftoverDeleted, ActivityError> {
         self.delete_leftover_inner(&input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Force-detaches every data disk of the machine's VM (drain force mode: releases volumes a
+    /// dead or stuck node holds, so they can attach elsewhere).
+    ///
+    /// # Idempotency
+    /// Reads the VM first: no data disk or no VM is reported as such; a VM without this
+    /// cluster's and machine's tags is refused. A repeated force detach of the same disks is
+    /// harmless in ARM.
+    #[activity(name = "azure.force_detach_data_disks")]
+    pub async fn force_detach_data_disks(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ForceDetachDisks,
+    ) -> Result<ForceDetachStarted, ActivityError> {
+        data_disks::force_detach(&self.client, &input)
             .await
             .map_err(MachineError::into_activity_error)
     }
@@ -370,6 +392,38 @@ impl ArmReadActivities {
         input: AwaitDeletion,
     ) -> Result<(), ActivityError> {
         wait::await_vm_deletion(&self.client, &ctx, &input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Waits until the managed disks are no longer `managedBy` the VM (a moved volume's disk
+    /// really detached in Azure), heartbeating, until the deadline; returns those still held.
+    ///
+    /// # Idempotency
+    /// Read-only; a rerun polls again.
+    #[activity(name = "azure.await_disks_released")]
+    pub async fn await_disks_released(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AwaitDisksReleased,
+    ) -> Result<DisksReleased, ActivityError> {
+        data_disks::await_disks_released(&self.client, &ctx, &input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Waits until a force detach's operation ends and the VM lists no data disk, heartbeating,
+    /// until the deadline; returns the disks still listed.
+    ///
+    /// # Idempotency
+    /// Read-only; a rerun polls again.
+    #[activity(name = "azure.await_force_detach")]
+    pub async fn await_force_detach(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AwaitForceDetach,
+    ) -> Result<DisksReleased, ActivityError> {
+        data_disks::await_force_detach(&self.client, &ctx, &input)
             .await
             .map_err(MachineError::into_activity_error)
     }

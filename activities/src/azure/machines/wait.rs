@@ -149,7 +149,7 @@ pub(super) async fn await_vm_deletion(
     }
 }
 
-fn parse_deadline(text: &str) -> Result<DateTime<Utc>, MachineError> {
+pub(super) fn parse_deadline(text: &str) -> Result<DateTime<Utc>, MachineError> {
     DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|e| MachineError::Unexpected(format!("deadline {text:?} is not RFC 3339: {e}")))
@@ -164,7 +164,7 @@ async fn sleep_until_next(delay: Duration, deadline: DateTime<Utc>) {
 
 /// Records a heartbeat; a failure to record one is not the activity's failure (the next one
 /// may pass, and a lost worker is noticed by the heartbeat timeout anyway).
-async fn heartbeat(ctx: &ActivityContext) {
+pub(super) async fn heartbeat(ctx: &ActivityContext) {
     if let Err(error) = ctx.record_heartbeat(()).await {
         tracing::debug!(%error, "recording a heartbeat failed");
     }

@@ -1,0 +1,466 @@
+//! The drained Node: cordon it, taint it `nodewright.io/draining:NoSchedule`, mark it
+//! `Terminating`, read its health, and undo all of that.
+//!
+//! `spec.taints` is an atomic list (server-side apply would make one manager own all of it), so
+//! the spec is changed by read-modify-write: a merge patch that carries the `resourceVersion`
+//! read, retried on a conflict. Conditions are a list keyed by `type`, so the `Terminating`
+//! condition is a strategic merge patch of the status that leaves every other condition alone.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use nodewright_model::drain::{
+    ANNOTATION_DRAIN_POLICY, CONDITION_READONLY_FILESYSTEM, CONDITION_TERMINATING, ConditionFacts,
+    NodeHealth, TAINT_DRAINING,
+};
+use nodewright_model::ownership::{LABEL_MACHINE, provider_id_names_vm};
+use serde_json::{Value, json};
+
+use super::{PrepareDrain, PreparedNode};
+use crate::kube::error::{Error, Result};
+use crate::kube::nodes::{MachineNode, NodeChange};
+
+/// The field manager of the drain's writes to Nodes, so `managedFields` show who cordoned.
+pub const FIELD_MANAGER: &str = "nodewright-drain";
+
+/// The `Terminating` condition's reason (MCM's, for a scale-down).
+pub const TERMINATING_REASON: &str = "ScaleDown";
+
+/// The `Terminating` condition's message.
+pub const TERMINATING_MESSAGE: &str = "nodewright is draining the node to delete its machine";
+
+/// The draining taint's effect.
+const NO_SCHEDULE: &str = "NoSchedule";
+
+/// How many times a spec change is tried when another writer changed the Node meanwhile.
+const CONFLICT_ATTEMPTS: u32 = 5;
+
+/// Cordons the machine's Node, taints it `nodewright.io/draining:NoSchedule` (other taints
+/// kept) and, when `terminating`, sets its `Terminating` condition; only for a Node whose
+/// providerID names the VM and that carries `nodewright.io/machine=<node>`.
+pub async fn prepare_node(client: &kube::Client, input: &PrepareDrain) -> Result<PreparedNode> {
+    let api: Api<Node> = Api::all(client.clone());
+    let node = match update_spec(&api, &input.node, &input.vm_id, Change::Prepare).await? {
+        Found::Ours(node) => node,
+        Found::Absent => return Ok(PreparedNode::Absent),
+        Found::NotOurs(provider_id) => return Ok(PreparedNode::NotOurs { provider_id }),
+    };
+    if input.terminating {
+        let patch = terminating_condition_patch(&node, Utc::now());
+        let patched = api
+            .patch_status(&input.node, &params(), &Patch::Strategic(&patch))
+            .await;
+        match patched {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                return Ok(PreparedNode::Absent);
+            }
+            Err(source) => {
+                return Err(Error::MarkNodeTerminating {
+                    name: input.node.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(PreparedNode::Prepared {
+        policy_annotation: policy_annotation(&node),
+        health: node_health(&node),
+    })
+}
+
+/// Makes the machine's Node schedulable again: clears `spec.unschedulable`, removes the
+/// draining taint and the `Terminating` condition; only for a Node of the machine (as
+/// [`prepare_node`]).
+pub async fn uncordon_node(client: &kube::Client, input: &MachineNode) -> Result<NodeChange> {
+    let api: Api<Node> = Api::all(client.clone());
+    let node = match update_spec(&api, &input.node, &input.vm_id, Change::Uncordon).await? {
+        Found::Ours(node) => node,
+        Found::Absent => return Ok(NodeChange::Absent),
+        Found::NotOurs(_) => return Ok(NodeChange::NotOurs),
+    };
+    if condition(&node, CONDITION_TERMINATING).is_none() {
+        return Ok(NodeChange::Done);
+    }
+    let patch = json!({
+        "status": { "conditions": [{ "type": CONDITION_TERMINATING, "$patch": "delete" }] },
+    });
+    match api
+        .patch_status(&input.node, &params(), &Patch::Strategic(&patch))
+        .await
+    {
+        Ok(_) => Ok(NodeChange::Done),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(NodeChange::Absent),
+        Err(source) => Err(Error::ClearNodeTerminating {
+            name: input.node.clone(),
+            source,
+        }),
+    }
+}
+
+/// The health a drain decides force mode on: the `Ready` and `ReadonlyFilesystem` conditions.
+pub fn node_health(node: &Node) -> NodeHealth {
+    NodeHealth {
+        ready: condition(node, "Ready").map(condition_facts),
+        readonly_filesystem: condition(node, CONDITION_READONLY_FILESYSTEM).map(condition_facts),
+    }
+}
+
+/// What a read of the machine's Node found.
+enum Found {
+    Absent,
+    NotOurs(Option<String>),
+    Ours(Box<Node>),
+}
+
+/// The two spec changes.
+#[derive(Clone, Copy)]
+enum Change {
+    Prepare,
+    Uncordon,
+}
+
+impl Change {
+    /// The merge patch that brings `node`'s spec where this change wants it; `None` when it is
+    /// there already.
+    fn patch(self, node: &Node) -> Option<Value> {
+        match self {
+            Change::Prepare => prepare_spec_patch(node),
+            Change::Uncordon => uncordon_spec_patch(node),
+        }
+    }
+
+    fn error(self, name: &str, source: kube::Error) -> Error {
+        let name = name.to_owned();
+        match self {
+            Change::Prepare => Error::PrepareNode { name, source },
+            Change::Uncordon => Error::UncordonNode { name, source },
+        }
+    }
+}
+
+/// Reads the Node and applies `change` to it when it is the machine's, re-reading and trying
+/// again when another writer changed the Node in between (409).
+async fn update_spec(api: &Api<Node>, name: &str, vm_id: &str, change: Change) -> Result<Found> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let node = match read_machine_node(api, name, vm_id).await? {
+            Found::Ours(node) => node,
+            other => return Ok(other),
+        };
+        let Some(patch) = change.patch(&node) else {
+            return Ok(Found::Ours(node));
+        };
+        match api.patch(name, &params(), &Patch::Merge(&patch)).await {
+            Ok(node) => return Ok(Found::Ours(Box::new(node))),
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < CONFLICT_ATTEMPTS => {
+                tracing::debug!(
+                    node = name,
+                    attempt,
+                    "the Node changed meanwhile; reading it again"
+                );
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Found::Absent),
+            Err(source) => return Err(change.error(name, source)),
+        }
+    }
+}
+
+async fn read_machine_node(api: &Api<Node>, name: &str, vm_id: &str) -> Result<Found> {
+    let node = api.get_opt(name).await.map_err(|source| Error::GetNode {
+        name: name.to_owned(),
+        source,
+    })?;
+    Ok(match node {
+        None => Found::Absent,
+        Some(node) if is_machine_node(&node, name, vm_id) => Found::Ours(Box::new(node)),
+        Some(node) => Found::NotOurs(provider_id(&node).map(str::to_owned)),
+    })
+}
+
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+/// Whether `node` is the machine's: its providerID names the VM and nodewright labelled it
+/// `nodewright.io/machine=<name>`.
+pub(super) fn is_machine_node(node: &Node, name: &str, vm_id: &str) -> bool {
+    let names_vm = provider_id(node).is_some_and(|id| provider_id_names_vm(id, vm_id));
+    let labelled = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(LABEL_MACHINE))
+        .is_some_and(|machine| machine == name);
+    names_vm && labelled
+}
+
+fn provider_id(node: &Node) -> Option<&str> {
+    node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
+}
+
+fn taints(node: &Node) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+}
+
+fn is_draining_taint(taint: &Taint) -> bool {
+    taint.key == TAINT_DRAINING && taint.effect == NO_SCHEDULE
+}
+
+fn is_unschedulable(node: &Node) -> bool {
+    node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+}
+
+/// `unschedulable: true` and the draining taint appended to the taints there are; `None` when
+/// the Node has both.
+pub(super) fn prepare_spec_patch(node: &Node) -> Option<Value> {
+    let mut taints = taints(node);
+    let tainted = taints.iter().any(is_draining_taint);
+    if tainted && is_unschedulable(node) {
+        return None;
+    }
+    if !tainted {
+        taints.push(Taint {
+            key: TAINT_DRAINING.to_owned(),
+            effect: NO_SCHEDULE.to_owned(),
+            ..Taint::default()
+        });
+    }
+    Some(json!({
+        "metadata": { "resourceVersion": node.metadata.resource_version },
+        "spec": { "unschedulable": true, "taints": taints },
+    }))
+}
+
+/// `unschedulable` cleared and the draining taint removed (other taints kept); `None` when the
+/// Node has neither.
+pub(super) fn uncordon_spec_patch(node: &Node) -> Option<Value> {
+    let (ours, others): (Vec<Taint>, Vec<Taint>) =
+        taints(node).into_iter().partition(is_draining_taint);
+    if ours.is_empty() && !is_unschedulable(node) {
+        return None;
+    }
+    Some(json!({
+        "metadata": { "resourceVersion": node.metadata.resource_version },
+        "spec": { "unschedulable": null, "taints": others },
+    }))
+}
+
+/// The `Terminating` condition, keyed by type so a strategic merge leaves the others; its
+/// `lastTransitionTime` is kept when the Node already is `Terminating` (MCM §3.9).
+pub(super) fn terminating_condition_patch(node: &Node, now: DateTime<Utc>) -> Value {
+    let now = json!(now.to_rfc3339_opts(SecondsFormat::Secs, true));
+    let since = condition(node, CONDITION_TERMINATING)
+        .filter(|c| c.status == "True")
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map_or_else(|| now.clone(), |time| json!(time));
+    json!({
+        "status": { "conditions": [{
+            "type": CONDITION_TERMINATING,
+            "status": "True",
+            "reason": TERMINATING_REASON,
+            "message": TERMINATING_MESSAGE,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": since,
+        }] },
+    })
+}
+
+fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == type_))
+}
+
+fn condition_facts(condition: &NodeCondition) -> ConditionFacts {
+    ConditionFacts {
+        status: condition.status.clone(),
+        since: condition
+            .last_transition_time
+            .as_ref()
+            .and_then(|time| DateTime::from_timestamp_millis(time.0.as_millisecond())),
+    }
+}
+
+fn policy_annotation(node: &Node) -> Option<String> {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(ANNOTATION_DRAIN_POLICY))
+        .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VM: &str =
+        "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/web-abcde";
+
+    fn node(extra: Value) -> Node {
+        let mut base = json!({
+            "metadata": {
+                "name": "web-abcde",
+                "resourceVersion": "42",
+                "labels": { "nodewright.io/machine": "web-abcde" },
+                "annotations": { "nodewright.io/drain-policy": "{\"timeout\":60}" },
+            },
+            "spec": { "providerID": format!("azure://{VM}") },
+            "status": { "conditions": [
+                { "type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z" },
+                { "type": "ReadonlyFilesystem", "status": "False",
+                  "lastTransitionTime": "2026-01-01T00:00:00Z" },
+            ] },
+        });
+        merge(&mut base, extra);
+        serde_json::from_value(base).unwrap_or_default()
+    }
+
+    fn merge(base: &mut Value, extra: Value) {
+        match (base, extra) {
+            (Value::Object(base), Value::Object(extra)) => {
+                for (key, value) in extra {
+                    merge(base.entry(key).or_insert(Value::Null), value);
+                }
+            }
+            (base, extra) => *base = extra,
+        }
+    }
+
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_node_is_the_machines_only_with_its_provider_id_and_machine_label() {
+        let table = [
+            ("ours", json!({}), true),
+            (
+                "another VM's providerID",
+                json!({ "spec": { "providerID": "azure:///subscriptions/s/x/other" } }),
+                false,
+            ),
+            (
+                "no providerID",
+                json!({ "spec": { "providerID": null } }),
+                false,
+            ),
+            (
+                "labelled for another machine",
+                json!({ "metadata": { "labels": { "nodewright.io/machine": "web-zzzzz" } } }),
+                false,
+            ),
+            (
+                "not labelled",
+                json!({ "metadata": { "labels": null } }),
+                false,
+            ),
+        ];
+        for (case, extra, expected) in table {
+            assert_eq!(
+                is_machine_node(&node(extra), "web-abcde", VM),
+                expected,
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn health_reads_ready_and_readonly_filesystem_with_their_transition_times() {
+        let health = node_health(&node(json!({})));
+        assert_eq!(
+            health,
+            NodeHealth {
+                ready: Some(ConditionFacts {
+                    status: "True".into(),
+                    since: Some(at("2026-01-02T03:04:05Z")),
+                }),
+                readonly_filesystem: Some(ConditionFacts {
+                    status: "False".into(),
+                    since: Some(at("2026-01-01T00:00:00Z")),
+                }),
+            }
+        );
+        let bare = node(json!({ "status": null }));
+        assert_eq!(node_health(&bare), NodeHealth::default());
+        assert_eq!(
+            policy_annotation(&node(json!({}))).as_deref(),
+            Some("{\"timeout\":60}")
+        );
+    }
+
+    #[test]
+    fn prepare_appends_the_draining_taint_and_keeps_the_others() {
+        let tainted = node(json!({ "spec": { "taints": [
+            { "key": "dedicated", "value": "db", "effect": "NoSchedule" },
+        ] } }));
+        let patch = prepare_spec_patch(&tainted);
+        assert_eq!(
+            patch,
+            Some(json!({
+                "metadata": { "resourceVersion": "42" },
+                "spec": { "unschedulable": true, "taints": [
+                    { "key": "dedicated", "value": "db", "effect": "NoSchedule" },
+                    { "key": "nodewright.io/draining", "effect": "NoSchedule" },
+                ] },
+            }))
+        );
+        let prepared = node(json!({ "spec": { "unschedulable": true, "taints": [
+            { "key": "nodewright.io/draining", "effect": "NoSchedule" },
+        ] } }));
+        assert_eq!(prepare_spec_patch(&prepared), None);
+        let cordoned_only = node(json!({ "spec": { "unschedulable": true } }));
+        assert!(prepare_spec_patch(&cordoned_only).is_some());
+    }
+
+    #[test]
+    fn uncordon_removes_only_the_draining_taint() {
+        let prepared = node(json!({ "spec": { "unschedulable": true, "taints": [
+            { "key": "dedicated", "value": "db", "effect": "NoSchedule" },
+            { "key": "nodewright.io/draining", "effect": "NoSchedule" },
+            { "key": "nodewright.io/draining", "effect": "NoExecute" },
+        ] } }));
+        assert_eq!(
+            uncordon_spec_patch(&prepared),
+            Some(json!({
+                "metadata": { "resourceVersion": "42" },
+                "spec": { "unschedulable": null, "taints": [
+                    { "key": "dedicated", "value": "db", "effect": "NoSchedule" },
+                    { "key": "nodewright.io/draining", "effect": "NoExecute" },
+                ] },
+            }))
+        );
+        assert_eq!(uncordon_spec_patch(&node(json!({}))), None);
+    }
+
+    #[test]
+    fn the_terminating_condition_keeps_its_transition_time() {
+        let now = at("2026-03-04T05:06:07.890Z");
+        let fresh = terminating_condition_patch(&node(json!({})), now);
+        let condition = &fresh["status"]["conditions"][0];
+        assert_eq!(condition["type"], "Terminating");
+        assert_eq!(condition["status"], "True");
+        assert_eq!(condition["reason"], "ScaleDown");
+        assert_eq!(condition["message"], TERMINATING_MESSAGE);
+        assert_eq!(condition["lastTransitionTime"], "2026-03-04T05:06:07Z");
+        assert_eq!(condition["lastHeartbeatTime"], "2026-03-04T05:06:07Z");
+
+        let terminating = node(json!({ "status": { "conditions": [
+            { "type": "Terminating", "status": "True", "lastTransitionTime": "2026-03-01T00:00:00Z" },
+        ] } }));
+        let again = terminating_condition_patch(&terminating, now);
+        assert_eq!(
+            again["status"]["conditions"][0]["lastTransitionTime"],
+            "2026-03-01T00:00:00Z"
+        );
+    }
+}

@@ -1,0 +1,334 @@
+//! The pods bound to a Node, as the drain's pure planner reads them: controller, mirror,
+//! phase, priority, grace period, and each PersistentVolumeClaim resolved to its volume.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::Api;
+use kube::api::ListParams;
+use nodewright_model::drain::{ANNOTATION_MIRROR_POD, PodFacts, VolumeFacts};
+
+use super::node::node_health;
+use super::{ListNodePods, NodePods};
+use crate::kube::error::{Error, Result};
+
+/// How many objects one list page holds.
+const PAGE_SIZE: u32 = 500;
+
+/// Lists every pod bound to the Node (`spec.nodeName`, all namespaces) with its volumes
+/// resolved PVC → PV → CSI driver and handle, and reads the Node's health.
+pub async fn list_node_pods(client: &kube::Client, input: &ListNodePods) -> Result<NodePods> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes
+        .get_opt(&input.node)
+        .await
+        .map_err(|source| Error::GetNode {
+            name: input.node.clone(),
+            source,
+        })?;
+    let pods = pods_on_node(client, &input.node).await?;
+    let mut volumes = VolumeResolver::new(client);
+    let mut facts = Vec::with_capacity(pods.len());
+    for pod in &pods {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let mut resolved = Vec::new();
+        for claim in claim_names(pod) {
+            resolved.push(volumes.resolve(namespace, &claim).await?);
+        }
+        facts.push(pod_facts(pod, resolved));
+    }
+    Ok(NodePods {
+        node_found: node.is_some(),
+        health: node.as_ref().map(node_health).unwrap_or_default(),
+        pods: facts,
+    })
+}
+
+/// Every pod with `spec.nodeName == node`, page by page.
+async fn pods_on_node(client: &kube::Client, node: &str) -> Result<Vec<Pod>> {
+    let api: Api<Pod> = Api::all(client.clone());
+    let mut params = ListParams::default()
+        .fields(&format!("spec.nodeName={node}"))
+        .limit(PAGE_SIZE);
+    let mut pods = Vec::new();
+    loop {
+        let page = api.list(&params).await.map_err(|source| Error::ListPods {
+            node: node.to_owned(),
+            source,
+        })?;
+        pods.extend(page.items);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(pods),
+        }
+    }
+}
+
+/// Reads claims and volumes once per listing, however many pods share them.
+struct VolumeResolver<'a> {
+    client: &'a kube::Client,
+    claims: BTreeMap<(String, String), VolumeFacts>,
+    volumes: BTreeMap<String, Option<PersistentVolume>>,
+}
+
+impl<'a> VolumeResolver<'a> {
+    fn new(client: &'a kube::Client) -> Self {
+        Self {
+            client,
+            claims: BTreeMap::new(),
+            volumes: BTreeMap::new(),
+        }
+    }
+
+    /// The claim `namespace/claim` as far as it resolves; a missing claim or volume is not an
+    /// error (its fields stay empty).
+    async fn resolve(&mut self, namespace: &str, claim: &str) -> Result<VolumeFacts> {
+        let key = (namespace.to_owned(), claim.to_owned());
+        if let Some(known) = self.claims.get(&key) {
+            return Ok(known.clone());
+        }
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        let found = claims
+            .get_opt(claim)
+            .await
+            .map_err(|source| Error::GetClaim {
+                claim: format!("{namespace}/{claim}"),
+                source,
+            })?;
+        let volume = match found.as_ref().and_then(bound_volume) {
+            Some(name) => self.volume(name).await?,
+            None => None,
+        };
+        let facts = volume_facts(claim, found.as_ref(), volume.as_ref());
+        self.claims.insert(key, facts.clone());
+        Ok(facts)
+    }
+
+    async fn volume(&mut self, name: &str) -> Result<Option<PersistentVolume>> {
+        if let Some(known) = self.volumes.get(name) {
+            return Ok(known.clone());
+        }
+        let api: Api<PersistentVolume> = Api::all(self.client.clone());
+        let found = api.get_opt(name).await.map_err(|source| Error::GetVolume {
+            name: name.to_owned(),
+            source,
+        })?;
+        self.volumes.insert(name.to_owned(), found.clone());
+        Ok(found)
+    }
+}
+
+/// The claims a pod's `persistentVolumeClaim` volumes name, in order, without repeats.
+pub(super) fn claim_names(pod: &Pod) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    for volume in volumes.into_iter().flatten() {
+        if let Some(claim) = &volume.persistent_volume_claim
+            && !names.contains(&claim.claim_name)
+        {
+            names.push(claim.claim_name.clone());
+        }
+    }
+    names
+}
+
+/// What the planner needs of `pod`, with its `volumes` already resolved.
+pub(super) fn pod_facts(pod: &Pod, volumes: Vec<VolumeFacts>) -> PodFacts {
+    let metadata = &pod.metadata;
+    let spec = pod.spec.as_ref();
+    let controller_kind = metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|owner| owner.controller == Some(true))
+        .map(|owner| owner.kind.clone());
+    let mirror = metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|annotations| annotations.contains_key(ANNOTATION_MIRROR_POD));
+    PodFacts {
+        namespace: metadata.namespace.clone().unwrap_or_default(),
+        name: metadata.name.clone().unwrap_or_default(),
+        uid: metadata.uid.clone().unwrap_or_default(),
+        controller_kind,
+        mirror,
+        phase: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default(),
+        terminating: metadata.deletion_timestamp.is_some(),
+        priority: spec.and_then(|s| s.priority).unwrap_or(0),
+        grace_period_seconds: spec
+            .and_then(|s| s.termination_grace_period_seconds)
+            .and_then(|seconds| u64::try_from(seconds).ok()),
+        volumes,
+    }
+}
+
+/// The volume a claim is bound to (`spec.volumeName`), when it names one.
+fn bound_volume(claim: &PersistentVolumeClaim) -> Option<&str> {
+    claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.as_deref())
+        .filter(|name| !name.is_empty())
+}
+
+/// The claim `name` resolved as far as it goes. A missing claim, an unbound one, or one whose
+/// volume is gone has no volume (nothing can be attached for it); a non-CSI volume has no
+/// driver or handle.
+pub(super) fn volume_facts(
+    name: &str,
+    claim: Option<&PersistentVolumeClaim>,
+    volume: Option<&PersistentVolume>,
+) -> VolumeFacts {
+    let bound = claim.and_then(bound_volume);
+    let csi = volume
+        .filter(|_| bound.is_some())
+        .and_then(|v| v.spec.as_ref())
+        .and_then(|s| s.csi.as_ref());
+    VolumeFacts {
+        claim: name.to_owned(),
+        persistent_volume: bound.filter(|_| volume.is_some()).map(str::to_owned),
+        driver: csi.map(|c| c.driver.clone()),
+        volume_handle: csi.map(|c| c.volume_handle.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn from<T: serde::de::DeserializeOwned + Default>(value: serde_json::Value) -> T {
+        serde_json::from_value(value).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_daemonset_pod_is_read_with_its_controller_priority_grace_and_claims() {
+        let pod: Pod = from(json!({
+            "metadata": {
+                "name": "agent-x7k2p", "namespace": "monitoring", "uid": "u-1",
+                "ownerReferences": [
+                    { "apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "c" },
+                    { "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "d",
+                      "controller": true },
+                ],
+            },
+            "spec": {
+                "containers": [{ "name": "agent" }],
+                "priority": 1000,
+                "terminationGracePeriodSeconds": 45,
+                "volumes": [
+                    { "name": "cache", "emptyDir": {} },
+                    { "name": "data", "persistentVolumeClaim": { "claimName": "data-0" } },
+                    { "name": "again", "persistentVolumeClaim": { "claimName": "data-0" } },
+                    { "name": "logs", "persistentVolumeClaim": { "claimName": "logs" } },
+                ],
+            },
+            "status": { "phase": "Running" },
+        }));
+        assert_eq!(claim_names(&pod), vec!["data-0", "logs"]);
+        let facts = pod_facts(&pod, vec![]);
+        assert_eq!(
+            facts,
+            PodFacts {
+                namespace: "monitoring".into(),
+                name: "agent-x7k2p".into(),
+                uid: "u-1".into(),
+                controller_kind: Some("DaemonSet".into()),
+                mirror: false,
+                phase: "Running".into(),
+                terminating: false,
+                priority: 1000,
+                grace_period_seconds: Some(45),
+                volumes: vec![],
+            }
+        );
+    }
+
+    #[test]
+    fn a_terminating_mirror_pod_without_controller_is_read_as_such() {
+        let pod: Pod = from(json!({
+            "metadata": {
+                "name": "kube-proxy-n1", "namespace": "kube-system", "uid": "u-2",
+                "annotations": { "kubernetes.io/config.mirror": "abc" },
+                "deletionTimestamp": "2026-01-01T00:00:00Z",
+                "ownerReferences": [
+                    { "apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "n",
+                      "controller": false },
+                ],
+            },
+            "spec": { "containers": [{ "name": "p" }] },
+        }));
+        let facts = pod_facts(&pod, vec![]);
+        assert!(facts.mirror);
+        assert!(facts.terminating);
+        assert_eq!(facts.controller_kind, None);
+        assert_eq!(facts.phase, "");
+        assert_eq!(facts.priority, 0);
+        assert_eq!(facts.grace_period_seconds, None);
+        assert!(claim_names(&pod).is_empty());
+    }
+
+    #[test]
+    fn a_claim_resolves_as_far_as_its_objects_exist() {
+        let claim: PersistentVolumeClaim = from(json!({
+            "metadata": { "name": "data-0", "namespace": "shop" },
+            "spec": { "volumeName": "pv-1" },
+        }));
+        let unbound: PersistentVolumeClaim = from(json!({
+            "metadata": { "name": "data-0", "namespace": "shop" },
+            "spec": {},
+        }));
+        let csi: PersistentVolume = from(json!({
+            "metadata": { "name": "pv-1" },
+            "spec": { "csi": { "driver": "disk.csi.azure.com", "volumeHandle": "/subscriptions/s/disks/d" } },
+        }));
+        let nfs: PersistentVolume = from(json!({
+            "metadata": { "name": "pv-1" },
+            "spec": { "nfs": { "server": "nfs", "path": "/" } },
+        }));
+        let facts = |pv: Option<&str>, driver: Option<&str>, handle: Option<&str>| VolumeFacts {
+            claim: "data-0".into(),
+            persistent_volume: pv.map(str::to_owned),
+            driver: driver.map(str::to_owned),
+            volume_handle: handle.map(str::to_owned),
+        };
+        let table = [
+            (
+                "bound to a CSI volume",
+                Some(&claim),
+                Some(&csi),
+                facts(
+                    Some("pv-1"),
+                    Some("disk.csi.azure.com"),
+                    Some("/subscriptions/s/disks/d"),
+                ),
+            ),
+            (
+                "bound to an NFS volume",
+                Some(&claim),
+                Some(&nfs),
+                facts(Some("pv-1"), None, None),
+            ),
+            (
+                "its volume is gone",
+                Some(&claim),
+                None,
+                facts(None, None, None),
+            ),
+            (
+                "not bound",
+                Some(&unbound),
+                Some(&csi),
+                facts(None, None, None),
+            ),
+            ("no such claim", None, None, facts(None, None, None)),
+        ];
+        for (case, claim, volume, expected) in table {
+            assert_eq!(volume_facts("data-0", claim, volume), expected, "{case}");
+        }
+    }
+}

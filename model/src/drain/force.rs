@@ -1,0 +1,200 @@
+//! When a drain stops waiting for graceful termination and switches to force mode.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A node condition as the drain reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionFacts {
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `lastTransitionTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
+}
+
+/// The health of the node being drained.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeHealth {
+    /// The `Ready` condition, when the node has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<ConditionFacts>,
+    /// The `ReadonlyFilesystem` condition, when the node has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readonly_filesystem: Option<ConditionFacts>,
+}
+
+/// Why a drain is in force mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum ForceReason {
+    /// Asked for: `--force` at the start or the `force` signal.
+    Requested,
+    /// The drain deadline passed.
+    DeadlinePassed {
+        /// The deadline, RFC 3339.
+        deadline: String,
+    },
+    /// The node has not been Ready for longer than the threshold.
+    NotReady {
+        /// For how long, in seconds.
+        for_seconds: u64,
+    },
+    /// The node's root filesystem has been read-only for longer than the threshold.
+    ReadonlyFilesystem {
+        /// For how long, in seconds.
+        for_seconds: u64,
+    },
+}
+
+impl std::fmt::Display for ForceReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ForceReason::Requested => f.write_str("force was requested"),
+            ForceReason::DeadlinePassed { deadline } => {
+                write!(f, "the drain deadline {deadline} passed")
+            }
+            ForceReason::NotReady { for_seconds } => {
+                write!(f, "the node has not been Ready for {for_seconds}s")
+            }
+            ForceReason::ReadonlyFilesystem { for_seconds } => {
+                write!(
+                    f,
+                    "the node's filesystem has been read-only for {for_seconds}s"
+                )
+            }
+        }
+    }
+}
+
+/// Whether the drain must switch to force mode now, and why (MCM: a forced drain when the drain
+/// timeout passed, on request, or when the node has been NotReady — `Ready` not `True`, which
+/// includes `Unknown` — or has had `ReadonlyFilesystem` not `False` for longer than
+/// `unhealthy_after`).
+pub fn force_reason(
+    now: DateTime<Utc>,
+    deadline: DateTime<Utc>,
+    health: &NodeHealth,
+    unhealthy_after: Duration,
+    requested: bool,
+) -> Option<ForceReason> {
+    if requested {
+        return Some(ForceReason::Requested);
+    }
+    if now >= deadline {
+        return Some(ForceReason::DeadlinePassed {
+            deadline: deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        });
+    }
+    let lasting = |condition: &Option<ConditionFacts>, healthy: &str| -> Option<u64> {
+        let condition = condition.as_ref()?;
+        if condition.status == healthy {
+            return None;
+        }
+        let held = (now - condition.since?).to_std().ok()?;
+        (held > unhealthy_after).then_some(held.as_secs())
+    };
+    if let Some(for_seconds) = lasting(&health.ready, "True") {
+        return Some(ForceReason::NotReady { for_seconds });
+    }
+    if let Some(for_seconds) = lasting(&health.readonly_filesystem, "False") {
+        return Some(ForceReason::ReadonlyFilesystem { for_seconds });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap_or_default()
+    }
+
+    fn condition(status: &str, since: i64) -> Option<ConditionFacts> {
+        Some(ConditionFacts {
+            status: status.into(),
+            since: Some(at(since)),
+        })
+    }
+
+    #[test]
+    fn decides_force_as_mcm_does() {
+        let five_minutes = Duration::from_secs(300);
+        let ready = NodeHealth {
+            ready: condition("True", 0),
+            readonly_filesystem: condition("False", 0),
+        };
+        let not_ready = NodeHealth {
+            ready: condition("False", 0),
+            readonly_filesystem: None,
+        };
+        let unknown = NodeHealth {
+            ready: condition("Unknown", 0),
+            readonly_filesystem: None,
+        };
+        let read_only = NodeHealth {
+            ready: condition("True", 0),
+            readonly_filesystem: condition("True", 0),
+        };
+        let none = NodeHealth::default();
+        let deadline = at(7200);
+        let table: Vec<(&str, i64, &NodeHealth, bool, Option<ForceReason>)> = vec![
+            ("healthy, in time", 600, &ready, false, None),
+            ("requested", 1, &ready, true, Some(ForceReason::Requested)),
+            (
+                "deadline passed",
+                7200,
+                &ready,
+                false,
+                Some(ForceReason::DeadlinePassed {
+                    deadline: "2027-01-15T10:00:00Z".into(),
+                }),
+            ),
+            ("NotReady for 4m", 240, &not_ready, false, None),
+            ("NotReady exactly 5m", 300, &not_ready, false, None),
+            (
+                "NotReady for 5m1s",
+                301,
+                &not_ready,
+                false,
+                Some(ForceReason::NotReady { for_seconds: 301 }),
+            ),
+            (
+                "Unknown counts as NotReady",
+                400,
+                &unknown,
+                false,
+                Some(ForceReason::NotReady { for_seconds: 400 }),
+            ),
+            (
+                "read-only filesystem",
+                900,
+                &read_only,
+                false,
+                Some(ForceReason::ReadonlyFilesystem { for_seconds: 900 }),
+            ),
+            ("no conditions at all", 900, &none, false, None),
+        ];
+        for (what, now, health, requested, expected) in table {
+            assert_eq!(
+                force_reason(at(now), deadline, health, five_minutes, requested),
+                expected,
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn reasons_read_well() {
+        assert_eq!(
+            ForceReason::NotReady { for_seconds: 301 }.to_string(),
+            "the node has not been Ready for 301s"
+        );
+        assert_eq!(ForceReason::Requested.to_string(), "force was requested");
+    }
+}

@@ -1,0 +1,46 @@
+//! Draining a node: which pods go and in what order, when a PodDisruptionBudget is
+//! misconfigured, when the drain turns to force mode, and what the `status` query reports.
+//!
+//! The DrainNode workflow observes (activities), asks this module (pure), acts (activities).
+//! Behaviour follows machine-controller-manager (`mcm-behaviour.md` §3): pods without persistent
+//! volumes are evicted in parallel; pods with them one at a time, highest priority first, each
+//! followed by a wait for its volumes to detach here and attach elsewhere.
+
+mod force;
+mod pdb;
+mod pods;
+mod request;
+mod status;
+
+pub use force::{ConditionFacts, ForceReason, NodeHealth, force_reason};
+pub use pdb::{PdbFacts, is_misconfigured};
+pub use pods::{
+    DrainPlan, PodFacts, PodRef, SkipReason, SkippedPod, TrackedVolume, VolumeFacts, VolumePod,
+    detach_budget, plan_drain, pod_disappearance_budget,
+};
+pub use request::{
+    DrainPurpose, DrainRequest, DrainResume, DrainedNode, policy_from_annotation,
+    policy_to_annotation,
+};
+pub use status::{
+    DrainMode, DrainStatus, PdbBlock, PodProgress, PodState, VolumeProgress, VolumeState,
+};
+
+/// The taint a draining node carries so nothing new lands on it.
+pub const TAINT_DRAINING: &str = "nodewright.io/draining";
+
+/// The node condition type set while a node is drained for deletion (as MCM does).
+pub const CONDITION_TERMINATING: &str = "Terminating";
+
+/// The node condition a node-problem-detector sets when the root filesystem turned read-only.
+pub const CONDITION_READONLY_FILESYSTEM: &str = "ReadonlyFilesystem";
+
+/// The Node annotation carrying the pool's drain settings, written when the machine is created,
+/// so a drain of the machine later follows its pool without the pool file.
+pub const ANNOTATION_DRAIN_POLICY: &str = "nodewright.io/drain-policy";
+
+/// The annotation of a static pod's mirror pod.
+pub const ANNOTATION_MIRROR_POD: &str = "kubernetes.io/config.mirror";
+
+/// The Azure Disk CSI driver: its volume handle is the managed disk's ARM id.
+pub const AZURE_DISK_CSI_DRIVER: &str = "disk.csi.azure.com";

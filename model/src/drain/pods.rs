@@ -1,0 +1,527 @@
+//! Which pods a drain moves, which it leaves, and in what order.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::AZURE_DISK_CSI_DRIVER;
+
+/// Seconds Kubernetes gives a pod that names no termination grace period.
+const DEFAULT_GRACE_SECONDS: u64 = 30;
+
+/// What the drain needs to know about one pod on the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodFacts {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID: an eviction or deletion names it, so a new pod of the same name is never hit.
+    pub uid: String,
+    /// The kind of the controlling owner (`ReplicaSet`, `StatefulSet`, `DaemonSet`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_kind: Option<String>,
+    /// Whether it is the mirror of a static pod (annotation `kubernetes.io/config.mirror`).
+    #[serde(default)]
+    pub mirror: bool,
+    /// `status.phase`.
+    pub phase: String,
+    /// Whether it already has a deletion timestamp.
+    #[serde(default)]
+    pub terminating: bool,
+    /// `spec.priority` (0 when unset).
+    #[serde(default)]
+    pub priority: i32,
+    /// `spec.terminationGracePeriodSeconds`, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<u64>,
+    /// The PersistentVolumeClaims its volumes name, resolved as far as they go.
+    #[serde(default)]
+    pub volumes: Vec<VolumeFacts>,
+}
+
+/// One PersistentVolumeClaim of a pod and what it is bound to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeFacts {
+    /// The claim's name (in the pod's namespace).
+    pub claim: String,
+    /// The bound PersistentVolume, when the claim is bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume: Option<String>,
+    /// The PV's CSI driver, when it is a CSI volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// The PV's CSI volume handle, when it is a CSI volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_handle: Option<String>,
+}
+
+impl PodFacts {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The pod's grace period (Kubernetes' 30 s when unset).
+    pub fn grace_period(&self) -> Duration {
+        Duration::from_secs(self.grace_period_seconds.unwrap_or(DEFAULT_GRACE_SECONDS))
+    }
+
+    /// Whether any volume is a PersistentVolumeClaim (MCM's "pod with PV").
+    pub fn has_persistent_volumes(&self) -> bool {
+        !self.volumes.is_empty()
+    }
+
+    fn reference(&self) -> PodRef {
+        PodRef {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            grace_period_seconds: self.grace_period().as_secs(),
+        }
+    }
+}
+
+/// A pod the drain acts on or waits for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRef {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+    /// Its grace period in seconds.
+    pub grace_period_seconds: u64,
+}
+
+impl PodRef {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Why a pod stays on the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipReason {
+    /// A static pod's mirror: the kubelet owns it.
+    Mirror,
+    /// A DaemonSet's pod: it belongs on every node and would be recreated here.
+    DaemonSet,
+    /// Succeeded or Failed: nothing runs.
+    Finished,
+}
+
+impl SkipReason {
+    /// In words, for the status and the CLI.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Mirror => "mirror pod",
+            SkipReason::DaemonSet => "DaemonSet pod",
+            SkipReason::Finished => "finished",
+        }
+    }
+}
+
+/// A pod left alone, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkippedPod {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Why.
+    pub reason: SkipReason,
+}
+
+/// A persistent volume whose move the drain waits for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrackedVolume {
+    /// The PersistentVolume.
+    pub persistent_volume: String,
+    /// The Azure managed disk's ARM id, when the PV is an Azure Disk CSI volume; the drain then
+    /// also waits until the disk is no longer `managedBy` the node's VM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_id: Option<String>,
+}
+
+/// A pod with persistent volumes, moved on its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumePod {
+    /// The pod.
+    pub pod: PodRef,
+    /// Its priority.
+    pub priority: i32,
+    /// The volumes waited on (detach here, attach elsewhere).
+    pub tracked: Vec<TrackedVolume>,
+    /// Volumes not waited on: shared with another pod of the node, or not bound.
+    pub untracked: Vec<String>,
+}
+
+/// What a drain does with the pods it found on the node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainPlan {
+    /// Pods left on the node.
+    pub skipped: Vec<SkippedPod>,
+    /// Pods already terminating: waited for, not evicted.
+    pub terminating: Vec<PodRef>,
+    /// Pods without persistent volumes: evicted all at once.
+    pub without_volumes: Vec<PodRef>,
+    /// Pods with persistent volumes: evicted one at a time in this order (priority, highest
+    /// first; then namespace and name, so the order is stable).
+    pub with_volumes: Vec<VolumePod>,
+}
+
+impl DrainPlan {
+    /// Every pod the drain evicts or waits for.
+    pub fn moving(&self) -> impl Iterator<Item = &PodRef> {
+        self.terminating
+            .iter()
+            .chain(&self.without_volumes)
+            .chain(self.with_volumes.iter().map(|p| &p.pod))
+    }
+
+    /// Whether nothing has to leave.
+    pub fn is_empty(&self) -> bool {
+        self.moving().next().is_none()
+    }
+}
+
+/// Sorts the pods of a node into what a drain does with them.
+///
+/// Mirror, DaemonSet and finished pods stay. Pods already terminating are waited for. The others
+/// are evicted: those without PersistentVolumeClaims in parallel, those with one at a time,
+/// highest priority first. A volume used by several pods of the node is not waited on (it will
+/// not detach while another of them runs), as MCM's `filterSharedPVs` does.
+pub fn plan_drain(pods: &[PodFacts]) -> DrainPlan {
+    let mut plan = DrainPlan::default();
+    let mut users: BTreeMap<&str, usize> = BTreeMap::new();
+    for pod in pods {
+        let mut own: Vec<&str> = pod
+            .volumes
+            .iter()
+            .filter_map(|v| v.persistent_volume.as_deref())
+            .collect();
+        own.sort_unstable();
+        own.dedup();
+        for pv in own {
+            *users.entry(pv).or_default() += 1;
+        }
+    }
+    let mut with_volumes = Vec::new();
+    for pod in pods {
+        if let Some(reason) = skip_reason(pod) {
+            plan.skipped.push(SkippedPod {
+                pod: pod.key(),
+                reason,
+            });
+        } else if pod.terminating {
+            plan.terminating.push(pod.reference());
+        } else if !pod.has_persistent_volumes() {
+            plan.without_volumes.push(pod.reference());
+        } else {
+            with_volumes.push(volume_pod(pod, &users));
+        }
+    }
+    with_volumes.sort_by(|a: &VolumePod, b: &VolumePod| {
+        b.priority
+            .cmp(&a.priority)
+            .then_with(|| a.pod.namespace.cmp(&b.pod.namespace))
+            .then_with(|| a.pod.name.cmp(&b.pod.name))
+    });
+    plan.with_volumes = with_volumes;
+    plan.skipped.sort_by(|a, b| a.pod.cmp(&b.pod));
+    plan.terminating.sort();
+    plan.without_volumes.sort();
+    plan
+}
+
+fn skip_reason(pod: &PodFacts) -> Option<SkipReason> {
+    if pod.mirror {
+        Some(SkipReason::Mirror)
+    } else if pod.controller_kind.as_deref() == Some("DaemonSet") {
+        Some(SkipReason::DaemonSet)
+    } else if matches!(pod.phase.as_str(), "Succeeded" | "Failed") {
+        Some(SkipReason::Finished)
+    } else {
+        None
+    }
+}
+
+fn volume_pod(pod: &PodFacts, users: &BTreeMap<&str, usize>) -> VolumePod {
+    let mut tracked = Vec::new();
+    let mut untracked = Vec::new();
+    for volume in &pod.volumes {
+        match volume.persistent_volume.as_deref() {
+            Some(pv) if users.get(pv).copied().unwrap_or(0) == 1 => {
+                let disk_id = (volume.driver.as_deref() == Some(AZURE_DISK_CSI_DRIVER))
+                    .then(|| volume.volume_handle.clone())
+                    .flatten();
+                tracked.push(TrackedVolume {
+                    persistent_volume: pv.to_owned(),
+                    disk_id,
+                });
+            }
+            Some(pv) => untracked.push(pv.to_owned()),
+            None => untracked.push(format!("claim {} (not bound)", volume.claim)),
+        }
+    }
+    tracked.sort();
+    tracked.dedup();
+    untracked.sort();
+    untracked.dedup();
+    VolumePod {
+        pod: pod.reference(),
+        priority: pod.priority,
+        tracked,
+        untracked,
+    }
+}
+
+/// How long to wait for an evicted pod to disappear: its grace period, at most the drain's
+/// `timeout`, plus 30 s (MCM: `min(grace, drainTimeout) + 30s`).
+pub fn pod_disappearance_budget(grace: Duration, timeout: Duration) -> Duration {
+    grace.min(timeout) + Duration::from_secs(30)
+}
+
+/// How long to wait for a moved pod's volumes to detach: its grace period plus the detach
+/// timeout (MCM: `terminationGracePeriodSeconds + PvDetachTimeout`).
+pub fn detach_budget(grace: Duration, detach_timeout: Duration) -> Duration {
+    grace + detach_timeout
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pod(name: &str) -> PodFacts {
+        PodFacts {
+            namespace: "shop".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            controller_kind: Some("ReplicaSet".into()),
+            mirror: false,
+            phase: "Running".into(),
+            terminating: false,
+            priority: 0,
+            grace_period_seconds: Some(10),
+            volumes: vec![],
+        }
+    }
+
+    fn with_pv(mut pod: PodFacts, pv: &str, priority: i32) -> PodFacts {
+        pod.controller_kind = Some("StatefulSet".into());
+        pod.priority = priority;
+        pod.volumes.push(VolumeFacts {
+            claim: format!("data-{}", pod.name),
+            persistent_volume: Some(pv.into()),
+            driver: Some(AZURE_DISK_CSI_DRIVER.into()),
+            volume_handle: Some(format!("/subscriptions/s/disks/{pv}")),
+        });
+        pod
+    }
+
+    #[test]
+    fn sorts_each_pod_into_its_lane() {
+        let mut mirror = pod("kube-proxy");
+        mirror.mirror = true;
+        let mut daemon = pod("node-exporter");
+        daemon.controller_kind = Some("DaemonSet".into());
+        let mut done = pod("job-1");
+        done.phase = "Succeeded".into();
+        let mut failed = pod("job-2");
+        failed.phase = "Failed".into();
+        let mut leaving = pod("web-old");
+        leaving.terminating = true;
+        let mut bare = pod("debug");
+        bare.controller_kind = None;
+        let pods = vec![
+            mirror,
+            daemon,
+            done,
+            failed,
+            leaving,
+            bare,
+            pod("web-1"),
+            with_pv(pod("db-0"), "pv-0", 0),
+        ];
+        let plan = plan_drain(&pods);
+        let skipped: Vec<(&str, SkipReason)> = plan
+            .skipped
+            .iter()
+            .map(|s| (s.pod.as_str(), s.reason))
+            .collect();
+        assert_eq!(
+            skipped,
+            vec![
+                ("shop/job-1", SkipReason::Finished),
+                ("shop/job-2", SkipReason::Finished),
+                ("shop/kube-proxy", SkipReason::Mirror),
+                ("shop/node-exporter", SkipReason::DaemonSet),
+            ]
+        );
+        let keys = |pods: &[PodRef]| pods.iter().map(PodRef::key).collect::<Vec<_>>();
+        assert_eq!(keys(&plan.terminating), vec!["shop/web-old"]);
+        assert_eq!(
+            keys(&plan.without_volumes),
+            vec!["shop/debug", "shop/web-1"]
+        );
+        assert_eq!(plan.with_volumes.len(), 1);
+        assert_eq!(
+            plan.with_volumes[0].tracked,
+            vec![TrackedVolume {
+                persistent_volume: "pv-0".into(),
+                disk_id: Some("/subscriptions/s/disks/pv-0".into()),
+            }]
+        );
+    }
+
+    #[test]
+    fn volume_pods_go_highest_priority_first_then_by_name() {
+        let pods = vec![
+            with_pv(pod("db-2"), "pv-2", 0),
+            with_pv(pod("db-0"), "pv-0", 0),
+            with_pv(pod("cache-0"), "pv-c", 1000),
+            with_pv(pod("db-1"), "pv-1", 0),
+            with_pv(pod("low-0"), "pv-l", -5),
+        ];
+        let order: Vec<String> = plan_drain(&pods)
+            .with_volumes
+            .iter()
+            .map(|p| p.pod.name.clone())
+            .collect();
+        assert_eq!(order, vec!["cache-0", "db-0", "db-1", "db-2", "low-0"]);
+    }
+
+    #[test]
+    fn shared_unbound_and_foreign_volumes_are_not_waited_on() {
+        let a = with_pv(pod("a"), "shared", 0);
+        let b = with_pv(pod("b"), "shared", 0);
+        let mut c = with_pv(pod("c"), "nfs-pv", 0);
+        c.volumes[0].driver = Some("nfs.csi.k8s.io".into());
+        let mut d = pod("d");
+        d.volumes.push(VolumeFacts {
+            claim: "pending".into(),
+            persistent_volume: None,
+            driver: None,
+            volume_handle: None,
+        });
+        let plan = plan_drain(&[a, b, c, d]);
+        let by_name: BTreeMap<&str, &VolumePod> = plan
+            .with_volumes
+            .iter()
+            .map(|p| (p.pod.name.as_str(), p))
+            .collect();
+        assert!(by_name["a"].tracked.is_empty());
+        assert_eq!(by_name["a"].untracked, vec!["shared"]);
+        assert!(by_name["b"].tracked.is_empty());
+        // Another driver's volume is still tracked (its VolumeAttachment), without a disk.
+        assert_eq!(
+            by_name["c"].tracked,
+            vec![TrackedVolume {
+                persistent_volume: "nfs-pv".into(),
+                disk_id: None
+            }]
+        );
+        assert_eq!(by_name["d"].untracked, vec!["claim pending (not bound)"]);
+    }
+
+    #[test]
+    fn budgets_follow_mcm() {
+        let s = Duration::from_secs;
+        assert_eq!(pod_disappearance_budget(s(30), s(7200)), s(60));
+        assert_eq!(pod_disappearance_budget(s(600), s(60)), s(90));
+        assert_eq!(detach_budget(s(30), s(120)), s(150));
+        assert_eq!(pod("x").grace_period(), s(10));
+        let mut unset = pod("y");
+        unset.grace_period_seconds = None;
+        assert_eq!(unset.grace_period(), s(30));
+    }
+
+    fn any_pod() -> impl Strategy<Value = PodFacts> {
+        (
+            0u8..6,
+            proptest::option::of(prop_oneof![
+                Just("ReplicaSet"),
+                Just("StatefulSet"),
+                Just("DaemonSet"),
+                Just("Job"),
+            ]),
+            any::<bool>(),
+            prop_oneof![
+                Just("Running"),
+                Just("Pending"),
+                Just("Succeeded"),
+                Just("Failed")
+            ],
+            any::<bool>(),
+            -10i32..10,
+            proptest::collection::vec(0u8..4, 0..3),
+        )
+            .prop_map(
+                |(n, kind, mirror, phase, terminating, priority, pvs)| PodFacts {
+                    namespace: "ns".into(),
+                    name: format!("p{n}"),
+                    uid: format!("u{n}"),
+                    controller_kind: kind.map(str::to_owned),
+                    mirror,
+                    phase: phase.into(),
+                    terminating,
+                    priority,
+                    grace_period_seconds: None,
+                    volumes: pvs
+                        .into_iter()
+                        .map(|v| VolumeFacts {
+                            claim: format!("c{v}"),
+                            persistent_volume: Some(format!("pv{v}")),
+                            driver: Some(AZURE_DISK_CSI_DRIVER.into()),
+                            volume_handle: Some(format!("d{v}")),
+                        })
+                        .collect(),
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn every_pod_lands_in_exactly_one_lane_and_no_shared_volume_is_tracked(
+            pods in proptest::collection::vec(any_pod(), 0..12),
+        ) {
+            let plan = plan_drain(&pods);
+            let lanes = plan.skipped.len() + plan.terminating.len() + plan.without_volumes.len()
+                + plan.with_volumes.len();
+            prop_assert_eq!(lanes, pods.len());
+            for p in &pods {
+                let skipped = plan.skipped.iter().any(|s| s.pod == p.key());
+                if p.mirror || p.controller_kind.as_deref() == Some("DaemonSet") {
+                    prop_assert!(skipped);
+                }
+            }
+            let mut seen: BTreeMap<&str, std::collections::BTreeSet<String>> = BTreeMap::new();
+            for p in &pods {
+                for v in &p.volumes {
+                    if let Some(pv) = &v.persistent_volume {
+                        seen.entry(pv).or_default().insert(p.uid.clone());
+                    }
+                }
+            }
+            for vp in &plan.with_volumes {
+                for t in &vp.tracked {
+                    prop_assert_eq!(seen[t.persistent_volume.as_str()].len(), 1);
+                }
+            }
+            for pair in plan.with_volumes.windows(2) {
+                prop_assert!(pair[0].priority >= pair[1].priority);
+            }
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! `nodewright machine drain NAME [--wait] [--force]`, `machine force-drain NAME`,
+//! `machine extend-drain NAME --by D` and `machine uncordon NAME`.
+
+use std::time::Duration;
+
+use nodewright_model::drain::{DrainPurpose, DrainRequest, DrainStatus, DrainedNode};
+use nodewright_model::machine::UncordonRequest;
+use nodewright_model::machine_name::MachineName;
+use nodewright_model::{ClusterName, Operation, WorkflowId};
+use nodewright_workflows::{DrainNodeWorkflow, UncordonNodeWorkflow, search};
+use temporalio_client::{
+    Client, WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowQueryOptions,
+    WorkflowSignalOptions, WorkflowStartOptions,
+};
+use temporalio_common::search_attributes::SearchAttributes;
+
+use super::follow::{error_chain, follow};
+use super::start_error;
+use crate::{CliError, Output, settings::Settings};
+
+fn machine_name(name: &str) -> Result<MachineName, CliError> {
+    MachineName::parse("NAME", name).map_err(|e| CliError::InvalidInput(e.to_string()))
+}
+
+fn attributes(
+    cluster: &ClusterName,
+    machine: &MachineName,
+    operation: Operation,
+) -> SearchAttributes {
+    let mut attributes = vec![
+        search::CLUSTER.value_set(cluster.to_string()),
+        search::MACHINE.value_set(machine.to_string()),
+        search::OPERATION.value_set(operation.to_string()),
+    ];
+    if let Some(pool) = machine.pool_of() {
+        attributes.push(search::POOL.value_set(pool.to_owned()));
+    }
+    SearchAttributes::new(attributes)
+}
+
+/// Starts a maintenance drain `drain/<cluster>/<machine>` (the VM stays), and follows it with
+/// `--wait`.
+pub async fn start(
+    settings: &Settings,
+    output: Output,
+    name: &str,
+    wait: bool,
+    force: bool,
+) -> Result<(), CliError> {
+    let machine = machine_name(name)?;
+    let cluster = settings.cluster()?;
+    let client = settings.temporal().connect().await?;
+    let workflow_id = WorkflowId::for_subject(Operation::Drain, &cluster, machine.as_str());
+    let link = settings.ui_link(&workflow_id);
+    let options = WorkflowStartOptions::new(settings.task_queue.clone(), workflow_id.to_string())
+        .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
+        .search_attributes(attributes(&cluster, &machine, Operation::Drain))
+        .static_summary(format!("Drain node {machine} for maintenance"))
+        .build();
+    let request = DrainRequest {
+        cluster: cluster.clone(),
+        node: machine.to_string(),
+        purpose: DrainPurpose::Maintenance,
+        policy: None,
+        force,
+        resume: None,
+    };
+    let handle = client
+        .start_workflow(DrainNodeWorkflow::run, request, options)
+        .await
+        .map_err(|error| start_error(error, &workflow_id, machine.as_str(), &link))?;
+    if output == Output::Text {
+        eprintln!("started {workflow_id}: draining node {machine} (the VM stays)");
+        eprintln!("  follow it: nodewright machine status {machine}   or   {link}");
+    }
+    if !wait {
+        if output == Output::Json {
+            let document = serde_json::json!({
+                "workflowId": workflow_id.as_str(), "machine": machine.as_str(), "ui": link,
+            });
+            println!("{document}");
+        }
+        return Ok(());
+    }
+    let drained = follow(
+        handle.get_result(WorkflowGetResultOptions::default()),
+        || {
+            handle.query(
+                DrainNodeWorkflow::status,
+                (),
+                WorkflowQueryOptions::default(),
+            )
+        },
+        output,
+        workflow_id.as_str(),
+        &link,
+    )
+    .await?;
+    match output {
+        Output::Json => {
+            let document = serde_json::json!({
+                "workflowId": workflow_id.as_str(), "result": drained, "ui": link,
+            });
+            println!("{document}");
+        }
+        Output::Text => {
+            print_drained(&drained);
+            println!("  it stays cordoned: `nodewright machine uncordon {machine}` undoes it");
+            println!("  temporal UI  {link}");
+        }
+    }
+    Ok(())
+}
+
+/// Prints what a drain did.
+pub fn print_drained(drained: &DrainedNode) {
+    if !drained.node_found {
+        println!("no Node {}: nothing to drain", drained.node);
+        return;
+    }
+    match &drained.forced {
+        Some(reason) => println!("{} drained in force mode ({reason})", drained.node),
+        None => println!("{} drained", drained.node),
+    }
+    println!(
+        "  {} evicted, {} deleted with grace period 0, {} volumes moved",
+        drained.evicted.len(),
+        drained.force_deleted.len(),
+        drained.volumes_moved.len()
+    );
+    for (pv, node) in &drained.volumes_moved {
+        println!("    {pv} → {node}");
+    }
+    for warning in &drained.warnings {
+        println!("  warning: {warning}");
+    }
+}
+
+/// The running drain of `name`, or a clear error when there is none.
+async fn running_drain(
+    settings: &Settings,
+    name: &str,
+) -> Result<(Client, WorkflowId, MachineName), CliError> {
+    let machine = machine_name(name)?;
+    let cluster = settings.cluster()?;
+    let client = settings.temporal().connect().await?;
+    let workflow_id = WorkflowId::for_subject(Operation::Drain, &cluster, machine.as_str());
+    Ok((client, workflow_id, machine))
+}
+
+fn signal_error(workflow_id: &WorkflowId, error: &dyn std::error::Error) -> CliError {
+    CliError::RunFailed(format!(
+        "signalling {workflow_id} failed: {}; is a drain of that machine running? `nodewright runs --machine <name> --running` lists them",
+        error_chain(error)
+    ))
+}
+
+/// Sends `force` to the running drain: it switches to force mode at its next look.
+pub async fn force(settings: &Settings, output: Output, name: &str) -> Result<(), CliError> {
+    let (client, workflow_id, machine) = running_drain(settings, name).await?;
+    let handle = client.get_workflow_handle::<DrainNodeWorkflow>(workflow_id.to_string());
+    handle
+        .signal(
+            DrainNodeWorkflow::force,
+            "nodewright machine force-drain".to_owned(),
+            WorkflowSignalOptions::default(),
+        )
+        .await
+        .map_err(|e| signal_error(&workflow_id, &e))?;
+    report_signal(
+        output,
+        &workflow_id,
+        &format!(
+            "{machine}: force mode requested; pods are deleted with grace period 0 at the drain's next look"
+        ),
+    );
+    Ok(())
+}
+
+/// Sends `extend_deadline` to the running drain.
+pub async fn extend(
+    settings: &Settings,
+    output: Output,
+    name: &str,
+    by: &str,
+) -> Result<(), CliError> {
+    let by: Duration = humantime::parse_duration(by).map_err(|e| {
+        CliError::InvalidInput(format!(
+            "--by {by:?} is not a duration ({e}); write e.g. 30m or 1h"
+        ))
+    })?;
+    if by.is_zero() {
+        return Err(CliError::InvalidInput(
+            "--by must be longer than zero; write e.g. 30m".to_owned(),
+        ));
+    }
+    let (client, workflow_id, machine) = running_drain(settings, name).await?;
+    let handle = client.get_workflow_handle::<DrainNodeWorkflow>(workflow_id.to_string());
+    handle
+        .signal(
+            DrainNodeWorkflow::extend_deadline,
+            by.as_secs(),
+            WorkflowSignalOptions::default(),
+        )
+        .await
+        .map_err(|e| signal_error(&workflow_id, &e))?;
+    let deadline = handle
+        .query(
+            DrainNodeWorkflow::status,
+            (),
+            WorkflowQueryOptions::default(),
+        )
+        .await
+        .ok()
+        .and_then(|status: DrainStatus| status.deadline);
+    let message = match deadline {
+        Some(deadline) => format!("{machine}: drain deadline moved to {deadline}"),
+        None => format!("{machine}: drain deadline moved {}s later", by.as_secs()),
+    };
+    report_signal(output, &workflow_id, &message);
+    Ok(())
+}
+
+fn report_signal(output: Output, workflow_id: &WorkflowId, message: &str) {
+    match output {
+        Output::Json => {
+            let document =
+                serde_json::json!({ "workflowId": workflow_id.as_str(), "message": message });
+            println!("{document}");
+        }
+        Output::Text => println!("{message}"),
+    }
+}
+
+/// Runs `uncordon/<cluster>/<machine>` and waits for it (it takes a second).
+pub async fn uncordon(settings: &Settings, output: Output, name: &str) -> Result<(), CliError> {
+    let machine = machine_name(name)?;
+    let cluster = settings.cluster()?;
+    let client = settings.temporal().connect().await?;
+    let workflow_id = WorkflowId::for_subject(Operation::Uncordon, &cluster, machine.as_str());
+    let link = settings.ui_link(&workflow_id);
+    let options = WorkflowStartOptions::new(settings.task_queue.clone(), workflow_id.to_string())
+        .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
+        .search_attributes(attributes(&cluster, &machine, Operation::Uncordon))
+        .static_summary(format!("Uncordon node {machine}"))
+        .execution_timeout(Duration::from_secs(600))
+        .build();
+    let request = UncordonRequest {
+        cluster,
+        machine: machine.to_string(),
+    };
+    let handle = client
+        .start_workflow(UncordonNodeWorkflow::run, request, options)
+        .await
+        .map_err(|error| start_error(error, &workflow_id, machine.as_str(), &link))?;
+    follow(
+        handle.get_result(WorkflowGetResultOptions::default()),
+        || {
+            handle.query(
+                UncordonNodeWorkflow::status,
+                (),
+                WorkflowQueryOptions::default(),
+            )
+        },
+        Output::Json,
+        workflow_id.as_str(),
+        &link,
+    )
+    .await?;
+    report_signal(
+        output,
+        &workflow_id,
+        &format!("{machine} is schedulable again"),
+    );
+    Ok(())
+}

@@ -1,0 +1,1076 @@
+#![doc = include_str!("../runbooks/drain_node.md")]
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use nodewright_activities::azure::machines::{
+    ArmReadActivities, ArmWriteActivities, AwaitDisksReleased, AwaitForceDetach, ForceDetachDisks,
+    ForceDetachStarted,
+};
+use nodewright_activities::kube::KubeActivities;
+use nodewright_activities::kube::drain::{
+    AwaitPodsGone, AwaitVolumes, Eviction, ListNodePods, NodeAttachments, NodePods, PodAction,
+    PodDeletion, PrepareDrain, PreparedNode,
+};
+use nodewright_model::Operation;
+use nodewright_model::drain::{
+    DrainMode, DrainPlan, DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode,
+    ForceReason, NodeHealth, PodRef, PodState, VolumePod, VolumeProgress, VolumeState,
+    detach_budget, force_reason, is_misconfigured, plan_drain, pod_disappearance_budget,
+    policy_from_annotation,
+};
+use nodewright_model::machine::{MachineStatus, Step};
+use nodewright_model::names::arm_write_task_queue;
+use nodewright_model::pool::DrainPolicy;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::workflows::{join_all, select};
+use temporalio_sdk::{
+    ContinueAsNewOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult,
+};
+
+use crate::activity_options;
+use crate::progress::{
+    HasStatus, StepFailed, begin, done, fact, fail, left_until, now, record_failure, rfc3339,
+    succeed,
+};
+use crate::search;
+
+/// How long force mode waits for ARM to force-detach the VM's data disks.
+const FORCE_DETACH_BUDGET: Duration = Duration::from_secs(10 * 60);
+
+/// A wait that ends by itself is never shorter than this (a deadline already passed still
+/// gets one look).
+const MIN_WAIT: Duration = Duration::from_secs(1);
+
+/// Drains one node; see the runbook above.
+#[workflow]
+#[derive(Default)]
+pub struct DrainNodeWorkflow {
+    status: Option<DrainStatus>,
+    deadline: Option<DateTime<Utc>>,
+    force_requested: bool,
+}
+
+fn fresh_status(node: &str) -> DrainStatus {
+    DrainStatus::new(MachineStatus::new("drain", node, None, &Step::DRAIN))
+}
+
+impl HasStatus for DrainNodeWorkflow {
+    fn status_mut(&mut self) -> &mut MachineStatus {
+        &mut self.status.get_or_insert_with(|| fresh_status("")).run
+    }
+}
+
+#[workflow_methods]
+impl DrainNodeWorkflow {
+    /// Runs the runbook.
+    #[run(name = "DrainNode")]
+    pub async fn run(
+        ctx: &mut WorkflowContext<Self>,
+        request: DrainRequest,
+    ) -> WorkflowResult<DrainedNode> {
+        announce(ctx, &request);
+        let scope = ctx
+            .execute_activity(ArmReadActivities::scope, (), activity_options::read())
+            .await?;
+        let vm_id = scope.vm_id(&request.node);
+        fact(ctx, "vmId", vm_id.clone());
+
+        match drain(ctx, &request, &vm_id).await {
+            Ok(Finish::Drained(drained)) => {
+                let summary = if !drained.node_found {
+                    format!("no Node {}: nothing to drain", request.node)
+                } else if let Some(reason) = &drained.forced {
+                    format!("{} drained in force mode ({reason})", request.node)
+                } else {
+                    format!("{} drained", request.node)
+                };
+                succeed(ctx, summary);
+                Ok(drained)
+            }
+            Ok(Finish::ContinueAsNew(next)) => {
+                match ctx.continue_as_new(*next, ContinueAsNewOptions::default()) {
+                    Err(termination) => Err(termination),
+                    Ok(never) => match never {},
+                }
+            }
+            Err(failed) => {
+                record_failure(ctx, &failed);
+                let message = format!(
+                    "draining {} failed at step {}: {}",
+                    request.node, failed.step, failed.reason
+                );
+                Err(fail(ctx, "DrainFailed", message))
+            }
+        }
+    }
+
+    /// Switches the drain to force mode at its next look (within the PDB retry interval).
+    #[signal(name = "force")]
+    pub fn force(&mut self, _ctx: &mut SyncWorkflowContext<Self>, by: String) {
+        self.force_requested = true;
+        let status = self.status.get_or_insert_with(|| fresh_status(""));
+        status.run.facts.insert("forceRequestedBy".to_owned(), by);
+    }
+
+    /// Moves the deadline (when force mode starts) later by this many seconds.
+    #[signal(name = "extend_deadline")]
+    pub fn extend_deadline(&mut self, _ctx: &mut SyncWorkflowContext<Self>, seconds: u64) {
+        let by = chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(i64::MAX / 1000));
+        if let Some(deadline) = self.deadline.as_mut() {
+            *deadline = deadline.checked_add_signed(by).unwrap_or(*deadline);
+            let text = rfc3339(*deadline);
+            self.status.get_or_insert_with(|| fresh_status("")).deadline = Some(text);
+        }
+    }
+
+    /// The mode, the deadline, every pod still on the node, the PDBs blocking, the volumes
+    /// waited on, the steps.
+    #[query(name = "status")]
+    pub fn status(&self, _ctx: &WorkflowContextView) -> DrainStatus {
+        self.status.clone().unwrap_or_else(|| fresh_status(""))
+    }
+}
+
+/// How a drain run ends well.
+enum Finish {
+    Drained(DrainedNode),
+    ContinueAsNew(Box<DrainRequest>),
+}
+
+/// Search attributes, the status skeleton and the first details line.
+fn announce(ctx: &mut WorkflowContext<DrainNodeWorkflow>, request: &DrainRequest) {
+    ctx.upsert_search_attributes([
+        search::CLUSTER.value_set(request.cluster.to_string()),
+        search::MACHINE.value_set(request.node.clone()),
+        search::OPERATION.value_set(Operation::Drain.to_string()),
+    ]);
+    let mut status = fresh_status(&request.node);
+    let started = match &request.resume {
+        Some(resume) => resume.started_at.clone(),
+        None => rfc3339(now(ctx)),
+    };
+    status.run.started_at = Some(started);
+    status.run.facts.insert(
+        "purpose".to_owned(),
+        match request.purpose {
+            DrainPurpose::Maintenance => "maintenance",
+            DrainPurpose::Deletion => "deletion",
+        }
+        .to_owned(),
+    );
+    if let Some(resume) = &request.resume {
+        status.warnings = resume.done_so_far.warnings.clone();
+        status
+            .run
+            .facts
+            .insert("continuation".to_owned(), resume.continuation.to_string());
+    }
+    ctx.state_mut(|s| {
+        s.status = Some(status);
+        s.force_requested =
+            request.force || request.resume.as_ref().is_some_and(|r| r.force_requested);
+    });
+}
+
+/// What every step of one drain needs.
+struct Drain {
+    request: DrainRequest,
+    vm_id: String,
+    policy: DrainPolicy,
+    started_at: String,
+    result: DrainedNode,
+    health: NodeHealth,
+}
+
+/// The runbook's steps 3–8.
+async fn drain(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    request: &DrainRequest,
+    vm_id: &str,
+) -> Result<Finish, StepFailed> {
+    begin(ctx, Step::Cordon);
+    let prepared = ctx
+        .execute_activity(
+            KubeActivities::prepare_drain,
+            PrepareDrain {
+                node: request.node.clone(),
+                vm_id: vm_id.to_owned(),
+                terminating: request.purpose == DrainPurpose::Deletion,
+            },
+            activity_options::kube_write(),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::Cordon, &e))?;
+    let (annotation, health) = match prepared {
+        PreparedNode::Absent => {
+            done(ctx, Step::Cordon, "no Node: nothing to drain");
+            return Ok(Finish::Drained(DrainedNode {
+                node: request.node.clone(),
+                ..DrainedNode::default()
+            }));
+        }
+        PreparedNode::NotOurs { provider_id } => {
+            return Err(StepFailed::new(
+                Step::Cordon,
+                format!(
+                    "Node {} has providerID {provider_id:?} or lacks the label nodewright.io/machine={}: it is not this machine's, so nothing on it was touched",
+                    request.node, request.node
+                ),
+            ));
+        }
+        PreparedNode::Prepared {
+            policy_annotation,
+            health,
+        } => (policy_annotation, health),
+    };
+    let mut state = start_state(ctx, request, vm_id, annotation.as_deref(), health);
+    done(
+        ctx,
+        Step::Cordon,
+        match request.purpose {
+            DrainPurpose::Deletion => {
+                "cordoned, tainted nodewright.io/draining:NoSchedule, condition Terminating"
+            }
+            DrainPurpose::Maintenance => "cordoned, tainted nodewright.io/draining:NoSchedule",
+        },
+    );
+
+    begin(ctx, Step::SelectPods);
+    let listed = list_pods(ctx, &state, Step::SelectPods).await?;
+    state.health = listed.health.clone();
+    let plan = plan_drain(&listed.pods);
+    show_plan(ctx, &plan);
+    done(ctx, Step::SelectPods, describe_plan(&plan));
+
+    let mut forced = None;
+    if let Some(reason) = force_due(ctx, &state) {
+        forced = Some(reason);
+    }
+    if forced.is_none() {
+        forced = match evict_without_volumes(ctx, &mut state, &plan).await? {
+            Lane::Finished => None,
+            Lane::Forced(reason) => Some(reason),
+            Lane::ContinueAsNew => return Ok(continue_as_new(ctx, &state)),
+        };
+    }
+    let mut stuck = Vec::new();
+    if forced.is_none() {
+        forced = match move_volumes(ctx, &mut state, &plan, &mut stuck).await? {
+            Lane::Finished => None,
+            Lane::Forced(reason) => Some(reason),
+            Lane::ContinueAsNew => return Ok(continue_as_new(ctx, &state)),
+        };
+    }
+    if forced.is_none() && !stuck.is_empty() {
+        forced = match await_stuck_volumes(ctx, &mut state, &mut stuck).await? {
+            Lane::Finished => None,
+            Lane::Forced(reason) => Some(reason),
+            Lane::ContinueAsNew => return Ok(continue_as_new(ctx, &state)),
+        };
+    }
+    if let Some(reason) = forced {
+        force_drain(ctx, &mut state, reason).await?;
+    }
+    let warnings = ctx.state(|s| {
+        s.status
+            .as_ref()
+            .map(|status| status.warnings.clone())
+            .unwrap_or_default()
+    });
+    state.result.warnings = warnings;
+    Ok(Finish::Drained(state.result))
+}
+
+/// The settings, the deadline and what a resumed run carries.
+fn start_state(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    request: &DrainRequest,
+    vm_id: &str,
+    annotation: Option<&str>,
+    health: NodeHealth,
+) -> Drain {
+    let (policy, started_at, deadline, result) = match &request.resume {
+        Some(resume) => (
+            resume.policy.clone(),
+            resume.started_at.clone(),
+            parse_time(&resume.deadline).unwrap_or_else(|| now(ctx)),
+            resume.done_so_far.clone(),
+        ),
+        None => {
+            let policy = request
+                .policy
+                .clone()
+                .or_else(|| annotation.and_then(policy_from_annotation))
+                .unwrap_or_default();
+            let started = now(ctx);
+            let deadline = started
+                + chrono::Duration::from_std(policy.timeout).unwrap_or(chrono::Duration::MAX);
+            let result = DrainedNode {
+                node: request.node.clone(),
+                node_found: true,
+                ..DrainedNode::default()
+            };
+            (policy, rfc3339(started), deadline, result)
+        }
+    };
+    let source = if request.policy.is_some() {
+        "request"
+    } else if annotation.and_then(policy_from_annotation).is_some() {
+        "the Node's pool"
+    } else {
+        "defaults"
+    };
+    ctx.state_mut(|s| {
+        s.deadline = Some(deadline);
+        let status = s.status.get_or_insert_with(|| fresh_status(&request.node));
+        status.deadline = Some(rfc3339(deadline));
+        status.run.facts.insert(
+            "drainSettings".to_owned(),
+            format!("{} (from {source})", describe_policy(&policy)),
+        );
+    });
+    Drain {
+        request: request.clone(),
+        vm_id: vm_id.to_owned(),
+        policy,
+        started_at,
+        result,
+        health,
+    }
+}
+
+fn describe_policy(policy: &DrainPolicy) -> String {
+    format!(
+        "timeout {}s, PDB retry {}s, detach {}s, reattach {}s, force after {}s unhealthy",
+        policy.timeout.as_secs(),
+        policy.pdb_retry_interval.as_secs(),
+        policy.volume_detach_timeout.as_secs(),
+        policy.volume_attach_timeout.as_secs(),
+        policy.force_after_unhealthy.as_secs()
+    )
+}
+
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// The next run's input: the same request, with where this one left off.
+fn continue_as_new(ctx: &mut WorkflowContext<DrainNodeWorkflow>, state: &Drain) -> Finish {
+    let (deadline, force_requested, warnings) = ctx.state(|s| {
+        (
+            s.deadline.map(rfc3339).unwrap_or_default(),
+            s.force_requested,
+            s.status
+                .as_ref()
+                .map(|status| status.warnings.clone())
+                .unwrap_or_default(),
+        )
+    });
+    let mut done_so_far = state.result.clone();
+    done_so_far.warnings = warnings;
+    let continuation = state
+        .request
+        .resume
+        .as_ref()
+        .map_or(1, |r| r.continuation.saturating_add(1));
+    let mut next = state.request.clone();
+    next.resume = Some(DrainResume {
+        started_at: state.started_at.clone(),
+        deadline,
+        force_requested,
+        policy: state.policy.clone(),
+        done_so_far,
+        continuation,
+    });
+    Finish::ContinueAsNew(Box::new(next))
+}
+
+/// How a lane of the drain ended.
+enum Lane {
+    /// Its pods are gone.
+    Finished,
+    /// Force mode is due, for this reason.
+    Forced(ForceReason),
+    /// The history is long: continue as a new run (the world is re-read there).
+    ContinueAsNew,
+}
+
+/// Whether force mode is due now.
+fn force_due(ctx: &WorkflowContext<DrainNodeWorkflow>, state: &Drain) -> Option<ForceReason> {
+    let (deadline, requested) = ctx.state(|s| (s.deadline, s.force_requested));
+    let deadline = deadline.unwrap_or_else(|| now(ctx));
+    force_reason(
+        now(ctx),
+        deadline,
+        &state.health,
+        state.policy.force_after_unhealthy,
+        requested,
+    )
+}
+
+/// Waits `interval` (never past the deadline), or less when force is requested.
+async fn pause(ctx: &mut WorkflowContext<DrainNodeWorkflow>, interval: Duration) {
+    let deadline = ctx.state(|s| s.deadline);
+    let wait = deadline
+        .map(|d| left_until(ctx, d))
+        .unwrap_or(interval)
+        .min(interval)
+        .max(MIN_WAIT);
+    select! {
+        _ = ctx.timer(wait) => {},
+        _ = ctx.wait_condition(|s: &DrainNodeWorkflow| s.force_requested) => {},
+    };
+}
+
+/// A deadline `budget` from now, never past the drain's deadline, as RFC 3339.
+fn wait_deadline(ctx: &WorkflowContext<DrainNodeWorkflow>, budget: Duration) -> (String, Duration) {
+    let drain_left = ctx
+        .state(|s| s.deadline)
+        .map(|d| left_until(ctx, d))
+        .unwrap_or(budget);
+    let budget = budget.min(drain_left).max(MIN_WAIT);
+    let at = now(ctx) + chrono::Duration::from_std(budget).unwrap_or(chrono::Duration::MAX);
+    (rfc3339(at), budget)
+}
+
+async fn list_pods(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &Drain,
+    step: Step,
+) -> Result<NodePods, StepFailed> {
+    ctx.execute_activity(
+        KubeActivities::list_node_pods,
+        ListNodePods {
+            node: state.request.node.clone(),
+        },
+        activity_options::read(),
+    )
+    .await
+    .map_err(|e| StepFailed::from_activity(step, &e))
+}
+
+/// Puts every pod of the plan and every tracked volume into the status.
+fn show_plan(ctx: &mut WorkflowContext<DrainNodeWorkflow>, plan: &DrainPlan) {
+    ctx.state_mut(|s| {
+        let Some(status) = s.status.as_mut() else {
+            return;
+        };
+        for skipped in &plan.skipped {
+            status.set_pod(
+                &skipped.pod,
+                PodState::Skipped,
+                Some(skipped.reason.as_str().to_owned()),
+            );
+        }
+        for pod in &plan.terminating {
+            status.set_pod(&pod.key(), PodState::Terminating, None);
+        }
+        for pod in &plan.without_volumes {
+            status.set_pod(&pod.key(), PodState::Waiting, None);
+        }
+        for volume_pod in &plan.with_volumes {
+            let key = volume_pod.pod.key();
+            status.set_pod(&key, PodState::Waiting, None);
+            if let Some(entry) = status.pods.iter_mut().find(|p| p.pod == key) {
+                entry.with_volumes = true;
+            }
+            for tracked in &volume_pod.tracked {
+                if !status
+                    .volumes
+                    .iter()
+                    .any(|v| v.persistent_volume == tracked.persistent_volume)
+                {
+                    status.volumes.push(VolumeProgress {
+                        persistent_volume: tracked.persistent_volume.clone(),
+                        pod: key.clone(),
+                        disk_id: tracked.disk_id.clone(),
+                        state: VolumeState::Attached,
+                        new_node: None,
+                    });
+                }
+            }
+        }
+    });
+}
+
+fn describe_plan(plan: &DrainPlan) -> String {
+    let mut parts = vec![
+        format!("{} without volumes", plan.without_volumes.len()),
+        format!("{} with volumes", plan.with_volumes.len()),
+    ];
+    if !plan.terminating.is_empty() {
+        parts.push(format!("{} already terminating", plan.terminating.len()));
+    }
+    if !plan.skipped.is_empty() {
+        parts.push(format!("{} left in place", plan.skipped.len()));
+    }
+    parts.join(", ")
+}
+
+fn set_pod(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    pod: &str,
+    state: PodState,
+    detail: Option<String>,
+) {
+    ctx.state_mut(|s| {
+        if let Some(status) = s.status.as_mut() {
+            status.set_pod(pod, state, detail);
+        }
+    });
+}
+
+fn set_volume(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    pv: &str,
+    state: VolumeState,
+    node: Option<String>,
+) {
+    ctx.state_mut(|s| {
+        if let Some(status) = s.status.as_mut() {
+            status.set_volume(pv, state, node);
+        }
+    });
+}
+
+fn warn(ctx: &mut WorkflowContext<DrainNodeWorkflow>, warning: String) {
+    ctx.state_mut(|s| {
+        if let Some(status) = s.status.as_mut()
+            && !status.warnings.contains(&warning)
+        {
+            status.warnings.push(warning);
+        }
+    });
+}
+
+/// Asks for one eviction and records what came of it.
+async fn evict(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    pod: &PodRef,
+    step: Step,
+) -> Result<Eviction, StepFailed> {
+    let outcome = ctx
+        .execute_activity(
+            KubeActivities::evict_pod,
+            PodAction { pod: pod.clone() },
+            activity_options::kube_write(),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(step, &e))?;
+    record_eviction(ctx, pod, &outcome);
+    Ok(outcome)
+}
+
+fn record_eviction(ctx: &mut WorkflowContext<DrainNodeWorkflow>, pod: &PodRef, outcome: &Eviction) {
+    let key = pod.key();
+    ctx.state_mut(|s| {
+        let Some(status) = s.status.as_mut() else {
+            return;
+        };
+        status.count_eviction(&key);
+        match outcome {
+            Eviction::Accepted => {
+                status.set_block(&key, None);
+                status.set_pod(&key, PodState::Evicting, Some("evicted".to_owned()));
+            }
+            Eviction::Gone => {
+                status.set_block(&key, None);
+                status.set_pod(&key, PodState::Gone, Some("already gone".to_owned()));
+            }
+            Eviction::Blocked { pdb, message } => {
+                let detail = match pdb {
+                    Some(pdb) if is_misconfigured(pdb) => format!(
+                        "blocked by PodDisruptionBudget {} (misconfigured: all its pods are healthy and it allows no disruption)",
+                        pdb.key()
+                    ),
+                    Some(pdb) => format!(
+                        "blocked by PodDisruptionBudget {} ({} disruptions allowed)",
+                        pdb.key(),
+                        pdb.disruptions_allowed
+                    ),
+                    None => format!("eviction refused: {message}"),
+                };
+                let block = pdb
+                    .as_ref()
+                    .map(|pdb| (pdb.key(), is_misconfigured(pdb), pdb.disruptions_allowed));
+                status.set_block(&key, block);
+                status.set_pod(&key, PodState::Blocked, Some(detail));
+            }
+        }
+    });
+}
+
+/// Step 5: evicts the pods without persistent volumes all at once, retries those a PDB blocks
+/// every PDB retry interval, and waits for them (and the pods already terminating) to go.
+async fn evict_without_volumes(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &mut Drain,
+    plan: &DrainPlan,
+) -> Result<Lane, StepFailed> {
+    begin(ctx, Step::EvictPods);
+    let mut leaving: Vec<PodRef> = plan.terminating.clone();
+    let mut to_evict: Vec<PodRef> = plan.without_volumes.clone();
+    let mut rounds = 0u32;
+    loop {
+        if let Some(reason) = force_due(ctx, state) {
+            done(ctx, Step::EvictPods, format!("interrupted: {reason}"));
+            return Ok(Lane::Forced(reason));
+        }
+        let attempts = to_evict.iter().map(|pod| {
+            ctx.execute_activity(
+                KubeActivities::evict_pod,
+                PodAction { pod: pod.clone() },
+                activity_options::kube_write(),
+            )
+        });
+        let outcomes = join_all(attempts).await;
+        let mut blocked = Vec::new();
+        for (pod, outcome) in to_evict.iter().zip(outcomes) {
+            let outcome = outcome.map_err(|e| StepFailed::from_activity(Step::EvictPods, &e))?;
+            record_eviction(ctx, pod, &outcome);
+            match outcome {
+                Eviction::Accepted => {
+                    state.result.evicted.push(pod.key());
+                    leaving.push(pod.clone());
+                }
+                Eviction::Gone => {}
+                Eviction::Blocked { .. } => blocked.push(pod.clone()),
+            }
+        }
+        if !leaving.is_empty() {
+            leaving = await_gone(ctx, state, leaving, Step::EvictPods).await?;
+        }
+        if blocked.is_empty() && leaving.is_empty() {
+            let evicted = state.result.evicted.len();
+            done(ctx, Step::EvictPods, format!("{evicted} evicted"));
+            return Ok(Lane::Finished);
+        }
+        rounds = rounds.saturating_add(1);
+        if ctx.continue_as_new_suggested() {
+            return Ok(Lane::ContinueAsNew);
+        }
+        pause(ctx, state.policy.pdb_retry_interval).await;
+        // Pods may have left meanwhile (deleted by someone, rescheduled): evict only those
+        // still here, and look at the node's health again.
+        let listed = list_pods(ctx, state, Step::EvictPods).await?;
+        state.health = listed.health.clone();
+        let present = |pod: &PodRef| listed.pods.iter().any(|p| p.uid == pod.uid);
+        for pod in blocked.iter().chain(&leaving).filter(|p| !present(p)) {
+            set_pod(ctx, &pod.key(), PodState::Gone, None);
+            let key = pod.key();
+            ctx.state_mut(|s| {
+                if let Some(status) = s.status.as_mut() {
+                    status.set_block(&key, None);
+                }
+            });
+        }
+        blocked.retain(present);
+        leaving.retain(present);
+        to_evict = blocked;
+        fact(ctx, "evictionRounds", rounds.to_string());
+    }
+}
+
+/// Waits for `pods` to go (their grace period, at most the drain timeout, plus 30 s); returns
+/// those still there.
+async fn await_gone(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &Drain,
+    pods: Vec<PodRef>,
+    step: Step,
+) -> Result<Vec<PodRef>, StepFailed> {
+    let longest = pods
+        .iter()
+        .map(|p| Duration::from_secs(p.grace_period_seconds))
+        .max()
+        .unwrap_or_default();
+    let (deadline, budget) =
+        wait_deadline(ctx, pod_disappearance_budget(longest, state.policy.timeout));
+    let pending = ctx
+        .execute_activity(
+            KubeActivities::await_pods_gone,
+            AwaitPodsGone {
+                pods: pods.clone(),
+                deadline,
+            },
+            activity_options::wait(budget),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(step, &e))?;
+    let mut still = Vec::new();
+    for pod in pods {
+        let key = pod.key();
+        if pending.pending.contains(&key) {
+            set_pod(
+                ctx,
+                &key,
+                PodState::Evicting,
+                Some(format!("still terminating after {}s", budget.as_secs())),
+            );
+            still.push(pod);
+        } else {
+            set_pod(ctx, &key, PodState::Gone, None);
+        }
+    }
+    Ok(still)
+}
+
+/// Step 6: the pods with persistent volumes, one at a time in the plan's order: evict, wait for
+/// its volumes to detach here (VolumeAttachment gone, disk released in Azure), then to attach
+/// on another node. A detach that times out is recorded in `stuck`.
+async fn move_volumes(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &mut Drain,
+    plan: &DrainPlan,
+    stuck: &mut Vec<VolumePod>,
+) -> Result<Lane, StepFailed> {
+    begin(ctx, Step::MoveVolumes);
+    let mut moved = 0usize;
+    for volume_pod in &plan.with_volumes {
+        let key = volume_pod.pod.key();
+        loop {
+            if let Some(reason) = force_due(ctx, state) {
+                done(ctx, Step::MoveVolumes, format!("interrupted: {reason}"));
+                return Ok(Lane::Forced(reason));
+            }
+            match evict(ctx, &volume_pod.pod, Step::MoveVolumes).await? {
+                Eviction::Accepted => {
+                    state.result.evicted.push(key.clone());
+                    break;
+                }
+                Eviction::Gone => break,
+                Eviction::Blocked { .. } => {
+                    if ctx.continue_as_new_suggested() {
+                        return Ok(Lane::ContinueAsNew);
+                    }
+                    pause(ctx, state.policy.pdb_retry_interval).await;
+                    let listed = list_pods(ctx, state, Step::MoveVolumes).await?;
+                    state.health = listed.health;
+                    if !listed.pods.iter().any(|p| p.uid == volume_pod.pod.uid) {
+                        break;
+                    }
+                }
+            }
+        }
+        if volume_pod.tracked.is_empty() {
+            await_gone(ctx, state, vec![volume_pod.pod.clone()], Step::MoveVolumes).await?;
+            continue;
+        }
+        for tracked in &volume_pod.tracked {
+            set_volume(
+                ctx,
+                &tracked.persistent_volume,
+                VolumeState::Detaching,
+                None,
+            );
+        }
+        let grace = Duration::from_secs(volume_pod.pod.grace_period_seconds);
+        let pending = await_detached(
+            ctx,
+            state,
+            volume_pod,
+            detach_budget(grace, state.policy.volume_detach_timeout),
+        )
+        .await?;
+        set_pod(ctx, &key, PodState::Gone, None);
+        if !pending.is_empty() {
+            for pv in &pending {
+                set_volume(ctx, pv, VolumeState::DetachTimedOut, None);
+            }
+            warn(
+                ctx,
+                format!(
+                    "{} of pod {key} did not detach from {} within {}s; waiting until the deadline, then force mode",
+                    pending.join(", "),
+                    state.request.node,
+                    detach_budget(grace, state.policy.volume_detach_timeout).as_secs()
+                ),
+            );
+            stuck.push(volume_pod.clone());
+            continue;
+        }
+        await_reattached(ctx, state, volume_pod).await?;
+        moved += 1;
+    }
+    let detail = if stuck.is_empty() {
+        format!("{moved} pods moved with their volumes")
+    } else {
+        format!(
+            "{moved} pods moved with their volumes, {} with a detach pending",
+            stuck.len()
+        )
+    };
+    done(ctx, Step::MoveVolumes, detail);
+    Ok(Lane::Finished)
+}
+
+/// Waits up to `budget` until the pod's tracked volumes have no VolumeAttachment on this node
+/// and their Azure disks are not `managedBy` its VM; returns the PVs still attached.
+async fn await_detached(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &Drain,
+    volume_pod: &VolumePod,
+    budget: Duration,
+) -> Result<Vec<String>, StepFailed> {
+    let (deadline, budget) = wait_deadline(ctx, budget);
+    let persistent_volumes: Vec<String> = volume_pod
+        .tracked
+        .iter()
+        .map(|t| t.persistent_volume.clone())
+        .collect();
+    let attachments = ctx
+        .execute_activity(
+            KubeActivities::await_volumes_detached,
+            AwaitVolumes {
+                node: state.request.node.clone(),
+                persistent_volumes,
+                deadline: deadline.clone(),
+            },
+            activity_options::wait(budget),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
+    let mut pending = attachments.pending;
+    let disks: Vec<(String, String)> = volume_pod
+        .tracked
+        .iter()
+        .filter(|t| !pending.contains(&t.persistent_volume))
+        .filter_map(|t| t.disk_id.clone().map(|d| (t.persistent_volume.clone(), d)))
+        .collect();
+    if !disks.is_empty() {
+        let released = ctx
+            .execute_activity(
+                ArmReadActivities::await_disks_released,
+                AwaitDisksReleased {
+                    vm_id: state.vm_id.clone(),
+                    disk_ids: disks.iter().map(|(_, d)| d.clone()).collect(),
+                    deadline,
+                },
+                activity_options::wait(budget),
+            )
+            .await
+            .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
+        for (pv, disk) in disks {
+            if released.pending.contains(&disk) {
+                pending.push(pv);
+            }
+        }
+    }
+    Ok(pending)
+}
+
+/// Waits up to the reattach timeout until each moved volume is attached on another node; a
+/// timeout is a warning.
+async fn await_reattached(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &mut Drain,
+    volume_pod: &VolumePod,
+) -> Result<(), StepFailed> {
+    for tracked in &volume_pod.tracked {
+        set_volume(
+            ctx,
+            &tracked.persistent_volume,
+            VolumeState::Reattaching,
+            None,
+        );
+    }
+    // The reattach wait is not bounded by the drain deadline: the pod has already left.
+    let budget = state.policy.volume_attach_timeout.max(MIN_WAIT);
+    let at = now(ctx) + chrono::Duration::from_std(budget).unwrap_or(chrono::Duration::MAX);
+    let reattached = ctx
+        .execute_activity(
+            KubeActivities::await_volumes_reattached,
+            AwaitVolumes {
+                node: state.request.node.clone(),
+                persistent_volumes: volume_pod
+                    .tracked
+                    .iter()
+                    .map(|t| t.persistent_volume.clone())
+                    .collect(),
+                deadline: rfc3339(at),
+            },
+            activity_options::wait(budget),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
+    for (pv, node) in &reattached.attached {
+        set_volume(ctx, pv, VolumeState::Reattached, Some(node.clone()));
+        state.result.volumes_moved.push((pv.clone(), node.clone()));
+    }
+    if !reattached.pending.is_empty() {
+        for pv in &reattached.pending {
+            set_volume(ctx, pv, VolumeState::ReattachTimedOut, None);
+        }
+        warn(
+            ctx,
+            format!(
+                "{} of pod {} did not attach on another node within {}s",
+                reattached.pending.join(", "),
+                volume_pod.pod.key(),
+                budget.as_secs()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Step 7: volumes whose detach timed out are looked at again every PDB retry interval until
+/// they detach or force mode is due.
+async fn await_stuck_volumes(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &mut Drain,
+    stuck: &mut Vec<VolumePod>,
+) -> Result<Lane, StepFailed> {
+    begin(ctx, Step::MoveVolumes);
+    loop {
+        if let Some(reason) = force_due(ctx, state) {
+            done(ctx, Step::MoveVolumes, format!("detach pending, {reason}"));
+            return Ok(Lane::Forced(reason));
+        }
+        if ctx.continue_as_new_suggested() {
+            return Ok(Lane::ContinueAsNew);
+        }
+        pause(ctx, state.policy.pdb_retry_interval).await;
+        let mut still = Vec::new();
+        for volume_pod in stuck.drain(..) {
+            let pending = await_detached(ctx, state, &volume_pod, MIN_WAIT).await?;
+            if pending.is_empty() {
+                await_reattached(ctx, state, &volume_pod).await?;
+            } else {
+                still.push(volume_pod);
+            }
+        }
+        *stuck = still;
+        if stuck.is_empty() {
+            done(ctx, Step::MoveVolumes, "every volume detached");
+            return Ok(Lane::Finished);
+        }
+        let listed = list_pods(ctx, state, Step::MoveVolumes).await?;
+        state.health = listed.health;
+    }
+}
+
+/// Step 8, force mode: deletes every pod still to move with grace period 0, deletes the node's
+/// VolumeAttachments and force-detaches the VM's data disks in Azure.
+async fn force_drain(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &mut Drain,
+    reason: ForceReason,
+) -> Result<(), StepFailed> {
+    let reason_text = reason.to_string();
+    ctx.state_mut(|s| {
+        if let Some(status) = s.status.as_mut() {
+            status.mode = DrainMode::Force {
+                reason: reason_text.clone(),
+            };
+        }
+    });
+    state.result.forced = Some(reason_text.clone());
+    begin(ctx, Step::ForceDrain);
+    fact(ctx, "forceReason", reason_text);
+
+    let listed = list_pods(ctx, state, Step::ForceDrain).await?;
+    let plan = plan_drain(&listed.pods);
+    show_plan(ctx, &plan);
+    let victims: Vec<PodRef> = plan.moving().cloned().collect();
+    let deletions = victims.iter().map(|pod| {
+        ctx.execute_activity(
+            KubeActivities::delete_pod,
+            PodAction { pod: pod.clone() },
+            activity_options::kube_write(),
+        )
+    });
+    let outcomes = join_all(deletions).await;
+    for (pod, outcome) in victims.iter().zip(outcomes) {
+        let outcome = outcome.map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
+        let key = pod.key();
+        let detail = match outcome {
+            PodDeletion::Deleted => {
+                state.result.force_deleted.push(key.clone());
+                "deleted with grace period 0"
+            }
+            PodDeletion::Gone => "already gone",
+        };
+        set_pod(ctx, &key, PodState::ForceDeleted, Some(detail.to_owned()));
+        ctx.state_mut(|s| {
+            if let Some(status) = s.status.as_mut() {
+                status.set_block(&key, None);
+            }
+        });
+    }
+
+    let attachments = ctx
+        .execute_activity(
+            KubeActivities::delete_node_volume_attachments,
+            NodeAttachments {
+                node: state.request.node.clone(),
+            },
+            activity_options::kube_write(),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
+
+    let writes = arm_write_task_queue(ctx.task_queue());
+    let started = ctx
+        .execute_activity(
+            ArmWriteActivities::force_detach_data_disks,
+            ForceDetachDisks {
+                cluster: state.request.cluster.clone(),
+                machine: state.request.node.clone(),
+            },
+            activity_options::arm_cleanup_write(&writes),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
+    let detached = match started {
+        ForceDetachStarted::Started { disks, operation } => {
+            let at = now(ctx)
+                + chrono::Duration::from_std(FORCE_DETACH_BUDGET).unwrap_or(chrono::Duration::MAX);
+            let left = ctx
+                .execute_activity(
+                    ArmReadActivities::await_force_detach,
+                    AwaitForceDetach {
+                        machine: state.request.node.clone(),
+                        operation,
+                        deadline: rfc3339(at),
+                    },
+                    activity_options::wait(FORCE_DETACH_BUDGET),
+                )
+                .await
+                .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
+            if !left.pending.is_empty() {
+                warn(
+                    ctx,
+                    format!(
+                        "Azure still lists {} on the VM after the force detach",
+                        left.pending.join(", ")
+                    ),
+                );
+            }
+            disks.len()
+        }
+        ForceDetachStarted::NothingAttached | ForceDetachStarted::VmAbsent => 0,
+    };
+    ctx.state_mut(|s| {
+        if let Some(status) = s.status.as_mut() {
+            for volume in &mut status.volumes {
+                if volume.state != VolumeState::Reattached {
+                    volume.state = VolumeState::ForceDetached;
+                }
+            }
+        }
+    });
+    done(
+        ctx,
+        Step::ForceDrain,
+        format!(
+            "{} pods deleted with grace period 0, {} VolumeAttachments deleted, {detached} data disks force-detached",
+            state.result.force_deleted.len(),
+            attachments.len()
+        ),
+    );
+    Ok(())
+}
