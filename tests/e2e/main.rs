@@ -8,4 +8,5 @@ mod machines;
 mod preflight;
 mod sandbox;
 mod temporal_smoke;
+mod volumes;
 mod worker;

@@ -11,7 +11,9 @@ pub mod machines;
 pub mod poll;
 pub mod stack;
 pub mod temporal_worker;
+pub mod timeline;
 pub mod worker_process;
+pub mod workloads;
 
 pub use poll::eventually;
 pub use stack::Stack;

@@ -403,8 +403,8 @@ fn force_due(ctx: &WorkflowContext<DrainNodeWorkflow>, state: &Drain) -> Option<
     let (deadline, requested) = ctx.state(|s| (s.deadline, s.force_requested));
     let deadline = deadline.unwrap_or_else(|| now(ctx));
     force_reason(
-        now(ctx),
-        deadline,
+        now(ctx).timestamp(),
+        deadline.timestamp(),
         &state.health,
         state.policy.force_after_unhealthy,
         requested,

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// A node condition as the drain reads it.
@@ -11,9 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct ConditionFacts {
     /// `True`, `False` or `Unknown`.
     pub status: String,
-    /// `lastTransitionTime`.
+    /// `lastTransitionTime`, in seconds since the Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<DateTime<Utc>>,
+    pub since: Option<i64>,
 }
 
 /// The health of the node being drained.
@@ -35,10 +34,7 @@ pub enum ForceReason {
     /// Asked for: `--force` at the start or the `force` signal.
     Requested,
     /// The drain deadline passed.
-    DeadlinePassed {
-        /// The deadline, RFC 3339.
-        deadline: String,
-    },
+    DeadlinePassed,
     /// The node has not been Ready for longer than the threshold.
     NotReady {
         /// For how long, in seconds.
@@ -55,9 +51,7 @@ impl std::fmt::Display for ForceReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ForceReason::Requested => f.write_str("force was requested"),
-            ForceReason::DeadlinePassed { deadline } => {
-                write!(f, "the drain deadline {deadline} passed")
-            }
+            ForceReason::DeadlinePassed => f.write_str("the drain deadline passed"),
             ForceReason::NotReady { for_seconds } => {
                 write!(f, "the node has not been Ready for {for_seconds}s")
             }
@@ -74,10 +68,10 @@ impl std::fmt::Display for ForceReason {
 /// Whether the drain must switch to force mode now, and why (MCM: a forced drain when the drain
 /// timeout passed, on request, or when the node has been NotReady — `Ready` not `True`, which
 /// includes `Unknown` — or has had `ReadonlyFilesystem` not `False` for longer than
-/// `unhealthy_after`).
+/// `unhealthy_after`). Times are seconds since the Unix epoch.
 pub fn force_reason(
-    now: DateTime<Utc>,
-    deadline: DateTime<Utc>,
+    now: i64,
+    deadline: i64,
     health: &NodeHealth,
     unhealthy_after: Duration,
     requested: bool,
@@ -86,17 +80,15 @@ pub fn force_reason(
         return Some(ForceReason::Requested);
     }
     if now >= deadline {
-        return Some(ForceReason::DeadlinePassed {
-            deadline: deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        });
+        return Some(ForceReason::DeadlinePassed);
     }
     let lasting = |condition: &Option<ConditionFacts>, healthy: &str| -> Option<u64> {
         let condition = condition.as_ref()?;
         if condition.status == healthy {
             return None;
         }
-        let held = (now - condition.since?).to_std().ok()?;
-        (held > unhealthy_after).then_some(held.as_secs())
+        let held = u64::try_from(now.checked_sub(condition.since?)?).ok()?;
+        (held > unhealthy_after.as_secs()).then_some(held)
     };
     if let Some(for_seconds) = lasting(&health.ready, "True") {
         return Some(ForceReason::NotReady { for_seconds });
@@ -111,8 +103,8 @@ pub fn force_reason(
 mod tests {
     use super::*;
 
-    fn at(secs: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap_or_default()
+    fn at(secs: i64) -> i64 {
+        1_800_000_000 + secs
     }
 
     fn condition(status: &str, since: i64) -> Option<ConditionFacts> {
@@ -151,9 +143,7 @@ mod tests {
                 7200,
                 &ready,
                 false,
-                Some(ForceReason::DeadlinePassed {
-                    deadline: "2027-01-15T10:00:00Z".into(),
-                }),
+                Some(ForceReason::DeadlinePassed),
             ),
             ("NotReady for 4m", 240, &not_ready, false, None),
             ("NotReady exactly 5m", 300, &not_ready, false, None),

@@ -287,7 +287,7 @@ fn condition_facts(condition: &NodeCondition) -> ConditionFacts {
         since: condition
             .last_transition_time
             .as_ref()
-            .and_then(|time| DateTime::from_timestamp_millis(time.0.as_millisecond())),
+            .map(|time| time.0.as_second()),
     }
 }
 
@@ -382,11 +382,11 @@ mod tests {
             NodeHealth {
                 ready: Some(ConditionFacts {
                     status: "True".into(),
-                    since: Some(at("2026-01-02T03:04:05Z")),
+                    since: Some(at("2026-01-02T03:04:05Z").timestamp()),
                 }),
                 readonly_filesystem: Some(ConditionFacts {
                     status: "False".into(),
-                    since: Some(at("2026-01-01T00:00:00Z")),
+                    since: Some(at("2026-01-01T00:00:00Z").timestamp()),
                 }),
             }
         );
