@@ -13,7 +13,7 @@ use temporalio_client::{
 use temporalio_common::search_attributes::SearchAttributes;
 
 use super::follow::follow;
-use super::start_error;
+use super::{announce_start, start_error};
 use crate::{CliError, Output, pool_file, settings::Settings};
 
 /// The arguments of `machine create`.
@@ -66,21 +66,20 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         .start_workflow(CreateMachineWorkflow::run, request, options)
         .await
         .map_err(|error| start_error(error, &workflow_id, &machine.to_string(), &link))?;
-    if output == Output::Text {
-        eprintln!(
-            "started {workflow_id}: creating machine {machine} of pool {}",
-            pool.name
-        );
-        eprintln!("  follow it: nodewright machine status {machine}   or   {link}");
-    }
-    if !args.wait {
-        if output == Output::Json {
-            let document = serde_json::json!({
-                "workflowId": workflow_id.as_str(), "machine": machine.as_str(),
-                "pool": pool.name, "ui": link,
-            });
-            println!("{document}");
-        }
+    let document = serde_json::json!({
+        "workflowId": workflow_id.as_str(), "machine": machine.as_str(),
+        "pool": pool.name, "ui": link,
+    });
+    let doing = format!("creating machine {machine} of pool {}", pool.name);
+    if !announce_start(
+        output,
+        args.wait,
+        &workflow_id,
+        &doing,
+        machine.as_str(),
+        &link,
+        document,
+    ) {
         return Ok(());
     }
     let created = follow(

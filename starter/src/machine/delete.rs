@@ -13,7 +13,7 @@ use temporalio_common::search_attributes::SearchAttributes;
 use super::drain::print_drained;
 use super::follow::follow;
 use super::render::{ShowsProgress, drain_events};
-use super::start_error;
+use super::{announce_start, start_error};
 use crate::{CliError, Output, settings::Settings};
 
 /// How to delete.
@@ -87,17 +87,19 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         .start_workflow(DeleteMachineWorkflow::run, request, options)
         .await
         .map_err(|error| start_error(error, &workflow_id, machine.as_str(), &link))?;
-    if output == Output::Text {
-        eprintln!("started {workflow_id}: deleting machine {machine}");
-        eprintln!("  follow it: nodewright machine status {machine}   or   {link}");
-    }
-    if !wait {
-        if output == Output::Json {
-            let document = serde_json::json!({
-                "workflowId": workflow_id.as_str(), "machine": machine.as_str(), "ui": link,
-            });
-            println!("{document}");
-        }
+    let document = serde_json::json!({
+        "workflowId": workflow_id.as_str(), "machine": machine.as_str(), "ui": link,
+    });
+    let doing = format!("deleting machine {machine}");
+    if !announce_start(
+        output,
+        wait,
+        &workflow_id,
+        &doing,
+        machine.as_str(),
+        &link,
+        document,
+    ) {
         return Ok(());
     }
     let drain_id = WorkflowId::for_subject(Operation::Drain, &cluster, machine.as_str());

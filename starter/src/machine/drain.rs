@@ -15,7 +15,7 @@ use temporalio_client::{
 use temporalio_common::search_attributes::SearchAttributes;
 
 use super::follow::{error_chain, follow};
-use super::start_error;
+use super::{announce_start, start_error};
 use crate::{CliError, Output, settings::Settings};
 
 fn machine_name(name: &str) -> Result<MachineName, CliError> {
@@ -69,17 +69,19 @@ pub async fn start(
         .start_workflow(DrainNodeWorkflow::run, request, options)
         .await
         .map_err(|error| start_error(error, &workflow_id, machine.as_str(), &link))?;
-    if output == Output::Text {
-        eprintln!("started {workflow_id}: draining node {machine} (the VM stays)");
-        eprintln!("  follow it: nodewright machine status {machine}   or   {link}");
-    }
-    if !wait {
-        if output == Output::Json {
-            let document = serde_json::json!({
-                "workflowId": workflow_id.as_str(), "machine": machine.as_str(), "ui": link,
-            });
-            println!("{document}");
-        }
+    let document = serde_json::json!({
+        "workflowId": workflow_id.as_str(), "machine": machine.as_str(), "ui": link,
+    });
+    let doing = format!("draining node {machine} (the VM stays)");
+    if !announce_start(
+        output,
+        wait,
+        &workflow_id,
+        &doing,
+        machine.as_str(),
+        &link,
+        document,
+    ) {
         return Ok(());
     }
     let drained = follow(

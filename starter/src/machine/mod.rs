@@ -140,6 +140,27 @@ pub async fn run(
     }
 }
 
+/// Says that `workflow_id` started and how to follow it (text), or, without `wait`, prints
+/// `document` (JSON). Returns whether the caller should follow the run.
+fn announce_start(
+    output: Output,
+    wait: bool,
+    workflow_id: &nodewright_model::WorkflowId,
+    doing: &str,
+    machine: &str,
+    link: &str,
+    document: serde_json::Value,
+) -> bool {
+    if output == Output::Text {
+        eprintln!("started {workflow_id}: {doing}");
+        eprintln!("  follow it: nodewright machine status {machine}   or   {link}");
+    }
+    if !wait && output == Output::Json {
+        println!("{document}");
+    }
+    wait
+}
+
 /// The CLI's answer to a start Temporal refused: "already running" says how to follow the run.
 fn start_error(
     error: temporalio_client::errors::WorkflowStartError,

@@ -11,7 +11,7 @@ use temporalio_sdk::activities::ActivityContext;
 use super::error::MachineError;
 use super::wait::{heartbeat, parse_deadline};
 use super::{check_owned, is_gone};
-use crate::azure::virtual_machines::{AttachDetachDataDisks, DataDiskToDetach};
+use crate::azure::virtual_machines::{AttachDetachDataDisks, DataDiskToDetach, VirtualMachine};
 use crate::azure::{ArmClient, OperationHandle, Progress};
 
 /// How often disks are read while waiting.
@@ -126,15 +126,7 @@ pub(super) async fn force_detach(
         &input.cluster,
         &input.machine,
     )?;
-    let disks: Vec<String> = vm
-        .properties
-        .storage_profile
-        .as_ref()
-        .and_then(|profile| profile.data_disks.as_ref())
-        .into_iter()
-        .flatten()
-        .filter_map(|disk| disk.managed_disk.as_ref().and_then(|m| m.id.clone()))
-        .collect();
+    let disks = data_disk_ids(&vm);
     if disks.is_empty() {
         return Ok(ForceDetachStarted::NothingAttached);
     }
@@ -189,20 +181,24 @@ pub(super) async fn await_force_detach(
             Err(error) if is_gone(&error) => return Ok(DisksReleased::default()),
             Err(error) => return Err(error.into()),
         };
-        let pending: Vec<String> = vm
-            .properties
-            .storage_profile
-            .as_ref()
-            .and_then(|profile| profile.data_disks.as_ref())
-            .into_iter()
-            .flatten()
-            .filter_map(|disk| disk.managed_disk.as_ref().and_then(|m| m.id.clone()))
-            .collect();
+        let pending = data_disk_ids(&vm);
         if pending.is_empty() || Utc::now() >= deadline {
             return Ok(DisksReleased { pending });
         }
         sleep_before(deadline).await;
     }
+}
+
+/// The ARM ids of the managed disks the VM lists as data disks.
+fn data_disk_ids(vm: &VirtualMachine) -> Vec<String> {
+    vm.properties
+        .storage_profile
+        .as_ref()
+        .and_then(|profile| profile.data_disks.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|disk| disk.managed_disk.as_ref().and_then(|m| m.id.clone()))
+        .collect()
 }
 
 async fn sleep_before(deadline: DateTime<Utc>) {
