@@ -19,7 +19,7 @@ use nodewright_model::drain::{
     detach_budget, force_reason, is_misconfigured, plan_drain, pod_disappearance_budget,
     policy_from_annotation,
 };
-use nodewright_model::machine::{MachineStatus, Step};
+use nodewright_model::machine::{MachineStatus, Step, StepState};
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_model::pool::DrainPolicy;
 use temporalio_macros::{workflow, workflow_methods};
@@ -49,6 +49,8 @@ pub struct DrainNodeWorkflow {
     status: Option<DrainStatus>,
     deadline: Option<DateTime<Utc>>,
     force_requested: bool,
+    /// Extensions signalled before the deadline was known, added to it once it is.
+    pending_extension_seconds: u64,
 }
 
 fn fresh_status(node: &str) -> DrainStatus {
@@ -116,11 +118,16 @@ impl DrainNodeWorkflow {
     /// Moves the deadline (when force mode starts) later by this many seconds.
     #[signal(name = "extend_deadline")]
     pub fn extend_deadline(&mut self, _ctx: &mut SyncWorkflowContext<Self>, seconds: u64) {
-        let by = chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(i64::MAX / 1000));
-        if let Some(deadline) = self.deadline.as_mut() {
-            *deadline = deadline.checked_add_signed(by).unwrap_or(*deadline);
-            let text = rfc3339(*deadline);
-            self.status.get_or_insert_with(|| fresh_status("")).deadline = Some(text);
+        match self.deadline.as_mut() {
+            Some(deadline) => {
+                *deadline = extended(*deadline, seconds);
+                let text = rfc3339(*deadline);
+                self.status.get_or_insert_with(|| fresh_status("")).deadline = Some(text);
+            }
+            None => {
+                self.pending_extension_seconds =
+                    self.pending_extension_seconds.saturating_add(seconds);
+            }
         }
     }
 
@@ -130,6 +137,12 @@ impl DrainNodeWorkflow {
     pub fn status(&self, _ctx: &WorkflowContextView) -> DrainStatus {
         self.status.clone().unwrap_or_else(|| fresh_status(""))
     }
+}
+
+/// `deadline` moved `seconds` later (unchanged when that overflows).
+fn extended(deadline: DateTime<Utc>, seconds: u64) -> DateTime<Utc> {
+    let by = chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(i64::MAX / 1000));
+    deadline.checked_add_signed(by).unwrap_or(deadline)
 }
 
 /// How a drain run ends well.
@@ -322,6 +335,7 @@ fn start_state(
         "defaults"
     };
     ctx.state_mut(|s| {
+        let deadline = extended(deadline, std::mem::take(&mut s.pending_extension_seconds));
         s.deadline = Some(deadline);
         let status = s.status.get_or_insert_with(|| fresh_status(&request.node));
         status.deadline = Some(rfc3339(deadline));
@@ -1050,19 +1064,42 @@ async fn force_drain(
                     ),
                 );
             }
-            disks.len()
+            Some(disks)
         }
-        ForceDetachStarted::NothingAttached | ForceDetachStarted::VmAbsent => 0,
+        ForceDetachStarted::NothingAttached | ForceDetachStarted::VmAbsent => None,
     };
+    let force_detached = match &detached {
+        Some(disks) => disks.clone(),
+        None => Vec::new(),
+    };
+    let released_here = !attachments.is_empty() || !force_detached.is_empty();
+    let at = rfc3339(now(ctx));
     ctx.state_mut(|s| {
         if let Some(status) = s.status.as_mut() {
             for volume in &mut status.volumes {
-                if volume.state != VolumeState::Reattached {
+                let disk_released = volume.disk_id.as_ref().is_some_and(|disk| {
+                    force_detached.iter().any(|d| d.eq_ignore_ascii_case(disk))
+                });
+                let released = disk_released || (volume.disk_id.is_none() && released_here);
+                if volume.state != VolumeState::Reattached && released {
                     volume.state = VolumeState::ForceDetached;
+                }
+            }
+            for step in [Step::EvictPods, Step::MoveVolumes] {
+                let pending = status
+                    .run
+                    .steps
+                    .iter()
+                    .any(|p| p.step == step && p.state == StepState::Pending);
+                if pending {
+                    status
+                        .run
+                        .finish(step, &at, Some("skipped: force mode".to_owned()));
                 }
             }
         }
     });
+    let detached = force_detached.len();
     done(
         ctx,
         Step::ForceDrain,

@@ -217,7 +217,10 @@ pub async fn extend(
         .and_then(|status: DrainStatus| status.deadline);
     let message = match deadline {
         Some(deadline) => format!("{machine}: drain deadline moved to {deadline}"),
-        None => format!("{machine}: drain deadline moved {}s later", by.as_secs()),
+        None => format!(
+            "{machine}: asked the drain to move its deadline {}s later (its status did not answer; check with `nodewright machine status {machine}`)",
+            by.as_secs()
+        ),
     };
     report_signal(output, &workflow_id, &message);
     Ok(())

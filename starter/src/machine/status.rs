@@ -53,10 +53,18 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
         WorkflowId::for_subject(Operation::Drain, &cluster, machine.as_str()),
     )
     .await;
-    let latest = [create, drain, delete]
-        .into_iter()
-        .flatten()
-        .max_by_key(|found| found.started);
+    // A drain that started after the latest delete is that delete's first step: show the
+    // delete (with the drain's pods and volumes), not the drain alone.
+    let drain_of_delete = matches!((&drain, &delete), (Some(d), Some(x)) if d.started >= x.started);
+    let drain_id = drain.as_ref().map(|d| d.workflow_id.to_string());
+    let latest = [
+        create,
+        (!drain_of_delete).then_some(drain).flatten(),
+        delete,
+    ]
+    .into_iter()
+    .flatten()
+    .max_by_key(|found| found.started);
     let Some(found) = latest else {
         return Err(CliError::InvalidInput(format!(
             "no create, drain or delete run of machine {machine} in cluster {cluster}; list runs with `nodewright runs --machine {machine}`"
@@ -81,6 +89,17 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
                 run
             })
     } else {
+        if let (true, Some(drain_id)) = (drain_of_delete, &drain_id) {
+            drain_status = client
+                .get_workflow_handle::<DrainNodeWorkflow>(drain_id.clone())
+                .query(
+                    DrainNodeWorkflow::status,
+                    (),
+                    WorkflowQueryOptions::default(),
+                )
+                .await
+                .ok();
+        }
         client
             .get_workflow_handle::<DeleteMachineWorkflow>(id.clone())
             .query(DeleteMachineWorkflow::status, (), query)
@@ -95,12 +114,13 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
     let run_status = format!("{:?}", found.run_status).to_lowercase();
     match output {
         Output::Json => {
-            let document = match &drain_status {
-                Some(drain) => serde_json::json!({
+            let document = match (&drain_status, id.starts_with("drain/")) {
+                (Some(drain), true) => serde_json::json!({
                     "workflowId": id, "runStatus": run_status, "status": drain, "ui": link,
                 }),
-                None => serde_json::json!({
-                    "workflowId": id, "runStatus": run_status, "status": progress, "ui": link,
+                (drain, _) => serde_json::json!({
+                    "workflowId": id, "runStatus": run_status, "status": progress,
+                    "drain": drain, "ui": link,
                 }),
             };
             println!("{document}");
