@@ -3,6 +3,7 @@
 //! stack is up.
 
 mod cli;
+mod drain;
 mod kubernetes_smoke;
 mod machines;
 mod preflight;

@@ -1,0 +1,165 @@
+//! What the drain tests share: pool files with drain settings, the CLI off the async threads,
+//! the drain's `status` as JSON and its parts, machines made and removed with the CLI.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Result, bail, ensure};
+use nodewright_tests::Stack;
+use nodewright_tests::machines::{CliResult, create_machine, write_pool_file};
+use serde_json::Value;
+
+/// How often a drain's status is read while waiting for it.
+pub(super) const POLL: Duration = Duration::from_millis(500);
+
+/// Prints the drain's steps with their details.
+pub(super) fn print_steps(status: &Value) {
+    for step in status["run"]["steps"].as_array().into_iter().flatten() {
+        println!(
+            "  step {:<13} {:<8} {}",
+            step["step"].as_str().unwrap_or_default(),
+            step["state"].as_str().unwrap_or_default(),
+            step["detail"].as_str().unwrap_or_default()
+        );
+    }
+}
+
+/// The entry of the PersistentVolume `pv` in a DrainStatus.
+pub(super) fn volume_entry<'a>(status: &'a Value, pv: &str) -> Option<&'a Value> {
+    status["volumes"]
+        .as_array()?
+        .iter()
+        .find(|v| v["persistentVolume"] == pv)
+}
+
+/// A pool file as [`write_pool_file`] writes it, with `spec.drain` set to `settings`.
+pub(super) fn drain_pool_file(
+    stack: &Stack,
+    pool: &str,
+    settings: &[(&str, &str)],
+) -> Result<PathBuf> {
+    let path = write_pool_file(stack, pool, "5m")?;
+    let text = std::fs::read_to_string(&path)?;
+    let mut drain = String::from("  drain:\n");
+    for (key, value) in settings {
+        drain.push_str(&format!("    {key}: {value}\n"));
+    }
+    ensure!(
+        text.contains("\n  timeouts:\n"),
+        "unexpected pool file:\n{text}"
+    );
+    let text = text.replace("\n  timeouts:\n", &format!("\n{drain}  timeouts:\n"));
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// Runs the CLI off the async threads.
+pub(super) async fn cli(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<CliResult> {
+    let (stack, task_queue) = (stack.clone(), task_queue.to_owned());
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        CliResult::run(&stack, &task_queue, &args)
+    })
+    .await?
+}
+
+/// `machine status NAME --output json` of a machine whose latest run is its drain.
+pub(super) async fn drain_status(stack: &Stack, task_queue: &str, machine: &str) -> Result<Value> {
+    let doc = cli(
+        stack,
+        task_queue,
+        &["machine", "status", machine, "--output", "json"],
+    )
+    .await?
+    .expect_code(0)?
+    .json()?;
+    let expected = format!("drain/{}/{machine}", stack.cluster);
+    ensure!(
+        doc["workflowId"] == expected.as_str(),
+        "status of {expected}: {doc}"
+    );
+    Ok(doc)
+}
+
+/// Polls [`drain_status`] until `done` holds; the error shows the last answer.
+pub(super) async fn wait_status(
+    stack: &Stack,
+    task_queue: &str,
+    machine: &str,
+    what: &str,
+    timeout: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let doc = drain_status(stack, task_queue, machine).await?;
+        if done(&doc) {
+            return Ok(doc);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("timed out after {timeout:?} waiting for {what}; last status: {doc}");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The entry of `pod` (`namespace/name`) in a DrainStatus.
+pub(super) fn pod_entry<'a>(status: &'a Value, pod: &str) -> Option<&'a Value> {
+    status["pods"].as_array()?.iter().find(|p| p["pod"] == pod)
+}
+
+/// The entry of `step` in a DrainStatus's run.
+pub(super) fn step<'a>(status: &'a Value, step: &str) -> Option<&'a Value> {
+    status["run"]["steps"]
+        .as_array()?
+        .iter()
+        .find(|s| s["step"] == step)
+}
+
+pub(super) fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Creates the machines with the CLI, in parallel, and waits for them.
+pub(super) async fn create_machines(
+    stack: &Stack,
+    task_queue: &str,
+    pool_file: &Path,
+    machines: &[String],
+) -> Result<()> {
+    let creates = machines.iter().map(|machine| {
+        let (stack, task_queue, pool_file, machine) = (
+            stack.clone(),
+            task_queue.to_owned(),
+            pool_file.to_path_buf(),
+            machine.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            create_machine(&stack, &task_queue, &pool_file, &machine, &["--wait"])
+        })
+    });
+    for created in futures::future::join_all(creates).await {
+        created??.expect_code(0)?;
+    }
+    Ok(())
+}
+
+/// Deletes the machines without draining, in parallel; reports failures without failing.
+pub(super) async fn delete_machines(stack: &Stack, task_queue: &str, machines: &[String]) {
+    let deletes = machines.iter().map(|machine| async move {
+        let args = ["machine", "delete", machine, "--skip-drain", "--wait"];
+        let outcome = cli(stack, task_queue, &args).await;
+        (machine, outcome)
+    });
+    for (machine, outcome) in futures::future::join_all(deletes).await {
+        if let Err(error) = outcome.and_then(|r| r.expect_code(0).map(|_| ())) {
+            eprintln!("cleanup: deleting machine {machine}: {error:#}");
+        }
+    }
+}

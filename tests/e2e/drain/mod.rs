@@ -1,0 +1,9 @@
+//! DrainNode end to end, alone (`machine drain`) and as DeleteMachine's first step: workloads on
+//! nodewright machines (Deployments, DaemonSets, StatefulSets on Azure Disk CSI volumes, PDBs),
+//! the `nodewright` CLI against a `nodewright-worker` process per test, and the world checked
+//! afterwards: pods, VolumeAttachments, disks in the sandbox.
+
+mod common;
+mod not_ready;
+mod pdb;
+mod stuck_detach;
