@@ -4,6 +4,8 @@
 //! afterwards: pods, VolumeAttachments, disks in the sandbox.
 
 mod common;
+mod crash;
 mod not_ready;
 mod pdb;
+mod stateful;
 mod stuck_detach;
