@@ -308,6 +308,19 @@ impl Sandbox {
         Ok(())
     }
 
+    /// Sets the emulator's latency profile (`instant`, `short`, `realistic`) for every
+    /// operation started from now on.
+    pub async fn set_latency(&self, profile: &str) -> Result<()> {
+        self.http
+            .put(self.url("/sandbox/latency"))
+            .bearer_auth(&self.stack.arm.token)
+            .json(&serde_json::json!({ "profile": profile, "scale": 1.0 }))
+            .send()
+            .await?
+            .error_for_status()?;
+        Ok(())
+    }
+
     /// The ARM requests whose path contains `contains` (case-insensitive), oldest first.
     pub async fn requests(&self, contains: &str) -> Result<Vec<Value>> {
         let body = self
