@@ -303,6 +303,11 @@ fn start_state(
     annotation: Option<&str>,
     health: NodeHealth,
 ) -> Drain {
+    let (chosen, source) = match (&request.policy, annotation.and_then(policy_from_annotation)) {
+        (Some(policy), _) => (policy.clone(), "request"),
+        (None, Some(policy)) => (policy, "the Node's pool"),
+        (None, None) => (DrainPolicy::default(), "defaults"),
+    };
     let (policy, started_at, deadline, result) = match &request.resume {
         Some(resume) => (
             resume.policy.clone(),
@@ -311,11 +316,7 @@ fn start_state(
             resume.done_so_far.clone(),
         ),
         None => {
-            let policy = request
-                .policy
-                .clone()
-                .or_else(|| annotation.and_then(policy_from_annotation))
-                .unwrap_or_default();
+            let policy = chosen;
             let started = now(ctx);
             let deadline = started
                 + chrono::Duration::from_std(policy.timeout).unwrap_or(chrono::Duration::MAX);
@@ -326,13 +327,6 @@ fn start_state(
             };
             (policy, rfc3339(started), deadline, result)
         }
-    };
-    let source = if request.policy.is_some() {
-        "request"
-    } else if annotation.and_then(policy_from_annotation).is_some() {
-        "the Node's pool"
-    } else {
-        "defaults"
     };
     ctx.state_mut(|s| {
         let deadline = extended(deadline, std::mem::take(&mut s.pending_extension_seconds));

@@ -38,10 +38,10 @@ use nodewright_tests::{Stack, eventually};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+use super::common::{create_machines, delete_machines};
 use super::stateful::{
-    check_all_moved, check_drain_status, check_parallel_evictions, check_serial_moves,
-    create_machines, delete_machines, drain_of, entry, machine_status, place_on_a, temporal_cli,
-    terminate_drains, write_drain_pool_file,
+    check_all_moved, check_drain_status, check_parallel_evictions, check_serial_moves, drain_of,
+    entry, machine_status, place_on_a, temporal_cli, terminate_drains, write_drain_pool_file,
 };
 
 /// How often A's VM is read to see its data disks.

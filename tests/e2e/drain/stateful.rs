@@ -33,10 +33,10 @@ use anyhow::{Context, Result, ensure};
 use nodewright_model::drain::TAINT_DRAINING;
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{
-    CliResult, KillableWorker, Sandbox, create_machine, node, write_pool_file,
-};
+use nodewright_tests::machines::{KillableWorker, Sandbox, node};
 use nodewright_tests::stack::repo_root;
+
+use super::common::{cli, create_machines, delete_machines, drain_pool_file};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::timeline::{Timeline, What};
 use nodewright_tests::workloads::{
@@ -58,36 +58,17 @@ const HIGH_PRIORITY: i32 = 1000;
 
 /// The pool's drain settings: a quick PDB retry, timeouts long enough that nothing turns to
 /// force mode.
-const DRAIN_SETTINGS: &str = "  drain:
-    timeout: 10m
-    pdbRetryInterval: 2s
-    volumeDetachTimeout: 1m
-    volumeAttachTimeout: 1m
-    forceAfterUnhealthy: 10m
-";
+const DRAIN_SETTINGS: [(&str, &str); 5] = [
+    ("timeout", "10m"),
+    ("pdbRetryInterval", "2s"),
+    ("volumeDetachTimeout", "1m"),
+    ("volumeAttachTimeout", "1m"),
+    ("forceAfterUnhealthy", "10m"),
+];
 
-/// The pool file of [`write_pool_file`] with [`DRAIN_SETTINGS`] as `spec.drain`.
+/// A pool file with [`DRAIN_SETTINGS`] as `spec.drain`.
 pub(super) fn write_drain_pool_file(stack: &Stack, pool: &str) -> Result<PathBuf> {
-    let path = write_pool_file(stack, pool, "5m")?;
-    let mut text = std::fs::read_to_string(&path)?;
-    ensure!(
-        text.ends_with('\n') && text.contains("\n  timeouts:\n"),
-        "the pool file no longer ends with spec.timeouts; put spec.drain elsewhere:\n{text}"
-    );
-    text.push_str(DRAIN_SETTINGS);
-    std::fs::write(&path, text)?;
-    Ok(path)
-}
-
-/// Runs the CLI off the async threads (the timeline's watches keep running meanwhile).
-pub(super) async fn cli(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<CliResult> {
-    let (stack, task_queue) = (stack.clone(), task_queue.to_owned());
-    let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        CliResult::run(&stack, &task_queue, &args)
-    })
-    .await?
+    drain_pool_file(stack, pool, &DRAIN_SETTINGS)
 }
 
 /// `machine status NAME --output json`.
@@ -109,52 +90,6 @@ pub(super) async fn machine_status(
 /// The element of the JSON array `list` whose `key` is `value`.
 pub(super) fn entry<'a>(list: &'a Value, key: &str, value: &str) -> Option<&'a Value> {
     list.as_array()?.iter().find(|item| item[key] == value)
-}
-
-/// Makes the machines with `machine create --wait`, in parallel.
-pub(super) async fn create_machines(
-    stack: &Stack,
-    task_queue: &str,
-    pool_file: &Path,
-    machines: &[String],
-) -> Result<()> {
-    let creates = machines.iter().map(|machine| {
-        let (stack, task_queue, pool_file, machine) = (
-            stack.clone(),
-            task_queue.to_owned(),
-            pool_file.to_path_buf(),
-            machine.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            create_machine(&stack, &task_queue, &pool_file, &machine, &["--wait"])
-        })
-    });
-    for created in futures::future::join_all(creates).await {
-        created??.expect_code(0)?;
-    }
-    Ok(())
-}
-
-/// Deletes the machines without draining them (`--skip-drain --wait`), in parallel; reports
-/// failures without failing. Machines already gone are a quiet success.
-pub(super) async fn delete_machines(stack: &Stack, task_queue: &str, machines: &[String]) {
-    let deletes = machines.iter().map(|machine| async move {
-        let result = cli(
-            stack,
-            task_queue,
-            &["machine", "delete", machine, "--skip-drain", "--wait"],
-        )
-        .await;
-        match result {
-            Ok(result) => {
-                if let Err(error) = result.expect_code(0) {
-                    eprintln!("cleanup: deleting machine {machine}: {error}");
-                }
-            }
-            Err(error) => eprintln!("cleanup: deleting machine {machine}: {error:#}"),
-        }
-    });
-    futures::future::join_all(deletes).await;
 }
 
 /// The Temporal CLI of the stack (`NODEWRIGHT_TEMPORAL_CLI`, from the environment or the stack's
