@@ -13,6 +13,7 @@ pub mod names;
 pub mod ownership;
 pub mod pool;
 pub mod preflight;
+pub mod rollout;
 
 pub use cluster::{ClusterName, InvalidName};
 pub use machine_name::MachineName;

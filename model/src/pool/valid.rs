@@ -63,6 +63,38 @@ impl Amount {
     pub fn is_zero(&self) -> bool {
         matches!(self, Amount::Count(0) | Amount::Percent(0))
     }
+
+    /// Reads an amount as typed on a command line: `2` or `25%` (0% to 100%).
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with the text and an example, when it is neither.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let parsed = match text.strip_suffix('%') {
+            Some(percent) => percent
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|p| *p <= 100)
+                .map(Amount::Percent),
+            None => text.parse::<u32>().ok().map(Amount::Count),
+        };
+        parsed.ok_or_else(|| {
+            format!(
+                "{text:?} is neither a number of machines (e.g. 2) nor a percentage from 0% to 100% (e.g. 25%)"
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for Amount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Amount::Count(count) => write!(f, "{count}"),
+            Amount::Percent(percent) => write!(f, "{percent}%"),
+        }
+    }
 }
 
 /// How a rolling update replaces machines (Kubernetes Deployment semantics).
@@ -129,6 +161,24 @@ mod tests {
                 "{amount:?} of {replicas}, round_up={round_up}"
             );
         }
+    }
+
+    #[test]
+    fn parses_what_people_type_and_prints_it_back() {
+        for (text, expected) in [
+            ("2", Ok(Amount::Count(2))),
+            (" 0 ", Ok(Amount::Count(0))),
+            ("25%", Ok(Amount::Percent(25))),
+            ("100%", Ok(Amount::Percent(100))),
+        ] {
+            assert_eq!(Amount::parse(text), expected, "{text}");
+        }
+        for bad in ["-1", "101%", "two", "", "1.5", "%"] {
+            let error = Amount::parse(bad).expect_err(bad);
+            assert!(error.contains("e.g. 25%"), "{bad}: {error}");
+        }
+        assert_eq!(Amount::Percent(25).to_string(), "25%");
+        assert_eq!(Amount::Count(3).to_string(), "3");
     }
 
     #[test]

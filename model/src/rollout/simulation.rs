@@ -1,0 +1,566 @@
+//! The planner driven through whole rollouts by a simulated pool: table tests of single
+//! decisions, property tests of the invariants over every state a rollout reaches, and the
+//! 200-machine rollouts that must take exactly the ideal number of steps.
+
+use proptest::prelude::*;
+
+use super::observed::{Activity, Health, ObservedMachine};
+use super::plan::{Budget, DeleteReason, Holdup, Plan, PlanInput, plan};
+use crate::pool::Amount;
+
+const NEW: &str = "new";
+const OLD: &str = "old";
+const HEALTH_TIMEOUT: i64 = 5;
+
+fn machine(name: &str, template: &str, health: Health, created_at: i64) -> ObservedMachine {
+    ObservedMachine {
+        name: name.to_owned(),
+        template_hash: template.to_owned(),
+        health,
+        created_at,
+        activity: Activity::Idle,
+        tainted_outdated: false,
+    }
+}
+
+fn ready_old(n: usize) -> Vec<ObservedMachine> {
+    (0..n)
+        .map(|i| machine(&format!("old-{i:03}"), OLD, Health::Ready, i as i64))
+        .collect()
+}
+
+fn plan_for(machines: &[ObservedMachine], replicas: u32, budget: Budget, now: i64) -> Plan {
+    plan(&PlanInput {
+        replicas,
+        template_hash: NEW,
+        budget,
+        new_target: replicas,
+        machines,
+        now,
+        health_timeout_secs: HEALTH_TIMEOUT,
+    })
+}
+
+fn names(plan: &Plan) -> Vec<&str> {
+    plan.delete.iter().map(|v| v.name.as_str()).collect()
+}
+
+#[test]
+fn budgets_resolve_as_kubernetes_does() {
+    let table = [
+        // (maxSurge, maxUnavailable, replicas, surge, unavailable)
+        (Amount::Count(2), Amount::Count(0), 6, 2, 0),
+        (Amount::Count(0), Amount::Count(1), 6, 0, 1),
+        (Amount::Percent(25), Amount::Percent(25), 10, 3, 2),
+        (Amount::Percent(10), Amount::Percent(10), 5, 1, 0),
+        (Amount::Count(0), Amount::Count(0), 6, 0, 1),
+        (Amount::Percent(0), Amount::Percent(5), 10, 0, 1),
+        (Amount::Count(0), Amount::Count(9), 3, 0, 3),
+        (Amount::Percent(100), Amount::Count(0), 7, 7, 0),
+    ];
+    for (surge, unavailable, replicas, want_surge, want_unavailable) in table {
+        let budget = Budget::resolve(surge, unavailable, replicas);
+        assert_eq!(
+            (budget.surge, budget.unavailable),
+            (want_surge, want_unavailable),
+            "{surge} / {unavailable} of {replicas}"
+        );
+    }
+}
+
+#[test]
+fn surge_creates_first_and_deletes_only_what_new_machines_cover() {
+    let budget = Budget {
+        surge: 2,
+        unavailable: 0,
+    };
+    let mut pool = ready_old(6);
+    let first = plan_for(&pool, 6, budget, 100);
+    assert_eq!((first.create, first.delete.len()), (2, 0));
+
+    // Two new machines being created: the total is at 8, nothing more.
+    pool.push(ObservedMachine {
+        activity: Activity::Creating,
+        ..machine("new-a", NEW, Health::NotReady { since: 100 }, 100)
+    });
+    pool.push(ObservedMachine {
+        activity: Activity::Creating,
+        ..machine("new-b", NEW, Health::NotReady { since: 100 }, 100)
+    });
+    let waiting = plan_for(&pool, 6, budget, 101);
+    assert_eq!((waiting.create, waiting.delete.len()), (0, 0));
+    assert_eq!(waiting.holdup, Some(Holdup::InFlight));
+
+    // One is Ready: exactly one old machine may go, the oldest.
+    pool[6].activity = Activity::Idle;
+    pool[6].health = Health::Ready;
+    let one = plan_for(&pool, 6, budget, 102);
+    assert_eq!(names(&one), ["old-000"]);
+    assert_eq!(one.delete[0].reason, DeleteReason::Outdated);
+    assert_eq!(one.create, 0);
+}
+
+#[test]
+fn unavailable_budget_deletes_first_then_refills() {
+    let budget = Budget {
+        surge: 0,
+        unavailable: 1,
+    };
+    let mut pool = ready_old(6);
+    let first = plan_for(&pool, 6, budget, 100);
+    assert_eq!((first.create, names(&first)), (0, vec!["old-000"]));
+    pool[0].activity = Activity::Deleting;
+    let waiting = plan_for(&pool, 6, budget, 101);
+    assert_eq!((waiting.create, waiting.delete.len()), (0, 0));
+    pool.remove(0);
+    let refill = plan_for(&pool, 6, budget, 102);
+    assert_eq!((refill.create, refill.delete.len()), (1, 0));
+}
+
+#[test]
+fn victims_are_failed_then_not_ready_then_oldest() {
+    let budget = Budget {
+        surge: 0,
+        unavailable: 3,
+    };
+    let pool = vec![
+        machine("old-young", OLD, Health::Ready, 50),
+        machine("old-ancient", OLD, Health::Ready, 1),
+        machine("old-notready", OLD, Health::NotReady { since: 99 }, 60),
+        machine("old-failed", OLD, Health::Failed, 70),
+        machine("old-mid", OLD, Health::Ready, 20),
+    ];
+    let plan = plan_for(&pool, 5, budget, 100);
+    // The failed machine is unhealthy (deleted first, costs no availability); the NotReady one
+    // is not unhealthy yet but is unavailable, so it goes before any Ready one; then the oldest
+    // Ready ones while availability allows: 3 available of 5, 2 required.
+    assert_eq!(names(&plan), ["old-failed", "old-notready", "old-ancient"]);
+    assert_eq!(plan.delete[0].reason, DeleteReason::Unhealthy);
+}
+
+#[test]
+fn unhealthy_machines_are_replaced_first_even_when_availability_is_short() {
+    let budget = Budget {
+        surge: 1,
+        unavailable: 0,
+    };
+    let pool = vec![
+        machine("old-a", OLD, Health::Ready, 1),
+        machine("old-b", OLD, Health::NotReady { since: 10 }, 2),
+        machine("old-c", OLD, Health::Ready, 3),
+    ];
+    // old-b has been NotReady for 90 s (> the 5 s health timeout).
+    let plan = plan_for(&pool, 3, budget, 100);
+    assert_eq!(names(&plan), ["old-b"]);
+    assert_eq!(plan.delete[0].reason, DeleteReason::Unhealthy);
+    assert_eq!(
+        plan.create, 1,
+        "one new machine fits within replicas + surge"
+    );
+}
+
+#[test]
+fn unhealthy_deletions_in_flight_are_capped_at_the_pace() {
+    let budget = Budget {
+        surge: 1,
+        unavailable: 0,
+    };
+    let pool: Vec<ObservedMachine> = (0..5)
+        .map(|i| machine(&format!("old-{i}"), OLD, Health::NotReady { since: 0 }, i))
+        .collect();
+    let plan = plan_for(&pool, 5, budget, 100);
+    let unhealthy = plan
+        .delete
+        .iter()
+        .filter(|v| v.reason == DeleteReason::Unhealthy)
+        .count();
+    assert_eq!(unhealthy, 1, "{plan:?}");
+}
+
+#[test]
+fn replicas_changes_are_honoured_in_the_same_loop() {
+    let budget = Budget {
+        surge: 1,
+        unavailable: 1,
+    };
+    let mut pool = ready_old(2);
+    pool.extend((0..4).map(|i| machine(&format!("new-{i}"), NEW, Health::Ready, 10 + i)));
+    // Scaled from 6 to 4: two surplus machines go; the old ones first (victim order: oldest).
+    let down = plan_for(&pool, 4, budget, 100);
+    assert_eq!(names(&down), ["old-000", "old-001"]);
+    // Scaled from 6 to 9 with everything updated: three more, within the surge of 1 at a time.
+    let all_new: Vec<ObservedMachine> = (0..6)
+        .map(|i| machine(&format!("new-{i}"), NEW, Health::Ready, i))
+        .collect();
+    let up = plan_for(
+        &all_new,
+        9,
+        Budget::resolve(Amount::Count(1), Amount::Count(1), 9),
+        100,
+    );
+    assert_eq!((up.create, up.delete.len()), (3, 0));
+}
+
+#[test]
+fn a_canary_replaces_that_many_and_holds() {
+    let budget = Budget {
+        surge: 2,
+        unavailable: 0,
+    };
+    let mut pool = ready_old(5);
+    pool.push(machine("new-0", NEW, Health::Ready, 50));
+    let held = plan(&PlanInput {
+        replicas: 5,
+        template_hash: NEW,
+        budget,
+        new_target: 1,
+        machines: &pool,
+        now: 100,
+        health_timeout_secs: HEALTH_TIMEOUT,
+    });
+    // One new machine is Ready: one old goes, nothing more is created.
+    assert_eq!((held.create, names(&held)), (0, vec!["old-000"]));
+    pool.remove(0);
+    let waiting = plan(&PlanInput {
+        replicas: 5,
+        template_hash: NEW,
+        budget,
+        new_target: 1,
+        machines: &pool,
+        now: 101,
+        health_timeout_secs: HEALTH_TIMEOUT,
+    });
+    assert_eq!((waiting.create, waiting.delete.len()), (0, 0));
+    assert_eq!(waiting.holdup, Some(Holdup::CanaryReached));
+}
+
+#[test]
+fn a_finished_pool_is_done() {
+    let pool: Vec<ObservedMachine> = (0..3)
+        .map(|i| machine(&format!("new-{i}"), NEW, Health::Ready, i))
+        .collect();
+    let finished = plan_for(
+        &pool,
+        3,
+        Budget::resolve(Amount::Count(1), Amount::Count(0), 3),
+        9,
+    );
+    assert!(finished.done);
+    assert_eq!(finished.holdup, None);
+}
+
+/// A simulated pool: in-flight creates and deletes finish at given times.
+#[derive(Debug, Clone)]
+struct Sim {
+    machines: Vec<(ObservedMachine, i64)>,
+    now: i64,
+    next: u32,
+}
+
+impl Sim {
+    fn new(machines: Vec<ObservedMachine>) -> Self {
+        Self {
+            machines: machines.into_iter().map(|m| (m, 0)).collect(),
+            now: 0,
+            next: 0,
+        }
+    }
+
+    fn observed(&self) -> Vec<ObservedMachine> {
+        self.machines.iter().map(|(m, _)| m.clone()).collect()
+    }
+
+    /// Starts what `plan` says; creates finish `create_time` later, deletes `delete_time`.
+    fn act(&mut self, plan: &Plan, create_time: i64, delete_time: i64) {
+        for victim in &plan.delete {
+            if let Some((m, at)) = self
+                .machines
+                .iter_mut()
+                .find(|(m, _)| m.name == victim.name)
+            {
+                m.activity = Activity::Deleting;
+                *at = self.now + delete_time;
+            }
+        }
+        for _ in 0..plan.create {
+            self.next += 1;
+            let mut m = machine(
+                &format!("new-{:04}", self.next),
+                NEW,
+                Health::NotReady { since: self.now },
+                self.now,
+            );
+            m.activity = Activity::Creating;
+            self.machines.push((m, self.now + create_time));
+        }
+    }
+
+    /// Finishes the in-flight work due by now: creates end Ready (or, `failed`, removed by their
+    /// own compensation), deletes end with the machine gone.
+    fn finish_due(&mut self, failed: impl Fn(&str) -> bool) {
+        let now = self.now;
+        self.machines.retain(|(m, at)| {
+            !(*at <= now
+                && (m.activity == Activity::Deleting
+                    || (m.activity == Activity::Creating && failed(&m.name))))
+        });
+        for (m, at) in &mut self.machines {
+            if m.activity == Activity::Creating && *at <= now {
+                m.activity = Activity::Idle;
+                m.health = Health::Ready;
+            }
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.machines
+            .iter()
+            .filter(|(m, _)| m.activity != Activity::Idle)
+            .count()
+    }
+}
+
+/// Runs a rollout where every create takes `create_time` and every delete `delete_time`;
+/// returns the time at which the planner says done.
+fn run_to_done(replicas: u32, budget: Budget, create_time: i64, delete_time: i64) -> i64 {
+    let mut sim = Sim::new(ready_old(replicas as usize));
+    loop {
+        sim.finish_due(|_| false);
+        let plan = plan_for(&sim.observed(), replicas, budget, sim.now);
+        if plan.done {
+            return sim.now;
+        }
+        sim.act(&plan, create_time, delete_time);
+        assert!(sim.now < 100_000, "no end in sight: {plan:?}");
+        sim.now += 1;
+    }
+}
+
+#[test]
+fn two_hundred_machines_roll_in_the_ideal_number_of_steps() {
+    // (maxSurge, maxUnavailable): the ideal is ceil(replicas / (surge + unavailable)) waves of
+    // one create plus one delete.
+    let table = [
+        (Amount::Percent(10), Amount::Count(0)),
+        (Amount::Count(0), Amount::Percent(10)),
+        (Amount::Count(20), Amount::Count(5)),
+        (Amount::Percent(25), Amount::Percent(25)),
+        (Amount::Count(1), Amount::Count(0)),
+        (Amount::Count(0), Amount::Count(1)),
+        (Amount::Count(7), Amount::Count(0)),
+        (Amount::Count(3), Amount::Count(4)),
+    ];
+    let replicas = 200;
+    for (surge, unavailable) in table {
+        let budget = Budget::resolve(surge, unavailable, replicas);
+        for (create, delete) in [(1, 1), (3, 3)] {
+            let ideal = i64::from(replicas.div_ceil(budget.pace())) * (create + delete);
+            let took = run_to_done(replicas, budget, create, delete);
+            assert_eq!(
+                took, ideal,
+                "{surge}/{unavailable} ({budget:?}), create {create} delete {delete}"
+            );
+        }
+    }
+}
+
+fn health_strategy() -> impl Strategy<Value = Health> {
+    prop_oneof![
+        4 => Just(Health::Ready),
+        1 => (0i64..10).prop_map(|since| Health::NotReady { since }),
+        1 => Just(Health::Failed),
+    ]
+}
+
+fn activity_strategy() -> impl Strategy<Value = Activity> {
+    prop_oneof![
+        6 => Just(Activity::Idle),
+        1 => Just(Activity::Creating),
+        1 => Just(Activity::Deleting),
+    ]
+}
+
+prop_compose! {
+    fn pool_strategy()(
+        specs in prop::collection::vec(
+            (any::<bool>(), health_strategy(), activity_strategy(), 0i64..50),
+            0..14,
+        )
+    ) -> Vec<ObservedMachine> {
+        specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (new, health, activity, created_at))| {
+                let health = if activity == Activity::Creating {
+                    Health::NotReady { since: created_at }
+                } else {
+                    health
+                };
+                ObservedMachine {
+                    activity,
+                    ..machine(&format!("m-{i:02}"), if new { NEW } else { OLD }, health, created_at)
+                }
+            })
+            .collect()
+    }
+}
+
+fn amount_strategy() -> impl Strategy<Value = Amount> {
+    prop_oneof![
+        (0u32..4).prop_map(Amount::Count),
+        (0u32..=100).prop_map(Amount::Percent),
+    ]
+}
+
+/// Checks one plan against the state it was made for.
+fn check_invariants(
+    machines: &[ObservedMachine],
+    replicas: u32,
+    budget: Budget,
+    plan: &Plan,
+) -> Result<(), TestCaseError> {
+    let total = machines.len() as u32;
+    let max_total = budget.max_total(replicas);
+    let min_available = budget.min_available(replicas);
+    if plan.create > 0 {
+        prop_assert!(
+            total + plan.create <= max_total,
+            "creates {} with {total} of max {max_total}",
+            plan.create
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut lost = 0;
+    for victim in &plan.delete {
+        prop_assert!(seen.insert(victim.name.clone()), "{} twice", victim.name);
+        let m = machines.iter().find(|m| m.name == victim.name);
+        prop_assert!(m.is_some(), "deletes unknown {}", victim.name);
+        let m = m.unwrap_or_else(|| unreachable!());
+        prop_assert_eq!(m.activity, Activity::Idle, "deletes busy {}", &victim.name);
+        if m.is_available() {
+            lost += 1;
+        }
+    }
+    let available = machines.iter().filter(|m| m.is_available()).count() as u32;
+    prop_assert!(
+        available - lost >= min_available.min(available),
+        "available {available} - {lost} below min {min_available}"
+    );
+    let deleting = machines
+        .iter()
+        .filter(|m| m.activity == Activity::Deleting)
+        .count() as u32;
+    let unhealthy = plan
+        .delete
+        .iter()
+        .filter(|v| v.reason == DeleteReason::Unhealthy)
+        .count() as u32;
+    if unhealthy > 0 {
+        prop_assert!(deleting + unhealthy <= budget.pace());
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Whatever the pool looks like and in whatever order in-flight work finishes (creates
+    /// sometimes failing), every plan keeps the total within replicas + surge and the available
+    /// machines at replicas − unavailable or above (or, when already below, never lower).
+    #[test]
+    fn every_plan_of_every_reachable_state_keeps_the_budget(
+        start in pool_strategy(),
+        replicas in 0u32..10,
+        surge in amount_strategy(),
+        unavailable in amount_strategy(),
+        order in prop::collection::vec((any::<prop::sample::Index>(), any::<bool>()), 60),
+    ) {
+        let budget = Budget::resolve(surge, unavailable, replicas);
+        let mut sim = Sim::new(start);
+        for (pick, fails) in order {
+            sim.now += 1;
+            let observed = sim.observed();
+            let plan = plan_for(&observed, replicas, budget, sim.now);
+            check_invariants(&observed, replicas, budget, &plan)?;
+            sim.act(&plan, i64::MAX / 4, i64::MAX / 4);
+            // One in-flight piece of work finishes, picked at random.
+            let busy: Vec<usize> = (0..sim.machines.len())
+                .filter(|&i| sim.machines[i].0.activity != Activity::Idle)
+                .collect();
+            if !busy.is_empty() {
+                let i = busy[pick.index(busy.len())];
+                let name = sim.machines[i].0.name.clone();
+                sim.machines[i].1 = sim.now;
+                sim.finish_due(|n| fails && n == name);
+            }
+        }
+    }
+
+    /// When creates succeed, a rollout from any state ends: every machine new, `replicas` of
+    /// them, all Ready.
+    #[test]
+    fn a_rollout_always_ends_when_creates_succeed(
+        start in pool_strategy(),
+        replicas in 0u32..10,
+        surge in amount_strategy(),
+        unavailable in amount_strategy(),
+        durations in prop::collection::vec((1i64..4, 1i64..4), 1),
+    ) {
+        let budget = Budget::resolve(surge, unavailable, replicas);
+        let (create_time, delete_time) = durations[0];
+        let mut sim = Sim::new(start);
+        let mut done = false;
+        for _ in 0..2_000 {
+            sim.finish_due(|_| false);
+            let observed = sim.observed();
+            let plan = plan_for(&observed, replicas, budget, sim.now);
+            check_invariants(&observed, replicas, budget, &plan)?;
+            if plan.done {
+                done = true;
+                break;
+            }
+            sim.act(&plan, create_time, delete_time);
+            sim.now += 1;
+        }
+        prop_assert!(done, "not done: {:?}", sim.observed());
+        let observed = sim.observed();
+        prop_assert_eq!(observed.len() as u32, replicas);
+        prop_assert!(observed.iter().all(|m| m.template_hash == NEW && m.is_available()));
+    }
+
+    /// A canary of N replaces up to N machines and then holds with nothing in flight.
+    #[test]
+    fn a_canary_holds_at_its_size(
+        replicas in 1u32..10,
+        canary in 0u32..10,
+        surge in amount_strategy(),
+        unavailable in amount_strategy(),
+    ) {
+        let budget = Budget::resolve(surge, unavailable, replicas);
+        let mut sim = Sim::new(ready_old(replicas as usize));
+        let mut held = None;
+        for _ in 0..500 {
+            sim.finish_due(|_| false);
+            let observed = sim.observed();
+            let plan = plan(&PlanInput {
+                replicas,
+                template_hash: NEW,
+                budget,
+                new_target: canary,
+                machines: &observed,
+                now: sim.now,
+                health_timeout_secs: HEALTH_TIMEOUT,
+            });
+            check_invariants(&observed, replicas, budget, &plan)?;
+            if plan.create == 0 && plan.delete.is_empty() && sim.in_flight() == 0 {
+                held = Some(plan);
+                break;
+            }
+            sim.act(&plan, 1, 1);
+            sim.now += 1;
+        }
+        let held = held.ok_or_else(|| TestCaseError::fail("never held"))?;
+        prop_assert_eq!(held.counts.updated, canary.min(replicas));
+        prop_assert_eq!(held.counts.total, replicas);
+    }
+}

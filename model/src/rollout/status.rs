@@ -1,0 +1,293 @@
+//! What RollingUpdate's `status` query answers, and the pure judgements behind it: whether the
+//! pool made progress, and how long is left.
+
+use serde::{Deserialize, Serialize};
+
+use super::observed::{Activity, Health};
+use super::plan::{Budget, Counts, Holdup};
+use crate::pool::Amount;
+
+/// Where a rollout is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RolloutPhase {
+    /// Replacing machines.
+    Progressing,
+    /// Paused (by `pause`, or by itself after too many failures): nothing new starts; children
+    /// in flight finish.
+    Paused,
+    /// The canary is done; waiting for `approve`.
+    AwaitingApproval,
+    /// `abort` asked: children in flight finish, nothing new starts.
+    Aborting,
+    /// Every machine runs the new template.
+    Completed,
+    /// Ended by `abort`.
+    Aborted,
+}
+
+impl RolloutPhase {
+    /// The word the `NodewrightPhase` search attribute and the CLI show.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RolloutPhase::Progressing => "progressing",
+            RolloutPhase::Paused => "paused",
+            RolloutPhase::AwaitingApproval => "awaiting-approval",
+            RolloutPhase::Aborting => "aborting",
+            RolloutPhase::Completed => "completed",
+            RolloutPhase::Aborted => "aborted",
+        }
+    }
+}
+
+/// Which kind of child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChildKind {
+    /// CreateMachine.
+    Create,
+    /// DeleteMachine.
+    Delete,
+}
+
+/// A child workflow in flight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlight {
+    /// The machine it creates or deletes.
+    pub machine: String,
+    /// Create or delete.
+    pub kind: ChildKind,
+    /// Its workflow ID.
+    pub workflow_id: String,
+    /// When it started, Unix seconds.
+    pub started_at: i64,
+}
+
+/// A child that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildFailure {
+    /// The machine.
+    pub machine: String,
+    /// Create or delete.
+    pub kind: ChildKind,
+    /// Its workflow ID (open it in the UI for every attempt).
+    pub workflow_id: String,
+    /// What happened.
+    pub reason: String,
+    /// When, Unix seconds.
+    pub at: i64,
+}
+
+/// One machine of the pool, for the status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineView {
+    /// The machine.
+    pub name: String,
+    /// Its template hash.
+    pub template_hash: String,
+    /// Whether that is the rollout's template.
+    pub updated: bool,
+    /// How it is doing.
+    pub health: Health,
+    /// What is being done to it.
+    pub activity: Activity,
+}
+
+/// The strategy in force and what it resolves to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StrategyView {
+    /// maxSurge as given.
+    pub max_surge: Amount,
+    /// maxUnavailable as given.
+    pub max_unavailable: Amount,
+    /// Both in machines for the pool's replicas.
+    pub budget: Budget,
+}
+
+/// Durations measured so far, for the estimate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    /// Creates finished.
+    pub creates: u32,
+    /// Their total seconds.
+    pub create_seconds: u64,
+    /// Deletes finished.
+    pub deletes: u32,
+    /// Their total seconds.
+    pub delete_seconds: u64,
+}
+
+impl Timings {
+    /// Records a finished child that ran `seconds`.
+    pub fn record(&mut self, kind: ChildKind, seconds: u64) {
+        match kind {
+            ChildKind::Create => {
+                self.creates = self.creates.saturating_add(1);
+                self.create_seconds = self.create_seconds.saturating_add(seconds);
+            }
+            ChildKind::Delete => {
+                self.deletes = self.deletes.saturating_add(1);
+                self.delete_seconds = self.delete_seconds.saturating_add(seconds);
+            }
+        }
+    }
+
+    /// Seconds left to replace `remaining` machines at `pace` machines per create-plus-delete
+    /// time, from the average durations so far; `None` before one create and one delete
+    /// finished.
+    pub fn estimate_seconds_left(&self, remaining: u32, pace: u32) -> Option<u64> {
+        if remaining == 0 {
+            return Some(0);
+        }
+        if self.creates == 0 || self.deletes == 0 {
+            return None;
+        }
+        let create = self.create_seconds / u64::from(self.creates);
+        let delete = self.delete_seconds / u64::from(self.deletes);
+        let waves = u64::from(remaining.div_ceil(pace.max(1)));
+        Some(waves.saturating_mul(create.saturating_add(delete)))
+    }
+}
+
+/// Whether the pool moved forward between two looks (Kubernetes' notion of progress: more
+/// updated, fewer old, more ready or more available machines).
+pub fn made_progress(before: &Counts, after: &Counts) -> bool {
+    after.updated > before.updated
+        || after.old < before.old
+        || after.ready > before.ready
+        || after.available > before.available
+}
+
+/// The answer of RollingUpdate's `status` query (and what a continued run resumes from).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The pool.
+    pub pool: String,
+    /// The template rolled to.
+    pub template_hash: String,
+    /// The pool's template before (from its last completed rollout), if recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_template_hash: Option<String>,
+    /// Where the rollout is.
+    pub phase: RolloutPhase,
+    /// Why it is paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_because: Option<String>,
+    /// Set when no progress was made for the progress deadline: why. The rollout goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled: Option<String>,
+    /// Why the last plan started nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holdup: Option<Holdup>,
+    /// `replicas`.
+    pub desired: u32,
+    /// The pool in numbers at the last look.
+    pub counts: Counts,
+    /// The strategy in force.
+    pub strategy: StrategyView,
+    /// The canary size, when the rollout has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<u32>,
+    /// Whether the rollout beyond the canary was approved (and by whom).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+    /// Failed children counted against `max_failures` since the last resume.
+    pub failures_counted: u32,
+    /// The strategy's `max_failures`.
+    pub max_failures: u32,
+    /// Every failed child.
+    #[serde(default)]
+    pub failures: Vec<ChildFailure>,
+    /// Children in flight.
+    #[serde(default)]
+    pub in_flight: Vec<InFlight>,
+    /// The pool's machines at the last look.
+    #[serde(default)]
+    pub machines: Vec<MachineView>,
+    /// Machines created by this rollout.
+    pub created: u32,
+    /// Machines deleted by this rollout.
+    pub deleted: u32,
+    /// When the rollout started, Unix seconds.
+    pub started_at: i64,
+    /// When the pool last made progress, Unix seconds.
+    pub last_progress_at: i64,
+    /// Durations of finished children.
+    pub timings: Timings,
+    /// Seconds left, estimated from the durations so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_seconds_left: Option<u64>,
+    /// Continued-as-new runs before this one.
+    pub continuation: u32,
+    /// How it ended, in one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_is_more_updated_fewer_old_more_ready_or_more_available() {
+        let base = Counts {
+            total: 6,
+            updated: 2,
+            ready: 6,
+            available: 6,
+            old: 4,
+            ..Counts::default()
+        };
+        let table = [
+            (Counts { updated: 3, ..base }, true),
+            (Counts { old: 3, ..base }, true),
+            (Counts { ready: 7, ..base }, true),
+            (
+                Counts {
+                    available: 7,
+                    ..base
+                },
+                true,
+            ),
+            (base, false),
+            (
+                Counts {
+                    total: 8,
+                    creating: 2,
+                    ..base
+                },
+                false,
+            ),
+            (
+                Counts {
+                    ready: 5,
+                    available: 5,
+                    ..base
+                },
+                false,
+            ),
+        ];
+        for (after, expected) in table {
+            assert_eq!(made_progress(&base, &after), expected, "{after:?}");
+        }
+    }
+
+    #[test]
+    fn the_estimate_counts_waves_of_the_pace() {
+        let mut timings = Timings::default();
+        assert_eq!(timings.estimate_seconds_left(4, 2), None);
+        assert_eq!(timings.estimate_seconds_left(0, 2), Some(0));
+        timings.record(ChildKind::Create, 30);
+        timings.record(ChildKind::Create, 50);
+        timings.record(ChildKind::Delete, 20);
+        // average create 40 s + delete 20 s; 5 machines at 2 per wave = 3 waves.
+        assert_eq!(timings.estimate_seconds_left(5, 2), Some(180));
+        assert_eq!(timings.estimate_seconds_left(5, 0), Some(300));
+    }
+}
