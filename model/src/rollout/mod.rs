@@ -10,7 +10,7 @@ pub mod status;
 #[cfg(test)]
 mod simulation;
 
-pub use observed::{Activity, Health, ObservedMachine};
+pub use observed::{Activity, Health, ObservedMachine, PoolNode, PoolVm, Running, observe};
 pub use plan::{Budget, Counts, DeleteReason, Holdup, Plan, PlanInput, Victim, plan, victim_order};
 pub use request::{
     DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, PoolHistory, RolloutOutcome, RolloutRequest,

@@ -68,3 +68,242 @@ impl ObservedMachine {
         }
     }
 }
+
+/// A VM of the pool as ARM lists it (tagged with the cluster and the pool).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolVm {
+    /// The VM's name (= the machine's).
+    pub name: String,
+    /// Its `nodewright.io-template` tag (empty when missing).
+    pub template_hash: String,
+    /// Its `nodewright.io-created` tag as Unix seconds (0 when missing or unreadable).
+    pub created_at: i64,
+    /// `properties.provisioningState` (`Creating`, `Succeeded`, `Failed`, `Deleting`...).
+    pub provisioning_state: String,
+}
+
+/// A Node labelled with the pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolNode {
+    /// The Node's name (= the machine's).
+    pub name: String,
+    /// Its `spec.providerID` (empty when unset).
+    pub provider_id: String,
+    /// Whether its `Ready` condition is `True`.
+    pub ready: bool,
+    /// Since when (the condition's `lastTransitionTime`, Unix seconds; 0 when unknown).
+    pub ready_since: i64,
+    /// Being taken down: it carries the `nodewright.io/draining` taint or a deletion timestamp.
+    pub draining: bool,
+    /// Whether it carries the `nodewright.io/outdated` taint.
+    pub tainted_outdated: bool,
+}
+
+/// A create or delete the rollout itself has in flight, by machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Running<'a> {
+    /// The machine.
+    pub machine: &'a str,
+    /// Whether it is being created (else deleted).
+    pub creating: bool,
+    /// When that started, Unix seconds.
+    pub since: i64,
+}
+
+/// The pool's machines from its VMs, their Nodes and the work in flight.
+///
+/// A machine is a VM of the pool; its Node is the one of the same name whose providerID names
+/// that VM. A machine being created whose VM is not listed yet is counted anyway (with the new
+/// template), so the budget sees it; a machine being deleted whose VM is gone no longer counts.
+pub fn observe(
+    vms: &[PoolVm],
+    nodes: &[PoolNode],
+    running: &[Running<'_>],
+    new_template: &str,
+) -> Vec<ObservedMachine> {
+    let mut machines: Vec<ObservedMachine> = vms
+        .iter()
+        .map(|vm| {
+            let node = nodes
+                .iter()
+                .find(|n| n.name == vm.name && provider_id_names(&n.provider_id, &vm.name));
+            let mine = running.iter().find(|r| r.machine == vm.name);
+            let health = if vm.provisioning_state.eq_ignore_ascii_case("Failed") {
+                Health::Failed
+            } else {
+                match node {
+                    Some(node) if node.ready => Health::Ready,
+                    Some(node) => Health::NotReady {
+                        since: node.ready_since.max(vm.created_at),
+                    },
+                    None => Health::NotReady {
+                        since: vm.created_at,
+                    },
+                }
+            };
+            let activity = match mine {
+                Some(run) if run.creating => Activity::Creating,
+                Some(_) => Activity::Deleting,
+                None if vm.provisioning_state.eq_ignore_ascii_case("Deleting")
+                    || node.is_some_and(|n| n.draining) =>
+                {
+                    Activity::Deleting
+                }
+                None => Activity::Idle,
+            };
+            ObservedMachine {
+                name: vm.name.clone(),
+                template_hash: vm.template_hash.clone(),
+                health,
+                created_at: vm.created_at,
+                activity,
+                tainted_outdated: node.is_some_and(|n| n.tainted_outdated),
+            }
+        })
+        .collect();
+    for run in running.iter().filter(|r| r.creating) {
+        if !machines.iter().any(|m| m.name == run.machine) {
+            machines.push(ObservedMachine {
+                name: run.machine.to_owned(),
+                template_hash: new_template.to_owned(),
+                health: Health::NotReady { since: run.since },
+                created_at: run.since,
+                activity: Activity::Creating,
+                tainted_outdated: false,
+            });
+        }
+    }
+    machines.sort_by(|a, b| a.name.cmp(&b.name));
+    machines
+}
+
+/// Whether `provider_id` (`azure:///subscriptions/.../virtualMachines/<name>`) names the VM
+/// `name`.
+fn provider_id_names(provider_id: &str, name: &str) -> bool {
+    provider_id
+        .rsplit_once("/virtualMachines/")
+        .is_some_and(|(_, vm)| vm.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm(name: &str, template: &str, state: &str) -> PoolVm {
+        PoolVm {
+            name: name.to_owned(),
+            template_hash: template.to_owned(),
+            created_at: 100,
+            provisioning_state: state.to_owned(),
+        }
+    }
+
+    fn node(name: &str, ready: bool) -> PoolNode {
+        PoolNode {
+            name: name.to_owned(),
+            provider_id: format!(
+                "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/{name}"
+            ),
+            ready,
+            ready_since: 150,
+            draining: false,
+            tainted_outdated: false,
+        }
+    }
+
+    #[test]
+    fn joins_vms_nodes_and_work_in_flight() {
+        let vms = [
+            vm("p-ready", "old", "Succeeded"),
+            vm("p-notready", "old", "Succeeded"),
+            vm("p-nonode", "new", "Creating"),
+            vm("p-failed", "new", "Failed"),
+            vm("p-going", "old", "Succeeded"),
+            vm("p-foreignnode", "old", "Succeeded"),
+        ];
+        let mut draining = node("p-going", true);
+        draining.draining = true;
+        let mut foreign = node("p-foreignnode", true);
+        foreign.provider_id = "azure:///subscriptions/s/virtualMachines/other".to_owned();
+        let nodes = [
+            node("p-ready", true),
+            node("p-notready", false),
+            draining,
+            foreign,
+            node("p-orphan-node", true),
+        ];
+        let running = [
+            Running {
+                machine: "p-nonode",
+                creating: true,
+                since: 90,
+            },
+            Running {
+                machine: "p-invisible",
+                creating: true,
+                since: 200,
+            },
+            Running {
+                machine: "p-vm-gone",
+                creating: false,
+                since: 80,
+            },
+        ];
+        let machines = observe(&vms, &nodes, &running, "new");
+        let by_name = |name: &str| {
+            machines
+                .iter()
+                .find(|m| m.name == name)
+                .unwrap_or_else(|| panic!("{name} missing from {machines:?}"))
+        };
+        assert_eq!(machines.len(), 7, "{machines:?}");
+        assert_eq!(by_name("p-ready").health, Health::Ready);
+        assert!(by_name("p-ready").is_available());
+        assert_eq!(
+            by_name("p-notready").health,
+            Health::NotReady { since: 150 }
+        );
+        assert_eq!(by_name("p-nonode").activity, Activity::Creating);
+        assert_eq!(by_name("p-failed").health, Health::Failed);
+        assert_eq!(by_name("p-going").activity, Activity::Deleting);
+        assert!(!by_name("p-going").is_available());
+        assert_eq!(
+            by_name("p-foreignnode").health,
+            Health::NotReady { since: 100 },
+            "a Node of another VM is not this machine's"
+        );
+        let invisible = by_name("p-invisible");
+        assert_eq!(
+            (invisible.activity, invisible.template_hash.as_str()),
+            (Activity::Creating, "new")
+        );
+        assert!(machines.iter().all(|m| m.name != "p-vm-gone"));
+        assert!(machines.iter().all(|m| m.name != "p-orphan-node"));
+    }
+
+    #[test]
+    fn unhealthy_means_failed_or_not_ready_past_the_timeout_and_never_while_creating() {
+        let base = ObservedMachine {
+            name: "m".to_owned(),
+            template_hash: "t".to_owned(),
+            health: Health::NotReady { since: 100 },
+            created_at: 0,
+            activity: Activity::Idle,
+            tainted_outdated: false,
+        };
+        assert!(!base.is_unhealthy(159, 60));
+        assert!(base.is_unhealthy(160, 60));
+        let creating = ObservedMachine {
+            activity: Activity::Creating,
+            ..base.clone()
+        };
+        assert!(!creating.is_unhealthy(10_000, 60));
+        let failed = ObservedMachine {
+            health: Health::Failed,
+            ..base
+        };
+        assert!(failed.is_unhealthy(0, 60));
+    }
+}
