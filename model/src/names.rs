@@ -35,6 +35,8 @@ pub enum Operation {
     Uncordon,
     /// RollingUpdate of a pool.
     Rollout,
+    /// InspectPool: a look at a pool's machines for `pool status`.
+    Inspect,
     /// OrphanSweep.
     Sweep,
 }
@@ -49,6 +51,7 @@ impl Operation {
             Operation::Drain => "drain",
             Operation::Uncordon => "uncordon",
             Operation::Rollout => "rollout",
+            Operation::Inspect => "inspect",
             Operation::Sweep => "sweep",
         }
     }
@@ -164,6 +167,7 @@ mod tests {
             Operation::Delete,
             Operation::Drain,
             Operation::Rollout,
+            Operation::Inspect,
             Operation::Sweep,
         ] {
             let json = serde_json::to_string(&operation).expect("serializes");

@@ -10,8 +10,8 @@ use nodewright_activities::kube::KubeActivities;
 use nodewright_model::config::ClusterConfig;
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_workflows::{
-    CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, PreflightWorkflow,
-    UncordonNodeWorkflow,
+    CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, InspectPoolWorkflow,
+    PreflightWorkflow, RollingUpdateWorkflow, UncordonNodeWorkflow,
 };
 use temporalio_sdk::WorkerOptions;
 
@@ -47,6 +47,10 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         .context("registering DrainNode")?
         .register_workflow::<UncordonNodeWorkflow>()
         .context("registering UncordonNode")?
+        .register_workflow::<RollingUpdateWorkflow>()
+        .context("registering RollingUpdate")?
+        .register_workflow::<InspectPoolWorkflow>()
+        .context("registering InspectPool")?
         .register_activities(KubeActivities::new(kube))
         .register_activities(ArmReadActivities::new(arm.clone()))
         .graceful_shutdown_period(config.worker.shutdown_grace)

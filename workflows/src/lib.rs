@@ -10,14 +10,18 @@ pub mod connect;
 pub mod create_machine;
 pub mod delete_machine;
 pub mod drain_node;
+pub mod inspect_pool;
 pub mod preflight;
 pub mod progress;
 pub mod removal;
+pub mod rolling_update;
 pub mod search;
 pub mod uncordon_node;
 
 pub use create_machine::CreateMachineWorkflow;
 pub use delete_machine::DeleteMachineWorkflow;
 pub use drain_node::DrainNodeWorkflow;
+pub use inspect_pool::InspectPoolWorkflow;
 pub use preflight::{PreflightInput, PreflightStatus, PreflightWorkflow};
+pub use rolling_update::RollingUpdateWorkflow;
 pub use uncordon_node::UncordonNodeWorkflow;

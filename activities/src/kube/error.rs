@@ -162,6 +162,24 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Listing the Nodes of a pool (by its label) failed.
+    #[error("listing the Nodes of pool {pool} failed")]
+    ListPoolNodes {
+        /// The pool.
+        pool: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Adding or removing the `nodewright.io/outdated` taint failed.
+    #[error("changing the outdated taint of Node {name} failed")]
+    MarkOutdated {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// A Node of that name exists for another machine.
     #[error(
         "Node {name} exists with providerID {found:?}, not {expected:?}: another machine uses the name; nodewright does not touch it"
@@ -202,6 +220,8 @@ impl Error {
             Error::DeletePod { .. } => "DeletePod",
             Error::ListVolumeAttachments(_) => "ListVolumeAttachments",
             Error::DeleteVolumeAttachment { .. } => "DeleteVolumeAttachment",
+            Error::ListPoolNodes { .. } => "ListPoolNodes",
+            Error::MarkOutdated { .. } => "MarkOutdated",
             Error::ForeignNode { .. } => "ForeignNode",
         }
     }
@@ -227,6 +247,9 @@ impl Error {
             | Error::ListPdbs { source, .. }
             | Error::DeletePod { source, .. }
             | Error::DeleteVolumeAttachment { source, .. } => Some(source),
+            Error::ListPoolNodes { source, .. } | Error::MarkOutdated { source, .. } => {
+                Some(source)
+            }
             Error::ForeignNode { .. } => None,
         }
     }
@@ -404,6 +427,42 @@ mod tests {
                 "DeleteVolumeAttachment",
             ),
         ]
+    }
+
+    #[test]
+    fn rollout_variants_are_named_after_their_step_and_classified_by_the_answer() {
+        for (code, expected) in [
+            (403, Retry::NonRetryable),
+            (409, Retry::Retryable),
+            (429, Retry::Retryable),
+            (503, Retry::Retryable),
+        ] {
+            let table = [
+                (
+                    Error::ListPoolNodes {
+                        pool: "web".to_owned(),
+                        source: api_error(code),
+                    },
+                    "ListPoolNodes",
+                ),
+                (
+                    Error::MarkOutdated {
+                        name: "web-abcde".to_owned(),
+                        source: api_error(code),
+                    },
+                    "MarkOutdated",
+                ),
+            ];
+            for (error, name) in table {
+                assert_eq!(error.type_name(), name);
+                assert_eq!(
+                    error.source_error().map(retry_for),
+                    Some(expected),
+                    "{name}"
+                );
+                let _activity_error: ActivityError = error.into_activity_error();
+            }
+        }
     }
 
     #[test]

@@ -3,11 +3,14 @@
 pub mod drain;
 mod error;
 mod inspect;
+mod node_spec;
 pub mod nodes;
+pub mod pool;
 
 use std::sync::Arc;
 
 use nodewright_model::preflight::KubernetesReport;
+use nodewright_model::rollout::PoolNode;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
@@ -17,6 +20,7 @@ pub use drain::{
 };
 pub use error::{Error, Result};
 pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
+pub use pool::{ListPoolNodes, MarkOutdated, MarkedOutdated};
 
 use std::result::Result as StdResult;
 
@@ -280,6 +284,44 @@ impl KubeActivities {
         input: MachineNode,
     ) -> Result<NodeChange, ActivityError> {
         drain::uncordon_node(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Lists the pool's Nodes (label `nodewright.io/pool=<pool>`), sorted by name: providerID,
+    /// whether Ready and since when, whether being taken down (draining taint or deletion
+    /// timestamp), and whether tainted `nodewright.io/outdated`.
+    ///
+    /// # Idempotency
+    /// Read-only: a rerun reads again.
+    #[activity(name = "kube.list_pool_nodes")]
+    pub async fn list_pool_nodes(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ListPoolNodes,
+    ) -> Result<Vec<PoolNode>, ActivityError> {
+        pool::list_pool_nodes(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Taints each machine's Node `nodewright.io/outdated:PreferNoSchedule` (`outdated`) or
+    /// removes that taint, every other taint kept (read-modify-write with the
+    /// `resourceVersion`, field manager `nodewright-rollout`). Only a Node whose providerID names
+    /// the VM and that carries `nodewright.io/machine=<node>` is written; the others are
+    /// reported as absent or not ours.
+    ///
+    /// # Idempotency
+    /// A Node already as asked is not written (and not reported as changed). A Node changed by
+    /// another writer meanwhile is read again (409), a few times, then the activity fails
+    /// retryably.
+    #[activity(name = "kube.mark_outdated")]
+    pub async fn mark_outdated(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: MarkOutdated,
+    ) -> Result<MarkedOutdated, ActivityError> {
+        pool::mark_outdated(&self.client, &input)
             .await
             .map_err(Error::into_activity_error)
     }

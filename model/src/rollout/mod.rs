@@ -4,6 +4,7 @@
 
 pub mod observed;
 pub mod plan;
+pub mod report;
 pub mod request;
 pub mod status;
 
@@ -12,6 +13,7 @@ mod simulation;
 
 pub use observed::{Activity, Health, ObservedMachine, PoolNode, PoolVm, Running, observe};
 pub use plan::{Budget, Counts, DeleteReason, Holdup, Plan, PlanInput, Victim, plan, victim_order};
+pub use report::{InspectPoolRequest, PoolReport};
 pub use request::{
     DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, PoolHistory, RolloutOutcome, RolloutRequest,
     RolloutResult, StrategyChange, TemplateRecord,

@@ -60,7 +60,7 @@ pub struct InFlight {
     pub kind: ChildKind,
     /// Its workflow ID.
     pub workflow_id: String,
-    /// When it started, Unix seconds.
+    /// When it started, Unix milliseconds.
     pub started_at: i64,
 }
 
@@ -114,27 +114,38 @@ pub struct StrategyView {
 pub struct Timings {
     /// Creates finished.
     pub creates: u32,
-    /// Their total seconds.
-    pub create_seconds: u64,
-    /// Deletes finished.
+    /// Their total milliseconds.
+    pub create_millis: u64,
+    /// Deletes finished (drain included).
     pub deletes: u32,
-    /// Their total seconds.
-    pub delete_seconds: u64,
+    /// Their total milliseconds.
+    pub delete_millis: u64,
 }
 
 impl Timings {
-    /// Records a finished child that ran `seconds`.
-    pub fn record(&mut self, kind: ChildKind, seconds: u64) {
+    /// Records a finished child that ran `millis` milliseconds.
+    pub fn record(&mut self, kind: ChildKind, millis: u64) {
         match kind {
             ChildKind::Create => {
                 self.creates = self.creates.saturating_add(1);
-                self.create_seconds = self.create_seconds.saturating_add(seconds);
+                self.create_millis = self.create_millis.saturating_add(millis);
             }
             ChildKind::Delete => {
                 self.deletes = self.deletes.saturating_add(1);
-                self.delete_seconds = self.delete_seconds.saturating_add(seconds);
+                self.delete_millis = self.delete_millis.saturating_add(millis);
             }
         }
+    }
+
+    /// The average create and delete durations in milliseconds, once each happened.
+    pub fn averages_millis(&self) -> Option<(u64, u64)> {
+        if self.creates == 0 || self.deletes == 0 {
+            return None;
+        }
+        Some((
+            self.create_millis / u64::from(self.creates),
+            self.delete_millis / u64::from(self.deletes),
+        ))
     }
 
     /// Seconds left to replace `remaining` machines at `pace` machines per create-plus-delete
@@ -144,13 +155,9 @@ impl Timings {
         if remaining == 0 {
             return Some(0);
         }
-        if self.creates == 0 || self.deletes == 0 {
-            return None;
-        }
-        let create = self.create_seconds / u64::from(self.creates);
-        let delete = self.delete_seconds / u64::from(self.deletes);
+        let (create, delete) = self.averages_millis()?;
         let waves = u64::from(remaining.div_ceil(pace.max(1)));
-        Some(waves.saturating_mul(create.saturating_add(delete)))
+        Some(waves.saturating_mul(create.saturating_add(delete)) / 1000)
     }
 }
 
@@ -283,9 +290,9 @@ mod tests {
         let mut timings = Timings::default();
         assert_eq!(timings.estimate_seconds_left(4, 2), None);
         assert_eq!(timings.estimate_seconds_left(0, 2), Some(0));
-        timings.record(ChildKind::Create, 30);
-        timings.record(ChildKind::Create, 50);
-        timings.record(ChildKind::Delete, 20);
+        timings.record(ChildKind::Create, 30_000);
+        timings.record(ChildKind::Create, 50_000);
+        timings.record(ChildKind::Delete, 20_000);
         // average create 40 s + delete 20 s; 5 machines at 2 per wave = 3 waves.
         assert_eq!(timings.estimate_seconds_left(5, 2), Some(180));
         assert_eq!(timings.estimate_seconds_left(5, 0), Some(300));

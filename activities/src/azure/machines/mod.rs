@@ -10,6 +10,7 @@
 pub mod body;
 mod data_disks;
 mod error;
+pub mod pool;
 pub mod types;
 mod wait;
 
@@ -19,6 +20,7 @@ use nodewright_model::ClusterName;
 use nodewright_model::arm::Disposition;
 use nodewright_model::machine::nic_name;
 use nodewright_model::ownership::{TAG_CLUSTER, TAG_MACHINE, is_owned_by};
+use nodewright_model::rollout::PoolVm;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
@@ -26,6 +28,7 @@ pub use data_disks::{
     AwaitDisksReleased, AwaitForceDetach, DisksReleased, ForceDetachDisks, ForceDetachStarted,
 };
 pub use error::MachineError;
+pub use pool::ListPoolVms;
 pub use types::*;
 
 use crate::azure::{ArmClient, Deletion, Error as ArmError};
@@ -440,6 +443,23 @@ impl ArmReadActivities {
         input: FindLeftovers,
     ) -> Result<Vec<Leftover>, ActivityError> {
         self.find_leftovers_inner(&input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Lists the pool's VMs (every page of the resource group's list), sorted by name: those
+    /// tagged with exactly this cluster and `nodewright.io-pool=<pool>`, with their template
+    /// hash, creation time (from the `nodewright.io-created` tag) and provisioning state.
+    ///
+    /// # Idempotency
+    /// Read-only.
+    #[activity(name = "azure.list_pool_vms")]
+    pub async fn list_pool_vms(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ListPoolVms,
+    ) -> Result<Vec<PoolVm>, ActivityError> {
+        pool::list_pool_vms(&self.client, &input)
             .await
             .map_err(MachineError::into_activity_error)
     }

@@ -14,11 +14,11 @@ use nodewright_model::drain::{
     ANNOTATION_DRAIN_POLICY, CONDITION_READONLY_FILESYSTEM, CONDITION_TERMINATING, ConditionFacts,
     NodeHealth, TAINT_DRAINING,
 };
-use nodewright_model::ownership::{LABEL_MACHINE, provider_id_names_vm};
 use serde_json::{Value, json};
 
 use super::{PrepareDrain, PreparedNode};
 use crate::kube::error::{Error, Result};
+use crate::kube::node_spec::{Found, taints, update_spec};
 use crate::kube::nodes::{MachineNode, NodeChange};
 
 /// The field manager of the drain's writes to Nodes, so `managedFields` show who cordoned.
@@ -33,16 +33,22 @@ pub const TERMINATING_MESSAGE: &str = "nodewright is draining the node to delete
 /// The draining taint's effect.
 const NO_SCHEDULE: &str = "NoSchedule";
 
-/// How many times a spec change is tried when another writer changed the Node meanwhile.
-const CONFLICT_ATTEMPTS: u32 = 5;
-
 /// Cordons the machine's Node, taints it `nodewright.io/draining:NoSchedule` (other taints
 /// kept) and, when `terminating`, sets its `Terminating` condition; only for a Node whose
 /// providerID names the VM and that carries `nodewright.io/machine=<node>`.
 pub async fn prepare_node(client: &kube::Client, input: &PrepareDrain) -> Result<PreparedNode> {
     let api: Api<Node> = Api::all(client.clone());
-    let node = match update_spec(&api, &input.node, &input.vm_id, Change::Prepare).await? {
-        Found::Ours(node) => node,
+    let found = update_spec(
+        &api,
+        &input.node,
+        &input.vm_id,
+        FIELD_MANAGER,
+        prepare_spec_patch,
+        |name, source| Error::PrepareNode { name, source },
+    )
+    .await?;
+    let node = match found {
+        Found::Ours { node, .. } => node,
         Found::Absent => return Ok(PreparedNode::Absent),
         Found::NotOurs(provider_id) => return Ok(PreparedNode::NotOurs { provider_id }),
     };
@@ -75,8 +81,17 @@ pub async fn prepare_node(client: &kube::Client, input: &PrepareDrain) -> Result
 /// [`prepare_node`]).
 pub async fn uncordon_node(client: &kube::Client, input: &MachineNode) -> Result<NodeChange> {
     let api: Api<Node> = Api::all(client.clone());
-    let node = match update_spec(&api, &input.node, &input.vm_id, Change::Uncordon).await? {
-        Found::Ours(node) => node,
+    let found = update_spec(
+        &api,
+        &input.node,
+        &input.vm_id,
+        FIELD_MANAGER,
+        uncordon_spec_patch,
+        |name, source| Error::UncordonNode { name, source },
+    )
+    .await?;
+    let node = match found {
+        Found::Ours { node, .. } => node,
         Found::Absent => return Ok(NodeChange::Absent),
         Found::NotOurs(_) => return Ok(NodeChange::NotOurs),
     };
@@ -107,108 +122,11 @@ pub fn node_health(node: &Node) -> NodeHealth {
     }
 }
 
-/// What a read of the machine's Node found.
-enum Found {
-    Absent,
-    NotOurs(Option<String>),
-    Ours(Box<Node>),
-}
-
-/// The two spec changes.
-#[derive(Clone, Copy)]
-enum Change {
-    Prepare,
-    Uncordon,
-}
-
-impl Change {
-    /// The merge patch that brings `node`'s spec where this change wants it; `None` when it is
-    /// there already.
-    fn patch(self, node: &Node) -> Option<Value> {
-        match self {
-            Change::Prepare => prepare_spec_patch(node),
-            Change::Uncordon => uncordon_spec_patch(node),
-        }
-    }
-
-    fn error(self, name: &str, source: kube::Error) -> Error {
-        let name = name.to_owned();
-        match self {
-            Change::Prepare => Error::PrepareNode { name, source },
-            Change::Uncordon => Error::UncordonNode { name, source },
-        }
-    }
-}
-
-/// Reads the Node and applies `change` to it when it is the machine's, re-reading and trying
-/// again when another writer changed the Node in between (409).
-async fn update_spec(api: &Api<Node>, name: &str, vm_id: &str, change: Change) -> Result<Found> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let node = match read_machine_node(api, name, vm_id).await? {
-            Found::Ours(node) => node,
-            other => return Ok(other),
-        };
-        let Some(patch) = change.patch(&node) else {
-            return Ok(Found::Ours(node));
-        };
-        match api.patch(name, &params(), &Patch::Merge(&patch)).await {
-            Ok(node) => return Ok(Found::Ours(Box::new(node))),
-            Err(kube::Error::Api(status)) if status.code == 409 && attempt < CONFLICT_ATTEMPTS => {
-                tracing::debug!(
-                    node = name,
-                    attempt,
-                    "the Node changed meanwhile; reading it again"
-                );
-            }
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Found::Absent),
-            Err(source) => return Err(change.error(name, source)),
-        }
-    }
-}
-
-async fn read_machine_node(api: &Api<Node>, name: &str, vm_id: &str) -> Result<Found> {
-    let node = api.get_opt(name).await.map_err(|source| Error::GetNode {
-        name: name.to_owned(),
-        source,
-    })?;
-    Ok(match node {
-        None => Found::Absent,
-        Some(node) if is_machine_node(&node, name, vm_id) => Found::Ours(Box::new(node)),
-        Some(node) => Found::NotOurs(provider_id(&node).map(str::to_owned)),
-    })
-}
-
 fn params() -> PatchParams {
     PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     }
-}
-
-/// Whether `node` is the machine's: its providerID names the VM and nodewright labelled it
-/// `nodewright.io/machine=<name>`.
-pub(super) fn is_machine_node(node: &Node, name: &str, vm_id: &str) -> bool {
-    let names_vm = provider_id(node).is_some_and(|id| provider_id_names_vm(id, vm_id));
-    let labelled = node
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|labels| labels.get(LABEL_MACHINE))
-        .is_some_and(|machine| machine == name);
-    names_vm && labelled
-}
-
-fn provider_id(node: &Node) -> Option<&str> {
-    node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
-}
-
-fn taints(node: &Node) -> Vec<Taint> {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
 }
 
 fn is_draining_taint(taint: &Taint) -> bool {
@@ -302,6 +220,7 @@ fn policy_annotation(node: &Node) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube::node_spec::is_machine_node;
 
     const VM: &str =
         "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/web-abcde";

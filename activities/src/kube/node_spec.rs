@@ -1,0 +1,123 @@
+//! Read-modify-write of a machine's Node spec, for the fields server-side apply cannot share.
+//!
+//! `spec.taints` is an atomic list: with server-side apply one field manager would own all of it
+//! (CreateMachine's apply as `nodewright` does), so adding or removing one taint is a merge patch
+//! of the whole list as read, carrying the `resourceVersion` read so that a concurrent writer
+//! makes it fail with 409 instead of being overwritten; the Node is then read again and the
+//! change recomputed, a few times. Only a Node that is the machine's is ever written.
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use nodewright_model::ownership::{LABEL_MACHINE, provider_id_names_vm};
+use serde_json::Value;
+
+use super::error::{Error, Result};
+
+/// How many times a spec change is tried when another writer changed the Node meanwhile.
+const CONFLICT_ATTEMPTS: u32 = 5;
+
+/// What a read (and possibly a change) of the machine's Node found.
+pub(crate) enum Found {
+    /// No Node of that name.
+    Absent,
+    /// A Node of that name that is not the machine's, with its providerID.
+    NotOurs(Option<String>),
+    /// The machine's Node, as it is after the change.
+    Ours {
+        /// The Node (as written, or as read when nothing was to change).
+        node: Box<Node>,
+        /// Whether this call wrote it.
+        changed: bool,
+    },
+}
+
+/// Reads the Node `name` and, when it is the machine of VM `vm_id` (see [`is_machine_node`]),
+/// merge-patches it with what `patch` computes from it (`None`: nothing to change), as
+/// `field_manager`; re-reads and recomputes when another writer changed the Node in between
+/// (409). A failed write is reported through `error(name, source)`, which names the step.
+pub(crate) async fn update_spec(
+    api: &Api<Node>,
+    name: &str,
+    vm_id: &str,
+    field_manager: &str,
+    patch: impl Fn(&Node) -> Option<Value>,
+    error: impl Fn(String, kube::Error) -> Error,
+) -> Result<Found> {
+    let params = PatchParams {
+        field_manager: Some(field_manager.to_owned()),
+        ..PatchParams::default()
+    };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let node = match read_machine_node(api, name, vm_id).await? {
+            Found::Ours { node, .. } => node,
+            other => return Ok(other),
+        };
+        let Some(body) = patch(&node) else {
+            return Ok(Found::Ours {
+                node,
+                changed: false,
+            });
+        };
+        match api.patch(name, &params, &Patch::Merge(&body)).await {
+            Ok(node) => {
+                return Ok(Found::Ours {
+                    node: Box::new(node),
+                    changed: true,
+                });
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < CONFLICT_ATTEMPTS => {
+                tracing::debug!(
+                    node = name,
+                    attempt,
+                    "the Node changed meanwhile; reading it again"
+                );
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Found::Absent),
+            Err(source) => return Err(error(name.to_owned(), source)),
+        }
+    }
+}
+
+async fn read_machine_node(api: &Api<Node>, name: &str, vm_id: &str) -> Result<Found> {
+    let node = api.get_opt(name).await.map_err(|source| Error::GetNode {
+        name: name.to_owned(),
+        source,
+    })?;
+    Ok(match node {
+        None => Found::Absent,
+        Some(node) if is_machine_node(&node, name, vm_id) => Found::Ours {
+            node: Box::new(node),
+            changed: false,
+        },
+        Some(node) => Found::NotOurs(provider_id(&node).map(str::to_owned)),
+    })
+}
+
+/// Whether `node` is the machine's: its providerID names the VM and nodewright labelled it
+/// `nodewright.io/machine=<name>`.
+pub(crate) fn is_machine_node(node: &Node, name: &str, vm_id: &str) -> bool {
+    let names_vm = provider_id(node).is_some_and(|id| provider_id_names_vm(id, vm_id));
+    let labelled = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(LABEL_MACHINE))
+        .is_some_and(|machine| machine == name);
+    names_vm && labelled
+}
+
+/// The Node's `spec.providerID`, when set.
+pub(crate) fn provider_id(node: &Node) -> Option<&str> {
+    node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
+}
+
+/// The Node's taints (empty when it has none).
+pub(crate) fn taints(node: &Node) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+}

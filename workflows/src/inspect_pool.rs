@@ -1,0 +1,57 @@
+#![doc = include_str!("../runbooks/inspect_pool.md")]
+
+use nodewright_activities::azure::machines::{ArmReadActivities, ListPoolVms};
+use nodewright_activities::kube::{KubeActivities, ListPoolNodes};
+use nodewright_model::Operation;
+use nodewright_model::rollout::{InspectPoolRequest, PoolReport, observe};
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{WorkflowContext, WorkflowResult};
+
+use crate::activity_options;
+use crate::progress::now;
+use crate::search;
+
+/// Looks at a pool's machines; see the runbook above.
+#[workflow]
+#[derive(Default)]
+pub struct InspectPoolWorkflow;
+
+#[workflow_methods]
+impl InspectPoolWorkflow {
+    /// Runs the runbook.
+    #[run(name = "InspectPool")]
+    pub async fn run(
+        ctx: &mut WorkflowContext<Self>,
+        request: InspectPoolRequest,
+    ) -> WorkflowResult<PoolReport> {
+        ctx.upsert_search_attributes([
+            search::CLUSTER.value_set(request.cluster.to_string()),
+            search::POOL.value_set(request.pool.clone()),
+            search::OPERATION.value_set(Operation::Inspect.to_string()),
+        ]);
+        let vms = ctx
+            .execute_activity(
+                ArmReadActivities::list_pool_vms,
+                ListPoolVms {
+                    cluster: request.cluster.clone(),
+                    pool: request.pool.clone(),
+                },
+                activity_options::read(),
+            )
+            .await?;
+        let nodes = ctx
+            .execute_activity(
+                KubeActivities::list_pool_nodes,
+                ListPoolNodes {
+                    pool: request.pool.clone(),
+                },
+                activity_options::read(),
+            )
+            .await?;
+        Ok(PoolReport {
+            pool: request.pool.clone(),
+            machines: observe(&vms, &nodes, &[], ""),
+            observed_at: now(ctx).timestamp(),
+        })
+    }
+}
