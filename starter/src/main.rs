@@ -6,6 +6,7 @@
 //! new was started).
 
 mod machine;
+mod pool;
 mod pool_file;
 mod preflight;
 mod runs;
@@ -47,6 +48,9 @@ enum Command {
     /// Create, delete and inspect machines.
     #[command(subcommand)]
     Machine(machine::MachineCommand),
+    /// Roll pools to a new template, steer and roll back rollouts, and look at pools.
+    #[command(subcommand)]
+    Pool(pool::PoolCommand),
     /// List nodewright's runs of this cluster, newest first.
     Runs(runs::Args),
 }
@@ -84,6 +88,7 @@ async fn run(settings: &Settings, output: Output, command: Command) -> Result<()
     match command {
         Command::Preflight(args) => preflight::run(settings, output, args).await,
         Command::Machine(command) => machine::run(settings, output, command).await,
+        Command::Pool(command) => pool::run(settings, output, command).await,
         Command::Runs(args) => runs::run(settings, output, args).await,
     }
 }

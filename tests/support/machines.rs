@@ -95,6 +95,17 @@ pub fn run_cli(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<Output>
     Ok(command.args(args).output()?)
 }
 
+/// Runs the CLI with [`CliResult::run`] off the async threads.
+pub async fn cli(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<CliResult> {
+    let (stack, task_queue) = (stack.clone(), task_queue.to_owned());
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        CliResult::run(&stack, &task_queue, &args)
+    })
+    .await?
+}
+
 /// The CLI's exit code and output, for assertions and failure messages.
 pub struct CliResult {
     /// Exit code.

@@ -144,3 +144,20 @@ pub fn ensure_eq<T: PartialEq + std::fmt::Debug>(what: &str, value: T, expected:
     }
     Ok(())
 }
+
+/// The Temporal CLI of the stack (`NODEWRIGHT_TEMPORAL_CLI`, from the environment or the stack's
+/// env file).
+pub fn temporal_cli() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("NODEWRIGHT_TEMPORAL_CLI") {
+        return Ok(PathBuf::from(path));
+    }
+    let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".run"));
+    let text = std::fs::read_to_string(run_dir.join("env"))?;
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("NODEWRIGHT_TEMPORAL_CLI="))
+        .map(|value| PathBuf::from(value.trim()))
+        .next()
+        .context("NODEWRIGHT_TEMPORAL_CLI is not in the stack's env file")
+}

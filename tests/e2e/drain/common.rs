@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail, ensure};
 use nodewright_tests::Stack;
-use nodewright_tests::machines::{CliResult, create_machine, write_pool_file};
+use nodewright_tests::machines::{create_machine, write_pool_file};
 use serde_json::Value;
 
 /// How often a drain's status is read while waiting for it.
@@ -53,16 +53,7 @@ pub(super) fn drain_pool_file(
     Ok(path)
 }
 
-/// Runs the CLI off the async threads.
-pub(super) async fn cli(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<CliResult> {
-    let (stack, task_queue) = (stack.clone(), task_queue.to_owned());
-    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        CliResult::run(&stack, &task_queue, &args)
-    })
-    .await?
-}
+pub(super) use nodewright_tests::machines::cli;
 
 /// `machine status NAME --output json` of a machine whose latest run is its drain.
 pub(super) async fn drain_status(stack: &Stack, task_queue: &str, machine: &str) -> Result<Value> {

@@ -34,7 +34,6 @@ use nodewright_model::drain::TAINT_DRAINING;
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox, node};
-use nodewright_tests::stack::repo_root;
 
 use super::common::{cli, create_machines, delete_machines, drain_pool_file};
 use nodewright_tests::temporal_worker::unique_task_queue;
@@ -92,22 +91,7 @@ pub(super) fn entry<'a>(list: &'a Value, key: &str, value: &str) -> Option<&'a V
     list.as_array()?.iter().find(|item| item[key] == value)
 }
 
-/// The Temporal CLI of the stack (`NODEWRIGHT_TEMPORAL_CLI`, from the environment or the stack's
-/// env file).
-pub(super) fn temporal_cli() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("NODEWRIGHT_TEMPORAL_CLI") {
-        return Ok(PathBuf::from(path));
-    }
-    let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".run"));
-    let text = std::fs::read_to_string(run_dir.join("env"))?;
-    text.lines()
-        .filter_map(|line| line.trim().strip_prefix("NODEWRIGHT_TEMPORAL_CLI="))
-        .map(|value| PathBuf::from(value.trim()))
-        .next()
-        .context("NODEWRIGHT_TEMPORAL_CLI is not in the stack's env file")
-}
+pub(super) use nodewright_tests::stack::temporal_cli;
 
 /// Terminates the drains of `machines` still running (after a failure), quietly.
 pub(super) async fn terminate_drains(stack: &Stack, machines: &[String]) {

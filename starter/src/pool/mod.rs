@@ -1,0 +1,346 @@
+//! `nodewright pool ...`: roll a pool to a new template, follow and steer the rollout, roll it
+//! back, and look at the pool's machines.
+//!
+//! One job per module: [`flags`] checks what was typed, [`history`] finds the pool's runs,
+//! [`rollout`] and [`rollback`] start a rollout, [`follow`] follows one to its end, [`control`]
+//! signals and updates the one running, [`status`] shows a rollout or the pool, and [`render`]
+//! turns them into text.
+
+mod control;
+mod flags;
+mod follow;
+mod history;
+mod render;
+mod rollback;
+mod rollout;
+mod status;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use nodewright_model::pool::Amount;
+use nodewright_model::rollout::{DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, RolloutStatus};
+use nodewright_model::{ClusterName, Operation, WorkflowId};
+use nodewright_workflows::RollingUpdateWorkflow;
+use temporalio_client::{
+    Client, NamespacedClient, WorkflowExecutionInfo, WorkflowHandle, WorkflowQueryOptions,
+};
+
+use crate::{CliError, Output, settings::Settings};
+
+/// What to do with pools.
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// Roll a pool to the template of its file, replacing machines within the strategy's budget
+    /// (RollingUpdate); or, with a subcommand, look at and steer the rollout under way.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+    Rollout(RolloutArgs),
+    /// Roll a pool back to the template it ran before its last completed rollout.
+    Rollback(RollbackArgs),
+    /// Show a pool's machines as a worker sees them in Azure and Kubernetes (InspectPool), and
+    /// the rollout under way, if any.
+    Status(StatusArgs),
+}
+
+/// `pool rollout`: start a rollout, or one of its subcommands.
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    #[command(subcommand)]
+    command: Option<RolloutCommand>,
+    #[command(flatten)]
+    start: StartArgs,
+}
+
+/// The flags of `pool rollout --pool FILE`.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// The Pool file (YAML, `kind: Pool`): the replicas, template and strategy to roll to.
+    #[arg(long, value_name = "FILE", required = true)]
+    pool: Option<PathBuf>,
+    #[command(flatten)]
+    budget: BudgetArgs,
+    /// Replace only this many machines (at least 1, at most replicas), then wait for
+    /// `nodewright pool rollout approve POOL`.
+    #[arg(long, value_name = "N")]
+    canary: Option<u32>,
+    /// Follow the rollout until it ends, printing its progress.
+    #[arg(long)]
+    wait: bool,
+    #[command(flatten)]
+    knobs: KnobArgs,
+}
+
+/// `--max-surge` and `--max-unavailable`, overriding the strategy.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct BudgetArgs {
+    /// Machines allowed above replicas while rolling: a number (2) or a percentage of replicas
+    /// (25%, rounded up); overrides the strategy's maxSurge.
+    #[arg(long, value_name = "N|P%", value_parser = flags::amount)]
+    max_surge: Option<Amount>,
+    /// Machines allowed below replicas while rolling: a number (1) or a percentage of replicas
+    /// (25%, rounded down); overrides the strategy's maxUnavailable.
+    #[arg(long, value_name = "N|P%", value_parser = flags::amount)]
+    max_unavailable: Option<Amount>,
+}
+
+/// Test knobs of a rollout, hidden from help.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct KnobArgs {
+    /// How often the rollout looks at its pool when nothing else wakes it (e.g. 2s).
+    #[arg(long, hide = true, value_name = "DURATION",
+          default_value_t = DEFAULT_OBSERVE_INTERVAL.into())]
+    observe_interval: humantime::Duration,
+    /// History events after which the rollout continues as a new run.
+    #[arg(long, hide = true, value_name = "N", default_value_t = DEFAULT_HISTORY_LIMIT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    history_limit: u32,
+}
+
+/// Looking at and steering the rollout of a pool.
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Show the rollout of a pool (the one running, else the latest): phase, counts, strategy,
+    /// children in flight, failures and every machine.
+    Status {
+        /// The pool's name (`metadata.name` of its file).
+        pool: String,
+    },
+    /// Pause the running rollout: nothing new starts; creates and deletes in flight finish.
+    Pause {
+        /// The pool's name.
+        pool: String,
+    },
+    /// Resume a paused rollout (its failure count starts again from 0).
+    Resume {
+        /// The pool's name.
+        pool: String,
+    },
+    /// Abort the running rollout: creates and deletes in flight finish, nothing new starts,
+    /// and it ends `aborted` (the pool may mix templates).
+    Abort {
+        /// The pool's name.
+        pool: String,
+    },
+    /// Let a canary rollout go on beyond its canary machines.
+    Approve {
+        /// The pool's name.
+        pool: String,
+    },
+    /// Change maxSurge and/or maxUnavailable of the running rollout, from its next plan.
+    SetStrategy {
+        /// The pool's name.
+        pool: String,
+        #[command(flatten)]
+        budget: BudgetArgs,
+    },
+}
+
+/// The flags of `pool rollback POOL`.
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// The pool's name.
+    pool: String,
+    #[command(flatten)]
+    budget: BudgetArgs,
+    /// Follow the rollback until it ends, printing its progress.
+    #[arg(long)]
+    wait: bool,
+    #[command(flatten)]
+    knobs: KnobArgs,
+}
+
+/// The flags of `pool status POOL`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The pool's name.
+    pool: String,
+    /// How long to wait for a worker to look at the pool, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    timeout: u64,
+}
+
+/// Runs a `pool` subcommand.
+pub async fn run(
+    settings: &Settings,
+    output: Output,
+    command: PoolCommand,
+) -> Result<(), CliError> {
+    match command {
+        PoolCommand::Rollout(RolloutArgs {
+            command: None,
+            start,
+        }) => rollout::run(settings, output, start).await,
+        PoolCommand::Rollout(RolloutArgs {
+            command: Some(command),
+            ..
+        }) => match command {
+            RolloutCommand::Status { pool } => status::rollout(settings, output, &pool).await,
+            RolloutCommand::Pause { pool } => {
+                control::signal(settings, output, &pool, control::Ask::Pause).await
+            }
+            RolloutCommand::Resume { pool } => {
+                control::signal(settings, output, &pool, control::Ask::Resume).await
+            }
+            RolloutCommand::Abort { pool } => {
+                control::signal(settings, output, &pool, control::Ask::Abort).await
+            }
+            RolloutCommand::Approve { pool } => {
+                control::signal(settings, output, &pool, control::Ask::Approve).await
+            }
+            RolloutCommand::SetStrategy { pool, budget } => {
+                control::set_strategy(settings, output, &pool, budget).await
+            }
+        },
+        PoolCommand::Rollback(args) => rollback::run(settings, output, args).await,
+        PoolCommand::Status(args) => status::pool(settings, output, &args.pool, args.timeout).await,
+    }
+}
+
+/// `rollout/<cluster>/<pool>`.
+fn rollout_id(cluster: &ClusterName, pool: &str) -> WorkflowId {
+    WorkflowId::for_subject(Operation::Rollout, cluster, pool)
+}
+
+/// A handle on a rollout's runs.
+type RolloutHandle = WorkflowHandle<Client, RollingUpdateWorkflow>;
+
+/// The rollout `workflow_id`: its run `run_id` (and the runs it continues as), or without one
+/// its latest run.
+fn rollout_handle(
+    client: &Client,
+    workflow_id: &WorkflowId,
+    run_id: Option<&str>,
+) -> RolloutHandle {
+    let info = WorkflowExecutionInfo::builder()
+        .namespace(client.namespace())
+        .workflow_id(workflow_id.to_string())
+        .maybe_run_id(run_id.map(str::to_owned))
+        .build();
+    WorkflowHandle::new(client.clone(), info)
+}
+
+/// How long a status query may take: it needs a worker.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The rollout's `status` query; the error says why there is no answer.
+async fn query_status(handle: &RolloutHandle) -> Result<RolloutStatus, String> {
+    let query = handle.query(
+        RollingUpdateWorkflow::status,
+        (),
+        WorkflowQueryOptions::default(),
+    );
+    match tokio::time::timeout(QUERY_TIMEOUT, query).await {
+        Ok(Ok(status)) => Ok(status),
+        Ok(Err(error)) => Err(error_chain(&error)),
+        Err(_) => Err(format!(
+            "the status query got no answer within {}s; is nodewright-worker running?",
+            QUERY_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// Who asks, as signals record it: `$USER@cli`, or `cli`.
+fn who() -> String {
+    match std::env::var("USER") {
+        Ok(user) if !user.trim().is_empty() => format!("{}@cli", user.trim()),
+        _ => "cli".to_owned(),
+    }
+}
+
+/// `error: cause: cause`, on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: PoolCommand,
+    }
+
+    fn parse(args: &[&str]) -> Result<PoolCommand, clap::Error> {
+        Cli::try_parse_from(std::iter::once("pool").chain(args.iter().copied())).map(|c| c.command)
+    }
+
+    #[test]
+    fn rollout_takes_a_file_or_a_subcommand() {
+        let start = parse(&[
+            "rollout",
+            "--pool",
+            "p.yaml",
+            "--max-surge",
+            "25%",
+            "--canary",
+            "1",
+        ]);
+        match start {
+            Ok(PoolCommand::Rollout(RolloutArgs {
+                command: None,
+                start,
+            })) => {
+                assert_eq!(start.pool, Some(PathBuf::from("p.yaml")));
+                assert_eq!(start.budget.max_surge, Some(Amount::Percent(25)));
+                assert_eq!(start.canary, Some(1));
+                assert_eq!(*start.knobs.observe_interval, DEFAULT_OBSERVE_INTERVAL);
+                assert_eq!(start.knobs.history_limit, DEFAULT_HISTORY_LIMIT);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&["rollout", "status", "web"]),
+            Ok(PoolCommand::Rollout(RolloutArgs {
+                command: Some(RolloutCommand::Status { .. }),
+                ..
+            }))
+        ));
+        assert!(matches!(
+            parse(&["rollout", "set-strategy", "web", "--max-unavailable", "1"]),
+            Ok(PoolCommand::Rollout(RolloutArgs {
+                command: Some(RolloutCommand::SetStrategy { .. }),
+                ..
+            }))
+        ));
+        assert!(
+            parse(&["rollout"]).is_err(),
+            "--pool is required without a subcommand"
+        );
+        assert!(parse(&["rollout", "--pool", "p.yaml", "status", "web"]).is_err());
+    }
+
+    #[test]
+    fn test_knobs_parse_durations_and_counts() {
+        let parsed = parse(&[
+            "rollout",
+            "--pool",
+            "p.yaml",
+            "--observe-interval",
+            "2s",
+            "--history-limit",
+            "60",
+        ]);
+        match parsed {
+            Ok(PoolCommand::Rollout(RolloutArgs { start, .. })) => {
+                assert_eq!(*start.knobs.observe_interval, Duration::from_secs(2));
+                assert_eq!(start.knobs.history_limit, 60);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["rollout", "--pool", "p", "--observe-interval", "soon"]).is_err());
+        assert!(parse(&["rollout", "--pool", "p", "--history-limit", "0"]).is_err());
+        assert!(parse(&["rollout", "--pool", "p", "--max-surge", "1.5"]).is_err());
+    }
+}

@@ -1,0 +1,542 @@
+//! Rollouts and pools as text: the one-line progress of a rollout, its full status, and a pool's
+//! machines. Pure functions of what they show and of "now" (Unix seconds).
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use nodewright_model::rollout::{
+    Activity, ChildFailure, ChildKind, Health, Holdup, InFlight, PoolReport, RolloutPhase,
+    RolloutStatus, StrategyView,
+};
+
+/// A span of seconds, short: `45s`, `12m`, `2h05m`, `3d4h`.
+pub fn span(seconds: u64) -> String {
+    match seconds {
+        0..60 => format!("{seconds}s"),
+        60..3600 => format!("{}m", seconds / 60),
+        3600..86_400 => {
+            let minutes = (seconds % 3600) / 60;
+            if minutes == 0 {
+                format!("{}h", seconds / 3600)
+            } else {
+                format!("{}h{minutes:02}m", seconds / 3600)
+            }
+        }
+        _ => {
+            let hours = (seconds % 86_400) / 3600;
+            if hours == 0 {
+                format!("{}d", seconds / 86_400)
+            } else {
+                format!("{}d{hours}h", seconds / 86_400)
+            }
+        }
+    }
+}
+
+/// Seconds from `then` to `now`, never negative.
+fn since(then: i64, now: i64) -> u64 {
+    u64::try_from(now.saturating_sub(then)).unwrap_or(0)
+}
+
+/// A machine's health: `Ready`, `NotReady for 42s` or `Failed`.
+pub fn health(health: Health, now: i64) -> String {
+    match health {
+        Health::Ready => "Ready".to_owned(),
+        Health::NotReady { since: at } => format!("NotReady for {}", span(since(at, now))),
+        Health::Failed => "Failed".to_owned(),
+    }
+}
+
+/// What is being done to a machine: `idle`, `creating`, `deleting`.
+pub fn activity(activity: Activity) -> &'static str {
+    match activity {
+        Activity::Idle => "idle",
+        Activity::Creating => "creating",
+        Activity::Deleting => "deleting",
+    }
+}
+
+fn kind(kind: ChildKind) -> &'static str {
+    match kind {
+        ChildKind::Create => "create",
+        ChildKind::Delete => "delete",
+    }
+}
+
+/// Why the rollout waits, paused or stalls, when it does: the paused reason, the canary's
+/// approval, the stall.
+pub fn reasons(status: &RolloutStatus) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if let Some(because) = &status.paused_because {
+        reasons.push(because.clone());
+    }
+    if status.phase == RolloutPhase::AwaitingApproval {
+        let canary = status.canary.unwrap_or(0);
+        reasons.push(format!(
+            "canary of {canary} done; `nodewright pool rollout approve {}` lets it go on",
+            status.pool
+        ));
+    }
+    if let Some(stalled) = &status.stalled {
+        reasons.push(format!("stalled: {stalled}"));
+    }
+    reasons
+}
+
+/// The rollout in one line, as following prints it:
+/// `progressing  4/6 updated  6 ready  6 available  2 old  in flight: create web-ab12c  ~2m left`.
+pub fn status_line(status: &RolloutStatus) -> String {
+    let counts = &status.counts;
+    let mut line = format!(
+        "{:<11}  {}/{} updated  {} ready  {} available  {} old",
+        status.phase.as_str(),
+        counts.updated,
+        status.desired,
+        counts.ready,
+        counts.available,
+        counts.old
+    );
+    if !status.in_flight.is_empty() {
+        let children: Vec<String> = status
+            .in_flight
+            .iter()
+            .map(|child| format!("{} {}", kind(child.kind), child.machine))
+            .collect();
+        line.push_str("  in flight: ");
+        line.push_str(&children.join(", "));
+    }
+    if let Some(seconds) = status.estimated_seconds_left.filter(|s| *s > 0) {
+        line.push_str(&format!("  ~{} left", span(seconds)));
+    }
+    let reasons = reasons(status);
+    if !reasons.is_empty() {
+        line.push_str("  — ");
+        line.push_str(&reasons.join("; "));
+    }
+    line
+}
+
+/// A failed child in one line: `create web-ab12c (create/dev/web-ab12c): reason`.
+pub fn failure_line(failure: &ChildFailure) -> String {
+    format!(
+        "{} {} ({}): {}",
+        kind(failure.kind),
+        failure.machine,
+        failure.workflow_id,
+        failure.reason
+    )
+}
+
+/// The strategy in force: `maxSurge 25%, maxUnavailable 0 (up to 2 machines above replicas, 0
+/// below)`.
+pub fn strategy(view: &StrategyView) -> String {
+    format!(
+        "maxSurge {}, maxUnavailable {} (up to {} machines above replicas, {} below)",
+        view.max_surge, view.max_unavailable, view.budget.surge, view.budget.unavailable
+    )
+}
+
+fn holdup(holdup: Holdup, pool: &str) -> String {
+    match holdup {
+        Holdup::InFlight => "creates and deletes in flight must finish first".to_owned(),
+        Holdup::Budget => {
+            "the budget is used up: new machines must become Ready before more old ones can go"
+                .to_owned()
+        }
+        Holdup::CanaryReached => format!(
+            "the canary is done; the rest waits for `nodewright pool rollout approve {pool}`"
+        ),
+    }
+}
+
+fn in_flight_line(child: &InFlight, now: i64) -> String {
+    format!(
+        "{} {:<24} {}  {} ago",
+        kind(child.kind),
+        child.machine,
+        child.workflow_id,
+        span(since(child.started_at, now))
+    )
+}
+
+/// Every line of `pool rollout status`.
+pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
+    let pool = status.pool.as_str();
+    let counts = &status.counts;
+    let mut lines = vec![format!("  phase        {}", status.phase.as_str())];
+    let template = match &status.previous_template_hash {
+        Some(previous) => format!("{} (was {previous})", status.template_hash),
+        None => status.template_hash.clone(),
+    };
+    lines.push(format!("  template     {template}"));
+    lines.push(format!(
+        "  machines     {}/{} updated, {} ready, {} available, {} old; {} in all, {} creating, {} deleting, {} unhealthy",
+        counts.updated,
+        status.desired,
+        counts.ready,
+        counts.available,
+        counts.old,
+        counts.total,
+        counts.creating,
+        counts.deleting,
+        counts.unhealthy
+    ));
+    lines.push(format!("  strategy     {}", strategy(&status.strategy)));
+    if let Some(canary) = status.canary {
+        let approval = match (&status.approved_by, status.phase) {
+            (Some(by), _) => format!("approved by {by}"),
+            (None, RolloutPhase::AwaitingApproval) => {
+                format!("awaiting approval: `nodewright pool rollout approve {pool}`")
+            }
+            (None, _) => "not approved yet".to_owned(),
+        };
+        lines.push(format!("  canary       {canary} machines; {approval}"));
+    }
+    if let Some(because) = &status.paused_because {
+        lines.push(format!("  paused       {because}"));
+    }
+    if let Some(stalled) = &status.stalled {
+        lines.push(format!("  stalled      {stalled}"));
+    }
+    if let Some(why) = status.holdup {
+        lines.push(format!("  waiting      {}", holdup(why, pool)));
+    }
+    for (index, child) in status.in_flight.iter().enumerate() {
+        let label = if index == 0 { "in flight" } else { "" };
+        lines.push(format!("  {label:<12} {}", in_flight_line(child, now)));
+    }
+    if !status.failures.is_empty() || status.failures_counted > 0 {
+        lines.push(format!(
+            "  failures     {} counted of maxFailures {} ({} in all)",
+            status.failures_counted,
+            status.max_failures,
+            status.failures.len()
+        ));
+        for failure in &status.failures {
+            lines.push(format!("               {}", failure_line(failure)));
+        }
+    }
+    lines.push(format!(
+        "  done         {} created, {} deleted",
+        status.created, status.deleted
+    ));
+    match status.estimated_seconds_left {
+        Some(seconds) => lines.push(format!("  time left    ~{}", span(seconds))),
+        None if !matches!(
+            status.phase,
+            RolloutPhase::Completed | RolloutPhase::Aborted
+        ) =>
+        {
+            lines.push("  time left    unknown until a create and a delete finished".to_owned())
+        }
+        None => {}
+    }
+    if status.continuation > 0 {
+        lines.push(format!(
+            "  continued    {} times as a new run",
+            status.continuation
+        ));
+    }
+    if let Some(summary) = &status.summary {
+        lines.push(format!("  summary      {summary}"));
+    }
+    if !status.machines.is_empty() {
+        lines.push(format!(
+            "  {:<24} {:<12} {:<8} {:<18} ACTIVITY",
+            "NAME", "TEMPLATE", "UPDATED", "HEALTH"
+        ));
+        for machine in &status.machines {
+            lines.push(format!(
+                "  {:<24} {:<12} {:<8} {:<18} {}",
+                machine.name,
+                machine.template_hash,
+                if machine.updated { "yes" } else { "no" },
+                health(machine.health, now),
+                activity(machine.activity)
+            ));
+        }
+    }
+    lines
+}
+
+/// A Unix second as RFC 3339.
+pub fn timestamp(seconds: i64) -> String {
+    DateTime::<Utc>::from_timestamp(seconds, 0)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+        .unwrap_or_else(|| seconds.to_string())
+}
+
+/// Every line of `pool status` about the machines (ages and health as of the observation).
+pub fn report_lines(report: &PoolReport, cluster: &str) -> Vec<String> {
+    let now = report.observed_at;
+    if report.machines.is_empty() {
+        return vec![format!(
+            "pool {} has no machines in cluster {cluster} (observed {})",
+            report.pool,
+            timestamp(now)
+        )];
+    }
+    let mut lines = vec![format!(
+        "pool {}: {} machines, {} Ready (observed {})",
+        report.pool,
+        report.machines.len(),
+        report.ready(),
+        timestamp(now)
+    )];
+    lines.push(format!(
+        "  {:<24} {:<12} {:<18} {:<9} AGE",
+        "NAME", "TEMPLATE", "HEALTH", "ACTIVITY"
+    ));
+    for machine in &report.machines {
+        let template = if machine.template_hash.is_empty() {
+            "-"
+        } else {
+            machine.template_hash.as_str()
+        };
+        lines.push(format!(
+            "  {:<24} {:<12} {:<18} {:<9} {}",
+            machine.name,
+            template,
+            health(machine.health, now),
+            activity(machine.activity),
+            span(since(machine.created_at, now))
+        ));
+    }
+    let templates: Vec<String> = report
+        .by_template()
+        .into_iter()
+        .map(|(hash, count)| {
+            let hash = if hash.is_empty() { "(untagged)" } else { hash };
+            format!("{hash} ×{count}")
+        })
+        .collect();
+    lines.push(format!("  templates    {}", templates.join(", ")));
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use nodewright_model::pool::Amount;
+    use nodewright_model::rollout::{Budget, Counts, MachineView, ObservedMachine, Timings};
+
+    use super::*;
+
+    fn status() -> RolloutStatus {
+        RolloutStatus {
+            pool: "web".to_owned(),
+            template_hash: "abc123".to_owned(),
+            previous_template_hash: Some("def456".to_owned()),
+            phase: RolloutPhase::Progressing,
+            paused_because: None,
+            stalled: None,
+            holdup: None,
+            desired: 6,
+            counts: Counts {
+                total: 8,
+                updated: 4,
+                ready: 6,
+                available: 6,
+                old: 2,
+                creating: 1,
+                deleting: 1,
+                unhealthy: 0,
+            },
+            strategy: StrategyView {
+                max_surge: Amount::Percent(25),
+                max_unavailable: Amount::Count(0),
+                budget: Budget {
+                    surge: 2,
+                    unavailable: 0,
+                },
+            },
+            canary: None,
+            approved_by: None,
+            failures_counted: 0,
+            max_failures: 3,
+            failures: Vec::new(),
+            in_flight: vec![
+                InFlight {
+                    machine: "web-ab12c".to_owned(),
+                    kind: ChildKind::Create,
+                    workflow_id: "create/dev/web-ab12c".to_owned(),
+                    started_at: 1000,
+                },
+                InFlight {
+                    machine: "web-x9z8y".to_owned(),
+                    kind: ChildKind::Delete,
+                    workflow_id: "delete/dev/web-x9z8y".to_owned(),
+                    started_at: 1010,
+                },
+            ],
+            machines: vec![MachineView {
+                name: "web-ab12c".to_owned(),
+                template_hash: "abc123".to_owned(),
+                updated: true,
+                health: Health::NotReady { since: 1000 },
+                activity: Activity::Creating,
+            }],
+            created: 3,
+            deleted: 2,
+            started_at: 500,
+            last_progress_at: 900,
+            timings: Timings::default(),
+            estimated_seconds_left: Some(150),
+            continuation: 0,
+            summary: None,
+        }
+    }
+
+    #[test]
+    fn spans_are_short() {
+        for (seconds, text) in [
+            (0, "0s"),
+            (59, "59s"),
+            (60, "1m"),
+            (150, "2m"),
+            (3600, "1h"),
+            (7500, "2h05m"),
+            (86_400, "1d"),
+            (97_200, "1d3h"),
+        ] {
+            assert_eq!(span(seconds), text, "{seconds}");
+        }
+    }
+
+    #[test]
+    fn the_progress_line_shows_counts_children_and_time_left() {
+        assert_eq!(
+            status_line(&status()),
+            "progressing  4/6 updated  6 ready  6 available  2 old  in flight: create web-ab12c, delete web-x9z8y  ~2m left"
+        );
+    }
+
+    #[test]
+    fn the_progress_line_says_why_it_waits() {
+        let paused = RolloutStatus {
+            phase: RolloutPhase::Paused,
+            paused_because: Some("paused by ann@cli".to_owned()),
+            in_flight: Vec::new(),
+            estimated_seconds_left: None,
+            ..status()
+        };
+        assert_eq!(
+            status_line(&paused),
+            "paused       4/6 updated  6 ready  6 available  2 old  — paused by ann@cli"
+        );
+        let waiting = RolloutStatus {
+            phase: RolloutPhase::AwaitingApproval,
+            canary: Some(1),
+            stalled: Some("no progress for 600s".to_owned()),
+            in_flight: Vec::new(),
+            estimated_seconds_left: None,
+            ..status()
+        };
+        assert_eq!(
+            status_line(&waiting),
+            "awaiting-approval  4/6 updated  6 ready  6 available  2 old  — canary of 1 done; `nodewright pool rollout approve web` lets it go on; stalled: no progress for 600s"
+        );
+    }
+
+    #[test]
+    fn the_full_status_lists_children_failures_and_machines() {
+        let mut status = status();
+        status.failures.push(ChildFailure {
+            machine: "web-q2w4e".to_owned(),
+            kind: ChildKind::Create,
+            workflow_id: "create/dev/web-q2w4e".to_owned(),
+            reason: "AllocationFailed".to_owned(),
+            at: 900,
+        });
+        status.failures_counted = 1;
+        let lines = status_lines(&status, 1042);
+        let text = lines.join("\n");
+        assert!(
+            text.contains("  template     abc123 (was def456)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  strategy     maxSurge 25%, maxUnavailable 0 (up to 2 machines above replicas, 0 below)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  in flight    create web-ab12c                create/dev/web-ab12c  42s ago"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "               create web-q2w4e (create/dev/web-q2w4e): AllocationFailed"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("  time left    ~2m"), "{text}");
+        let machine = lines.last().map(String::as_str).unwrap_or_default();
+        assert_eq!(
+            machine.split_whitespace().collect::<Vec<_>>(),
+            [
+                "web-ab12c",
+                "abc123",
+                "yes",
+                "NotReady",
+                "for",
+                "42s",
+                "creating"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pool_report_shows_machines_and_templates() {
+        let machine = |name: &str, template: &str, health, created_at| ObservedMachine {
+            name: name.to_owned(),
+            template_hash: template.to_owned(),
+            health,
+            created_at,
+            activity: Activity::Idle,
+            tainted_outdated: false,
+        };
+        let report = PoolReport {
+            pool: "web".to_owned(),
+            machines: vec![
+                machine("web-aaaaa", "abc123", Health::Ready, 0),
+                machine("web-bbbbb", "def456", Health::Failed, 7000),
+                machine(
+                    "web-ccccc",
+                    "abc123",
+                    Health::NotReady { since: 7170 },
+                    7100,
+                ),
+            ],
+            observed_at: 7200,
+        };
+        let lines = report_lines(&report, "dev");
+        assert_eq!(
+            lines[0],
+            "pool web: 3 machines, 1 Ready (observed 1970-01-01T02:00:00Z)"
+        );
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["web-aaaaa", "abc123", "Ready", "idle", "2h"]
+        );
+        assert_eq!(
+            lines[4].split_whitespace().collect::<Vec<_>>(),
+            [
+                "web-ccccc",
+                "abc123",
+                "NotReady",
+                "for",
+                "30s",
+                "idle",
+                "1m"
+            ]
+        );
+        assert_eq!(lines[5], "  templates    abc123 ×2, def456 ×1");
+        let empty = PoolReport {
+            machines: Vec::new(),
+            ..report
+        };
+        assert_eq!(
+            report_lines(&empty, "dev"),
+            ["pool web has no machines in cluster dev (observed 1970-01-01T02:00:00Z)"]
+        );
+    }
+}

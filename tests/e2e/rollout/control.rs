@@ -1,0 +1,289 @@
+//! Steering a rollout while it runs: a canary of 1 that waits for `approve`, `pause` that stops
+//! new children within one loop, `set-strategy` that changes the pace, `resume`, and `abort`
+//! that leaves a consistent mixed pool and says so. Pools of 4 machines without workloads.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use nodewright_tests::Stack;
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::KillableWorker;
+use nodewright_tests::temporal_worker::unique_task_queue;
+use serde_json::Value;
+
+use super::common::{
+    PoolShape, clean_up_pool, cli, ensure_pool_is, num, roll, rollout_pool_file, rollout_status,
+    sample_pool, wait_rollout,
+};
+
+const REPLICAS: u32 = 4;
+/// How long a phase of a rollout may take to show.
+const WAIT: Duration = Duration::from_secs(180);
+
+/// Builds a 4-machine pool (maxSurge 1, maxUnavailable 0); returns the v2 pool file and the
+/// v1 template hash.
+async fn built_pool(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+) -> Result<(std::path::PathBuf, String)> {
+    let shape = PoolShape::new(REPLICAS, "1", "0");
+    let v1 = rollout_pool_file(stack, pool, &shape)?;
+    let built = roll(stack, task_queue, &v1, &[]).await?;
+    let v1_hash = built["result"]["status"]["templateHash"]
+        .as_str()
+        .context("no templateHash")?
+        .to_owned();
+    ensure_pool_is(stack, pool, REPLICAS as usize, &v1_hash).await?;
+    let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
+    Ok((v2, v1_hash))
+}
+
+/// Starts a rollout without waiting.
+async fn start(
+    stack: &Stack,
+    task_queue: &str,
+    file: &std::path::Path,
+    extra: &[&str],
+) -> Result<()> {
+    let file = file.to_string_lossy().into_owned();
+    let mut args = vec![
+        "pool",
+        "rollout",
+        "--pool",
+        &file,
+        "--observe-interval",
+        "1s",
+    ];
+    args.extend_from_slice(extra);
+    cli(stack, task_queue, &args).await?.expect_code(0)?;
+    Ok(())
+}
+
+fn phase(status: &Value) -> &str {
+    status["phase"].as_str().unwrap_or_default()
+}
+
+fn in_flight(status: &Value) -> BTreeSet<String> {
+    status["inFlight"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["workflowId"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn creating(status: &Value) -> usize {
+    status["inFlight"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["kind"] == "create")
+        .count()
+}
+
+#[tokio::test]
+async fn canary_approve_pause_set_strategy_resume() -> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("rc");
+    let pool = format!("rc{}", unique_suffix());
+    let _worker = KillableWorker::start(&stack, &task_queue)?;
+    let outcome = steer(&stack, &task_queue, &pool).await;
+    clean_up_pool(&stack, &task_queue, &pool).await;
+    outcome
+}
+
+async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
+    let (v2, v1_hash) = built_pool(stack, task_queue, pool).await?;
+    start(stack, task_queue, &v2, &["--canary", "1"]).await?;
+
+    // The canary: one machine replaced, then it waits.
+    let waiting = wait_rollout(
+        stack,
+        task_queue,
+        pool,
+        "the canary to wait for approval",
+        WAIT,
+        |s| phase(s) == "awaiting-approval",
+    )
+    .await?;
+    let counts = &waiting["counts"];
+    ensure!(
+        num(&counts["updated"]) == 1 && num(&counts["old"]) == 3 && num(&counts["total"]) == 4,
+        "canary 1: {waiting}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = rollout_status(stack, task_queue, pool).await?;
+    ensure!(
+        phase(&still) == "awaiting-approval"
+            && in_flight(&still).is_empty()
+            && num(&still["counts"]["updated"]) == 1,
+        "nothing moves before approval: {still}"
+    );
+
+    // Approve, then pause as soon as a child runs: no new child after the next loop.
+    cli(stack, task_queue, &["pool", "rollout", "approve", pool])
+        .await?
+        .expect_code(0)?;
+    wait_rollout(
+        stack,
+        task_queue,
+        pool,
+        "a child after approval",
+        WAIT,
+        |s| !in_flight(s).is_empty(),
+    )
+    .await?;
+    cli(stack, task_queue, &["pool", "rollout", "pause", pool])
+        .await?
+        .expect_code(0)?;
+    let paused = wait_rollout(stack, task_queue, pool, "the pause", WAIT, |s| {
+        phase(s) == "paused"
+    })
+    .await?;
+    let running_at_pause = in_flight(&paused);
+    let drained = wait_rollout(
+        stack,
+        task_queue,
+        pool,
+        "children in flight to finish",
+        WAIT,
+        |s| in_flight(s).is_empty(),
+    )
+    .await?;
+    let (created, deleted) = (num(&drained["created"]), num(&drained["deleted"]));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let quiet = rollout_status(stack, task_queue, pool).await?;
+    ensure!(
+        in_flight(&quiet).is_empty()
+            && num(&quiet["created"]) == created
+            && num(&quiet["deleted"]) == deleted
+            && phase(&quiet) == "paused",
+        "paused: nothing new starts (in flight at the pause: {running_at_pause:?}): {quiet}"
+    );
+    ensure!(
+        quiet["pausedBecause"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("paused by"),
+        "says who paused: {quiet}"
+    );
+
+    // A wider surge while paused, then resume: creates run three at a time.
+    cli(
+        stack,
+        task_queue,
+        &["pool", "rollout", "set-strategy", pool, "--max-surge", "3"],
+    )
+    .await?
+    .expect_code(0)?;
+    let widened = rollout_status(stack, task_queue, pool).await?;
+    ensure!(
+        num(&widened["strategy"]["budget"]["surge"]) == 3,
+        "set-strategy: {widened}"
+    );
+    cli(stack, task_queue, &["pool", "rollout", "resume", pool])
+        .await?
+        .expect_code(0)?;
+    let mut most_creating = 0;
+    let done = wait_rollout(
+        stack,
+        task_queue,
+        pool,
+        "the rollout to complete",
+        WAIT,
+        |s| {
+            most_creating = most_creating.max(creating(s));
+            phase(s) == "completed"
+        },
+    )
+    .await;
+    let done = done?;
+    ensure!(
+        most_creating >= 2,
+        "with maxSurge 3 several creates run at once (saw at most {most_creating}): {done}"
+    );
+    let v2_hash = done["templateHash"].as_str().unwrap_or_default();
+    ensure!(v2_hash != v1_hash, "{done}");
+    ensure_pool_is(stack, pool, REPLICAS as usize, v2_hash).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn abort_leaves_a_consistent_mixed_pool() -> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("ra");
+    let pool = format!("ra{}", unique_suffix());
+    let _worker = KillableWorker::start(&stack, &task_queue)?;
+    let outcome = abort(&stack, &task_queue, &pool).await;
+    clean_up_pool(&stack, &task_queue, &pool).await;
+    outcome
+}
+
+async fn abort(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
+    let (v2, v1_hash) = built_pool(stack, task_queue, pool).await?;
+    start(stack, task_queue, &v2, &[]).await?;
+    wait_rollout(
+        stack,
+        task_queue,
+        pool,
+        "one machine replaced and a child running",
+        WAIT,
+        |s| {
+            num(&s["counts"]["updated"]) >= 1 && num(&s["deleted"]) >= 1 && !in_flight(s).is_empty()
+        },
+    )
+    .await?;
+    cli(stack, task_queue, &["pool", "rollout", "abort", pool])
+        .await?
+        .expect_code(0)?;
+    let ended = wait_rollout(stack, task_queue, pool, "the abort", WAIT, |s| {
+        phase(s) == "aborted"
+    })
+    .await?;
+    ensure!(
+        in_flight(&ended).is_empty(),
+        "in-flight children finished first: {ended}"
+    );
+    let summary = ended["summary"].as_str().unwrap_or_default();
+    ensure!(
+        summary.starts_with("aborted"),
+        "the summary reports the pool: {ended}"
+    );
+
+    // Consistent: every machine Ready, none half-made, between replicas and replicas + surge
+    // (a create in flight at the abort finishes; nothing new deletes the machine it replaces),
+    // some of each template, exactly as the status reports.
+    let kube = stack.kube_client().await?;
+    let arm = stack.arm_client()?;
+    let sample = sample_pool(stack, &kube, &arm, pool).await?;
+    let v2_hash = ended["templateHash"].as_str().unwrap_or_default();
+    let new = sample.by_template.get(v2_hash).copied().unwrap_or_default();
+    let old = sample
+        .by_template
+        .get(&v1_hash)
+        .copied()
+        .unwrap_or_default();
+    let replicas = REPLICAS as usize;
+    ensure!(
+        (replicas..=replicas + 1).contains(&sample.machines)
+            && sample.ready_nodes == sample.machines,
+        "4 or 5 machines, all Ready, after the abort: {sample:?}"
+    );
+    ensure!(
+        new >= 1 && old >= 1 && new + old == sample.machines,
+        "a mixed pool: {sample:?}"
+    );
+    ensure!(
+        num(&ended["counts"]["updated"]) == new as u64
+            && num(&ended["counts"]["old"]) == old as u64
+            && num(&ended["counts"]["total"]) == sample.machines as u64,
+        "the status reports the mix ({sample:?}): {ended}"
+    );
+    ensure!(
+        summary.contains(&format!("{} machines", sample.machines)),
+        "the summary counts the machines: {summary}"
+    );
+    Ok(())
+}

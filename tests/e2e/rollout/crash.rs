@@ -1,0 +1,105 @@
+//! The worker is killed (SIGKILL) three times during a rollout that also continues as new
+//! (history limit 150 events): the rollout completes with the same invariants — never fewer
+//! than 4 Ready nodes of the pool nor more than 5 machines — and every machine on the new
+//! template.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use nodewright_tests::Stack;
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::KillableWorker;
+use nodewright_tests::temporal_worker::unique_task_queue;
+
+use super::common::{
+    PoolShape, Sampler, clean_up_pool, cli, ensure_bounds, ensure_pool_is, num, roll,
+    rollout_pool_file, wait_rollout,
+};
+
+const REPLICAS: u32 = 4;
+
+#[tokio::test]
+async fn killed_three_times_it_completes_within_the_budget() -> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("rk");
+    let pool = format!("rk{}", unique_suffix());
+    let mut worker = KillableWorker::start(&stack, &task_queue)?;
+    let outcome = killed(&stack, &task_queue, &pool, &mut worker).await;
+    if outcome.is_err() {
+        eprintln!("worker log:\n{}", worker.log_tail());
+    }
+    clean_up_pool(&stack, &task_queue, &pool).await;
+    outcome
+}
+
+async fn killed(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    worker: &mut KillableWorker,
+) -> Result<()> {
+    let shape = PoolShape::new(REPLICAS, "1", "0");
+    let v1 = rollout_pool_file(stack, pool, &shape)?;
+    roll(stack, task_queue, &v1, &[]).await?;
+
+    let sampler = Sampler::start(stack, pool).await?;
+    let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
+    let v2_text = v2.to_string_lossy().into_owned();
+    cli(
+        stack,
+        task_queue,
+        &[
+            "pool",
+            "rollout",
+            "--pool",
+            &v2_text,
+            "--observe-interval",
+            "1s",
+            "--history-limit",
+            "150",
+        ],
+    )
+    .await?
+    .expect_code(0)?;
+
+    // Kill the worker while the first, second and third new machines are being made.
+    let wait = Duration::from_secs(180);
+    for (kill, created) in [(1, 0), (2, 1), (3, 2)] {
+        let status = wait_rollout(stack, task_queue, pool, "a child running", wait, |s| {
+            num(&s["created"]) >= created && s["inFlight"].as_array().is_some_and(|c| !c.is_empty())
+        })
+        .await?;
+        println!(
+            "kill {kill}: {} updated, in flight {}",
+            num(&status["counts"]["updated"]),
+            status["inFlight"]
+        );
+        worker.kill();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        worker.restart()?;
+    }
+    let done = wait_rollout(
+        stack,
+        task_queue,
+        pool,
+        "the rollout to complete",
+        Duration::from_secs(300),
+        |s| s["phase"] == "completed",
+    )
+    .await;
+    let extremes = sampler.stop().await?;
+    let done = done?;
+    ensure_bounds(&extremes, REPLICAS as usize, REPLICAS as usize + 1)?;
+    let v2_hash = done["templateHash"].as_str().context("templateHash")?;
+    ensure_pool_is(stack, pool, REPLICAS as usize, v2_hash).await?;
+    ensure!(
+        num(&done["created"]) == u64::from(REPLICAS)
+            && num(&done["deleted"]) == u64::from(REPLICAS),
+        "each machine replaced once: {done}"
+    );
+    ensure!(
+        num(&done["continuation"]) >= 1,
+        "the rollout continued as new at least once: {done}"
+    );
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! A new template whose every VM fails to provision: the rollout pauses itself after
+//! `maxFailures` (3) failed creates and says why; the old machines are all still there and
+//! Ready, and no VM of the new template is left. With the fault gone, `resume` finishes it.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use nodewright_tests::Stack;
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::{KillableWorker, Sandbox};
+use nodewright_tests::temporal_worker::unique_task_queue;
+use serde_json::json;
+
+use super::common::{
+    PoolShape, clean_up_pool, cli, ensure_pool_is, num, roll, rollout_pool_file, rollout_status,
+    wait_rollout,
+};
+
+const REPLICAS: u32 = 3;
+
+#[tokio::test]
+async fn every_create_failing_pauses_after_three_and_keeps_the_old_machines() -> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("rf");
+    let pool = format!("rf{}", unique_suffix());
+    let _worker = KillableWorker::start(&stack, &task_queue)?;
+    let sandbox = Sandbox::new(&stack)?;
+    let mut fault = None;
+    let outcome = failing(&stack, &task_queue, &pool, &sandbox, &mut fault).await;
+    if let Some(id) = fault {
+        let _ = sandbox.remove_fault(id).await;
+    }
+    clean_up_pool(&stack, &task_queue, &pool).await;
+    outcome
+}
+
+async fn failing(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    sandbox: &Sandbox,
+    fault: &mut Option<u64>,
+) -> Result<()> {
+    let shape = PoolShape::new(REPLICAS, "1", "0");
+    let v1 = rollout_pool_file(stack, pool, &shape)?;
+    let built = roll(stack, task_queue, &v1, &[]).await?;
+    let v1_hash = built["result"]["status"]["templateHash"]
+        .as_str()
+        .context("no templateHash")?
+        .to_owned();
+
+    // From now on every VM of the pool fails to provision (only new ones are created).
+    *fault = Some(
+        sandbox
+            .add_fault(json!({
+                "kind": "fail_operation", "operation": "vm.put", "vm": format!("{pool}-*"),
+                "code": "AllocationFailed",
+                "message": "Allocation failed. We do not have sufficient capacity for the requested VM size in this region.",
+            }))
+            .await?,
+    );
+    let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
+    let v2_text = v2.to_string_lossy().into_owned();
+    let waited = cli(
+        stack,
+        task_queue,
+        &[
+            "pool",
+            "rollout",
+            "--pool",
+            &v2_text,
+            "--wait",
+            "--observe-interval",
+            "1s",
+        ],
+    )
+    .await?;
+    waited.expect_code(3)?;
+    ensure!(
+        waited.stderr.contains("paused itself") && waited.stderr.contains("AllocationFailed"),
+        "--wait ends saying why the rollout paused: {}",
+        waited.stderr
+    );
+
+    let status = rollout_status(stack, task_queue, pool).await?;
+    ensure!(status["phase"] == "paused", "{status}");
+    let why = status["pausedBecause"].as_str().unwrap_or_default();
+    ensure!(
+        why.contains("3 failed") && why.contains("AllocationFailed") && why.contains("resume"),
+        "the status says why and what to do: {why}"
+    );
+    let failures = status["failures"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        failures.len() >= 3 && failures.iter().all(|f| f["kind"] == "create"),
+        "three failed creates recorded: {status}"
+    );
+    // Nothing new starts while paused; the old machines are all there and Ready.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later = rollout_status(stack, task_queue, pool).await?;
+    ensure!(
+        later["inFlight"].as_array().is_none_or(Vec::is_empty) && num(&later["deleted"]) == 0,
+        "paused and nothing deleted: {later}"
+    );
+    ensure_pool_is(stack, pool, REPLICAS as usize, &v1_hash).await?;
+
+    // The cause fixed, `resume` finishes the rollout.
+    if let Some(id) = fault.take() {
+        sandbox.remove_fault(id).await?;
+    }
+    cli(stack, task_queue, &["pool", "rollout", "resume", pool])
+        .await?
+        .expect_code(0)?;
+    let done = wait_rollout(
+        stack,
+        task_queue,
+        pool,
+        "the resumed rollout to complete",
+        Duration::from_secs(180),
+        |s| s["phase"] == "completed",
+    )
+    .await?;
+    let v2_hash = done["templateHash"].as_str().unwrap_or_default();
+    ensure_pool_is(stack, pool, REPLICAS as usize, v2_hash).await?;
+    Ok(())
+}

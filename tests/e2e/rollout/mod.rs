@@ -1,0 +1,9 @@
+//! RollingUpdate end to end: pools of machines built and replaced by `nodewright pool rollout`
+//! against a `nodewright-worker` process per test, with workloads on them, a sampler watching
+//! the pool's Ready nodes and machines throughout, and the world checked afterwards.
+
+mod budget;
+mod common;
+mod control;
+mod crash;
+mod failures;
