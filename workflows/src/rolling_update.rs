@@ -737,14 +737,17 @@ fn finish(
         RolloutOutcome::Aborted => (
             RolloutPhase::Aborted,
             format!(
-                "aborted: pool {} has {} machines of template {} and {} of older templates, {} available ({} created, {} deleted)",
+                "aborted: pool {} has {} machines for {} replicas: {} of template {} and {} of older templates, {} available ({} created, {} deleted); roll again or `nodewright pool rollback {}` to make it whole",
                 pool.name,
+                counts.total,
+                pool.replicas,
                 counts.updated,
                 pool.template_hash,
                 counts.old,
                 counts.available,
                 status.created,
-                status.deleted
+                status.deleted,
+                pool.name
             ),
         ),
     };
