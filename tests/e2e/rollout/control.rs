@@ -113,6 +113,44 @@ async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
         num(&counts["updated"]) == 1 && num(&counts["old"]) == 3 && num(&counts["total"]) == 4,
         "canary 1: {waiting}"
     );
+    // A second rollout of the pool is refused and says how to follow the running one.
+    let v2_text = v2.to_string_lossy().into_owned();
+    let second = cli(stack, task_queue, &["pool", "rollout", "--pool", &v2_text]).await?;
+    second.expect_code(5)?;
+    ensure!(
+        second
+            .stderr
+            .contains(&format!("nodewright pool rollout status {pool}")),
+        "the refusal says how to follow the running rollout: {}",
+        second.stderr
+    );
+    // `pool status` shows the mixed pool.
+    let inspected = cli(
+        stack,
+        task_queue,
+        &["pool", "status", pool, "--output", "json"],
+    )
+    .await?
+    .expect_code(0)?
+    .json()?;
+    let machines = inspected["report"]["machines"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let on_v1 = machines
+        .iter()
+        .filter(|m| m["templateHash"] == v1_hash.as_str())
+        .count();
+    ensure!(
+        machines.len() == 4
+            && on_v1 == 3
+            && machines.iter().all(|m| m["health"]["state"] == "ready"),
+        "pool status: 4 Ready machines, 3 on the old template: {inspected}"
+    );
+    ensure!(
+        inspected["rollout"]["phase"] == "awaiting-approval",
+        "pool status shows the rollout: {inspected}"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     let still = rollout_status(stack, task_queue, pool).await?;
     ensure!(
@@ -207,6 +245,23 @@ async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     let v2_hash = done["templateHash"].as_str().unwrap_or_default();
     ensure!(v2_hash != v1_hash, "{done}");
     ensure_pool_is(stack, pool, REPLICAS as usize, v2_hash).await?;
+
+    // Rollback: back to the template before the last completed rollout.
+    let back = cli(
+        stack,
+        task_queue,
+        &["pool", "rollback", pool, "--wait", "--output", "json"],
+    )
+    .await?
+    .expect_code(0)?
+    .json()?;
+    ensure!(
+        back["result"]["outcome"] == "completed"
+            && back["result"]["status"]["templateHash"] == v1_hash.as_str()
+            && back["result"]["history"]["previous"]["templateHash"] == v2_hash,
+        "rollback to {v1_hash}: {back}"
+    );
+    ensure_pool_is(stack, pool, REPLICAS as usize, &v1_hash).await?;
     Ok(())
 }
 
