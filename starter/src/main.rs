@@ -93,6 +93,18 @@ async fn run(settings: &Settings, output: Output, command: Command) -> Result<()
     }
 }
 
+/// `error: cause: cause`, on one line.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -90,7 +90,7 @@ impl SettingsArgs {
         let identity = format!("nodewright-cli@{}", std::process::id());
         let temporal =
             TemporalSettings::from_config(&config.temporal, identity, |path| std::fs::read(path))
-                .map_err(|error| CliError::InvalidInput(chain(&error)))?;
+                .map_err(|error| CliError::InvalidInput(crate::error_chain(&error)))?;
         Ok(Settings {
             cluster: config.cluster,
             temporal,
@@ -129,19 +129,7 @@ fn config_message(error: &ConfigError) -> String {
         ConfigError::Missing { key: "cluster", .. } => "; or pass --cluster NAME",
         _ => "",
     };
-    format!("{}{hint}", chain(error))
-}
-
-/// `error: cause: cause`, on one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    format!("{}{hint}", crate::error_chain(error))
 }
 
 #[cfg(test)]

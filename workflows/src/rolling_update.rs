@@ -15,7 +15,7 @@ use nodewright_model::pool::RolloutStrategy;
 use nodewright_model::rollout::{
     Budget, ChildFailure, ChildKind, Counts, Holdup, InFlight, MachineView, ObservedMachine,
     PlanInput, RolloutOutcome, RolloutPhase, RolloutRequest, RolloutResult, RolloutStatus, Running,
-    StrategyChange, StrategyView, TemplateRecord, Timings, made_progress, observe, plan,
+    StrategyChange, StrategyView, TemplateRecord, made_progress, observe, plan,
 };
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_macros::{workflow, workflow_methods};
@@ -41,6 +41,9 @@ pub struct RollingUpdateWorkflow {
     strategy: Option<RolloutStrategy>,
     /// Bumped by every signal and update, so that the wait wakes up.
     wakeups: u64,
+    /// The `NodewrightPhase` last set (it is set again only when it changes: every upsert is a
+    /// history event).
+    phase_shown: Option<&'static str>,
 }
 
 #[workflow_methods]
@@ -439,15 +442,7 @@ async fn start_children(
             .start_child_workflow(DeleteMachineWorkflow::run, input, options)
             .await
         {
-            Ok(started) => {
-                let result = started.result();
-                children.push(Child {
-                    entry,
-                    outcome: Box::pin(async move {
-                        result.await.map(|_| ()).map_err(|e| child_failure_text(&e))
-                    }),
-                });
-            }
+            Ok(started) => track(children, entry, started.result()),
             Err(error) => start_failed(ctx, request, entry, &error),
         }
     }
@@ -481,18 +476,24 @@ async fn start_children(
             .start_child_workflow(CreateMachineWorkflow::run, input, options)
             .await
         {
-            Ok(started) => {
-                let result = started.result();
-                children.push(Child {
-                    entry,
-                    outcome: Box::pin(async move {
-                        result.await.map(|_| ()).map_err(|e| child_failure_text(&e))
-                    }),
-                });
-            }
+            Ok(started) => track(children, entry, started.result()),
             Err(error) => start_failed(ctx, request, entry, &error),
         }
     }
+}
+
+/// Keeps a started child and the future of its end (its result reduced to success or the
+/// failure's text).
+fn track<T, F>(children: &mut Vec<Child>, entry: InFlight, result: F)
+where
+    F: Future<Output = Result<T, temporalio_sdk::ChildWorkflowExecutionError>> + 'static,
+{
+    children.push(Child {
+        entry,
+        outcome: Box::pin(
+            async move { result.await.map(|_| ()).map_err(|e| child_failure_text(&e)) },
+        ),
+    });
 }
 
 fn child_options(workflow_id: &WorkflowId, summary: String) -> ChildWorkflowOptions {
@@ -666,8 +667,12 @@ fn set_phase_attribute(ctx: &mut WorkflowContext<RollingUpdateWorkflow>) {
             }
         })
     });
-    if let Some(phase) = phase {
+    let shown = ctx.state(|s| s.phase_shown);
+    if let Some(phase) = phase
+        && shown != Some(phase)
+    {
         ctx.upsert_search_attributes([search::PHASE.value_set(phase.to_owned())]);
+        ctx.state_mut(|s| s.phase_shown = Some(phase));
     }
 }
 
@@ -820,33 +825,17 @@ impl RolloutRequestView {
 
 fn fresh_status(request: &RolloutRequestView, at: i64) -> RolloutStatus {
     let strategy = request.strategy.clone().unwrap_or_else(default_strategy);
-    RolloutStatus {
-        pool: request.pool.clone(),
-        template_hash: request.template_hash.clone(),
-        previous_template_hash: request.previous_template_hash.clone(),
-        phase: RolloutPhase::Progressing,
-        paused_because: None,
-        stalled: None,
-        holdup: None,
-        desired: request.desired,
-        counts: Counts::default(),
-        strategy: strategy_view(&strategy, request.desired),
-        canary: request.canary,
-        approved_by: None,
-        failures_counted: 0,
-        max_failures: strategy.max_failures,
-        failures: Vec::new(),
-        in_flight: Vec::new(),
-        machines: Vec::new(),
-        created: 0,
-        deleted: 0,
-        started_at: at,
-        last_progress_at: at,
-        timings: Timings::default(),
-        estimated_seconds_left: None,
-        continuation: 0,
-        summary: None,
-    }
+    let mut status = RolloutStatus::new(
+        &request.pool,
+        &request.template_hash,
+        request.desired,
+        strategy_view(&strategy, request.desired),
+        strategy.max_failures,
+        at,
+    );
+    status.previous_template_hash = request.previous_template_hash.clone();
+    status.canary = request.canary;
+    status
 }
 
 fn strategy_view(strategy: &RolloutStrategy, replicas: u32) -> StrategyView {

@@ -237,6 +237,47 @@ pub struct RolloutStatus {
     pub summary: Option<String>,
 }
 
+impl RolloutStatus {
+    /// The status of a rollout of `pool` to `template_hash` that starts at `started_at` (Unix
+    /// seconds): progressing, nothing observed or done yet.
+    pub fn new(
+        pool: &str,
+        template_hash: &str,
+        desired: u32,
+        strategy: StrategyView,
+        max_failures: u32,
+        started_at: i64,
+    ) -> Self {
+        Self {
+            pool: pool.to_owned(),
+            template_hash: template_hash.to_owned(),
+            previous_template_hash: None,
+            phase: RolloutPhase::Progressing,
+            paused_because: None,
+            stalled: None,
+            holdup: None,
+            desired,
+            counts: Counts::default(),
+            strategy,
+            canary: None,
+            approved_by: None,
+            failures_counted: 0,
+            max_failures,
+            failures: Vec::new(),
+            in_flight: Vec::new(),
+            machines: Vec::new(),
+            created: 0,
+            deleted: 0,
+            started_at,
+            last_progress_at: started_at,
+            timings: Timings::default(),
+            estimated_seconds_left: None,
+            continuation: 0,
+            summary: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

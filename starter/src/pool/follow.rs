@@ -183,47 +183,23 @@ fn stopped(
 #[cfg(test)]
 mod tests {
     use nodewright_model::pool::Amount;
-    use nodewright_model::rollout::{
-        Budget, ChildFailure, ChildKind, Counts, StrategyView, Timings,
-    };
+    use nodewright_model::rollout::{Budget, ChildFailure, ChildKind, StrategyView};
 
     use super::*;
 
     fn status(phase: RolloutPhase, because: Option<&str>) -> RolloutStatus {
-        RolloutStatus {
-            pool: "web".to_owned(),
-            template_hash: "abc123".to_owned(),
-            previous_template_hash: None,
-            phase,
-            paused_because: because.map(str::to_owned),
-            stalled: None,
-            holdup: None,
-            desired: 2,
-            counts: Counts::default(),
-            strategy: StrategyView {
-                max_surge: Amount::Count(1),
-                max_unavailable: Amount::Count(0),
-                budget: Budget {
-                    surge: 1,
-                    unavailable: 0,
-                },
+        let strategy = StrategyView {
+            max_surge: Amount::Count(1),
+            max_unavailable: Amount::Count(0),
+            budget: Budget {
+                surge: 1,
+                unavailable: 0,
             },
-            canary: None,
-            approved_by: None,
-            failures_counted: 0,
-            max_failures: 3,
-            failures: Vec::new(),
-            in_flight: Vec::new(),
-            machines: Vec::new(),
-            created: 0,
-            deleted: 0,
-            started_at: 0,
-            last_progress_at: 0,
-            timings: Timings::default(),
-            estimated_seconds_left: None,
-            continuation: 0,
-            summary: None,
-        }
+        };
+        let mut status = RolloutStatus::new("web", "abc123", 2, strategy, 3, 0);
+        status.phase = phase;
+        status.paused_because = because.map(str::to_owned);
+        status
     }
 
     #[test]

@@ -29,6 +29,8 @@ use temporalio_client::{
 
 use crate::{CliError, Output, settings::Settings};
 
+use crate::error_chain;
+
 /// What to do with pools.
 #[derive(Debug, Subcommand)]
 pub enum PoolCommand {
@@ -246,18 +248,6 @@ fn who() -> String {
         Ok(user) if !user.trim().is_empty() => format!("{}@cli", user.trim()),
         _ => "cli".to_owned(),
     }
-}
-
-/// `error: cause: cause`, on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

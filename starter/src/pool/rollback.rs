@@ -98,7 +98,7 @@ pub async fn run(settings: &Settings, output: Output, args: RollbackArgs) -> Res
 mod tests {
     use nodewright_model::pool::from_yaml;
     use nodewright_model::rollout::{
-        Budget, Counts, RolloutPhase, RolloutStatus, StrategyView, TemplateRecord, Timings,
+        Budget, RolloutPhase, RolloutStatus, StrategyView, TemplateRecord,
     };
 
     use super::*;
@@ -123,39 +123,19 @@ mod tests {
         let pool = pool(to);
         RolloutResult {
             outcome,
-            status: RolloutStatus {
-                pool: pool.name.clone(),
-                template_hash: to.to_owned(),
-                previous_template_hash: None,
-                phase: RolloutPhase::Completed,
-                paused_because: None,
-                stalled: None,
-                holdup: None,
-                desired: pool.replicas,
-                counts: Counts::default(),
-                strategy: StrategyView {
+            status: {
+                let budget = Budget {
+                    surge: 1,
+                    unavailable: 0,
+                };
+                let strategy = StrategyView {
                     max_surge: pool.strategy.max_surge,
                     max_unavailable: pool.strategy.max_unavailable,
-                    budget: Budget {
-                        surge: 1,
-                        unavailable: 0,
-                    },
-                },
-                canary: None,
-                approved_by: None,
-                failures_counted: 0,
-                max_failures: 3,
-                failures: Vec::new(),
-                in_flight: Vec::new(),
-                machines: Vec::new(),
-                created: 0,
-                deleted: 0,
-                started_at: 0,
-                last_progress_at: 0,
-                timings: Timings::default(),
-                estimated_seconds_left: None,
-                continuation: 0,
-                summary: None,
+                    budget,
+                };
+                let mut status = RolloutStatus::new(&pool.name, to, pool.replicas, strategy, 3, 0);
+                status.phase = RolloutPhase::Completed;
+                status
             },
             pool,
             history,
