@@ -36,6 +36,7 @@ pub(super) struct PoolShape {
     pub image_version: &'static str,
     pub max_failures: u32,
     pub progress_deadline: &'static str,
+    pub creation_timeout: &'static str,
 }
 
 impl PoolShape {
@@ -51,6 +52,7 @@ impl PoolShape {
             image_version: "24.04.1",
             max_failures: 3,
             progress_deadline: "10m",
+            creation_timeout: "3m",
         }
     }
 
@@ -60,10 +62,10 @@ impl PoolShape {
     }
 }
 
-/// Writes the pool file `target/e2e-pools/<pool>-<version>.yaml` with `shape`; quick drain
-/// settings (PDB retry 2 s) and a creation timeout of 3 minutes.
+/// Writes the pool file `target/e2e-pools/<pool>-<version>.yaml` with `shape` and quick drain
+/// settings (PDB retry 2 s).
 pub(super) fn rollout_pool_file(stack: &Stack, pool: &str, shape: &PoolShape) -> Result<PathBuf> {
-    let base = write_pool_file(stack, pool, "3m")?;
+    let base = write_pool_file(stack, pool, shape.creation_timeout)?;
     let text = std::fs::read_to_string(&base)?;
     ensure!(
         text.contains("  replicas: 2\n") && text.contains("      version: latest\n"),

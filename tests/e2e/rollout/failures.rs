@@ -1,6 +1,8 @@
 //! A new template whose every VM fails to provision: the rollout pauses itself after
 //! `maxFailures` (3) failed creates and says why; the old machines are all still there and
 //! Ready, and no VM of the new template is left. With the fault gone, `resume` finishes it.
+//! New machines whose Nodes never join: no progress for the progress deadline marks the rollout
+//! stalled, and it keeps going.
 
 use std::time::Duration;
 
@@ -121,5 +123,91 @@ async fn failing(
     .await?;
     let v2_hash = done["templateHash"].as_str().unwrap_or_default();
     ensure_pool_is(stack, pool, REPLICAS as usize, v2_hash).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn no_progress_for_the_deadline_marks_it_stalled_and_it_keeps_going() -> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("rt");
+    let pool = format!("rt{}", unique_suffix());
+    let _worker = KillableWorker::start(&stack, &task_queue)?;
+    let sandbox = Sandbox::new(&stack)?;
+    let mut fault = None;
+    let outcome = stalling(&stack, &task_queue, &pool, &sandbox, &mut fault).await;
+    if let Some(id) = fault {
+        let _ = sandbox.remove_fault(id).await;
+    }
+    clean_up_pool(&stack, &task_queue, &pool).await;
+    outcome
+}
+
+async fn stalling(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    sandbox: &Sandbox,
+    fault: &mut Option<u64>,
+) -> Result<()> {
+    let mut shape = PoolShape::new(2, "1", "0");
+    shape.creation_timeout = "20s";
+    shape.progress_deadline = "10s";
+    roll(
+        stack,
+        task_queue,
+        &rollout_pool_file(stack, pool, &shape)?,
+        &[],
+    )
+    .await?;
+    // From now on the pool's new machines never register as Nodes.
+    *fault = Some(
+        sandbox
+            .add_fault(json!({ "kind": "never_joins", "vm": format!("{pool}-*") }))
+            .await?,
+    );
+    let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
+    let v2_text = v2.to_string_lossy().into_owned();
+    cli(
+        stack,
+        task_queue,
+        &[
+            "pool",
+            "rollout",
+            "--pool",
+            &v2_text,
+            "--observe-interval",
+            "1s",
+        ],
+    )
+    .await?
+    .expect_code(0)?;
+    let wait = Duration::from_secs(120);
+    let stalled = wait_rollout(stack, task_queue, pool, "the rollout to stall", wait, |s| {
+        s["stalled"].is_string()
+    })
+    .await?;
+    ensure!(
+        stalled["phase"] == "progressing"
+            && stalled["stalled"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("no progress"),
+        "stalled, still progressing: {stalled}"
+    );
+    // It keeps going: the create times out (and cleans up after itself), is counted, and the
+    // next one starts.
+    let going = wait_rollout(
+        stack,
+        task_queue,
+        pool,
+        "a failure and the next create",
+        wait,
+        |s| {
+            s["failures"].as_array().is_some_and(|f| !f.is_empty())
+                && s["inFlight"].as_array().is_some_and(|c| !c.is_empty())
+        },
+    )
+    .await?;
+    ensure!(num(&going["deleted"]) == 0, "no old machine went: {going}");
     Ok(())
 }
