@@ -160,9 +160,7 @@ impl RollingUpdateWorkflow {
     /// the estimated time left.
     #[query(name = "status")]
     pub fn status(&self, _ctx: &WorkflowContextView) -> RolloutStatus {
-        self.status
-            .clone()
-            .unwrap_or_else(|| fresh_status(&RolloutRequestView::default(), 0))
+        self.status.clone().unwrap_or_else(empty_status)
     }
 }
 
@@ -722,7 +720,7 @@ fn finish(
     if let Some(strategy) = strategy {
         pool.strategy = strategy;
     }
-    let mut status = status.unwrap_or_else(|| fresh_status(&RolloutRequestView::of(request), 0));
+    let mut status = status.unwrap_or_else(|| fresh_status(request, 0));
     let history = match outcome {
         RolloutOutcome::Completed => request.history.completed(TemplateRecord {
             template_hash: pool.template_hash.clone(),
@@ -785,7 +783,7 @@ fn announce(ctx: &mut WorkflowContext<RollingUpdateWorkflow>, request: &RolloutR
             status.strategy = strategy_view(&request.pool.strategy, request.pool.replicas);
             status
         }
-        None => fresh_status(&RolloutRequestView::of(request), at),
+        None => fresh_status(request, at),
     };
     let strategy = request.pool.strategy.clone();
     ctx.state_mut(|s| {
@@ -795,47 +793,37 @@ fn announce(ctx: &mut WorkflowContext<RollingUpdateWorkflow>, request: &RolloutR
     set_phase_attribute(ctx);
 }
 
-/// What a fresh status needs from the request (a default for queries before the run starts).
-#[derive(Default)]
-struct RolloutRequestView {
-    pool: String,
-    template_hash: String,
-    previous_template_hash: Option<String>,
-    desired: u32,
-    strategy: Option<RolloutStrategy>,
-    canary: Option<u32>,
-}
-
-impl RolloutRequestView {
-    fn of(request: &RolloutRequest) -> Self {
-        Self {
-            pool: request.pool.name.clone(),
-            template_hash: request.pool.template_hash.clone(),
-            previous_template_hash: request
-                .history
-                .current
-                .as_ref()
-                .map(|r| r.template_hash.clone()),
-            desired: request.pool.replicas,
-            strategy: Some(request.pool.strategy.clone()),
-            canary: request.canary,
-        }
-    }
-}
-
-fn fresh_status(request: &RolloutRequestView, at: i64) -> RolloutStatus {
-    let strategy = request.strategy.clone().unwrap_or_else(default_strategy);
+/// The status of `request`'s rollout before its first look, starting at `at` (Unix seconds).
+fn fresh_status(request: &RolloutRequest, at: i64) -> RolloutStatus {
+    let pool = &request.pool;
     let mut status = RolloutStatus::new(
-        &request.pool,
-        &request.template_hash,
-        request.desired,
-        strategy_view(&strategy, request.desired),
-        strategy.max_failures,
+        &pool.name,
+        &pool.template_hash,
+        pool.replicas,
+        strategy_view(&pool.strategy, pool.replicas),
+        pool.strategy.max_failures,
         at,
     );
-    status.previous_template_hash = request.previous_template_hash.clone();
+    status.previous_template_hash = request
+        .history
+        .current
+        .as_ref()
+        .map(|r| r.template_hash.clone());
     status.canary = request.canary;
     status
+}
+
+/// What the `status` query answers before the run has set its status.
+fn empty_status() -> RolloutStatus {
+    let strategy = default_strategy();
+    RolloutStatus::new(
+        "",
+        "",
+        0,
+        strategy_view(&strategy, 0),
+        strategy.max_failures,
+        0,
+    )
 }
 
 fn strategy_view(strategy: &RolloutStrategy, replicas: u32) -> StrategyView {

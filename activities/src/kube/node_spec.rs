@@ -121,3 +121,17 @@ pub(crate) fn taints(node: &Node) -> Vec<Taint> {
         .and_then(|s| s.taints.clone())
         .unwrap_or_default()
 }
+
+/// Test fixtures: a JSON object with `extra` merged over it, key by key.
+#[cfg(test)]
+pub(crate) fn merge_json(base: &mut serde_json::Value, extra: serde_json::Value) {
+    use serde_json::Value;
+    match (base, extra) {
+        (Value::Object(base), Value::Object(extra)) => {
+            for (key, value) in extra {
+                merge_json(base.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (base, extra) => *base = extra,
+    }
+}

@@ -20,6 +20,7 @@
 //!    while the total allows.
 
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -248,20 +249,14 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     }
 
     // 3. New machines, up to the target and up to `replicas` live, while the total allows.
-    let live_after = count_u32(
-        input
-            .machines
-            .iter()
-            .filter(|m| is_live(m) && !delete.iter().any(|v| v.name == m.name))
-            .count(),
-    );
-    let new_live = count_u32(
-        input
-            .machines
-            .iter()
-            .filter(|m| is_live(m) && is_new(m) && !delete.iter().any(|v| v.name == m.name))
-            .count(),
-    );
+    let going: BTreeSet<&str> = delete.iter().map(|v| v.name.as_str()).collect();
+    let (live_after, new_live) = input
+        .machines
+        .iter()
+        .filter(|m| is_live(m) && !going.contains(m.name.as_str()))
+        .fold((0u32, 0u32), |(live, new), m| {
+            (live + 1, new + u32::from(is_new(m)))
+        });
     let wanted = new_target
         .saturating_sub(new_live)
         .max(replicas.saturating_sub(live_after));

@@ -240,19 +240,8 @@ mod tests {
                   "lastTransitionTime": "2026-01-01T00:00:00Z" },
             ] },
         });
-        merge(&mut base, extra);
+        crate::kube::node_spec::merge_json(&mut base, extra);
         serde_json::from_value(base).unwrap_or_default()
-    }
-
-    fn merge(base: &mut Value, extra: Value) {
-        match (base, extra) {
-            (Value::Object(base), Value::Object(extra)) => {
-                for (key, value) in extra {
-                    merge(base.entry(key).or_insert(Value::Null), value);
-                }
-            }
-            (base, extra) => *base = extra,
-        }
     }
 
     fn at(text: &str) -> DateTime<Utc> {
