@@ -62,8 +62,10 @@ async fn killed(
     .await?
     .expect_code(0)?;
 
-    // Kill the worker while the first, second and third new machines are being made.
-    let wait = Duration::from_secs(180);
+    // Kill the worker while the first, second and third new machines are being made. A worker
+    // killed inside an ARM write (no heartbeat; 3 minutes start-to-close) delays that step's
+    // retry by up to 3 minutes, hence the long waits.
+    let wait = Duration::from_secs(420);
     for (kill, created) in [(1, 0), (2, 1), (3, 2)] {
         let status = wait_rollout(stack, task_queue, pool, "a child running", wait, |s| {
             num(&s["created"]) >= created && s["inFlight"].as_array().is_some_and(|c| !c.is_empty())
@@ -83,7 +85,7 @@ async fn killed(
         task_queue,
         pool,
         "the rollout to complete",
-        Duration::from_secs(300),
+        Duration::from_secs(600),
         |s| s["phase"] == "completed",
     )
     .await;
