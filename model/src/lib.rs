@@ -14,6 +14,7 @@ pub mod ownership;
 pub mod pool;
 pub mod preflight;
 pub mod rollout;
+pub mod sweep;
 
 pub use cluster::{ClusterName, InvalidName};
 pub use machine_name::MachineName;

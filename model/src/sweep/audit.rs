@@ -1,0 +1,322 @@
+//! A sweep's result: the audit of every resource and Node it saw, the rule that classified it,
+//! and what was done about it.
+//!
+//! Resources of other clusters (or of nobody) are listed by name, grouped by kind and owner, so
+//! that the audit of a resource group with thousands of foreign resources stays small.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::classify::{Action, Decision, Rule};
+use super::inventory::ResourceKind;
+use crate::ClusterName;
+
+/// What happened to a subject the sweep acted on (or would have).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "result")]
+pub enum Outcome {
+    /// Dry run: it would have been done.
+    Planned,
+    /// Deleted.
+    Deleted,
+    /// Already gone when the sweep came to delete it.
+    AlreadyGone,
+    /// Looked at again just before deleting, it no longer qualified (attached, re-tagged...).
+    LeftAlone {
+        /// Why.
+        reason: String,
+    },
+    /// Machine replacement started.
+    Replacing {
+        /// The workflows started (DeleteMachine, CreateMachine).
+        workflows: Vec<String>,
+    },
+    /// Not done, by decision: not approved, frozen, a workflow started meanwhile...
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+    /// Tried and failed (after the activity's retries).
+    Failed {
+        /// The error, in ARM or Kubernetes terms.
+        error: String,
+    },
+}
+
+impl Outcome {
+    /// One word for tables: `deleted`, `failed`...
+    pub fn word(&self) -> &'static str {
+        match self {
+            Outcome::Planned => "planned",
+            Outcome::Deleted => "deleted",
+            Outcome::AlreadyGone => "already-gone",
+            Outcome::LeftAlone { .. } => "left-alone",
+            Outcome::Replacing { .. } => "replacing",
+            Outcome::Skipped { .. } => "skipped",
+            Outcome::Failed { .. } => "failed",
+        }
+    }
+
+    /// The reason, error or workflows, when there is one.
+    pub fn note(&self) -> String {
+        match self {
+            Outcome::LeftAlone { reason } | Outcome::Skipped { reason } => reason.clone(),
+            Outcome::Failed { error } => error.clone(),
+            Outcome::Replacing { workflows } => workflows.join(", "),
+            Outcome::Planned | Outcome::Deleted | Outcome::AlreadyGone => String::new(),
+        }
+    }
+
+    /// Whether the thing is gone (or being replaced) as planned.
+    pub fn succeeded(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Deleted | Outcome::AlreadyGone | Outcome::Replacing { .. }
+        )
+    }
+}
+
+/// One subject of the audit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// The decision.
+    #[serde(flatten)]
+    pub decision: Decision,
+    /// What happened, for subjects the sweep acted on (or would have).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
+}
+
+/// Resources of one kind carrying another cluster's tag (or none), by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForeignGroup {
+    /// VM, NIC or disk.
+    pub kind: ResourceKind,
+    /// The `nodewright.io-cluster` tag they carry (`None`: no such tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_tag: Option<String>,
+    /// Their names.
+    pub names: Vec<String>,
+}
+
+/// How the sweep as a whole ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state")]
+pub enum SweepOutcome {
+    /// It acted on its plan (some actions may have failed: see the entries).
+    Completed,
+    /// A dry run: nothing deleted or replaced.
+    DryRun,
+    /// The Kubernetes API was not healthy (or failed while listing): nothing deleted.
+    Frozen {
+        /// What was wrong.
+        reason: String,
+    },
+    /// More deletions than allowed and no approval came in time: nothing deleted.
+    NotApproved {
+        /// Deletions planned.
+        planned: u32,
+        /// The cap.
+        max_deletions: u32,
+    },
+}
+
+impl SweepOutcome {
+    /// One word: `completed`, `dry-run`, `frozen`, `not-approved`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            SweepOutcome::Completed => "completed",
+            SweepOutcome::DryRun => "dry-run",
+            SweepOutcome::Frozen { .. } => "frozen",
+            SweepOutcome::NotApproved { .. } => "not-approved",
+        }
+    }
+}
+
+/// How many of each kind the sweep saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Seen {
+    /// VMs listed.
+    pub vms: u32,
+    /// NICs listed.
+    pub nics: u32,
+    /// Disks listed.
+    pub disks: u32,
+    /// Nodes listed.
+    pub nodes: u32,
+}
+
+/// A sweep's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepAudit {
+    /// The cluster swept.
+    pub cluster: ClusterName,
+    /// When it started (RFC 3339, workflow time).
+    pub started_at: String,
+    /// When it ended.
+    pub finished_at: String,
+    /// How it ended.
+    pub outcome: SweepOutcome,
+    /// What it saw, by kind.
+    pub seen: Seen,
+    /// Who approved the deletions, when approval was needed and given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
+    /// Every resource of this cluster and every Node, with its decision and outcome.
+    pub entries: Vec<AuditEntry>,
+    /// Resources of other clusters or of nobody (rule `not-ours`), by kind and owner.
+    pub not_ours: Vec<ForeignGroup>,
+}
+
+impl SweepAudit {
+    /// The audit of `decisions` before anything is done: foreign resources grouped, entries
+    /// without outcomes.
+    pub fn of(
+        cluster: ClusterName,
+        started_at: String,
+        outcome: SweepOutcome,
+        seen: Seen,
+        decisions: Vec<Decision>,
+    ) -> Self {
+        let mut entries = Vec::new();
+        let mut foreign: BTreeMap<(ResourceKind, Option<String>), Vec<String>> = BTreeMap::new();
+        for decision in decisions {
+            if decision.rule == Rule::NotOurs
+                && let Some(kind) = resource_kind(&decision)
+            {
+                let owner = Some(decision.detail).filter(|tag| !tag.is_empty());
+                foreign
+                    .entry((kind, owner))
+                    .or_default()
+                    .push(decision.name);
+            } else {
+                entries.push(AuditEntry {
+                    decision,
+                    outcome: None,
+                });
+            }
+        }
+        let not_ours = foreign
+            .into_iter()
+            .map(|((kind, cluster_tag), names)| ForeignGroup {
+                kind,
+                cluster_tag,
+                names,
+            })
+            .collect();
+        Self {
+            cluster,
+            finished_at: started_at.clone(),
+            started_at,
+            outcome,
+            seen,
+            approved_by: None,
+            entries,
+            not_ours,
+        }
+    }
+
+    /// The entries the sweep acts on (delete or replace), in order.
+    pub fn removals(&self) -> impl Iterator<Item = &AuditEntry> {
+        self.entries
+            .iter()
+            .filter(|entry| entry.decision.action.removes())
+    }
+
+    /// How many deletions and replacements the plan holds.
+    pub fn planned(&self) -> u32 {
+        u32::try_from(self.removals().count()).unwrap_or(u32::MAX)
+    }
+
+    /// Sets the outcome of every removal still without one.
+    pub fn settle_removals(&mut self, outcome: &Outcome) {
+        for entry in &mut self.entries {
+            if entry.decision.action.removes() && entry.outcome.is_none() {
+                entry.outcome = Some(outcome.clone());
+            }
+        }
+    }
+
+    /// Records what happened to the entry `index`.
+    pub fn record(&mut self, index: usize, outcome: Outcome) {
+        if let Some(entry) = self.entries.get_mut(index) {
+            entry.outcome = Some(outcome);
+        }
+    }
+
+    /// How many removals succeeded and how many failed.
+    pub fn tally(&self) -> (u32, u32) {
+        let mut done = 0;
+        let mut failed = 0;
+        for outcome in self.removals().filter_map(|entry| entry.outcome.as_ref()) {
+            if outcome.succeeded() {
+                done += 1;
+            } else if matches!(outcome, Outcome::Failed { .. }) {
+                failed += 1;
+            }
+        }
+        (done, failed)
+    }
+
+    /// How many resources of other clusters or of nobody were seen.
+    pub fn not_ours_count(&self) -> usize {
+        self.not_ours.iter().map(|group| group.names.len()).sum()
+    }
+
+    /// One line for the UI summary and the CLI: `completed: 4 deleted, 0 failed; kept 9 …`.
+    pub fn summary(&self) -> String {
+        let (done, failed) = self.tally();
+        let kept = self
+            .entries
+            .iter()
+            .filter(|entry| entry.decision.action == Action::Keep)
+            .count();
+        let reported = self
+            .entries
+            .iter()
+            .filter(|entry| entry.decision.action == Action::Report)
+            .count();
+        let seen = format!(
+            "saw {} VMs, {} NICs, {} disks, {} Nodes",
+            self.seen.vms, self.seen.nics, self.seen.disks, self.seen.nodes
+        );
+        let mut tail = format!(
+            "kept {kept} of this cluster, {} not ours",
+            self.not_ours_count()
+        );
+        if reported > 0 {
+            tail.push_str(&format!(", {reported} unhealthy reported"));
+        }
+        match &self.outcome {
+            SweepOutcome::Completed => format!(
+                "completed: {done} of {} removals done, {failed} failed; {tail}; {seen}",
+                self.planned()
+            ),
+            SweepOutcome::DryRun => {
+                format!("dry run: would remove {}; {tail}; {seen}", self.planned())
+            }
+            SweepOutcome::Frozen { reason } => format!("frozen, nothing deleted: {reason}"),
+            SweepOutcome::NotApproved {
+                planned,
+                max_deletions,
+            } => format!(
+                "not approved, nothing deleted: {planned} removals planned, more than max_deletions {max_deletions}, and no approve came in time; {tail}; {seen}"
+            ),
+        }
+    }
+}
+
+fn resource_kind(decision: &Decision) -> Option<ResourceKind> {
+    use super::classify::SubjectKind;
+    match decision.kind {
+        SubjectKind::Vm => Some(ResourceKind::Vm),
+        SubjectKind::Nic => Some(ResourceKind::Nic),
+        SubjectKind::Disk => Some(ResourceKind::Disk),
+        SubjectKind::Node => None,
+    }
+}

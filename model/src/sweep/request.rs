@@ -1,0 +1,178 @@
+//! How an orphan sweep is asked for, and the progress it answers its `status` query with.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ClusterName;
+
+/// Default cap on deletions a sweep makes without an `approve` signal.
+pub const DEFAULT_MAX_DELETIONS: u32 = 10;
+/// Default wait for an approval before the deletions are skipped.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Default grace period: the default machine creation timeout (a create may take that long).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(20 * 60);
+/// Default health timeout: a Node NotReady this long makes its machine unhealthy.
+pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+/// Default number of deletions in flight at once.
+pub const DEFAULT_PARALLELISM: u32 = 5;
+
+/// The input of an OrphanSweep run (also what a schedule starts each run with).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepRequest {
+    /// The cluster swept.
+    pub cluster: ClusterName,
+    /// Only report: delete and replace nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Replace unhealthy machines (otherwise they are reported).
+    #[serde(default)]
+    pub remediate: bool,
+    /// More deletions than this wait for `approve`.
+    #[serde(default = "default_max_deletions")]
+    pub max_deletions: u32,
+    /// How long to wait for `approve` before skipping the deletions.
+    #[serde(default = "default_approval_timeout", with = "seconds")]
+    pub approval_timeout: Duration,
+    /// Nothing younger than this is an orphan.
+    #[serde(default = "default_grace", with = "seconds")]
+    pub grace: Duration,
+    /// A Node NotReady this long makes its machine unhealthy.
+    #[serde(default = "default_health_timeout", with = "seconds")]
+    pub health_timeout: Duration,
+    /// Deletions in flight at once.
+    #[serde(default = "default_parallelism")]
+    pub parallelism: u32,
+}
+
+impl SweepRequest {
+    /// A sweep of `cluster` with every default.
+    pub fn new(cluster: ClusterName) -> Self {
+        Self {
+            cluster,
+            dry_run: false,
+            remediate: false,
+            max_deletions: DEFAULT_MAX_DELETIONS,
+            approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
+            grace: DEFAULT_GRACE,
+            health_timeout: DEFAULT_HEALTH_TIMEOUT,
+            parallelism: DEFAULT_PARALLELISM,
+        }
+    }
+}
+
+fn default_max_deletions() -> u32 {
+    DEFAULT_MAX_DELETIONS
+}
+fn default_approval_timeout() -> Duration {
+    DEFAULT_APPROVAL_TIMEOUT
+}
+fn default_grace() -> Duration {
+    DEFAULT_GRACE
+}
+fn default_health_timeout() -> Duration {
+    DEFAULT_HEALTH_TIMEOUT
+}
+fn default_parallelism() -> u32 {
+    DEFAULT_PARALLELISM
+}
+
+/// Durations as whole seconds in JSON (readable in the Temporal UI and in schedule actions).
+mod seconds {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(duration.as_secs())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        u64::deserialize(deserializer).map(Duration::from_secs)
+    }
+}
+
+/// Where a sweep is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SweepPhase {
+    /// Checking that the Kubernetes API is healthy.
+    Checking,
+    /// Listing VMs, NICs, disks, Nodes, volumes and running workflows.
+    Listing,
+    /// More deletions than `max_deletions`: waiting for `approve`.
+    AwaitingApproval,
+    /// Deleting orphans and replacing machines.
+    Acting,
+    /// Done.
+    Done,
+}
+
+impl SweepPhase {
+    /// The phase as the `NodewrightPhase` search attribute and the CLI show it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SweepPhase::Checking => "checking",
+            SweepPhase::Listing => "listing",
+            SweepPhase::AwaitingApproval => "awaiting-approval",
+            SweepPhase::Acting => "acting",
+            SweepPhase::Done => "done",
+        }
+    }
+}
+
+/// The answer to a sweep's `status` query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepStatus {
+    /// Where it is.
+    pub phase: SweepPhase,
+    /// One line for people.
+    pub summary: String,
+    /// Resources and Nodes listed so far.
+    pub seen: u32,
+    /// Deletions and replacements planned.
+    pub planned: u32,
+    /// Of those, done.
+    pub done: u32,
+    /// Of those, failed.
+    pub failed: u32,
+    /// When awaiting approval: until when (RFC 3339), after which the deletions are skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_deadline: Option<String>,
+}
+
+impl SweepStatus {
+    /// The status of a sweep that has just started.
+    pub fn starting() -> Self {
+        Self {
+            phase: SweepPhase::Checking,
+            summary: "checking the Kubernetes API".to_owned(),
+            seen: 0,
+            planned: 0,
+            done: 0,
+            failed: 0,
+            approval_deadline: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_with_only_a_cluster_takes_every_default_and_durations_are_seconds() {
+        let request: SweepRequest = serde_json::from_str(r#"{"cluster":"prod"}"#).unwrap();
+        assert_eq!(
+            request,
+            SweepRequest::new(ClusterName::parse("cluster", "prod").unwrap())
+        );
+        let json = serde_json::to_value(&request).unwrap();
+        assert_eq!(json["grace"], 1200);
+        assert_eq!(json["healthTimeout"], 600);
+        assert_eq!(json["approvalTimeout"], 3600);
+        assert_eq!(json["maxDeletions"], 10);
+    }
+}

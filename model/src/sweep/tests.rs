@@ -1,0 +1,639 @@
+//! The classifier's table (one case per rule, the end-to-end scenario among them) and its
+//! property: whatever the inventory, nothing that is not ours, no disk nodewright did not make,
+//! nothing of a machine with a running workflow and nothing inside grace is ever removed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::ClusterName;
+use crate::machine::os_disk_name;
+use crate::ownership::{TAG_CLUSTER, TAG_CREATED, TAG_MACHINE, TAG_POOL};
+
+const NOW: i64 = 1_800_000_000;
+const HOUR: i64 = 3600;
+const PREFIX: &str =
+    "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/";
+
+fn prod() -> ClusterName {
+    ClusterName::parse("cluster", "prod").unwrap()
+}
+
+fn policy(remediate: bool) -> SweepPolicy {
+    SweepPolicy {
+        cluster: prod(),
+        vm_id_prefix: PREFIX.to_owned(),
+        grace: Duration::from_secs(20 * 60),
+        health_timeout: Duration::from_secs(10 * 60),
+        remediate,
+        now: NOW,
+    }
+}
+
+/// Tags of this cluster's machine `machine` in pool `web`.
+fn ours(machine: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (TAG_CLUSTER.to_owned(), "prod".to_owned()),
+        (TAG_POOL.to_owned(), "web".to_owned()),
+        (TAG_MACHINE.to_owned(), machine.to_owned()),
+    ])
+}
+
+fn resource(
+    kind: ResourceKind,
+    name: &str,
+    tags: BTreeMap<String, String>,
+    age: i64,
+) -> ArmResource {
+    ArmResource {
+        kind,
+        name: name.to_owned(),
+        tags,
+        provisioning_state: "Succeeded".to_owned(),
+        attached_to: None,
+        created_at: Some(NOW - age),
+    }
+}
+
+fn vm(name: &str, age: i64) -> ArmResource {
+    resource(ResourceKind::Vm, name, ours(name), age)
+}
+
+fn node(name: &str, vm: &str, readiness: NodeReadiness) -> NodeRecord {
+    NodeRecord {
+        name: name.to_owned(),
+        uid: format!("uid-{name}"),
+        provider_id: Some(format!("azure://{PREFIX}{vm}")),
+        machine: Some(name.to_owned()),
+        pool: Some("web".to_owned()),
+        created_at: NOW - 2 * HOUR,
+        readiness,
+    }
+}
+
+fn not_ready(for_secs: i64) -> NodeReadiness {
+    NodeReadiness::NotReady {
+        since: NOW - for_secs,
+        last_heartbeat: NOW - for_secs,
+    }
+}
+
+fn running(operation: &str, machine: Option<&str>, pool: Option<&str>) -> RunningWorkflow {
+    RunningWorkflow {
+        workflow_id: format!("{operation}/prod/{}", machine.or(pool).unwrap_or("x")),
+        operation: operation.to_owned(),
+        machine: machine.map(str::to_owned),
+        pool: pool.map(str::to_owned),
+    }
+}
+
+fn decision_of<'a>(decisions: &'a [Decision], kind: SubjectKind, name: &str) -> &'a Decision {
+    decisions
+        .iter()
+        .find(|d| d.kind == kind && d.name == name)
+        .unwrap_or_else(|| panic!("no decision for {kind} {name}"))
+}
+
+/// The end-to-end scenario, plus one case for every other rule.
+fn scenario() -> Inventory {
+    let mut other_cluster = vm("other-vm", 3 * HOUR);
+    other_cluster
+        .tags
+        .insert(TAG_CLUSTER.to_owned(), "staging".to_owned());
+    let mut pv_disk = resource(ResourceKind::Disk, "pvc-0a1b", ours("web-aaaaa"), 3 * HOUR);
+    pv_disk.tags.remove(TAG_MACHINE);
+    let mut volume_tagged_like_os = resource(
+        ResourceKind::Disk,
+        &os_disk_name("web-vvvvv"),
+        ours("web-vvvvv"),
+        3 * HOUR,
+    );
+    volume_tagged_like_os.provisioning_state = "Succeeded".to_owned();
+    let mut attached_nic = resource(
+        ResourceKind::Nic,
+        "web-hhhhh-nic",
+        ours("web-hhhhh"),
+        3 * HOUR,
+    );
+    attached_nic.attached_to = Some("web-hhhhh".to_owned());
+    let mut deleting = vm("web-ddddd", 3 * HOUR);
+    deleting.provisioning_state = "Deleting".to_owned();
+    let mut undated = vm("web-nnnnn", 3 * HOUR);
+    undated.created_at = None;
+    let mut renamed = vm("web-rrrrr", 3 * HOUR);
+    renamed
+        .tags
+        .insert(TAG_MACHINE.to_owned(), "web-sssss".to_owned());
+    let mut foreign_node = node("aks-1", "aks-1", not_ready(5 * HOUR));
+    foreign_node.provider_id = Some(
+        "azure:///subscriptions/s/resourceGroups/other/providers/Microsoft.Compute/virtualMachines/aks-1".to_owned(),
+    );
+    let mut unlabelled = node("hand-made", "hand-made", not_ready(5 * HOUR));
+    unlabelled.machine = None;
+    Inventory {
+        resources: vec![
+            vm("web-ooooo", 2 * HOUR),
+            vm("web-yyyyy", 60),
+            resource(
+                ResourceKind::Nic,
+                "web-lllll-nic",
+                ours("web-lllll"),
+                2 * HOUR,
+            ),
+            resource(
+                ResourceKind::Disk,
+                &os_disk_name("web-kkkkk"),
+                ours("web-kkkkk"),
+                2 * HOUR,
+            ),
+            other_cluster,
+            resource(ResourceKind::Vm, "untagged", BTreeMap::new(), 3 * HOUR),
+            pv_disk,
+            volume_tagged_like_os,
+            vm("web-ccccc", 2 * HOUR),
+            vm("web-hhhhh", 3 * HOUR),
+            attached_nic,
+            vm("web-uuuuu", 3 * HOUR),
+            vm("web-ttttt", 3 * HOUR),
+            vm("ro-ppppp", 3 * HOUR),
+            deleting,
+            undated,
+            renamed,
+        ],
+        nodes: vec![
+            node("web-gggggg", "web-gggggg", not_ready(HOUR)),
+            node("web-hhhhh", "web-hhhhh", NodeReadiness::Ready),
+            node("web-uuuuu", "web-uuuuu", not_ready(15 * 60)),
+            node("web-ttttt", "web-ttttt", not_ready(5 * 60)),
+            {
+                let mut rolled = node("ro-ppppp", "ro-ppppp", not_ready(HOUR));
+                rolled.pool = Some("ro".to_owned());
+                rolled
+            },
+            node("web-fffff", "web-fffff", NodeReadiness::Ready),
+            node("web-qqqqq", "web-qqqqq", not_ready(5 * 60)),
+            foreign_node,
+            unlabelled,
+        ],
+        volume_disks: BTreeSet::from([os_disk_name("web-vvvvv")]),
+        running: vec![
+            running("create", Some("web-ccccc"), Some("web")),
+            running("rollout", None, Some("ro")),
+        ],
+    }
+}
+
+#[test]
+fn every_rule_decides_its_case() {
+    let mut inventory = scenario();
+    // The rollout's pool tag for ro-ppppp.
+    if let Some(vm) = inventory
+        .resources
+        .iter_mut()
+        .find(|r| r.name == "ro-ppppp")
+    {
+        vm.tags.insert(TAG_POOL.to_owned(), "ro".to_owned());
+    }
+    let decisions = classify(&inventory, &policy(false));
+    assert_eq!(
+        decisions.len(),
+        inventory.resources.len() + inventory.nodes.len()
+    );
+    let table = [
+        (SubjectKind::Vm, "web-ooooo", Rule::OrphanVm, Action::Delete),
+        (
+            SubjectKind::Vm,
+            "web-yyyyy",
+            Rule::InsideGrace,
+            Action::Keep,
+        ),
+        (
+            SubjectKind::Nic,
+            "web-lllll-nic",
+            Rule::OrphanNic,
+            Action::Delete,
+        ),
+        (
+            SubjectKind::Disk,
+            "web-kkkkk-osdisk",
+            Rule::OrphanDisk,
+            Action::Delete,
+        ),
+        (
+            SubjectKind::Node,
+            "web-gggggg",
+            Rule::OrphanNode,
+            Action::Delete,
+        ),
+        (SubjectKind::Vm, "other-vm", Rule::NotOurs, Action::Keep),
+        (SubjectKind::Vm, "untagged", Rule::NotOurs, Action::Keep),
+        (
+            SubjectKind::Disk,
+            "pvc-0a1b",
+            Rule::NotCreatedByNodewright,
+            Action::Keep,
+        ),
+        (
+            SubjectKind::Disk,
+            "web-vvvvv-osdisk",
+            Rule::BacksVolume,
+            Action::Keep,
+        ),
+        (
+            SubjectKind::Vm,
+            "web-ccccc",
+            Rule::WorkflowRunning,
+            Action::Keep,
+        ),
+        (SubjectKind::Vm, "web-hhhhh", Rule::Healthy, Action::Keep),
+        (
+            SubjectKind::Nic,
+            "web-hhhhh-nic",
+            Rule::Attached,
+            Action::Keep,
+        ),
+        (SubjectKind::Node, "web-hhhhh", Rule::VmExists, Action::Keep),
+        (
+            SubjectKind::Vm,
+            "web-uuuuu",
+            Rule::Unhealthy,
+            Action::Report,
+        ),
+        (
+            SubjectKind::Vm,
+            "web-ttttt",
+            Rule::NotReadyWithinTimeout,
+            Action::Keep,
+        ),
+        (
+            SubjectKind::Vm,
+            "ro-ppppp",
+            Rule::RolloutRunning,
+            Action::Keep,
+        ),
+        (SubjectKind::Vm, "web-ddddd", Rule::Busy, Action::Keep),
+        (
+            SubjectKind::Vm,
+            "web-nnnnn",
+            Rule::NoCreationTime,
+            Action::Keep,
+        ),
+        (
+            SubjectKind::Vm,
+            "web-rrrrr",
+            Rule::TagsDisagree,
+            Action::Keep,
+        ),
+        (
+            SubjectKind::Node,
+            "web-fffff",
+            Rule::NodeStillAlive,
+            Action::Keep,
+        ),
+        (
+            SubjectKind::Node,
+            "web-qqqqq",
+            Rule::NodeStillAlive,
+            Action::Keep,
+        ),
+        (
+            SubjectKind::Node,
+            "aks-1",
+            Rule::NodeNotManaged,
+            Action::Keep,
+        ),
+        (
+            SubjectKind::Node,
+            "hand-made",
+            Rule::NodeNotManaged,
+            Action::Keep,
+        ),
+    ];
+    for (kind, name, rule, action) in table {
+        let decision = decision_of(&decisions, kind, name);
+        assert_eq!(
+            (decision.rule, decision.action),
+            (rule, action),
+            "{kind} {name}: {}",
+            decision.detail
+        );
+    }
+    let orphan_vm = decision_of(&decisions, SubjectKind::Vm, "web-ooooo");
+    assert_eq!(orphan_vm.detail, "no Node, no workflow, created 2h ago");
+    let young = decision_of(&decisions, SubjectKind::Vm, "web-yyyyy");
+    assert_eq!(young.detail, "created 1m ago (grace 20m)");
+    let running = decision_of(&decisions, SubjectKind::Vm, "web-ccccc");
+    assert_eq!(running.detail, "create/prod/web-ccccc is running");
+    let gone = decision_of(&decisions, SubjectKind::Node, "web-gggggg");
+    assert_eq!(gone.uid.as_deref(), Some("uid-web-gggggg"));
+    assert_eq!(
+        gone.detail,
+        "VM web-gggggg does not exist; last heartbeat 1h ago"
+    );
+}
+
+#[test]
+fn unhealthy_machines_are_replaced_only_when_remediating() {
+    let decisions = classify(&scenario(), &policy(true));
+    let unhealthy = decision_of(&decisions, SubjectKind::Vm, "web-uuuuu");
+    assert_eq!(
+        (unhealthy.rule, unhealthy.action),
+        (Rule::Unhealthy, Action::Replace)
+    );
+    assert_eq!(unhealthy.pool.as_deref(), Some("web"));
+    assert_eq!(
+        unhealthy.detail,
+        "Node web-uuuuu NotReady for 15m (health timeout 10m)"
+    );
+}
+
+#[test]
+fn provider_ids_match_the_resource_group_case_insensitively() {
+    let mut inventory = Inventory {
+        resources: vec![vm("web-hhhhh", 3 * HOUR)],
+        nodes: vec![node("web-hhhhh", "web-hhhhh", NodeReadiness::Ready)],
+        ..Inventory::default()
+    };
+    inventory.nodes[0].provider_id = Some(format!(
+        "azure://{}web-hhhhh",
+        PREFIX
+            .replace("resourceGroups", "resourcegroups")
+            .to_uppercase()
+    ));
+    let decisions = classify(&inventory, &policy(false));
+    assert_eq!(decisions[0].rule, Rule::Healthy);
+    assert_eq!(decisions[1].rule, Rule::VmExists);
+}
+
+#[test]
+fn the_audit_lists_ours_and_nodes_and_groups_the_rest_by_owner() {
+    let decisions = classify(&scenario(), &policy(false));
+    let audit = SweepAudit::of(
+        prod(),
+        "2027-01-15T08:00:00Z".to_owned(),
+        SweepOutcome::DryRun,
+        Seen::default(),
+        decisions,
+    );
+    assert_eq!(
+        audit.not_ours,
+        vec![
+            ForeignGroup {
+                kind: ResourceKind::Vm,
+                cluster_tag: None,
+                names: vec!["untagged".to_owned()],
+            },
+            ForeignGroup {
+                kind: ResourceKind::Vm,
+                cluster_tag: Some("staging".to_owned()),
+                names: vec!["other-vm".to_owned()],
+            },
+        ]
+    );
+    let removals: Vec<&str> = audit.removals().map(|e| e.decision.name.as_str()).collect();
+    assert_eq!(
+        removals,
+        [
+            "web-ooooo",
+            "web-lllll-nic",
+            "web-kkkkk-osdisk",
+            "web-gggggg"
+        ]
+    );
+    assert_eq!(audit.planned(), 4);
+    assert!(
+        audit.summary().starts_with("dry run: would remove 4; kept"),
+        "{}",
+        audit.summary()
+    );
+}
+
+// ---- property -------------------------------------------------------------------------------
+
+const MACHINES: [&str; 4] = ["web-aaaaa", "web-bbbbb", "db-ccccc", "db-ddddd"];
+
+fn machine() -> impl Strategy<Value = String> {
+    prop::sample::select(&MACHINES[..]).prop_map(str::to_owned)
+}
+
+/// Tags from nothing, through other clusters and near-misses, to exactly ours.
+fn tags() -> impl Strategy<Value = BTreeMap<String, String>> {
+    let cluster = prop_oneof![
+        Just(None),
+        Just(Some("prod".to_owned())),
+        Just(Some("prod-weu".to_owned())),
+        Just(Some("Prod".to_owned())),
+        Just(Some("staging".to_owned())),
+    ];
+    (cluster, prop::option::of(machine()), any::<bool>()).prop_map(|(cluster, machine, pool)| {
+        let mut tags = BTreeMap::new();
+        if let Some(cluster) = cluster {
+            tags.insert(TAG_CLUSTER.to_owned(), cluster);
+        }
+        if let Some(machine) = machine {
+            tags.insert(TAG_MACHINE.to_owned(), machine);
+        }
+        if pool {
+            tags.insert(TAG_POOL.to_owned(), "web".to_owned());
+            tags.insert(TAG_CREATED.to_owned(), "2027-01-15T08:00:00Z".to_owned());
+        }
+        tags
+    })
+}
+
+fn name_for(kind: ResourceKind) -> impl Strategy<Value = String> {
+    machine().prop_flat_map(move |machine| {
+        let own = match kind {
+            ResourceKind::Vm => machine.clone(),
+            ResourceKind::Nic => format!("{machine}-nic"),
+            ResourceKind::Disk => os_disk_name(&machine),
+        };
+        prop_oneof![
+            Just(own),
+            Just(format!("pvc-{machine}")),
+            Just("stray".to_owned())
+        ]
+    })
+}
+
+fn arm_resource() -> impl Strategy<Value = ArmResource> {
+    prop::sample::select(&ResourceKind::ALL[..]).prop_flat_map(|kind| {
+        (
+            name_for(kind),
+            tags(),
+            prop::sample::select(&["Succeeded", "Failed", "Creating", "Deleting", ""][..]),
+            prop::option::of(machine()),
+            prop::option::of(0..10 * HOUR),
+        )
+            .prop_map(move |(name, tags, state, attached, age)| ArmResource {
+                kind,
+                name,
+                tags,
+                provisioning_state: state.to_owned(),
+                attached_to: attached.filter(|_| kind != ResourceKind::Vm),
+                created_at: age.map(|age| NOW - age),
+            })
+    })
+}
+
+fn node_record() -> impl Strategy<Value = NodeRecord> {
+    (
+        machine(),
+        prop::option::of(machine()),
+        prop_oneof![
+            Just(PREFIX),
+            Just(
+                "/subscriptions/s/resourceGroups/other/providers/Microsoft.Compute/virtualMachines/"
+            )
+        ],
+        any::<bool>(),
+        0..10 * HOUR,
+        0..10 * HOUR,
+    )
+        .prop_map(|(vm, label, prefix, ready, since, heartbeat)| NodeRecord {
+            name: vm.clone(),
+            uid: format!("uid-{vm}"),
+            provider_id: Some(format!("azure://{prefix}{vm}")),
+            machine: label,
+            pool: Some("web".to_owned()),
+            created_at: NOW - 10 * HOUR,
+            readiness: if ready {
+                NodeReadiness::Ready
+            } else {
+                NodeReadiness::NotReady {
+                    since: NOW - since,
+                    last_heartbeat: NOW - heartbeat,
+                }
+            },
+        })
+}
+
+fn inventory() -> impl Strategy<Value = Inventory> {
+    (
+        prop::collection::vec(arm_resource(), 0..24),
+        prop::collection::vec(node_record(), 0..6),
+        prop::collection::btree_set(machine().prop_map(|m| os_disk_name(&m)), 0..2),
+        prop::collection::vec(
+            (
+                prop::sample::select(&["create", "delete", "drain"][..]),
+                machine(),
+            ),
+            0..3,
+        ),
+    )
+        .prop_map(
+            |(mut resources, mut nodes, volume_disks, running_work)| Inventory {
+                // Names are unique per kind, in ARM as in Kubernetes.
+                resources: {
+                    let mut names = BTreeSet::new();
+                    resources.retain(|r| names.insert((r.kind, r.name.clone())));
+                    resources
+                },
+                nodes: {
+                    let mut names = BTreeSet::new();
+                    nodes.retain(|n| names.insert(n.name.clone()));
+                    nodes
+                },
+                volume_disks,
+                running: running_work
+                    .into_iter()
+                    .map(|(operation, machine)| running(operation, Some(&machine), None))
+                    .collect(),
+            },
+        )
+}
+
+/// The machine a subject belongs to, by every link the classifier could follow.
+fn machines_of(decision: &Decision, inventory: &Inventory) -> Vec<String> {
+    let mut machines = Vec::new();
+    match decision.kind {
+        SubjectKind::Node => {
+            for node in inventory.nodes.iter().filter(|n| n.name == decision.name) {
+                machines.extend(node.machine.clone());
+                if let Some(id) = &node.provider_id {
+                    machines.push(name_from_id(id).to_owned());
+                }
+            }
+        }
+        kind => {
+            if kind == SubjectKind::Vm {
+                machines.push(decision.name.clone());
+            }
+            for resource in inventory
+                .resources
+                .iter()
+                .filter(|r| SubjectKind::from(r.kind) == kind && r.name == decision.name)
+            {
+                machines.extend(resource.tags.get(TAG_MACHINE).cloned());
+            }
+        }
+    }
+    machines
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn nothing_that_is_not_ours_or_busy_with_a_workflow_or_young_is_ever_removed(
+        inventory in inventory(),
+        remediate in any::<bool>(),
+    ) {
+        let policy = policy(remediate);
+        let decisions = classify(&inventory, &policy);
+        prop_assert_eq!(decisions.len(), inventory.resources.len() + inventory.nodes.len());
+        let (resource_decisions, node_decisions) = decisions.split_at(inventory.resources.len());
+        for (resource, decision) in inventory.resources.iter().zip(resource_decisions) {
+            prop_assert_eq!(&resource.name, &decision.name);
+            if !decision.action.removes() {
+                continue;
+            }
+            // Only the exact cluster tag makes a resource ours.
+            prop_assert_eq!(resource.tags.get(TAG_CLUSTER).map(String::as_str), Some("prod"));
+            // Only nodewright's OS disks, never a volume's.
+            if resource.kind == ResourceKind::Disk {
+                let machine = resource.tags.get(TAG_MACHINE);
+                prop_assert!(machine.is_some_and(|m| resource.name == os_disk_name(m)));
+                prop_assert!(!inventory.volume_disks.contains(&resource.name));
+                prop_assert!(resource.attached_to.is_none());
+            }
+            if resource.kind == ResourceKind::Nic {
+                prop_assert!(resource.attached_to.is_none());
+            }
+            // Never inside grace, never without a creation time (an unhealthy machine is old
+            // by its Node, not by its tag).
+            if decision.action == Action::Delete {
+                let created = resource.created_at;
+                prop_assert!(created.is_some_and(|c| NOW - c >= policy.grace.as_secs() as i64));
+            }
+        }
+        for (node, decision) in inventory.nodes.iter().zip(node_decisions) {
+            prop_assert_eq!(&node.name, &decision.name);
+            prop_assert!(decision.action == Action::Keep || decision.action == Action::Delete);
+            if decision.action == Action::Delete {
+                prop_assert!(node.machine.is_some());
+                let not_ready = matches!(node.readiness, NodeReadiness::NotReady { .. });
+                prop_assert!(not_ready);
+                let vm = node.provider_id.as_deref().map(name_from_id).unwrap_or_default();
+                prop_assert!(!inventory.resources.iter().any(|r| r.kind == ResourceKind::Vm && r.name == vm));
+            }
+        }
+        // A machine with a running workflow: none of its resources, nor its Node, is removed.
+        let busy: BTreeSet<&str> = inventory
+            .running
+            .iter()
+            .filter_map(|w| w.machine.as_deref())
+            .collect();
+        for decision in decisions.iter().filter(|d| d.action.removes()) {
+            for machine in machines_of(decision, &inventory) {
+                prop_assert!(
+                    !busy.contains(machine.as_str()),
+                    "{} {} of machine {} removed while its workflow runs ({})",
+                    decision.kind, decision.name, machine, decision.detail
+                );
+            }
+        }
+    }
+}
