@@ -6,4 +6,5 @@
 pub mod azure;
 pub mod failure;
 pub mod kube;
+pub mod temporal;
 pub mod tls;

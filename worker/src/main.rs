@@ -138,14 +138,15 @@ async fn start(config: &ClusterConfig, health: Arc<Health>) -> anyhow::Result<St
         metrics.address
     );
 
-    let clients = Clients {
-        kube: kubernetes::client(&config.kubernetes).await?,
-        arm: azure::arm_client(&config.azure)?,
-    };
     let identity = temporal::worker_identity();
     let client = temporal::settings(&config.temporal, &identity)?
         .connect()
         .await?;
+    let clients = Clients {
+        kube: kubernetes::client(&config.kubernetes).await?,
+        arm: azure::arm_client(&config.azure)?,
+        temporal: client.clone(),
+    };
     let runtime = Runtime::from_current_tokio(metrics.runtime_options()?)
         .map_err(|error| anyhow!("creating the Temporal runtime failed: {error}"))?;
     let options = registration::worker_options(config, clients)?;

@@ -1,5 +1,5 @@
 //! What the worker runs, in one place: the main task queue (every workflow, the Kubernetes
-//! activities, ARM reads and waits) and the ARM-write task queue (PUT, PATCH, DELETE), whose
+//! activities, ARM reads and waits, Temporal reads) and the ARM-write task queue (PUT, PATCH, DELETE), whose
 //! server-enforced rate limit keeps every worker of the deployment together under the
 //! subscription's ARM write budget (architecture §5).
 
@@ -7,11 +7,12 @@ use anyhow::Context;
 use nodewright_activities::azure::ArmClient;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmWriteActivities};
 use nodewright_activities::kube::KubeActivities;
+use nodewright_activities::temporal::TemporalActivities;
 use nodewright_model::config::ClusterConfig;
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_workflows::{
     CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, InspectPoolWorkflow,
-    PreflightWorkflow, RollingUpdateWorkflow, UncordonNodeWorkflow,
+    OrphanSweepWorkflow, PreflightWorkflow, RollingUpdateWorkflow, UncordonNodeWorkflow,
 };
 use temporalio_sdk::WorkerOptions;
 
@@ -21,6 +22,8 @@ pub struct Clients {
     pub kube: kube::Client,
     /// Azure Resource Manager, for the configured subscription and resource group.
     pub arm: ArmClient,
+    /// Temporal itself (visibility and results, for the orphan sweep).
+    pub temporal: temporalio_client::Client,
 }
 
 /// The options of the two workers this process runs.
@@ -34,7 +37,11 @@ pub struct WorkerSet {
 /// Both workers' options: every workflow and activity, the shutdown grace period, and the ARM
 /// write rate limit.
 pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Result<WorkerSet> {
-    let Clients { kube, arm } = clients;
+    let Clients {
+        kube,
+        arm,
+        temporal,
+    } = clients;
     let task_queue = config.temporal.task_queue.clone();
     let main = WorkerOptions::new(task_queue.clone())
         .register_workflow::<PreflightWorkflow>()
@@ -51,8 +58,11 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         .context("registering RollingUpdate")?
         .register_workflow::<InspectPoolWorkflow>()
         .context("registering InspectPool")?
+        .register_workflow::<OrphanSweepWorkflow>()
+        .context("registering OrphanSweep")?
         .register_activities(KubeActivities::new(kube))
         .register_activities(ArmReadActivities::new(arm.clone()))
+        .register_activities(TemporalActivities::new(temporal))
         .graceful_shutdown_period(config.worker.shutdown_grace)
         .build();
     let arm_writes = WorkerOptions::new(arm_write_task_queue(&task_queue))

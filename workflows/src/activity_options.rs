@@ -72,3 +72,20 @@ pub fn wait(budget: Duration) -> ActivityOptions {
     .retry_policy(backoff(Duration::from_secs(1), Duration::from_secs(30)))
     .build()
 }
+
+/// A health probe: 15 s an attempt, three attempts at most, so that an API that does not
+/// answer is reported within a minute rather than retried for minutes.
+pub fn probe() -> ActivityOptions {
+    ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
+        schedule_to_close: Duration::from_secs(60),
+        start_to_close: Duration::from_secs(15),
+    })
+    .retry_policy(
+        RetryPolicy::builder()
+            .initial_interval(Duration::from_secs(1))
+            .backoff_coefficient(2.0)
+            .maximum_attempts(3)
+            .build(),
+    )
+    .build()
+}

@@ -368,6 +368,20 @@ impl ArmClient {
         })
     }
 
+    /// GETs one page of a list; returns its items and the next page's URL (checked to be on
+    /// this endpoint), none after the last page.
+    pub(crate) async fn list_page<T: DeserializeOwned>(
+        &self,
+        url: Url,
+    ) -> Result<(Vec<T>, Option<Url>), CallError> {
+        let page: Page<T> = self.get(url).await?;
+        let next = match page.next_link.filter(|link| !link.is_empty()) {
+            Some(link) => Some(self.returned_url(&link)?),
+            None => None,
+        };
+        Ok((page.value, next))
+    }
+
     /// GETs every page of a list, following `nextLink`. A `nextLink` to a page already fetched
     /// ends the list, so a server whose links form a cycle cannot make it loop forever.
     pub(crate) async fn list<T: DeserializeOwned>(&self, url: Url) -> Result<Vec<T>, CallError> {

@@ -12,6 +12,7 @@ pub mod client;
 pub mod credential;
 pub mod disks;
 pub mod error;
+pub mod inventory;
 pub mod machines;
 pub mod network_interfaces;
 pub mod poll;

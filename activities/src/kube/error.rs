@@ -162,6 +162,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Listing PersistentVolumes failed.
+    #[error("listing PersistentVolumes failed")]
+    ListVolumes(#[source] kube::Error),
     /// Listing the Nodes of a pool (by its label) failed.
     #[error("listing the Nodes of pool {pool} failed")]
     ListPoolNodes {
@@ -220,6 +223,7 @@ impl Error {
             Error::DeletePod { .. } => "DeletePod",
             Error::ListVolumeAttachments(_) => "ListVolumeAttachments",
             Error::DeleteVolumeAttachment { .. } => "DeleteVolumeAttachment",
+            Error::ListVolumes(_) => "ListVolumes",
             Error::ListPoolNodes { .. } => "ListPoolNodes",
             Error::MarkOutdated { .. } => "MarkOutdated",
             Error::ForeignNode { .. } => "ForeignNode",
@@ -230,6 +234,7 @@ impl Error {
         match self {
             Error::GetVersion(source)
             | Error::ListNodes(source)
+            | Error::ListVolumes(source)
             | Error::ListVolumeAttachments(source) => Some(source),
             Error::GetNode { source, .. }
             | Error::ApplyNode { source, .. }

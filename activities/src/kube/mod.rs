@@ -6,6 +6,7 @@ mod inspect;
 mod node_spec;
 pub mod nodes;
 pub mod pool;
+pub mod sweep;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ pub use drain::{
 pub use error::{Error, Result};
 pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
 pub use pool::{ListPoolNodes, MarkOutdated, MarkedOutdated};
+pub use sweep::{ApiHealth, DeleteOrphanNode, ListNodesPage, NodesPage, OrphanNodeDeleted};
 
 use std::result::Result as StdResult;
 
@@ -337,6 +339,67 @@ impl KubeActivities {
         input: MachineNode,
     ) -> Result<NodeChange, ActivityError> {
         nodes::delete(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Whether the Kubernetes API is healthy: `/readyz` answers `ok` and a Node read answers
+    /// (a 404 is the healthy answer). Never fails: an unhealthy API is the answer, not an error.
+    ///
+    /// # Idempotency
+    /// Read-only.
+    #[activity(name = "kube.api_health")]
+    pub async fn api_health(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        _input: (),
+    ) -> Result<ApiHealth, ActivityError> {
+        Ok(sweep::api_health(&self.client).await)
+    }
+
+    /// One page of Nodes (name, uid, providerID, nodewright labels, Ready condition), and the
+    /// token of the next.
+    ///
+    /// # Idempotency
+    /// Read-only.
+    #[activity(name = "kube.list_nodes_page")]
+    pub async fn list_nodes_page(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ListNodesPage,
+    ) -> Result<NodesPage, ActivityError> {
+        sweep::list_nodes_page(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// The Azure disks PersistentVolumes use (lower-cased names), every page.
+    ///
+    /// # Idempotency
+    /// Read-only.
+    #[activity(name = "kube.volume_disks")]
+    pub async fn volume_disks(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        _input: (),
+    ) -> Result<std::collections::BTreeSet<String>, ActivityError> {
+        sweep::volume_disks(&self.client)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Deletes an orphan Node, conditional on the uid it was listed with, when it is still not
+    /// Ready.
+    ///
+    /// # Idempotency
+    /// Gone is reported as such; a recreated or Ready-again Node is left alone.
+    #[activity(name = "kube.delete_orphan_node")]
+    pub async fn delete_orphan_node(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: DeleteOrphanNode,
+    ) -> Result<OrphanNodeDeleted, ActivityError> {
+        sweep::delete_orphan_node(&self.client, &input)
             .await
             .map_err(Error::into_activity_error)
     }

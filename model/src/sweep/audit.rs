@@ -1,14 +1,16 @@
 //! A sweep's result: the audit of every resource and Node it saw, the rule that classified it,
 //! and what was done about it.
 //!
-//! Resources of other clusters (or of nobody) are listed by name, grouped by kind and owner, so
-//! that the audit of a resource group with thousands of foreign resources stays small.
+//! Removals and reports are listed one by one, with the facts behind their rule and what
+//! happened. Everything kept is listed by name, grouped by kind and rule (resources of other
+//! clusters or of nobody also by the cluster tag they carry), so that the audit of a resource
+//! group of 10,000 machines stays well under Temporal's payload limit.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::classify::{Action, Decision, Rule};
+use super::classify::{Action, Decision, Rule, SubjectKind};
 use super::inventory::ResourceKind;
 use crate::ClusterName;
 
@@ -102,6 +104,18 @@ pub struct ForeignGroup {
     pub names: Vec<String>,
 }
 
+/// Subjects of this cluster (and Nodes) kept by one rule, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptGroup {
+    /// VM, NIC, disk or Node.
+    pub kind: SubjectKind,
+    /// The rule that kept them.
+    pub rule: Rule,
+    /// Their names.
+    pub names: Vec<String>,
+}
+
 /// How the sweep as a whole ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "state")]
@@ -167,15 +181,17 @@ pub struct SweepAudit {
     /// Who approved the deletions, when approval was needed and given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
-    /// Every resource of this cluster and every Node, with its decision and outcome.
+    /// Every removal and report, with its decision, the facts behind it and its outcome.
     pub entries: Vec<AuditEntry>,
+    /// Resources of this cluster and Nodes kept, by kind and rule.
+    pub kept: Vec<KeptGroup>,
     /// Resources of other clusters or of nobody (rule `not-ours`), by kind and owner.
     pub not_ours: Vec<ForeignGroup>,
 }
 
 impl SweepAudit {
-    /// The audit of `decisions` before anything is done: foreign resources grouped, entries
-    /// without outcomes.
+    /// The audit of `decisions` before anything is done: removals and reports one by one
+    /// without outcomes, everything kept grouped.
     pub fn of(
         cluster: ClusterName,
         started_at: String,
@@ -185,8 +201,14 @@ impl SweepAudit {
     ) -> Self {
         let mut entries = Vec::new();
         let mut foreign: BTreeMap<(ResourceKind, Option<String>), Vec<String>> = BTreeMap::new();
+        let mut kept: BTreeMap<(SubjectKind, Rule), Vec<String>> = BTreeMap::new();
         for decision in decisions {
-            if decision.rule == Rule::NotOurs
+            if decision.action != Action::Keep {
+                entries.push(AuditEntry {
+                    decision,
+                    outcome: None,
+                });
+            } else if decision.rule == Rule::NotOurs
                 && let Some(kind) = resource_kind(&decision)
             {
                 let owner = Some(decision.detail).filter(|tag| !tag.is_empty());
@@ -195,12 +217,15 @@ impl SweepAudit {
                     .or_default()
                     .push(decision.name);
             } else {
-                entries.push(AuditEntry {
-                    decision,
-                    outcome: None,
-                });
+                kept.entry((decision.kind, decision.rule))
+                    .or_default()
+                    .push(decision.name);
             }
         }
+        let kept = kept
+            .into_iter()
+            .map(|((kind, rule), names)| KeptGroup { kind, rule, names })
+            .collect();
         let not_ours = foreign
             .into_iter()
             .map(|((kind, cluster_tag), names)| ForeignGroup {
@@ -217,6 +242,7 @@ impl SweepAudit {
             seen,
             approved_by: None,
             entries,
+            kept,
             not_ours,
         }
     }
@@ -271,11 +297,7 @@ impl SweepAudit {
     /// One line for the UI summary and the CLI: `completed: 4 deleted, 0 failed; kept 9 …`.
     pub fn summary(&self) -> String {
         let (done, failed) = self.tally();
-        let kept = self
-            .entries
-            .iter()
-            .filter(|entry| entry.decision.action == Action::Keep)
-            .count();
+        let kept: usize = self.kept.iter().map(|group| group.names.len()).sum();
         let reported = self
             .entries
             .iter()
@@ -312,7 +334,6 @@ impl SweepAudit {
 }
 
 fn resource_kind(decision: &Decision) -> Option<ResourceKind> {
-    use super::classify::SubjectKind;
     match decision.kind {
         SubjectKind::Vm => Some(ResourceKind::Vm),
         SubjectKind::Nic => Some(ResourceKind::Nic),

@@ -8,7 +8,7 @@ pub mod request;
 #[cfg(test)]
 mod tests;
 
-pub use audit::{AuditEntry, ForeignGroup, Outcome, Seen, SweepAudit, SweepOutcome};
+pub use audit::{AuditEntry, ForeignGroup, KeptGroup, Outcome, Seen, SweepAudit, SweepOutcome};
 pub use classify::{Action, Decision, Rule, SubjectKind, SweepPolicy, classify, human};
 pub use inventory::{
     ArmResource, Inventory, NodeReadiness, NodeRecord, ResourceKind, RunningWorkflow, name_from_id,

@@ -403,6 +403,22 @@ fn the_audit_lists_ours_and_nodes_and_groups_the_rest_by_owner() {
         ]
     );
     assert_eq!(audit.planned(), 4);
+    let unhealthy: Vec<&str> = audit
+        .entries
+        .iter()
+        .filter(|e| e.decision.action == Action::Report)
+        .map(|e| e.decision.name.as_str())
+        .collect();
+    // ro-ppppp has no pool tag here, so no rollout protects it.
+    assert_eq!(unhealthy, ["web-uuuuu", "ro-ppppp"]);
+    let grace = audit
+        .kept
+        .iter()
+        .find(|g| g.kind == SubjectKind::Vm && g.rule == Rule::InsideGrace)
+        .map(|g| g.names.clone());
+    assert_eq!(grace, Some(vec!["web-yyyyy".to_owned()]));
+    let kept: usize = audit.kept.iter().map(|g| g.names.len()).sum();
+    assert_eq!(kept + audit.entries.len() + audit.not_ours_count(), 26);
     assert!(
         audit.summary().starts_with("dry run: would remove 4; kept"),
         "{}",

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use nodewright_model::ClusterName;
 use nodewright_model::arm::Disposition;
-use nodewright_model::machine::nic_name;
+use nodewright_model::machine::{nic_name, os_disk_name};
 use nodewright_model::ownership::{TAG_CLUSTER, TAG_MACHINE, is_owned_by};
 use nodewright_model::rollout::PoolVm;
 use temporalio_macros::activities;
@@ -31,6 +31,7 @@ pub use error::MachineError;
 pub use pool::ListPoolVms;
 pub use types::*;
 
+use crate::azure::inventory::{InventoryPage, ListInventoryPage, list_inventory_page};
 use crate::azure::{ArmClient, Deletion, Error as ArmError};
 
 /// How long an ARM write's own short operation (a NIC, a disk's tags) may take inside the
@@ -332,7 +333,15 @@ impl ArmWriteActivities {
                     Err(error) if is_gone(&error) => return Ok(LeftoverDeleted::AlreadyGone),
                     Err(error) => return Err(error.into()),
                 };
-                if !is_owned_by(&disk.tags, &input.cluster) || disk.managed_by().is_some() {
+                // Only a machine's OS disk, as nodewright names and tags it: never a volume.
+                let os_disk = disk
+                    .tags
+                    .get(TAG_MACHINE)
+                    .is_some_and(|machine| *name == os_disk_name(machine));
+                if !is_owned_by(&disk.tags, &input.cluster)
+                    || disk.managed_by().is_some()
+                    || !os_disk
+                {
                     return Ok(LeftoverDeleted::LeftAlone);
                 }
                 self.client.delete_disk(name).await?
@@ -445,6 +454,23 @@ impl ArmReadActivities {
         self.find_leftovers_inner(&input)
             .await
             .map_err(MachineError::into_activity_error)
+    }
+
+    /// Lists VMs, NICs or disks of the resource group from a `nextLink` for up to
+    /// `max_items` resources (whole pages), each reduced to its `nodewright.io-*` tags, state,
+    /// attachment and creation time, for the orphan sweep.
+    ///
+    /// # Idempotency
+    /// Read-only.
+    #[activity(name = "azure.inventory_page")]
+    pub async fn inventory_page(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ListInventoryPage,
+    ) -> Result<InventoryPage, ActivityError> {
+        list_inventory_page(&self.client, &input)
+            .await
+            .map_err(|error| MachineError::from(error).into_activity_error())
     }
 
     /// Lists the pool's VMs (every page of the resource group's list), sorted by name: those
