@@ -11,6 +11,7 @@ mod pool_file;
 mod preflight;
 mod runs;
 mod settings;
+mod sweep;
 
 use std::process::ExitCode;
 
@@ -53,6 +54,10 @@ enum Command {
     Pool(pool::PoolCommand),
     /// List nodewright's runs of this cluster, newest first.
     Runs(runs::Args),
+    /// Find and remove what nobody owns (OrphanSweep): run a sweep now or on a schedule,
+    /// approve its removals, and read its audit.
+    #[command(subcommand)]
+    Sweep(sweep::SweepCommand),
 }
 
 /// A failure of a command, mapped to the CLI's exit codes.
@@ -90,6 +95,7 @@ async fn run(settings: &Settings, output: Output, command: Command) -> Result<()
         Command::Machine(command) => machine::run(settings, output, command).await,
         Command::Pool(command) => pool::run(settings, output, command).await,
         Command::Runs(args) => runs::run(settings, output, args).await,
+        Command::Sweep(command) => sweep::run(settings, output, command).await,
     }
 }
 

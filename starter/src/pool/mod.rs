@@ -243,7 +243,7 @@ async fn query_status(handle: &RolloutHandle) -> Result<RolloutStatus, String> {
 }
 
 /// Who asks, as signals record it: `$USER@cli`, or `cli`.
-fn who() -> String {
+pub(crate) fn who() -> String {
     match std::env::var("USER") {
         Ok(user) if !user.trim().is_empty() => format!("{}@cli", user.trim()),
         _ => "cli".to_owned(),
