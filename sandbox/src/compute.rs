@@ -87,6 +87,16 @@ pub trait Compute: Send + Sync + 'static {
     /// Every VM that currently exists (deleted VMs are absent).
     fn machines(&self) -> Vec<MachineView>;
 
+    /// The VMs whose guest is [`GuestState::Running`]: the only ones the node joiner registers
+    /// Nodes for. The default filters [`Self::machines`]; the emulator builds views for those
+    /// VMs only, so a pass stays cheap with thousands of VMs that never booted.
+    fn running_machines(&self) -> Vec<MachineView> {
+        self.machines()
+            .into_iter()
+            .filter(|machine| machine.guest == GuestState::Running)
+            .collect()
+    }
+
     /// A receiver that changes whenever a VM or disk changes, including when a time-based
     /// transition (a boot delay, an operation's latency) completes. Callers also re-check
     /// periodically, so a missed wake-up only delays them.

@@ -90,9 +90,11 @@ async fn main() -> anyhow::Result<()> {
 
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!(listen = %args.listen, latency = ?emulator.latency(), "nodewright-sandbox listening");
-    axum::serve(listener, arm::app(emulator))
+    axum::serve(listener, arm::app(emulator.clone()))
         .with_graceful_shutdown(shutdown())
         .await?;
+    // A large state is written behind the changes: write what is still pending.
+    emulator.flush();
     Ok(())
 }
 

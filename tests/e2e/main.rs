@@ -9,6 +9,7 @@ mod machines;
 mod preflight;
 mod rollout;
 mod sandbox;
+mod sweep;
 mod temporal_smoke;
 mod volumes;
 mod worker;

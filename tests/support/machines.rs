@@ -308,6 +308,59 @@ impl Sandbox {
             .with_context(|| format!("no id in {body}"))
     }
 
+    /// Seeds resources straight into the sandbox's state (`POST /sandbox/seed`, body
+    /// `{"resources":[…],"generate":[…]}`), in the stack's subscription, resource group and
+    /// location unless `body` names others; returns how many were seeded.
+    pub async fn seed(&self, mut body: Value) -> Result<u64> {
+        if let Some(fields) = body.as_object_mut() {
+            let arm = &self.stack.arm;
+            for (field, value) in [
+                ("subscriptionId", &arm.subscription_id),
+                ("resourceGroup", &arm.resource_group),
+                ("location", &arm.location),
+            ] {
+                fields
+                    .entry(field)
+                    .or_insert_with(|| Value::from(value.as_str()));
+            }
+        }
+        let response = self
+            .http
+            .post(self.url("/sandbox/seed"))
+            .bearer_auth(&self.stack.arm.token)
+            .json(&body)
+            .send()
+            .await?;
+        let status = response.status();
+        let answer: Value = response.json().await?;
+        if !status.is_success() {
+            bail!("seeding {body}: {status}: {answer}");
+        }
+        answer["seeded"]
+            .as_u64()
+            .with_context(|| format!("no seeded count in {answer}"))
+    }
+
+    /// Removes every VM, NIC and disk whose name starts with `prefix` straight from the
+    /// sandbox's state (`DELETE /sandbox/seed?prefix=`); returns how many were removed.
+    pub async fn remove_seeded(&self, prefix: &str) -> Result<u64> {
+        let response = self
+            .http
+            .delete(self.url("/sandbox/seed"))
+            .query(&[("prefix", prefix)])
+            .bearer_auth(&self.stack.arm.token)
+            .send()
+            .await?;
+        let status = response.status();
+        let answer: Value = response.json().await?;
+        if !status.is_success() {
+            bail!("removing seeded resources {prefix:?}: {status}: {answer}");
+        }
+        answer["removed"]
+            .as_u64()
+            .with_context(|| format!("no removed count in {answer}"))
+    }
+
     /// Removes a fault rule.
     pub async fn remove_fault(&self, id: u64) -> Result<()> {
         self.http

@@ -130,6 +130,7 @@ pub enum SweepOutcome {
         reason: String,
     },
     /// More deletions than allowed and no approval came in time: nothing deleted.
+    #[serde(rename_all = "camelCase")]
     NotApproved {
         /// Deletions planned.
         planned: u32,

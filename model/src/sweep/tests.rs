@@ -653,3 +653,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn outcomes_serialise_in_camel_case_with_their_state() {
+    let not_approved = SweepOutcome::NotApproved {
+        planned: 15,
+        max_deletions: 10,
+    };
+    assert_eq!(
+        serde_json::to_value(&not_approved).unwrap(),
+        serde_json::json!({ "state": "not-approved", "planned": 15, "maxDeletions": 10 })
+    );
+    let failed = Outcome::Failed {
+        error: "409 OperationNotAllowed".to_owned(),
+    };
+    assert_eq!(
+        serde_json::to_value(&failed).unwrap(),
+        serde_json::json!({ "result": "failed", "error": "409 OperationNotAllowed" })
+    );
+}

@@ -12,6 +12,18 @@
 //!   `POST /sandbox/stats/reset` resets
 //! - `GET /sandbox/requests[?contains=…&since=…]` → `{"requests":[`[`super::RequestRecord`]`...]}`;
 //!   `DELETE /sandbox/requests` empties the log
+//! - `POST /sandbox/seed` with
+//!   `{"subscriptionId"?,"resourceGroup"?,"location"?,"resources"?:[{"type":"vm|nic|disk","name",
+//!   "tags"?,"attachedTo"?,"diskSizeGB"?}...],"generate"?:[{"type","prefix","count","tags"?,
+//!   "attachedTo"?,"diskSizeGB"?}...]}` → `{"seeded":n}`: test fixtures written straight into the
+//!   state in steady state, replacing resources of the same name (see [`super::seed`]); generated
+//!   names are `<prefix><index>` with 5 digits from `00000`; the scope defaults to the local
+//!   stack's (`00000000-0000-0000-0000-000000000000`, `nodewright-local`, `westeurope`); an
+//!   invalid field (unknown type, empty name, `count` over 100000, ...) → 400 `InvalidParameter`
+//!   naming it (e.g. `generate[0].count`); a resource to replace that is busy → 409
+//! - `DELETE /sandbox/seed?prefix=<p>` → `{"removed":n}`: removes every VM, NIC and disk whose name
+//!   starts with `p` (case-insensitively, in any scope) straight from the state, without
+//!   operations; a missing or empty `prefix` → 400 `InvalidParameter` naming `prefix`
 
 use axum::Router;
 use axum::body::Bytes;
@@ -28,6 +40,7 @@ use super::faults::FaultRule;
 use super::http::query_map;
 use super::latency::{Latency, LatencyProfile};
 use super::requests::RequestFilter;
+use super::seed::{self, SeedRequest};
 
 /// The admin routes.
 pub fn routes() -> Router<Emulator> {
@@ -47,6 +60,7 @@ pub fn routes() -> Router<Emulator> {
             "/sandbox/requests",
             get(list_requests).delete(clear_requests),
         )
+        .route("/sandbox/seed", post(seed_resources).delete(remove_seeded))
 }
 
 fn parse<T: serde::de::DeserializeOwned>(raw: &[u8]) -> Result<T, ArmError> {
@@ -167,4 +181,36 @@ async fn list_requests(
 async fn clear_requests(State(em): State<Emulator>) -> StatusCode {
     em.clear_requests();
     StatusCode::NO_CONTENT
+}
+
+async fn seed_resources(State(em): State<Emulator>, raw: Bytes) -> Result<Response, ArmError> {
+    let plan = parse::<SeedRequest>(&raw)?.plan()?;
+    let seeded = em.write(|core, now| seed::apply(core, &plan, now))?;
+    Ok(axum::Json(json!({ "seeded": seeded })).into_response())
+}
+
+async fn remove_seeded(
+    State(em): State<Emulator>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ArmError> {
+    let mut prefix = None;
+    for (name, value) in query_map(query.as_deref()) {
+        match name.as_str() {
+            "prefix" => prefix = Some(value),
+            _ => {
+                return Err(ArmError::invalid(
+                    &name,
+                    format!("unknown query parameter '{name}': use prefix"),
+                ));
+            }
+        }
+    }
+    let prefix = prefix.filter(|p| !p.is_empty()).ok_or_else(|| {
+        ArmError::invalid(
+            "prefix",
+            "prefix is required and must not be empty: DELETE /sandbox/seed?prefix=<p>",
+        )
+    })?;
+    let removed = em.write(|core, _| Ok(seed::remove(core, &prefix)))?;
+    Ok(axum::Json(json!({ "removed": removed })).into_response())
 }

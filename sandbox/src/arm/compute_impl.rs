@@ -327,6 +327,20 @@ impl Compute for Emulator {
         })
     }
 
+    fn running_machines(&self) -> Vec<MachineView> {
+        let now = Utc::now();
+        self.read(|core| {
+            core.state
+                .resources
+                .values()
+                // A guest runs only once booted: the boot time rules most VMs out cheaply.
+                .filter(|r| r.kind == Kind::Vm && r.boot_at.is_some_and(|t| t <= now))
+                .filter(|r| guest(r, now) == GuestState::Running)
+                .map(|vm| view(core, vm, now))
+                .collect()
+        })
+    }
+
     fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.ensure_ticker();
         self.inner.changes.subscribe()

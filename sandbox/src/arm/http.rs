@@ -160,7 +160,7 @@ pub fn parse_object(body: &[u8]) -> Result<Value, ArmError> {
 const RESERVED_TAG_CHARACTERS: &[char] = &['<', '>', '%', '&', '\\', '?', '/'];
 
 /// Refuses tag names Azure refuses, with its error code and message.
-fn check_tag_names(body: &Value) -> Result<(), ArmError> {
+pub(super) fn check_tag_names(body: &Value) -> Result<(), ArmError> {
     let Some(tags) = body.get("tags").and_then(Value::as_object) else {
         return Ok(());
     };

@@ -20,15 +20,16 @@ mod latency;
 mod network_interfaces;
 mod operations;
 mod paths;
+mod persist;
 mod requests;
+mod seed;
 mod state;
 mod stats;
 mod virtual_machines;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::http::HeaderValue;
@@ -43,10 +44,15 @@ pub use requests::{REQUEST_LOG_CAPACITY, RequestFilter, RequestLog, RequestRecor
 pub use stats::{Stats, operation_name};
 
 use operations::{Action, OpError, OpStatus, Operation};
+use persist::Persister;
 use state::{Kind, State};
 
 /// How long finished operation records stay pollable.
 const OPERATION_RETENTION: chrono::Duration = chrono::Duration::hours(1);
+
+/// How often finished operations are checked for expiry (not on every request: there may be
+/// tens of thousands of them).
+const EXPIRY_CHECK_INTERVAL: chrono::Duration = chrono::Duration::seconds(10);
 
 /// The longest the background task sleeps between checks.
 const MAX_TICK: Duration = Duration::from_secs(1);
@@ -62,7 +68,7 @@ struct Inner {
     stats: Mutex<Stats>,
     requests: Mutex<RequestLog>,
     token: Option<String>,
-    state_file: Option<PathBuf>,
+    persister: Option<Persister>,
     changes: watch::Sender<u64>,
     wake: Notify,
     ticker_started: AtomicBool,
@@ -74,6 +80,8 @@ pub(crate) struct Core {
     pub faults: FaultSet,
     pub latency: Latency,
     pub page_size: usize,
+    /// When finished operations were last checked for expiry.
+    pub expiry_checked: Option<DateTime<Utc>>,
 }
 
 /// What a request starts: the description an operation record is made from.
@@ -207,6 +215,7 @@ impl Core {
             }
         }
         self.state.operations.insert(op.id.clone(), op.clone());
+        self.state.in_progress.insert(op.id.clone());
         op
     }
 
@@ -231,8 +240,9 @@ impl Core {
         loop {
             let mut due: Vec<(DateTime<Utc>, String)> = self
                 .state
-                .operations
-                .values()
+                .in_progress
+                .iter()
+                .filter_map(|id| self.state.operations.get(id))
                 .filter(|o| o.status == OpStatus::InProgress && o.due <= now && !self.held(o))
                 .map(|o| (o.due, o.id.clone()))
                 .collect();
@@ -246,16 +256,44 @@ impl Core {
                 operations::complete(&mut self.state, &id, now, boot);
             }
         }
-        for r in self.state.resources.values_mut() {
-            if r.kind == Kind::Vm && !r.boot_signalled && r.boot_at.is_some_and(|t| t <= now) {
-                r.boot_signalled = true;
-                changed = true;
+        let State {
+            resources,
+            operations,
+            pending_boots,
+            in_progress,
+        } = &mut self.state;
+        in_progress.retain(|id| {
+            operations
+                .get(id)
+                .is_some_and(|o| o.status == OpStatus::InProgress)
+        });
+        pending_boots.retain(|k| {
+            let Some(r) = resources.get_mut(k) else {
+                return false;
+            };
+            if r.kind != Kind::Vm || r.boot_signalled {
+                return false;
             }
-        }
+            match r.boot_at {
+                None => false,
+                Some(t) if t <= now => {
+                    r.boot_signalled = true;
+                    changed = true;
+                    false
+                }
+                Some(_) => true,
+            }
+        });
         let before = self.state.operations.len();
-        self.state
-            .operations
-            .retain(|_, o| o.end_time.is_none_or(|end| now - end < OPERATION_RETENTION));
+        if self
+            .expiry_checked
+            .is_none_or(|checked| now - checked >= EXPIRY_CHECK_INTERVAL)
+        {
+            self.expiry_checked = Some(now);
+            self.state
+                .operations
+                .retain(|_, o| o.end_time.is_none_or(|end| now - end < OPERATION_RETENTION));
+        }
         changed || before != self.state.operations.len()
     }
 
@@ -263,14 +301,16 @@ impl Core {
     fn next_deadline(&self) -> Option<DateTime<Utc>> {
         let ops = self
             .state
-            .operations
-            .values()
+            .in_progress
+            .iter()
+            .filter_map(|id| self.state.operations.get(id))
             .filter(|o| o.status == OpStatus::InProgress && !self.held(o))
             .map(|o| o.due);
         let boots = self
             .state
-            .resources
-            .values()
+            .pending_boots
+            .iter()
+            .filter_map(|k| self.state.resources.get(k))
             .filter(|r| !r.boot_signalled)
             .filter_map(|r| r.boot_at);
         ops.chain(boots).min()
@@ -306,6 +346,7 @@ impl Emulator {
                 scale: config.latency_scale,
             },
             page_size: config.page_size,
+            expiry_checked: None,
         };
         let emulator = Self {
             inner: Arc::new(Inner {
@@ -313,7 +354,7 @@ impl Emulator {
                 stats: Mutex::new(Stats::default()),
                 requests: Mutex::new(RequestLog::default()),
                 token: config.token.filter(|t| !t.is_empty()),
-                state_file: config.state_file,
+                persister: config.state_file.map(Persister::new),
                 changes: watch::Sender::new(0),
                 wake: Notify::new(),
                 ticker_started: AtomicBool::new(false),
@@ -475,6 +516,18 @@ impl Emulator {
             return;
         }
         runtime.spawn(tick(Arc::downgrade(&self.inner)));
+        if self.inner.persister.is_some() {
+            runtime.spawn(persist_behind(Arc::downgrade(&self.inner)));
+        }
+    }
+
+    /// Writes the state file now when changes are waiting to be written behind (a large state,
+    /// see `persist.rs`); without a state file, or with nothing pending, does nothing. Dropping
+    /// the last clone of the emulator does the same.
+    pub fn flush(&self) {
+        if let Some(persister) = &self.inner.persister {
+            persister.flush(&self.inner.lock().state);
+        }
     }
 }
 
@@ -483,14 +536,57 @@ impl Inner {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Persists the state and bumps the change counter.
+    /// Persists the state (now, or behind the changes when it is large) and bumps the change
+    /// counter.
     fn changed(&self, core: &Core) {
-        if let Some(path) = &self.state_file
-            && let Err(error) = core.state.save(path)
-        {
-            tracing::warn!(path = %path.display(), %error, "cannot persist sandbox state");
+        if let Some(persister) = &self.persister {
+            persister.changed(&core.state, self.ticker_started.load(Ordering::SeqCst));
         }
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(persister) = &self.persister {
+            let core = self.core.get_mut().unwrap_or_else(|e| e.into_inner());
+            persister.flush(&core.state);
+        }
+    }
+}
+
+/// Writes the state file behind the changes while it is large (see `persist.rs`).
+async fn persist_behind(inner: Weak<Inner>) {
+    loop {
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        let Some(persister) = &strong.persister else {
+            return;
+        };
+        match persister.due(Instant::now()) {
+            Some(wait) if wait.is_zero() => {
+                let started = Instant::now();
+                let (snapshot, generation) = {
+                    let core = strong.lock();
+                    (core.state.clone(), persister.snapshot_taken())
+                };
+                let cloned = started.elapsed();
+                persister.write_behind(snapshot, generation).await;
+                tracing::debug!(
+                    ?cloned,
+                    total = ?started.elapsed(),
+                    "sandbox state written behind"
+                );
+            }
+            Some(wait) => tokio::time::sleep(wait.min(MAX_TICK)).await,
+            None => {
+                tokio::select! {
+                    () = tokio::time::sleep(MAX_TICK) => {}
+                    () = persister.wake.notified() => {}
+                }
+            }
+        }
     }
 }
 

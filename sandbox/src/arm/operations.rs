@@ -302,7 +302,11 @@ fn succeed(state: &mut State, op: &Operation, now: DateTime<Utc>, boot_at: DateT
             disk.set_provisioning_state("Succeeded");
         }
     }
-    let Some(r) = state.get_mut(&op.resource) else {
+    let resource_key = key(&op.resource);
+    if op.kind == Kind::Vm && matches!(op.action, Action::Create | Action::Start) {
+        state.pending_boots.insert(resource_key.clone());
+    }
+    let Some(r) = state.resources.get_mut(&resource_key) else {
         return;
     };
     // Another operation still runs on it (a force detach ended before the update it preempted):

@@ -1,7 +1,7 @@
 //! The emulator's in-memory state (resources and operation records), ARM id helpers, paging
 //! tokens, JSON body helpers, and persistence to a JSON file (temp file + rename).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use base64::Engine;
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::ArmError;
-use super::operations::Operation;
+use super::operations::{OpStatus, Operation};
 
 /// The resource types the emulator serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +164,18 @@ pub struct State {
     pub resources: BTreeMap<String, Resource>,
     /// Operation records by id.
     pub operations: BTreeMap<String, Operation>,
+    /// Keys of the VMs whose boot may still have to be announced, so that the emulator does not
+    /// scan every resource for them on every request: every VM with a `boot_at` and no
+    /// `boot_signalled` is in it (it may hold keys that no longer need it; they are dropped when
+    /// checked). Derived from `resources`: not persisted, rebuilt on load.
+    #[serde(skip)]
+    pub pending_boots: BTreeSet<String>,
+    /// Ids of the operations in progress, so that the emulator does not scan every operation
+    /// record (finished ones are kept for an hour) on every request: every operation in
+    /// progress is in it (it may hold ids of finished ones; they are dropped when checked).
+    /// Derived from `operations`: not persisted, rebuilt on load.
+    #[serde(skip)]
+    pub in_progress: BTreeSet<String>,
 }
 
 impl State {
@@ -179,20 +191,35 @@ impl State {
 
     /// Loads the state file; a missing file is an empty state.
     pub fn load(path: &Path) -> Result<Self, std::io::Error> {
-        match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(e),
-        }
+        let mut state: Self = match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::default(),
+            Err(e) => return Err(e),
+        };
+        state.pending_boots = state
+            .resources
+            .iter()
+            .filter(|(_, r)| r.kind == Kind::Vm && !r.boot_signalled && r.boot_at.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        state.in_progress = state
+            .operations
+            .values()
+            .filter(|o| o.status == OpStatus::InProgress)
+            .map(|o| o.id.clone())
+            .collect();
+        Ok(state)
     }
 
-    /// Writes the state file atomically (a temp file beside it, then rename).
-    pub fn save(&self, path: &Path) -> Result<(), std::io::Error> {
+    /// Writes the state file atomically (a temp file beside it, then rename); returns its size
+    /// in bytes.
+    pub fn save(&self, path: &Path) -> Result<usize, std::io::Error> {
         let bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, path)
+        std::fs::write(&tmp, &bytes)?;
+        std::fs::rename(&tmp, path)?;
+        Ok(bytes.len())
     }
 }
 

@@ -1,5 +1,7 @@
 //! Which Nodes to register, stop or restore, given the VMs and the Nodes: one pure function.
 
+use std::collections::{HashMap, HashSet};
+
 use k8s_openapi::api::core::v1::Node;
 
 use super::spec::{HEARTBEAT_STOPPED_ANNOTATION, KWOK_ANNOTATION, node_name, provider_id};
@@ -73,11 +75,21 @@ pub fn decide_nodes(
         .iter()
         .filter(|machine| machine.guest == GuestState::Running && machine.joins_cluster)
         .collect();
+    // Indexes keep a pass linear in VMs + Nodes (the first Node of a name counts, as names are
+    // unique).
+    let mut by_name: HashMap<&str, &ObservedNode> = HashMap::with_capacity(nodes.len());
+    for node in nodes {
+        by_name.entry(node.name.as_str()).or_insert(node);
+    }
+    let booted_provider_ids: HashSet<String> = booted
+        .iter()
+        .map(|machine| provider_id(machine).to_ascii_lowercase())
+        .collect();
     let mut actions = Vec::new();
     for machine in &booted {
         let name = node_name(machine);
         let wanted_provider_id = provider_id(machine);
-        match nodes.iter().find(|node| node.name == name) {
+        match by_name.get(name.as_str()) {
             None => actions.push(NodeAction::Register((*machine).clone())),
             Some(node) if !same_id(node.provider_id.as_deref(), &wanted_provider_id) => {
                 actions.push(NodeAction::NameTaken {
@@ -98,9 +110,7 @@ pub fn decide_nodes(
         if !starts_with_ignore_case(node_provider_id, managed_prefix) {
             continue;
         }
-        let has_booted_vm = booted
-            .iter()
-            .any(|machine| same_id(Some(node_provider_id), &provider_id(machine)));
+        let has_booted_vm = booted_provider_ids.contains(&node_provider_id.to_ascii_lowercase());
         if !has_booted_vm {
             actions.push(NodeAction::StopHeartbeat {
                 node: node.name.clone(),

@@ -186,7 +186,8 @@ impl<C: Compute> NodeJoiner<C> {
             .iter()
             .map(|node| ObservedNode::from_node(node))
             .collect();
-        let machines = self.compute.machines();
+        // Only booted VMs get or keep a heartbeating Node: the others need no view.
+        let machines = self.compute.running_machines();
         let actions = decide_nodes(
             &machines,
             &observed,

@@ -81,6 +81,20 @@ async fn changes_fire_when_a_time_based_transition_completes_without_any_request
 }
 
 #[tokio::test]
+async fn changes_fire_when_a_created_vm_finishes_booting_without_any_request() -> TestResult {
+    let sb = Sandbox::start_with(short(0.5)).await?;
+    sb.create_vm("b", &vm_body(None, &[])).await?;
+    let mut changes = sb.emulator.changes();
+    changes.borrow_and_update();
+    if guest_of(&sb, "b").await? == GuestState::Booting {
+        // No further requests: only the background task can announce the finished boot.
+        tokio::time::timeout(Duration::from_secs(5), changes.changed()).await??;
+        assert_eq!(guest_of(&sb, "b").await?, GuestState::Running);
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_never_joins_rule_marks_matching_machines_as_not_joining() -> TestResult {
     let sb = Sandbox::start().await?;
     let mut rule = FaultRule::new(FaultKind::NeverJoins);

@@ -13,6 +13,7 @@ mod nics;
 mod periodic;
 mod persistence;
 mod requests;
+mod seed;
 mod stats;
 mod support;
 mod vms;

@@ -19,16 +19,16 @@ use nodewright_tests::machines::write_pool_file;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-pub(super) use nodewright_tests::machines::cli;
+pub(crate) use nodewright_tests::machines::cli;
 
 /// How often the sampler looks.
 const SAMPLE: Duration = Duration::from_millis(250);
 /// How often a status is read while waiting for it.
-pub(super) const POLL: Duration = Duration::from_millis(500);
+pub(crate) const POLL: Duration = Duration::from_millis(500);
 
 /// A pool's rollout strategy and template version, as a test writes them in its pool file.
 #[derive(Debug, Clone)]
-pub(super) struct PoolShape {
+pub(crate) struct PoolShape {
     pub replicas: u32,
     pub max_surge: &'static str,
     pub max_unavailable: &'static str,
@@ -40,7 +40,7 @@ pub(super) struct PoolShape {
 }
 
 impl PoolShape {
-    pub(super) fn new(
+    pub(crate) fn new(
         replicas: u32,
         max_surge: &'static str,
         max_unavailable: &'static str,
@@ -56,7 +56,7 @@ impl PoolShape {
         }
     }
 
-    pub(super) fn version(mut self, version: &'static str) -> Self {
+    pub(crate) fn version(mut self, version: &'static str) -> Self {
         self.image_version = version;
         self
     }
@@ -64,7 +64,7 @@ impl PoolShape {
 
 /// Writes the pool file `target/e2e-pools/<pool>-<version>.yaml` with `shape` and quick drain
 /// settings (PDB retry 2 s).
-pub(super) fn rollout_pool_file(stack: &Stack, pool: &str, shape: &PoolShape) -> Result<PathBuf> {
+pub(crate) fn rollout_pool_file(stack: &Stack, pool: &str, shape: &PoolShape) -> Result<PathBuf> {
     let base = write_pool_file(stack, pool, shape.creation_timeout)?;
     let text = std::fs::read_to_string(&base)?;
     ensure!(
@@ -91,7 +91,7 @@ pub(super) fn rollout_pool_file(stack: &Stack, pool: &str, shape: &PoolShape) ->
 }
 
 /// `pool rollout status POOL --output json`.
-pub(super) async fn rollout_status(stack: &Stack, task_queue: &str, pool: &str) -> Result<Value> {
+pub(crate) async fn rollout_status(stack: &Stack, task_queue: &str, pool: &str) -> Result<Value> {
     cli(
         stack,
         task_queue,
@@ -104,7 +104,7 @@ pub(super) async fn rollout_status(stack: &Stack, task_queue: &str, pool: &str) 
 
 /// Polls [`rollout_status`] until `done` holds; the error shows the last answer. A status that
 /// cannot be read (no worker to answer the query while one is restarted) is asked again.
-pub(super) async fn wait_rollout(
+pub(crate) async fn wait_rollout(
     stack: &Stack,
     task_queue: &str,
     pool: &str,
@@ -127,20 +127,20 @@ pub(super) async fn wait_rollout(
 }
 
 /// A number in a status document (0 when missing).
-pub(super) fn num(value: &Value) -> u64 {
+pub(crate) fn num(value: &Value) -> u64 {
     value.as_u64().unwrap_or_default()
 }
 
 /// What the pool looks like now: Ready Nodes of the pool, and its VMs by template.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct PoolSample {
+pub(crate) struct PoolSample {
     pub ready_nodes: usize,
     pub machines: usize,
     pub by_template: BTreeMap<String, usize>,
 }
 
 /// Looks at the pool once: Nodes labelled with it that are Ready, VMs tagged with it.
-pub(super) async fn sample_pool(
+pub(crate) async fn sample_pool(
     stack: &Stack,
     kube: &kube::Client,
     arm: &nodewright_activities::azure::ArmClient,
@@ -170,7 +170,7 @@ pub(super) async fn sample_pool(
 
 /// The extremes the sampler saw.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Extremes {
+pub(crate) struct Extremes {
     pub samples: usize,
     pub min_ready: usize,
     pub max_machines: usize,
@@ -180,13 +180,13 @@ pub(super) struct Extremes {
 }
 
 /// Samples the pool every 250 ms from start to [`Sampler::stop`].
-pub(super) struct Sampler {
+pub(crate) struct Sampler {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<Extremes>,
 }
 
 impl Sampler {
-    pub(super) async fn start(stack: &Stack, pool: &str) -> Result<Self> {
+    pub(crate) async fn start(stack: &Stack, pool: &str) -> Result<Self> {
         let kube = stack.kube_client().await?;
         let arm = stack.arm_client()?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -221,7 +221,7 @@ impl Sampler {
         Ok(Self { stop, handle })
     }
 
-    pub(super) async fn stop(self) -> Result<Extremes> {
+    pub(crate) async fn stop(self) -> Result<Extremes> {
         self.stop.store(true, Ordering::SeqCst);
         Ok(self.handle.await?)
     }
@@ -229,7 +229,7 @@ impl Sampler {
 
 /// Checks the sampler's extremes against the budget: never fewer than `min_ready` Ready nodes,
 /// never more than `max_machines` machines.
-pub(super) fn ensure_bounds(
+pub(crate) fn ensure_bounds(
     extremes: &Extremes,
     min_ready: usize,
     max_machines: usize,
@@ -259,7 +259,7 @@ pub(super) fn ensure_bounds(
 }
 
 /// Terminates the workflow `workflow_id` if it still runs (cleanup after a failure), quietly.
-pub(super) async fn terminate(stack: &Stack, workflow_id: &str) {
+pub(crate) async fn terminate(stack: &Stack, workflow_id: &str) {
     let Ok(cli) = nodewright_tests::stack::temporal_cli() else {
         return;
     };
@@ -282,7 +282,7 @@ pub(super) async fn terminate(stack: &Stack, workflow_id: &str) {
 /// Ends what a test leaves behind, whether it passed or not: its rollout terminated (children
 /// are abandoned and finish by themselves), then every machine of the pool deleted without a
 /// drain.
-pub(super) async fn clean_up_pool(stack: &Stack, task_queue: &str, pool: &str) {
+pub(crate) async fn clean_up_pool(stack: &Stack, task_queue: &str, pool: &str) {
     terminate(stack, &format!("rollout/{}/{pool}", stack.cluster)).await;
     // Let abandoned creates finish (or compensate) so their VMs are seen and deleted.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -314,7 +314,7 @@ pub(super) async fn clean_up_pool(stack: &Stack, task_queue: &str, pool: &str) {
 }
 
 /// The names of the pool's VMs.
-pub(super) async fn pool_machines(stack: &Stack, pool: &str) -> Result<Vec<String>> {
+pub(crate) async fn pool_machines(stack: &Stack, pool: &str) -> Result<Vec<String>> {
     let arm = stack.arm_client()?;
     Ok(arm
         .list_vms()
@@ -329,7 +329,7 @@ pub(super) async fn pool_machines(stack: &Stack, pool: &str) -> Result<Vec<Strin
 }
 
 /// Rolls the pool to `file` with the CLI and waits (observing every second); the result JSON.
-pub(super) async fn roll(
+pub(crate) async fn roll(
     stack: &Stack,
     task_queue: &str,
     file: &std::path::Path,
@@ -353,7 +353,7 @@ pub(super) async fn roll(
 
 /// Checks that the pool has exactly `replicas` machines, all of `template`, each with a Ready
 /// Node.
-pub(super) async fn ensure_pool_is(
+pub(crate) async fn ensure_pool_is(
     stack: &Stack,
     pool: &str,
     replicas: usize,

@@ -3,7 +3,7 @@
 //! the pool's Ready nodes and machines throughout, and the world checked afterwards.
 
 mod budget;
-mod common;
+pub(crate) mod common;
 mod control;
 mod crash;
 mod failures;

@@ -1,0 +1,114 @@
+//! The approval gate: 15 orphans with max_deletions 10. Without an approval within the timeout
+//! nothing is deleted and every removal is reported skipped; with `sweep approve` all go.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use nodewright_tests::Stack;
+use nodewright_tests::poll::eventually;
+use serde_json::{Value, json};
+
+use super::common::{OLD, SweepCluster, outcome, own_removals};
+
+const ORPHANS: usize = 15;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_orphans_than_max_deletions_wait_for_approval_and_are_skipped_without_it() -> Result<()>
+{
+    let stack = Stack::load()?;
+    let sweep = SweepCluster::start(&stack, None)?;
+    let result = approval(&sweep).await;
+    sweep.clean_up().await?;
+    result
+}
+
+async fn approval(sweep: &SweepCluster) -> Result<()> {
+    let prefix = format!("{}-nic", sweep.pool);
+    sweep
+        .sandbox
+        .seed(json!({ "generate": [{
+            "type": "nic", "prefix": prefix, "count": ORPHANS,
+            "tags": sweep.ours(&sweep.machine("nicss"), OLD),
+        }]}))
+        .await?;
+    let names: Vec<String> = (0..ORPHANS).map(|i| format!("{prefix}{i:05}")).collect();
+
+    let (code, audit) = sweep.sweep(&["--approval-timeout", "3s"]).await?;
+    ensure!(code == Some(3), "unapproved sweep exit {code:?}: {audit}");
+    ensure!(
+        outcome(&audit) == "not-approved",
+        "outcome {}",
+        audit["outcome"]
+    );
+    ensure!(audit["outcome"]["planned"] == ORPHANS && audit["outcome"]["maxDeletions"] == 10);
+    let own = own_removals(&audit, &prefix);
+    ensure!(own.len() == ORPHANS, "planned {own:?}");
+    ensure!(
+        own.values()
+            .all(|(rule, result)| rule == "orphan-nic" && result == "skipped"),
+        "{own:?}"
+    );
+    for name in &names {
+        ensure!(
+            sweep.exists("nic", name).await?,
+            "NIC {name} deleted without approval"
+        );
+    }
+
+    let running = {
+        let stack = sweep.stack.clone();
+        let task_queue = sweep.task_queue.clone();
+        tokio::spawn(async move {
+            nodewright_tests::machines::cli(
+                &stack,
+                &task_queue,
+                &["--output", "json", "sweep", "run", "--wait"],
+            )
+            .await
+        })
+    };
+    eventually(
+        "the sweep to wait for approval",
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || async {
+            let status = sweep.cli(&["--output", "json", "sweep", "status"]).await?;
+            let phase = serde_json::from_str::<Value>(status.stdout.trim())
+                .ok()
+                .and_then(|s| s["phase"].as_str().map(str::to_owned));
+            Ok((phase.as_deref() == Some("awaiting-approval")).then_some(()))
+        },
+    )
+    .await?;
+    for name in &names {
+        ensure!(
+            sweep.exists("nic", name).await?,
+            "NIC {name} deleted before the approval"
+        );
+    }
+    sweep.cli(&["sweep", "approve"]).await?.expect_code(0)?;
+    let finished = running.await??;
+    let audit: Value = serde_json::from_str(finished.stdout.trim())
+        .with_context(|| format!("no audit: {} {}", finished.stdout, finished.stderr))?;
+    ensure!(
+        finished.code == Some(0),
+        "approved sweep exit {:?}: {audit}",
+        finished.code
+    );
+    ensure!(
+        audit["approvedBy"]
+            .as_str()
+            .is_some_and(|by| !by.is_empty()),
+        "approvedBy {}",
+        audit["approvedBy"]
+    );
+    let own = own_removals(&audit, &prefix);
+    ensure!(
+        own.len() == ORPHANS && own.values().all(|(_, result)| result == "deleted"),
+        "{own:?}"
+    );
+    for name in &names {
+        ensure!(!sweep.exists("nic", name).await?, "NIC {name} still exists");
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! What the sweep tests share: a cluster of their own (its own name, so the sweep sees only
+//! what the test seeded as "ours" and everything else in the resource group as not ours), a
+//! worker for it, seeding helpers, `sweep run --wait`, and reading the audit.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use chrono::{SecondsFormat, Utc};
+use nodewright_model::arm::Disposition;
+use nodewright_model::ownership::{TAG_CLUSTER, TAG_CREATED, TAG_MACHINE, TAG_POOL};
+use nodewright_tests::Stack;
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, cli};
+use nodewright_tests::temporal_worker::unique_task_queue;
+use serde_json::{Value, json};
+
+/// A cluster name of its own, a worker and a CLI for it, on the shared stack.
+pub struct SweepCluster {
+    /// The stack, with this cluster's name (and, for the freeze test, its own kubeconfig).
+    pub stack: Stack,
+    /// The worker's task queue.
+    pub task_queue: String,
+    /// The cluster's name (`sweep-<suffix>`).
+    pub cluster: String,
+    /// A pool name for the machines seeded (`sw<suffix>`); every seeded ARM name starts with it.
+    pub pool: String,
+    /// The sandbox.
+    pub sandbox: Sandbox,
+    worker: Option<KillableWorker>,
+}
+
+impl SweepCluster {
+    /// A new cluster name on `stack`, with a worker running for it.
+    pub fn start(stack: &Stack, kubeconfig: Option<std::path::PathBuf>) -> Result<Self> {
+        let suffix = unique_suffix();
+        let mut stack = stack.clone();
+        stack.cluster = format!("sweep-{suffix}");
+        if let Some(kubeconfig) = kubeconfig {
+            stack.kubeconfig = kubeconfig;
+        }
+        let task_queue = unique_task_queue("sweep");
+        let worker = KillableWorker::start(&stack, &task_queue)?;
+        Ok(Self {
+            sandbox: Sandbox::new(&stack)?,
+            cluster: stack.cluster.clone(),
+            pool: format!("sw{}", &suffix[..6]),
+            stack,
+            task_queue,
+            worker: Some(worker),
+        })
+    }
+
+    /// Runs the CLI for this cluster.
+    pub async fn cli(&self, args: &[&str]) -> Result<CliResult> {
+        cli(&self.stack, &self.task_queue, args).await
+    }
+
+    /// `sweep run --wait --output json` plus `extra`: the exit code and the audit.
+    pub async fn sweep(&self, extra: &[&str]) -> Result<(Option<i32>, Value)> {
+        let mut args = vec!["--output", "json", "sweep", "run", "--wait"];
+        args.extend_from_slice(extra);
+        let result = self.cli(&args).await?;
+        let audit: Value = serde_json::from_str(result.stdout.trim()).with_context(|| {
+            format!(
+                "sweep run printed no audit (exit {:?}): {}\n{}\nworker log:\n{}",
+                result.code,
+                result.stdout,
+                result.stderr,
+                self.worker
+                    .as_ref()
+                    .map(KillableWorker::log_tail)
+                    .unwrap_or_default()
+            )
+        })?;
+        Ok((result.code, audit))
+    }
+
+    /// The ownership tags of machine `machine` of this cluster's pool, created `age` ago.
+    pub fn ours(&self, machine: &str, age: Duration) -> Value {
+        json!({
+            TAG_CLUSTER: self.cluster,
+            TAG_POOL: self.pool,
+            TAG_MACHINE: machine,
+            TAG_CREATED: ago(age),
+        })
+    }
+
+    /// `<pool>-<five letters>`.
+    pub fn machine(&self, five: &str) -> String {
+        format!("{}-{five}", self.pool)
+    }
+
+    /// Seeds resources in the sandbox (`{"type","name","tags",...}` each).
+    pub async fn seed(&self, resources: Vec<Value>) -> Result<()> {
+        self.sandbox.seed(json!({ "resources": resources })).await?;
+        Ok(())
+    }
+
+    /// Whether the VM, NIC or disk `name` exists in ARM.
+    pub async fn exists(&self, kind: &str, name: &str) -> Result<bool> {
+        let arm = self.stack.arm_client()?;
+        let found = match kind {
+            "vm" => arm.get_vm(name).await.map(|_| ()),
+            "nic" => arm.get_nic(name).await.map(|_| ()),
+            "disk" => arm.get_disk(name).await.map(|_| ()),
+            other => bail!("no ARM kind {other}"),
+        };
+        match found {
+            Ok(()) => Ok(true),
+            Err(error) if error.disposition() == Disposition::Gone => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Removes everything seeded under this cluster's pool prefix and stops the worker.
+    pub async fn clean_up(mut self) -> Result<()> {
+        self.sandbox.remove_seeded(&self.pool).await?;
+        self.worker = None;
+        Ok(())
+    }
+}
+
+/// RFC 3339 of `age` ago.
+pub fn ago(age: Duration) -> String {
+    let age = chrono::Duration::from_std(age).unwrap_or_default();
+    (Utc::now() - age).to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// An hour: old enough for any grace period the tests use.
+pub const OLD: Duration = Duration::from_secs(2 * 3600);
+
+/// The audit's removals: (kind, name) → (rule, outcome word).
+pub fn removals(audit: &Value) -> BTreeMap<(String, String), (String, String)> {
+    audit["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| matches!(e["action"].as_str(), Some("delete" | "replace")))
+        .map(|e| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                (text(&e["kind"]), text(&e["name"])),
+                (text(&e["rule"]), text(&e["outcome"]["result"])),
+            )
+        })
+        .collect()
+}
+
+/// The removals whose name starts with `prefix` (the test's own).
+pub fn own_removals(audit: &Value, prefix: &str) -> BTreeMap<(String, String), (String, String)> {
+    removals(audit)
+        .into_iter()
+        .filter(|((_, name), _)| name.starts_with(prefix))
+        .collect()
+}
+
+/// The rule that kept `kind` `name`, from the kept groups (`not-ours` from the foreign groups).
+pub fn kept_rule(audit: &Value, kind: &str, name: &str) -> Option<String> {
+    let listed = |group: &Value| {
+        group["names"]
+            .as_array()
+            .is_some_and(|names| names.iter().any(|n| n.as_str() == Some(name)))
+    };
+    let kept = audit["kept"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|g| g["kind"].as_str() == Some(kind) && listed(g))
+        .and_then(|g| g["rule"].as_str().map(str::to_owned));
+    kept.or_else(|| {
+        audit["notOurs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|g| g["kind"].as_str() == Some(kind) && listed(g))
+            .map(|_| "not-ours".to_owned())
+    })
+}
+
+/// The cluster tag a foreign `kind` `name` was grouped under (`Some(None)`: no tag).
+pub fn foreign_tag(audit: &Value, kind: &str, name: &str) -> Option<Option<String>> {
+    audit["notOurs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|g| {
+            g["kind"].as_str() == Some(kind)
+                && g["names"]
+                    .as_array()
+                    .is_some_and(|names| names.iter().any(|n| n.as_str() == Some(name)))
+        })
+        .map(|g| g["clusterTag"].as_str().map(str::to_owned))
+}
+
+/// The audit's outcome word (`completed`, `dry-run`, `frozen`, `not-approved`).
+pub fn outcome(audit: &Value) -> &str {
+    audit["outcome"]["state"].as_str().unwrap_or_default()
+}

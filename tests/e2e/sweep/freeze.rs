@@ -1,0 +1,146 @@
+//! The freeze: the worker's Kubernetes API stops answering (its kubeconfig points at a proxy the
+//! test stops, so the other tests keep their apiserver). The sweep deletes nothing and says it
+//! froze; with the API back, the same orphans are deleted.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::{Context, Result, ensure};
+use nodewright_tests::Stack;
+use nodewright_tests::stack::repo_root;
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::AbortHandle;
+
+use super::common::{OLD, SweepCluster, outcome, own_removals};
+
+/// A TCP proxy to the apiserver that can be stopped (connections cut, port closed) and
+/// started again on the same port.
+struct ApiProxy {
+    port: u16,
+    upstream: String,
+    tasks: Arc<Mutex<Vec<AbortHandle>>>,
+}
+
+impl ApiProxy {
+    async fn start(upstream: &str) -> Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let proxy = Self {
+            port: listener.local_addr()?.port(),
+            upstream: upstream.to_owned(),
+            tasks: Arc::default(),
+        };
+        proxy.serve(listener);
+        Ok(proxy)
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let (upstream, tasks) = (self.upstream.clone(), Arc::clone(&self.tasks));
+        let accept = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                let connection = tokio::spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect(&upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                tasks
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(connection.abort_handle());
+            }
+        });
+        self.tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(accept.abort_handle());
+    }
+
+    /// Cuts every connection and closes the port.
+    fn stop(&self) {
+        for task in self
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+
+    /// Listens on the same port again.
+    async fn resume(&self) -> Result<()> {
+        let listener = TcpListener::bind(("127.0.0.1", self.port)).await?;
+        self.serve(listener);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_kubernetes_api_down_a_sweep_deletes_nothing_and_says_it_froze() -> Result<()> {
+    let stack = Stack::load()?;
+    let admin = std::fs::read_to_string(&stack.kubeconfig)?;
+    let server = admin
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("server: https://"))
+        .context("no server in the admin kubeconfig")?
+        .to_owned();
+    let proxy = ApiProxy::start(&server).await?;
+    let dir = repo_root().join("target").join("e2e-kubeconfigs");
+    std::fs::create_dir_all(&dir)?;
+    let kubeconfig = dir.join(format!("proxy-{}.kubeconfig", proxy.port));
+    std::fs::write(
+        &kubeconfig,
+        admin.replace(
+            &format!("https://{server}"),
+            &format!("https://127.0.0.1:{}", proxy.port),
+        ),
+    )?;
+    let sweep = SweepCluster::start(&stack, Some(kubeconfig))?;
+    let result = freeze(&sweep, &proxy).await;
+    proxy.stop();
+    sweep.clean_up().await?;
+    result
+}
+
+async fn freeze(sweep: &SweepCluster, proxy: &ApiProxy) -> Result<()> {
+    let nics = [
+        format!("{}-nic", sweep.machine("frza1")),
+        format!("{}-nic", sweep.machine("frzb2")),
+    ];
+    let resources = nics
+        .iter()
+        .map(|nic| json!({ "type": "nic", "name": nic, "tags": sweep.ours(nic.trim_end_matches("-nic"), OLD) }))
+        .collect();
+    sweep.seed(resources).await?;
+
+    proxy.stop();
+    let (code, audit) = sweep.sweep(&[]).await?;
+    ensure!(code == Some(3), "frozen sweep exit {code:?}: {audit}");
+    ensure!(outcome(&audit) == "frozen", "outcome {}", audit["outcome"]);
+    let reason = audit["outcome"]["reason"].as_str().unwrap_or_default();
+    ensure!(reason.contains("Kubernetes API"), "reason {reason:?}");
+    ensure!(
+        audit["entries"].as_array().is_some_and(Vec::is_empty),
+        "entries {}",
+        audit["entries"]
+    );
+    for nic in &nics {
+        ensure!(
+            sweep.exists("nic", nic).await?,
+            "NIC {nic} deleted while frozen"
+        );
+    }
+
+    proxy.resume().await?;
+    let (code, audit) = sweep.sweep(&[]).await?;
+    ensure!(code == Some(0), "sweep exit {code:?}: {audit}");
+    let own = own_removals(&audit, &sweep.pool);
+    ensure!(
+        own.len() == 2 && own.values().all(|(_, r)| r == "deleted"),
+        "{own:?}"
+    );
+    for nic in &nics {
+        ensure!(!sweep.exists("nic", nic).await?, "NIC {nic} still exists");
+    }
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! OrphanSweep end to end: what it deletes and keeps in a seeded resource group and cluster,
+//! the freeze, the approval gate, dry run, the schedule, and a 10,000-resource benchmark.
+
+mod approval;
+mod common;
+mod freeze;
+mod remediate;
+mod scale;
+mod scenario;
+mod schedule;

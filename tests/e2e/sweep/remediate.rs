@@ -1,0 +1,126 @@
+//! Remediation: a pool machine whose Node has been NotReady longer than the health timeout is
+//! reported by a plain sweep, and replaced by `sweep run --remediate` — a CreateMachine from the
+//! pool's last completed rollout, and a DeleteMachine of the broken one.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use nodewright_tests::Stack;
+use nodewright_tests::kube_objects::is_node_ready;
+use nodewright_tests::poll::eventually;
+
+use super::common::{SweepCluster, outcome};
+use crate::rollout::common::{PoolShape, clean_up_pool, pool_machines, roll, rollout_pool_file};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remediate_replaces_a_machine_not_ready_past_the_health_timeout() -> Result<()> {
+    let stack = Stack::load()?;
+    let sweep = SweepCluster::start(&stack, None)?;
+    let result = remediate(&sweep).await;
+    clean_up_pool(&sweep.stack, &sweep.task_queue, &sweep.pool).await;
+    sweep.clean_up().await?;
+    result
+}
+
+async fn remediate(sweep: &SweepCluster) -> Result<()> {
+    let file = rollout_pool_file(&sweep.stack, &sweep.pool, &PoolShape::new(1, "1", "0"))?;
+    roll(&sweep.stack, &sweep.task_queue, &file, &[]).await?;
+    let machines = pool_machines(&sweep.stack, &sweep.pool).await?;
+    let broken = machines
+        .first()
+        .context("the rollout made no machine")?
+        .clone();
+
+    // The VM powers off: its kubelet stops, the node controller marks the Node NotReady.
+    let url = format!(
+        "{}/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines/{broken}/powerOff?api-version=2024-07-01",
+        sweep.stack.arm.endpoint.trim_end_matches('/'),
+        sweep.stack.arm.subscription_id,
+        sweep.stack.arm.resource_group
+    );
+    reqwest::Client::new()
+        .post(url)
+        .bearer_auth(&sweep.stack.arm.token)
+        .send()
+        .await?
+        .error_for_status()?;
+    let nodes: Api<Node> = Api::all(sweep.stack.kube_client().await?);
+    eventually(
+        &format!("Node {broken} to become NotReady"),
+        Duration::from_secs(180),
+        Duration::from_secs(1),
+        || async {
+            let node = nodes.get(&broken).await?;
+            Ok((!is_node_ready(&node)).then_some(()))
+        },
+    )
+    .await?;
+
+    let (code, audit) = sweep.sweep(&["--health-timeout", "1s"]).await?;
+    ensure!(code == Some(0), "report-only sweep exit {code:?}: {audit}");
+    let entry = |audit: &serde_json::Value| {
+        audit["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"].as_str() == Some(broken.as_str()))
+            .cloned()
+    };
+    let reported = entry(&audit).context("the unhealthy machine is not in the audit")?;
+    ensure!(
+        reported["rule"] == "unhealthy" && reported["action"] == "report",
+        "{reported}"
+    );
+
+    let (code, audit) = sweep
+        .sweep(&["--remediate", "--health-timeout", "1s"])
+        .await?;
+    ensure!(code == Some(0), "remediating sweep exit {code:?}: {audit}");
+    ensure!(outcome(&audit) == "completed");
+    let replaced = entry(&audit).context("the unhealthy machine is not in the audit")?;
+    ensure!(
+        replaced["action"] == "replace" && replaced["outcome"]["result"] == "replacing",
+        "{replaced}"
+    );
+    let workflows: Vec<String> = replaced["outcome"]["workflows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w.as_str().map(str::to_owned))
+        .collect();
+    ensure!(
+        workflows
+            .iter()
+            .any(|w| w.starts_with(&format!("create/{}/{}-", sweep.cluster, sweep.pool)))
+            && workflows.contains(&format!("delete/{}/{broken}", sweep.cluster)),
+        "workflows {workflows:?}"
+    );
+    let replacement = eventually(
+        "the replacement to be Ready and the broken machine gone",
+        Duration::from_secs(300),
+        Duration::from_secs(2),
+        || async {
+            let machines = pool_machines(&sweep.stack, &sweep.pool).await?;
+            let [only] = machines.as_slice() else {
+                return Ok(None);
+            };
+            if *only == broken {
+                return Ok(None);
+            }
+            let ready = nodes
+                .get_opt(only)
+                .await?
+                .is_some_and(|n| is_node_ready(&n));
+            Ok(ready.then(|| only.clone()))
+        },
+    )
+    .await?;
+    ensure!(
+        nodes.get_opt(&broken).await?.is_none(),
+        "Node {broken} still exists"
+    );
+    println!("replaced {broken} with {replacement}");
+    Ok(())
+}
