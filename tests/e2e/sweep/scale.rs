@@ -2,7 +2,8 @@
 //! 10,000 VMs + 10,000 NICs + 10,000 disks of this cluster in the sandbox — every machine young
 //! with its NIC and OS disk attached, plus ten orphans of each kind — swept once. Prints the
 //! wall time, the ARM requests by operation (list pages, no per-resource GET), the worker's peak
-//! memory and the audit's size.
+//! memory and the audit's size, against a baseline measured in the same run: the three paged
+//! lists alone.
 //!
 //! `cargo test -p nodewright-tests --test e2e -- --ignored sweep::scale --nocapture`
 
@@ -58,6 +59,23 @@ async fn benchmark(sweep: &SweepCluster) -> Result<()> {
         seeding.elapsed().as_secs_f64()
     );
 
+    // Baseline: the three lists alone, side by side, from this process (the least any sweep
+    // must do).
+    let arm = sweep.stack.arm_client()?;
+    let listing = Instant::now();
+    let (vms, nics, disks) = tokio::join!(arm.list_vms(), arm.list_nics(), arm.list_disks());
+    let baseline = listing.elapsed();
+    let listed = vms?.len() + nics?.len() + disks?.len();
+
+    let dry_started = Instant::now();
+    let (code, dry) = sweep.sweep(&["--dry-run"]).await?;
+    let dry_wall = dry_started.elapsed();
+    ensure!(
+        code == Some(0) && outcome(&dry) == "dry-run",
+        "dry run {code:?}: {}",
+        dry["outcome"]
+    );
+
     let http = reqwest::Client::new();
     let admin = |path: &str| format!("{}{path}", sweep.stack.arm.endpoint.trim_end_matches('/'));
     http.post(admin("/sandbox/stats/reset"))
@@ -95,6 +113,16 @@ async fn benchmark(sweep: &SweepCluster) -> Result<()> {
     println!(
         "  wall time (sweep run --wait, CLI start to audit): {:.1} s",
         wall.as_secs_f64()
+    );
+    println!(
+        "  baseline (the three paged lists alone, in parallel, {listed} resources): {:.1} s; ratio {:.2}",
+        baseline.as_secs_f64(),
+        wall.as_secs_f64() / baseline.as_secs_f64().max(0.001)
+    );
+    println!(
+        "  dry run (inventory + classification, no deletion): {:.1} s; ratio to the baseline {:.2}",
+        dry_wall.as_secs_f64(),
+        dry_wall.as_secs_f64() / baseline.as_secs_f64().max(0.001)
     );
     println!("  seen: {seen}");
     println!("  ARM requests: {} in all", stats["total"]);

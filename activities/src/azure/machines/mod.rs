@@ -440,8 +440,9 @@ impl ArmReadActivities {
             .map_err(MachineError::into_activity_error)
     }
 
-    /// Lists the machine's NICs and disks that carry this cluster's tag and the machine's tag
-    /// and are attached to nothing.
+    /// The machine's NIC and OS disk (read by name, `<machine>-nic` and `<machine>-osdisk`: two
+    /// GETs, not a list of the resource group) when they carry this cluster's tag and the
+    /// machine's tag and are attached to nothing.
     ///
     /// # Idempotency
     /// Read-only.
@@ -501,27 +502,29 @@ impl ArmReadActivities {
                 && tags.get(TAG_MACHINE).map(String::as_str) == Some(input.machine.as_str())
         };
         let mut leftovers = Vec::new();
-        for nic in self.client.list_nics().await? {
-            if ours(&nic.tags)
-                && nic.attached_vm().is_none()
-                && let Some(name) = nic.name.clone()
-            {
+        let nic = nic_name(&input.machine);
+        match self.client.get_nic(&nic).await {
+            Ok(found) if ours(&found.tags) && found.attached_vm().is_none() => {
                 leftovers.push(Leftover {
                     kind: LeftoverKind::Nic,
-                    name,
+                    name: nic,
                 });
             }
+            Ok(_) => {}
+            Err(error) if is_gone(&error) => {}
+            Err(error) => return Err(error.into()),
         }
-        for disk in self.client.list_disks().await? {
-            if ours(&disk.tags)
-                && disk.managed_by().is_none()
-                && let Some(name) = disk.name.clone()
-            {
+        let disk = os_disk_name(&input.machine);
+        match self.client.get_disk(&disk).await {
+            Ok(found) if ours(&found.tags) && found.managed_by().is_none() => {
                 leftovers.push(Leftover {
                     kind: LeftoverKind::Disk,
-                    name,
+                    name: disk,
                 });
             }
+            Ok(_) => {}
+            Err(error) if is_gone(&error) => {}
+            Err(error) => return Err(error.into()),
         }
         Ok(leftovers)
     }
