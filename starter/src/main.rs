@@ -5,6 +5,7 @@
 //! finish in time, 4 Temporal could not be reached, 5 the same job is already running (nothing
 //! new was started).
 
+mod handles;
 mod machine;
 mod pool;
 mod pool_file;

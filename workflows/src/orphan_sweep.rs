@@ -22,14 +22,12 @@ use nodewright_model::sweep::{
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::{join_all, select};
-use temporalio_sdk::{
-    ChildWorkflowOptions, ParentClosePolicy, SyncWorkflowContext, WorkflowContext,
-    WorkflowContextView, WorkflowResult,
-};
+use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult};
 
 use crate::activity_options;
 use crate::create_machine::CreateMachineWorkflow;
 use crate::delete_machine::DeleteMachineWorkflow;
+use crate::progress::child_options;
 use crate::progress::{activity_failure_text, child_failure_text, now, rfc3339};
 use crate::search;
 
@@ -691,14 +689,6 @@ async fn delete_node(ctx: &WorkflowContext<OrphanSweepWorkflow>, decision: &Deci
             error: activity_failure_text(&e),
         },
     }
-}
-
-fn child_options(workflow_id: &WorkflowId, summary: String) -> ChildWorkflowOptions {
-    ChildWorkflowOptions::builder()
-        .workflow_id(workflow_id.to_string())
-        .parent_close_policy(ParentClosePolicy::Abandon)
-        .static_summary(summary)
-        .build()
 }
 
 /// A child that could not start: its ID taken means someone else works on the machine.

@@ -90,6 +90,19 @@ pub fn fail<W: HasStatus>(
         .into()
 }
 
+/// Options of a child workflow that outlives its parent (ParentClosePolicy Abandon): its ID and
+/// the summary the UI shows.
+pub fn child_options(
+    workflow_id: &nodewright_model::WorkflowId,
+    summary: String,
+) -> temporalio_sdk::ChildWorkflowOptions {
+    temporalio_sdk::ChildWorkflowOptions::builder()
+        .workflow_id(workflow_id.to_string())
+        .parent_close_policy(temporalio_sdk::ParentClosePolicy::Abandon)
+        .static_summary(summary)
+        .build()
+}
+
 /// A step that ended the happy path, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepFailed {

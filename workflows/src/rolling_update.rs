@@ -21,14 +21,14 @@ use nodewright_model::{Operation, WorkflowId};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::select;
 use temporalio_sdk::{
-    ChildWorkflowOptions, ContinueAsNewOptions, ParentClosePolicy,
-    StartChildWorkflowExecutionFailedCause, SyncWorkflowContext, WorkflowContext,
-    WorkflowContextView, WorkflowResult,
+    ContinueAsNewOptions, StartChildWorkflowExecutionFailedCause, SyncWorkflowContext,
+    WorkflowContext, WorkflowContextView, WorkflowResult,
 };
 
 use crate::activity_options;
 use crate::create_machine::CreateMachineWorkflow;
 use crate::delete_machine::DeleteMachineWorkflow;
+use crate::progress::child_options;
 use crate::progress::{activity_failure_text, child_failure_text, now};
 use crate::search;
 
@@ -492,14 +492,6 @@ where
             async move { result.await.map(|_| ()).map_err(|e| child_failure_text(&e)) },
         ),
     });
-}
-
-fn child_options(workflow_id: &WorkflowId, summary: String) -> ChildWorkflowOptions {
-    ChildWorkflowOptions::builder()
-        .workflow_id(workflow_id.to_string())
-        .parent_close_policy(ParentClosePolicy::Abandon)
-        .static_summary(summary)
-        .build()
 }
 
 /// A child that could not start. One whose ID is taken (someone else is creating or deleting

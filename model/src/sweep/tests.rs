@@ -13,12 +13,23 @@ use crate::machine::os_disk_name;
 use crate::ownership::{TAG_CLUSTER, TAG_CREATED, TAG_MACHINE, TAG_POOL};
 
 const NOW: i64 = 1_800_000_000;
+
+/// `unwrap` for the fixtures, with the error in the panic.
+trait Must<T> {
+    fn must(self) -> T;
+}
+
+impl<T, E: std::fmt::Debug> Must<T> for Result<T, E> {
+    fn must(self) -> T {
+        self.unwrap_or_else(|e| panic!("{e:?}"))
+    }
+}
 const HOUR: i64 = 3600;
 const PREFIX: &str =
     "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/";
 
 fn prod() -> ClusterName {
-    ClusterName::parse("cluster", "prod").unwrap()
+    ClusterName::parse("cluster", "prod").must()
 }
 
 fn policy(remediate: bool) -> SweepPolicy {
@@ -661,14 +672,14 @@ fn outcomes_serialise_in_camel_case_with_their_state() {
         max_deletions: 10,
     };
     assert_eq!(
-        serde_json::to_value(&not_approved).unwrap(),
+        serde_json::to_value(&not_approved).must(),
         serde_json::json!({ "state": "not-approved", "planned": 15, "maxDeletions": 10 })
     );
     let failed = Outcome::Failed {
         error: "409 OperationNotAllowed".to_owned(),
     };
     assert_eq!(
-        serde_json::to_value(&failed).unwrap(),
+        serde_json::to_value(&failed).must(),
         serde_json::json!({ "result": "failed", "error": "409 OperationNotAllowed" })
     );
 }

@@ -16,16 +16,13 @@ mod rollout;
 mod status;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use nodewright_model::pool::Amount;
 use nodewright_model::rollout::{DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, RolloutStatus};
 use nodewright_model::{ClusterName, Operation, WorkflowId};
 use nodewright_workflows::RollingUpdateWorkflow;
-use temporalio_client::{
-    Client, NamespacedClient, WorkflowExecutionInfo, WorkflowHandle, WorkflowQueryOptions,
-};
+use temporalio_client::{Client, WorkflowHandle, WorkflowQueryOptions};
 
 use crate::{CliError, Output, settings::Settings};
 
@@ -207,39 +204,23 @@ fn rollout_id(cluster: &ClusterName, pool: &str) -> WorkflowId {
 /// A handle on a rollout's runs.
 type RolloutHandle = WorkflowHandle<Client, RollingUpdateWorkflow>;
 
-/// The rollout `workflow_id`: its run `run_id` (and the runs it continues as), or without one
-/// its latest run.
+/// The rollout `workflow_id`: its run `run_id`, or without one its latest run.
 fn rollout_handle(
     client: &Client,
     workflow_id: &WorkflowId,
     run_id: Option<&str>,
 ) -> RolloutHandle {
-    let info = WorkflowExecutionInfo::builder()
-        .namespace(client.namespace())
-        .workflow_id(workflow_id.to_string())
-        .maybe_run_id(run_id.map(str::to_owned))
-        .build();
-    WorkflowHandle::new(client.clone(), info)
+    crate::handles::run_handle(client, workflow_id.as_str(), run_id)
 }
-
-/// How long a status query may take: it needs a worker.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The rollout's `status` query; the error says why there is no answer.
 async fn query_status(handle: &RolloutHandle) -> Result<RolloutStatus, String> {
-    let query = handle.query(
+    crate::handles::answer(handle.query(
         RollingUpdateWorkflow::status,
         (),
         WorkflowQueryOptions::default(),
-    );
-    match tokio::time::timeout(QUERY_TIMEOUT, query).await {
-        Ok(Ok(status)) => Ok(status),
-        Ok(Err(error)) => Err(error_chain(&error)),
-        Err(_) => Err(format!(
-            "the status query got no answer within {}s; is nodewright-worker running?",
-            QUERY_TIMEOUT.as_secs()
-        )),
-    }
+    ))
+    .await
 }
 
 /// Who asks, as signals record it: `$USER@cli`, or `cli`.
@@ -324,7 +305,10 @@ mod tests {
         ]);
         match parsed {
             Ok(PoolCommand::Rollout(RolloutArgs { start, .. })) => {
-                assert_eq!(*start.knobs.observe_interval, Duration::from_secs(2));
+                assert_eq!(
+                    *start.knobs.observe_interval,
+                    std::time::Duration::from_secs(2)
+                );
                 assert_eq!(start.knobs.history_limit, 60);
             }
             other => panic!("{other:?}"),

@@ -16,16 +16,12 @@ mod schedule;
 mod start;
 mod verdict;
 
-use std::time::Duration;
-
 use clap::{Args, Subcommand};
 use nodewright_model::sweep::SweepStatus;
 use nodewright_model::sweep::request::{DEFAULT_MAX_DELETIONS, DEFAULT_PARALLELISM};
 use nodewright_model::{ClusterName, Operation, WorkflowId};
 use nodewright_workflows::OrphanSweepWorkflow;
-use temporalio_client::{
-    Client, NamespacedClient, WorkflowExecutionInfo, WorkflowHandle, WorkflowQueryOptions,
-};
+use temporalio_client::{Client, WorkflowHandle, WorkflowQueryOptions};
 
 use crate::{CliError, Output, error_chain, settings::Settings};
 
@@ -141,32 +137,17 @@ type SweepHandle = WorkflowHandle<Client, OrphanSweepWorkflow>;
 
 /// The sweep `workflow_id`: its run `run_id`, or without one its latest run.
 fn sweep_handle(client: &Client, workflow_id: &str, run_id: Option<&str>) -> SweepHandle {
-    let info = WorkflowExecutionInfo::builder()
-        .namespace(client.namespace())
-        .workflow_id(workflow_id.to_owned())
-        .maybe_run_id(run_id.filter(|id| !id.is_empty()).map(str::to_owned))
-        .build();
-    WorkflowHandle::new(client.clone(), info)
+    crate::handles::run_handle(client, workflow_id, run_id)
 }
-
-/// How long a status query may take: it needs a worker.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The sweep's `status` query; the error says why there is no answer.
 async fn query_status(handle: &SweepHandle) -> Result<SweepStatus, String> {
-    let query = handle.query(
+    crate::handles::answer(handle.query(
         OrphanSweepWorkflow::status,
         (),
         WorkflowQueryOptions::default(),
-    );
-    match tokio::time::timeout(QUERY_TIMEOUT, query).await {
-        Ok(Ok(status)) => Ok(status),
-        Ok(Err(error)) => Err(error_chain(&error)),
-        Err(_) => Err(format!(
-            "the status query got no answer within {}s; is nodewright-worker running?",
-            QUERY_TIMEOUT.as_secs()
-        )),
-    }
+    ))
+    .await
 }
 
 /// A time as RFC 3339, seconds.

@@ -1,14 +1,11 @@
 //! The approval gate: 15 orphans with max_deletions 10. Without an approval within the timeout
 //! nothing is deleted and every removal is reported skipped; with `sweep approve` all go.
 
-use std::time::Duration;
-
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
-use nodewright_tests::poll::eventually;
 use serde_json::{Value, json};
 
-use super::common::{OLD, SweepCluster, outcome, own_removals};
+use super::common::{OLD, SweepCluster, await_approval_wait, outcome, own_removals};
 
 const ORPHANS: usize = 15;
 
@@ -67,19 +64,7 @@ async fn approval(sweep: &SweepCluster) -> Result<()> {
             .await
         })
     };
-    eventually(
-        "the sweep to wait for approval",
-        Duration::from_secs(120),
-        Duration::from_millis(500),
-        || async {
-            let status = sweep.cli(&["--output", "json", "sweep", "status"]).await?;
-            let phase = serde_json::from_str::<Value>(status.stdout.trim())
-                .ok()
-                .and_then(|s| s["phase"].as_str().map(str::to_owned));
-            Ok((phase.as_deref() == Some("awaiting-approval")).then_some(()))
-        },
-    )
-    .await?;
+    await_approval_wait(sweep).await?;
     for name in &names {
         ensure!(
             sweep.exists("nic", name).await?,

@@ -197,3 +197,20 @@ pub fn foreign_tag(audit: &Value, kind: &str, name: &str) -> Option<Option<Strin
 pub fn outcome(audit: &Value) -> &str {
     audit["outcome"]["state"].as_str().unwrap_or_default()
 }
+
+/// Waits until the cluster's running sweep waits for approval (`sweep status`).
+pub async fn await_approval_wait(sweep: &SweepCluster) -> Result<()> {
+    nodewright_tests::poll::eventually(
+        "a sweep to wait for approval",
+        Duration::from_secs(120),
+        Duration::from_millis(500),
+        || async {
+            let status = sweep.cli(&["--output", "json", "sweep", "status"]).await?;
+            let phase = serde_json::from_str::<Value>(status.stdout.trim())
+                .ok()
+                .and_then(|s| s["phase"].as_str().map(str::to_owned));
+            Ok((phase.as_deref() == Some("awaiting-approval")).then_some(()))
+        },
+    )
+    .await
+}

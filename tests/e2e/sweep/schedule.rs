@@ -10,7 +10,7 @@ use nodewright_tests::poll::eventually;
 use nodewright_tests::stack::temporal_cli;
 use serde_json::{Value, json};
 
-use super::common::{OLD, SweepCluster};
+use super::common::{OLD, SweepCluster, await_approval_wait};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduled_sweep_fires_and_skips_runs_that_would_overlap() -> Result<()> {
@@ -50,19 +50,7 @@ async fn scheduled(sweep: &SweepCluster) -> Result<()> {
         }]}))
         .await?;
     let skipped_before = overlap_skipped(sweep).await?;
-    eventually(
-        "a scheduled sweep to wait for approval",
-        Duration::from_secs(120),
-        Duration::from_millis(500),
-        || async {
-            let status = sweep.cli(&["--output", "json", "sweep", "status"]).await?;
-            let phase = serde_json::from_str::<Value>(status.stdout.trim())
-                .ok()
-                .and_then(|s| s["phase"].as_str().map(str::to_owned));
-            Ok((phase.as_deref() == Some("awaiting-approval")).then_some(()))
-        },
-    )
-    .await?;
+    await_approval_wait(sweep).await?;
     let skipped = eventually(
         "the schedule to skip a run that would overlap",
         Duration::from_secs(60),
