@@ -1,6 +1,8 @@
 //! House rules that a reviewer should not have to repeat (see shared style guide, rules 2, 10-12).
 //! Needs no stack: it reads the source tree.
 
+mod compose;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

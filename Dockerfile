@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# nodewright-worker (the entrypoint) and the nodewright CLI in one image.
+#
+#   docker build -t nodewright .
+#   docker run --rm nodewright --help                              # the worker
+#   docker run --rm --entrypoint nodewright nodewright --help      # the CLI
+#
+# The worker is configured by the NODEWRIGHT_* / TEMPORAL_* / KUBECONFIG environment variables
+# or a file given with --config (README, Configuration). docker-compose.yml runs it with Temporal.
+
+ARG RUST_VERSION=1.95
+
+FROM rust:${RUST_VERSION}-bookworm AS builder
+# aws-lc-sys (rustls' crypto) may fall back to CMake; protos are compiled in Rust (protox).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends cmake \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+# The registry and target directory are cache mounts: a rebuild after a source change recompiles
+# only nodewright's crates. Cache mounts are not part of the image, so the binaries are copied out.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/usr/local/cargo/git \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked -p nodewright-worker -p nodewright-starter --bins \
+    && mkdir -p /out \
+    && cp target/release/nodewright-worker target/release/nodewright /out/
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="nodewright" \
+      org.opencontainers.image.description="The nodewright worker (Temporal workflows managing Azure worker machines of Kubernetes clusters) and the nodewright CLI" \
+      org.opencontainers.image.source="https://github.com/nodewright/nodewright" \
+      org.opencontainers.image.url="https://github.com/nodewright/nodewright" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}"
+COPY --from=builder /out/nodewright-worker /out/nodewright /usr/local/bin/
+# The worker's defaults: worker.health_address 0.0.0.0:8080 (/healthz, /readyz) and
+# worker.metrics_address 0.0.0.0:9464 (/metrics).
+EXPOSE 8080 9464
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/nodewright-worker"]
