@@ -1,0 +1,47 @@
+//! The exporter behind `dev/record-histories`, not a check: it fetches the runs that script picked
+//! from the local stack and writes each history in the JSON form `WorkflowHistory::from_json`
+//! reads back in the replay test (`tests/replay.rs`). The SDK reads only its own JSON form (serde
+//! field names, numeric enums), not the proto JSON of `temporal workflow show --output json`.
+//!
+//! Ignored unless run through the script, which passes the runs in `NODEWRIGHT_RECORD_RUNS`, one
+//! `FILE WORKFLOW_ID RUN_ID` per line, and the stack's `TEMPORAL_ADDRESS` and
+//! `TEMPORAL_NAMESPACE`.
+
+use std::env;
+use std::fs;
+
+use nodewright_workflows::connect::TemporalSettings;
+use temporalio_client::{WorkflowExecutionInfo, WorkflowFetchHistoryOptions};
+
+#[tokio::test]
+#[ignore = "needs the local stack; run through dev/record-histories"]
+async fn record_histories() {
+    let runs = env::var("NODEWRIGHT_RECORD_RUNS")
+        .expect("NODEWRIGHT_RECORD_RUNS is not set: run dev/record-histories instead");
+    let address = env::var("TEMPORAL_ADDRESS").expect("TEMPORAL_ADDRESS");
+    let namespace = env::var("TEMPORAL_NAMESPACE").unwrap_or_else(|_| "default".to_owned());
+    let client = TemporalSettings::plaintext(address, namespace.clone(), "record-histories")
+        .connect()
+        .await
+        .expect("connecting to Temporal");
+    for line in runs.lines().filter(|l| !l.trim().is_empty()) {
+        let [file, workflow_id, run_id] = line.split_whitespace().collect::<Vec<_>>()[..] else {
+            panic!("expected `FILE WORKFLOW_ID RUN_ID`, got {line:?}");
+        };
+        let json = WorkflowExecutionInfo::builder()
+            .namespace(namespace.clone())
+            .workflow_id(workflow_id.to_owned())
+            .run_id(run_id.to_owned())
+            .build()
+            .bind_untyped(client.clone())
+            .fetch_history(WorkflowFetchHistoryOptions::default())
+            .to_json()
+            .await
+            .unwrap_or_else(|e| panic!("fetching the history of {workflow_id} {run_id}: {e}"));
+        // Pretty-printed, so a refreshed history reviews as a readable diff.
+        let value: serde_json::Value = serde_json::from_slice(&json).expect("history JSON");
+        let pretty = serde_json::to_vec_pretty(&value).expect("history JSON");
+        fs::write(file, pretty).unwrap_or_else(|e| panic!("writing {file}: {e}"));
+        println!("recorded {workflow_id} {run_id} into {file}");
+    }
+}

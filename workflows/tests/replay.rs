@@ -1,0 +1,157 @@
+//! Replays every recorded history in `tests/histories/` against today's workflow code, with the
+//! same workflows the worker registers (`worker/src/registration.rs`). A change that alters the
+//! commands a workflow issues for an existing history (a reordered, added or removed activity,
+//! timer or child workflow) fails here, before it ships to workers that still have such runs in
+//! flight. Needs no stack: activities are not executed, their results come from the history.
+//!
+//! `dev/record-histories` refreshes the histories from the local stack after an intended change;
+//! see "Upgrading workers safely" in the README.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use nodewright_workflows::{
+    CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, InspectPoolWorkflow,
+    OrphanSweepWorkflow, PreflightWorkflow, RollingUpdateWorkflow, UncordonNodeWorkflow,
+};
+use temporalio_client::WorkflowHistory;
+use temporalio_common::protos::temporal::api::history::v1::History;
+use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
+use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
+
+/// The workflow type names the worker registers, in `worker/src/registration.rs` order.
+fn registered_workflow_types() -> [&'static str; 8] {
+    [
+        PreflightWorkflow::name(),
+        CreateMachineWorkflow::name(),
+        DeleteMachineWorkflow::name(),
+        DrainNodeWorkflow::name(),
+        UncordonNodeWorkflow::name(),
+        RollingUpdateWorkflow::name(),
+        InspectPoolWorkflow::name(),
+        OrphanSweepWorkflow::name(),
+    ]
+}
+
+/// A replayer with every workflow the worker registers.
+fn replayer() -> WorkflowReplayer {
+    let options = WorkflowReplayerOptions::new()
+        .register_workflow::<PreflightWorkflow>()
+        .and_then(|o| o.register_workflow::<CreateMachineWorkflow>())
+        .and_then(|o| o.register_workflow::<DeleteMachineWorkflow>())
+        .and_then(|o| o.register_workflow::<DrainNodeWorkflow>())
+        .and_then(|o| o.register_workflow::<UncordonNodeWorkflow>())
+        .and_then(|o| o.register_workflow::<RollingUpdateWorkflow>())
+        .and_then(|o| o.register_workflow::<InspectPoolWorkflow>())
+        .and_then(|o| o.register_workflow::<OrphanSweepWorkflow>())
+        .expect("registering the workflows for replay")
+        .build();
+    WorkflowReplayer::new(options).expect("creating the replayer")
+}
+
+/// One recorded history file.
+struct Recorded {
+    path: PathBuf,
+    workflow_type: String,
+    history: History,
+}
+
+fn histories_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/histories")
+}
+
+/// Every `tests/histories/*.json`, sorted by file name; a file that cannot be read or has no
+/// `WorkflowExecutionStarted` first event fails the test, naming the file.
+fn recorded_histories() -> Vec<Recorded> {
+    let dir = histories_dir();
+    let entries = fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    let mut paths: Vec<PathBuf> = entries
+        .map(|entry| entry.expect("listing the histories").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    paths.into_iter().map(|path| load(&path)).collect()
+}
+
+fn load(path: &Path) -> Recorded {
+    let bytes = fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let history: History = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{} is not a Temporal history: {e}", path.display()));
+    let workflow_type = match history.events.first().and_then(|e| e.attributes.as_ref()) {
+        Some(Attributes::WorkflowExecutionStartedEventAttributes(started)) => started
+            .workflow_type
+            .as_ref()
+            .map(|t| t.name.clone())
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    assert!(
+        !workflow_type.is_empty(),
+        "{}: the first event is not a WorkflowExecutionStarted with a workflow type",
+        path.display()
+    );
+    Recorded {
+        path: path.to_owned(),
+        workflow_type,
+        history,
+    }
+}
+
+#[tokio::test]
+async fn every_recorded_history_replays_deterministically() {
+    let replayer = replayer();
+    let registered = registered_workflow_types();
+    let mut failures = Vec::new();
+    let histories = recorded_histories();
+    for recorded in &histories {
+        let name = recorded
+            .path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        if !registered.contains(&recorded.workflow_type.as_str()) {
+            failures.push(format!(
+                "{name} ({}): the worker registers no workflow of this type",
+                recorded.workflow_type
+            ));
+            continue;
+        }
+        let events = recorded.history.events.len();
+        let history = WorkflowHistory::from(recorded.history.clone());
+        match replayer.replay_workflow(history).await {
+            Ok(()) => println!(
+                "replayed {name} ({}, {events} events)",
+                recorded.workflow_type
+            ),
+            Err(error) => failures.push(format!(
+                "{name} ({}, {events} events): {error}",
+                recorded.workflow_type
+            )),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} recorded histories no longer replay against the workflow code. If the change \
+         is intended, keep old runs working (ctx.patched, or a new workflow type) and refresh the \
+         histories with dev/record-histories; see \"Upgrading workers safely\" in the README.\n  {}",
+        failures.len(),
+        histories.len(),
+        failures.join("\n  ")
+    );
+}
+
+#[test]
+fn every_registered_workflow_has_a_recorded_history() {
+    let recorded: Vec<String> = recorded_histories()
+        .into_iter()
+        .map(|r| r.workflow_type)
+        .collect();
+    let missing: Vec<&str> = registered_workflow_types()
+        .into_iter()
+        .filter(|name| !recorded.iter().any(|r| r == name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no history in {} for {missing:?}; record them with dev/record-histories",
+        histories_dir().display()
+    );
+}
