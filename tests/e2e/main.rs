@@ -7,6 +7,7 @@ mod drain;
 mod kubernetes_smoke;
 mod machines;
 mod preflight;
+mod rbac;
 mod rollout;
 mod sandbox;
 mod sweep;

@@ -262,15 +262,44 @@ impl Error {
     /// Classifies the error and turns it into the activity's failure.
     pub fn into_activity_error(self) -> ActivityError {
         let retry = self.source_error().map_or(Retry::NonRetryable, retry_for);
-        Failure {
-            type_name: self.type_name(),
-            retry,
-            retry_after: None,
-            error: self,
+        let type_name = self.type_name();
+        match self.api_answer() {
+            Some(message) => Failure {
+                type_name,
+                retry,
+                retry_after: None,
+                error: Answered(message),
+            }
+            .into(),
+            None => Failure {
+                type_name,
+                retry,
+                retry_after: None,
+                error: self,
+            }
+            .into(),
         }
-        .into()
+    }
+
+    /// For an apiserver answer: the step, then the apiserver's own words and status, e.g.
+    /// `evicting pod ns/web-0 failed: pods "web-0" is forbidden: User "…" cannot create resource
+    /// "pods/eviction" in API group "" in the namespace "ns" (HTTP 403 Forbidden)`. kube's own
+    /// text of such an error repeats the message inside a debug dump of the whole `Status`.
+    fn api_answer(&self) -> Option<String> {
+        match self.source_error() {
+            Some(kube::Error::Api(status)) if !status.message.is_empty() => Some(format!(
+                "{self}: {} (HTTP {} {})",
+                status.message, status.code, status.reason
+            )),
+            _ => None,
+        }
     }
 }
+
+/// A failure whose whole text is already written (see [`Error::api_answer`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Answered(String);
 
 /// Whether a retry can fix a failed Kubernetes call.
 fn retry_for(error: &kube::Error) -> Retry {
@@ -308,6 +337,31 @@ mod tests {
         for (code, expected) in table {
             assert_eq!(retry_for_status(code), expected, "HTTP {code}");
         }
+    }
+
+    #[test]
+    fn an_api_answer_is_shown_in_the_apiservers_words_once() {
+        let message = r#"pods "web-0" is forbidden: User "system:serviceaccount:nodewright:nodewright-worker" cannot create resource "pods/eviction" in API group "" in the namespace "shop""#;
+        let error = Error::EvictPod {
+            pod: "shop/web-0".to_owned(),
+            source: kube::Error::Api(Box::new(kube::core::Status {
+                code: 403,
+                message: message.to_owned(),
+                reason: "Forbidden".to_owned(),
+                ..Default::default()
+            })),
+        };
+        assert_eq!(
+            error.api_answer().as_deref(),
+            Some(
+                format!("evicting pod shop/web-0 failed: {message} (HTTP 403 Forbidden)").as_str()
+            )
+        );
+        let silent = Error::ListNodes(kube::Error::Api(Box::new(kube::core::Status {
+            code: 500,
+            ..Default::default()
+        })));
+        assert_eq!(silent.api_answer(), None);
     }
 
     #[test]
