@@ -12,5 +12,6 @@ mod rollout;
 mod sandbox;
 mod sweep;
 mod temporal_smoke;
+mod ui;
 mod volumes;
 mod worker;

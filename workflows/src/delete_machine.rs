@@ -39,11 +39,15 @@ impl DeleteMachineWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: DeleteMachineRequest,
     ) -> WorkflowResult<DeletedMachine> {
-        ctx.upsert_search_attributes([
-            search::CLUSTER.value_set(request.cluster.to_string()),
-            search::MACHINE.value_set(request.machine.clone()),
-            search::OPERATION.value_set(Operation::Delete.to_string()),
-        ]);
+        ctx.upsert_search_attributes(
+            [
+                search::CLUSTER.value_set(request.cluster.to_string()),
+                search::MACHINE.value_set(request.machine.clone()),
+                search::OPERATION.value_set(Operation::Delete.to_string()),
+            ]
+            .into_iter()
+            .chain(search::pool_of_machine(&request.machine)),
+        );
         let mut status = MachineStatus::new("delete", &request.machine, None, &Step::DELETE);
         status.started_at = Some(rfc3339(now(ctx)));
         ctx.state_mut(|s| s.status = Some(status));

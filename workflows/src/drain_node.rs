@@ -153,11 +153,15 @@ enum Finish {
 
 /// Search attributes, the status skeleton and the first details line.
 fn announce(ctx: &mut WorkflowContext<DrainNodeWorkflow>, request: &DrainRequest) {
-    ctx.upsert_search_attributes([
-        search::CLUSTER.value_set(request.cluster.to_string()),
-        search::MACHINE.value_set(request.node.clone()),
-        search::OPERATION.value_set(Operation::Drain.to_string()),
-    ]);
+    ctx.upsert_search_attributes(
+        [
+            search::CLUSTER.value_set(request.cluster.to_string()),
+            search::MACHINE.value_set(request.node.clone()),
+            search::OPERATION.value_set(Operation::Drain.to_string()),
+        ]
+        .into_iter()
+        .chain(search::pool_of_machine(&request.node)),
+    );
     let mut status = fresh_status(&request.node);
     let started = match &request.resume {
         Some(resume) => resume.started_at.clone(),

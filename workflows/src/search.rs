@@ -18,3 +18,13 @@ pub const OPERATION: SearchAttributeKey<String> =
 /// `NodewrightPhase`.
 pub const PHASE: SearchAttributeKey<String> =
     SearchAttributeKey::keyword(SearchAttribute::Phase.name());
+
+/// `NodewrightPool` of a run about one machine whose input names no pool (delete, drain,
+/// uncordon): the pool its name says (`<pool>-<5 characters>`), so that a pool's runs are all
+/// found by `NodewrightPool`. None for a name of another shape.
+pub fn pool_of_machine(
+    machine: &str,
+) -> Option<temporalio_common::search_attributes::SearchAttributeUpdate> {
+    let name = nodewright_model::MachineName::parse("machine", machine).ok()?;
+    name.pool_of().map(|pool| POOL.value_set(pool.to_owned()))
+}

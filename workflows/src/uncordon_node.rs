@@ -35,11 +35,15 @@ impl UncordonNodeWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: UncordonRequest,
     ) -> WorkflowResult<()> {
-        ctx.upsert_search_attributes([
-            search::CLUSTER.value_set(request.cluster.to_string()),
-            search::MACHINE.value_set(request.machine.clone()),
-            search::OPERATION.value_set(Operation::Uncordon.to_string()),
-        ]);
+        ctx.upsert_search_attributes(
+            [
+                search::CLUSTER.value_set(request.cluster.to_string()),
+                search::MACHINE.value_set(request.machine.clone()),
+                search::OPERATION.value_set(Operation::Uncordon.to_string()),
+            ]
+            .into_iter()
+            .chain(search::pool_of_machine(&request.machine)),
+        );
         let mut status = MachineStatus::new("uncordon", &request.machine, None, &Step::UNCORDON);
         status.started_at = Some(rfc3339(now(ctx)));
         ctx.state_mut(|s| s.status = Some(status));

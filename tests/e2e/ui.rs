@@ -1,0 +1,384 @@
+//! The Temporal UI in a real browser: headless Chromium (Debian's `chromium`, installed by
+//! `dev/install`) loads the local stack's UI, lists the runs of a fresh test pool filtered by
+//! `NodewrightPool`, opens the CreateMachine run, and the test asserts on the rendered page and
+//! saves screenshots to `target/e2e-screenshots/` (`list-<pool>.png`, `run-<machine>.png`,
+//! `metadata-<machine>.png`) with the pages' text next to them (`.txt`).
+//!
+//! The browser runs as a plain process, with no driver: `--dump-dom` prints the DOM after the
+//! single-page app has rendered (`--virtual-time-budget` lets its API calls finish first), and
+//! `--screenshot` saves a PNG of the same URL.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use nodewright_tests::Stack;
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::{CliResult, KillableWorker, create_machine, write_pool_file};
+use nodewright_tests::stack::{repo_root, temporal_cli};
+use nodewright_tests::temporal_worker::unique_task_queue;
+use serde_json::Value;
+
+/// Where Debian's `chromium` package puts the browser; `NODEWRIGHT_CHROMIUM` overrides it.
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The activities of a successful CreateMachine run, as the UI names them.
+const CREATE_ACTIVITIES: [&str; 6] = [
+    "azure.ensure_nic",
+    "azure.begin_vm_create",
+    "azure.await_vm",
+    "kube.await_node_registered",
+    "kube.apply_node_metadata",
+    "kube.await_node_ready",
+];
+
+#[tokio::test]
+async fn the_temporal_ui_lists_a_pools_runs_and_shows_a_create_run_readably() -> Result<()> {
+    let browser = Browser::find()?;
+    let stack = Stack::load()?;
+    let ui = temporal_ui_url()?;
+    let task_queue = unique_task_queue("ui");
+    let worker = KillableWorker::start(&stack, &task_queue)?;
+    let pool = format!("ui{}", unique_suffix());
+    let pool_file = write_pool_file(&stack, &pool, "5m")?;
+    let machine = format!("{pool}-u1b2c");
+
+    create_machine(
+        &stack,
+        &task_queue,
+        &pool_file,
+        &machine,
+        &["--wait", "--output", "json"],
+    )?
+    .expect_code(0)
+    .with_context(|| worker.log_tail())?;
+
+    let checked = check_ui(&browser, &stack, &ui, &pool, &machine).await;
+
+    let deleted = CliResult::run(
+        &stack,
+        &task_queue,
+        &["machine", "delete", &machine, "--wait"],
+    )?;
+    deleted.expect_code(0).with_context(|| worker.log_tail())?;
+    checked
+}
+
+/// Opens the pool's list and the create run in the browser, asserts on both, saves screenshots.
+async fn check_ui(
+    browser: &Browser,
+    stack: &Stack,
+    ui: &str,
+    pool: &str,
+    machine: &str,
+) -> Result<()> {
+    let workflow_id = format!("create/{}/{machine}", stack.cluster);
+    let run_id = run_id(stack, &workflow_id).await?;
+    let namespace = &stack.temporal_namespace;
+    let dir = repo_root().join("target").join("e2e-screenshots");
+    std::fs::create_dir_all(&dir)?;
+
+    // (a) The namespace's workflows filtered by the pool: exactly this machine's create run.
+    let query = format!("NodewrightPool=\"{pool}\"");
+    let list_url = format!(
+        "{ui}/namespaces/{namespace}/workflows?query={}",
+        encode(&query)
+    );
+    let list = browser
+        .text_showing(&list_url, &workflow_id)
+        .await
+        .context("the pool's list")?;
+    std::fs::write(dir.join(format!("list-{pool}.txt")), &list)?;
+    for expected in [
+        workflow_id.as_str(),
+        run_id.as_str(),
+        "CreateMachine",
+        "Completed",
+        // The pagination line: the filter left exactly one run.
+        "1–1 of 1",
+    ] {
+        ensure!(
+            list.contains(expected),
+            "the list at {list_url} does not show {expected:?}; its text: {}",
+            excerpt(&list)
+        );
+    }
+    let list_png = dir.join(format!("list-{pool}.png"));
+    browser
+        .screenshot(&list_url, &list_png, "1600,1000")
+        .await?;
+    println!("screenshot of {list_url}: {}", list_png.display());
+
+    // (b) The run's page: identity, the summary, every step by its activity name.
+    let run_url = format!(
+        "{ui}/namespaces/{namespace}/workflows/{}/{run_id}/history",
+        encode(&workflow_id)
+    );
+    let run = browser
+        .text_showing(&run_url, "kube.await_node_ready")
+        .await
+        .context("the run's page")?;
+    std::fs::write(dir.join(format!("run-{machine}.txt")), &run)?;
+    // The summary the CLI set; this UI shows it on the WorkflowExecutionStarted event.
+    let summary = format!("Summary Create machine {machine} of pool {pool}");
+    let mut expected = vec![
+        workflow_id.as_str(),
+        run_id.as_str(),
+        "CreateMachine",
+        "Completed",
+        summary.as_str(),
+    ];
+    expected.extend(CREATE_ACTIVITIES);
+    for expected in expected {
+        ensure!(
+            run.contains(expected),
+            "the run's page at {run_url} does not show {expected:?}; its text: {}",
+            excerpt(&run)
+        );
+    }
+    let run_png = dir.join(format!("run-{machine}.png"));
+    browser.screenshot(&run_url, &run_png, "1600,1120").await?;
+    println!("screenshot of {run_url}: {}", run_png.display());
+
+    // (c) The run's User Metadata tab: the summary on its own. The UI renders it as markdown in
+    // an iframe (`/render?content=<summary>`), outside the dumped DOM's text: assert on the
+    // iframe's source; the screenshot shows the rendered line.
+    let metadata_url = run_url.replace("/history", "/user-metadata");
+    let rendered = format!(
+        "/render?content={}",
+        encode(&format!("Create machine {machine} of pool {pool}"))
+    );
+    let metadata = browser
+        .dom_showing(&metadata_url, &rendered)
+        .await
+        .context("the run's User Metadata tab")?;
+    let metadata = visible_text(&metadata);
+    for expected in [workflow_id.as_str(), "Summary", "Current Details"] {
+        ensure!(
+            metadata.contains(expected),
+            "the User Metadata tab at {metadata_url} does not show {expected:?}: {}",
+            excerpt(&metadata)
+        );
+    }
+    let metadata_png = dir.join(format!("metadata-{machine}.png"));
+    browser
+        .screenshot(&metadata_url, &metadata_png, "1600,1000")
+        .await?;
+    println!("screenshot of {metadata_url}: {}", metadata_png.display());
+    Ok(())
+}
+
+/// Headless Chromium, one process per page, each with a fresh profile.
+struct Browser {
+    path: PathBuf,
+    profiles: PathBuf,
+}
+
+impl Browser {
+    /// The installed browser, or an error saying how to install it.
+    fn find() -> Result<Self> {
+        let path = std::env::var_os("NODEWRIGHT_CHROMIUM")
+            .map_or_else(|| PathBuf::from(CHROMIUM), PathBuf::from);
+        if !path.is_file() {
+            bail!(
+                "{} is missing: run `dev/install`, which installs Debian's chromium package \
+                 (or `apt-get install -y chromium`)",
+                path.display()
+            );
+        }
+        let profiles = repo_root().join("target").join("e2e-chromium");
+        Ok(Self { path, profiles })
+    }
+
+    /// The visible text of `url` once it contains `expected`: see [`Self::showing`].
+    async fn text_showing(&self, url: &str, expected: &str) -> Result<String> {
+        self.showing(url, expected, visible_text).await
+    }
+
+    /// The DOM of `url` (its markup) once it contains `expected`: see [`Self::showing`].
+    async fn dom_showing(&self, url: &str, expected: &str) -> Result<String> {
+        self.showing(url, expected, str::to_owned).await
+    }
+
+    /// `view` of the DOM of `url` once the app has rendered it and the view contains `expected`,
+    /// loading the page again every 2 seconds (the list waits for visibility, the run's page for
+    /// its history) for up to a minute.
+    async fn showing(&self, url: &str, expected: &str, view: fn(&str) -> String) -> Result<String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let seen = view(&self.run(&["--dump-dom", url]).await?);
+            if seen.contains(expected) {
+                return Ok(seen);
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "{url} did not show {expected:?} within a minute; its text: {}",
+                    excerpt(&visible_text(&seen))
+                );
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+
+    /// Saves a PNG of `url` rendered in a `size` ("width,height") window.
+    async fn screenshot(&self, url: &str, png: &Path, size: &str) -> Result<()> {
+        let _ = std::fs::remove_file(png);
+        let screenshot = format!("--screenshot={}", png.display());
+        let window = format!("--window-size={size}");
+        self.run(&[&screenshot, &window, "--hide-scrollbars", url])
+            .await?;
+        ensure!(png.is_file(), "chromium saved no screenshot of {url}");
+        Ok(())
+    }
+
+    /// Runs the browser headless with `args` and returns its standard output. Its output goes to
+    /// files (a pipe nobody reads while it runs would fill and stall it); after two minutes its
+    /// whole process group is killed.
+    async fn run(&self, args: &[&str]) -> Result<String> {
+        let profile = self.profiles.join(unique_suffix());
+        std::fs::create_dir_all(&profile)?;
+        let (stdout, stderr) = (profile.join("stdout"), profile.join("stderr"));
+        let mut command = Command::new(&self.path);
+        command
+            .args([
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--virtual-time-budget=15000",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                profile.join("data").display()
+            ))
+            .args(args)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&stdout)?)
+            .stderr(std::fs::File::create(&stderr)?);
+        let described = format!("chromium {}", args.join(" "));
+        let status = tokio::task::spawn_blocking(move || -> Result<_> {
+            let mut child = command.spawn()?;
+            let deadline = Instant::now() + Duration::from_secs(120);
+            loop {
+                if let Some(status) = child.try_wait()? {
+                    return Ok(status);
+                }
+                if Instant::now() >= deadline {
+                    let group = format!("-{}", child.id());
+                    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+                    let _ = child.wait();
+                    bail!("still running after 2 minutes; killed");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+        .await?
+        .with_context(|| described.clone());
+        let read = |path: &Path| {
+            String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default()).into_owned()
+        };
+        let (out, err) = (read(&stdout), read(&stderr));
+        let _ = std::fs::remove_dir_all(&profile);
+        let status = status?;
+        ensure!(status.success(), "{described} exited {status}: {err}");
+        Ok(out)
+    }
+}
+
+/// The run id of the latest run of `workflow_id`, from `temporal workflow describe`.
+async fn run_id(stack: &Stack, workflow_id: &str) -> Result<String> {
+    let mut command = Command::new(temporal_cli()?);
+    command.args([
+        "workflow",
+        "describe",
+        "--workflow-id",
+        workflow_id,
+        "--address",
+        &stack.temporal_address,
+        "--namespace",
+        &stack.temporal_namespace,
+        "--output",
+        "json",
+    ]);
+    let output = tokio::task::spawn_blocking(move || command.output()).await??;
+    ensure!(
+        output.status.success(),
+        "temporal workflow describe {workflow_id}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let described: Value = serde_json::from_slice(&output.stdout)?;
+    described["workflowExecutionInfo"]["execution"]["runId"]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("no run id in {described}"))
+}
+
+/// The Temporal UI's base URL: `NODEWRIGHT_TEMPORAL_UI` from the environment or the stack's env
+/// file.
+fn temporal_ui_url() -> Result<String> {
+    if let Ok(url) = std::env::var("NODEWRIGHT_TEMPORAL_UI") {
+        return Ok(url.trim_end_matches('/').to_owned());
+    }
+    let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
+        .map_or_else(|| repo_root().join(".run"), PathBuf::from);
+    let text = std::fs::read_to_string(run_dir.join("env"))?;
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("NODEWRIGHT_TEMPORAL_UI="))
+        .map(|url| url.trim().trim_end_matches('/').to_owned())
+        .next()
+        .context(
+            "NODEWRIGHT_TEMPORAL_UI is not in the stack's env file: start it with `dev/stack up`",
+        )
+}
+
+/// `value` percent-encoded for a URL path segment or query value.
+fn encode(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+/// The text a reader sees in `html`: scripts, styles and tags dropped, entities decoded,
+/// whitespace collapsed to single spaces.
+fn visible_text(html: &str) -> String {
+    let mut text = String::with_capacity(html.len() / 4);
+    let mut rest = html;
+    while let Some(start) = rest.find('<') {
+        text.push_str(&rest[..start]);
+        text.push(' ');
+        let tag = &rest[start..];
+        let skipped_to = ["script", "style"]
+            .iter()
+            .find(|name| {
+                tag.get(1..=name.len())
+                    .is_some_and(|t| t.eq_ignore_ascii_case(name))
+            })
+            .and_then(|name| {
+                tag.find(&format!("</{name}>"))
+                    .map(|end| end + name.len() + 3)
+            });
+        let end = skipped_to.or_else(|| tag.find('>').map(|end| end + 1));
+        rest = end.map_or("", |end| &tag[end..]);
+    }
+    text.push_str(rest);
+    let decoded = text
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x2F;", "/")
+        .replace("&nbsp;", " ")
+        .replace("&amp;", "&");
+    decoded.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Up to 4000 characters of `text` after the UI's navigation and its time zone list (which end
+/// with the theme menu's "System Default"), for failure messages.
+fn excerpt(text: &str) -> String {
+    let from = text.find("System Default").unwrap_or(0);
+    text[from..].chars().take(4000).collect()
+}
