@@ -23,11 +23,11 @@ use kube::api::{DeleteParams, PostParams};
 use kube::config::Kubeconfig;
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::{create_namespace, unique_suffix};
-use nodewright_tests::machines::{
-    CliResult, KillableWorker, Sandbox, cli, create_machine, node, write_pool_file,
-};
-use nodewright_tests::stack::repo_root;
+use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, cli, node, write_pool_file};
+use nodewright_tests::stack::{self, repo_root};
 use nodewright_tests::temporal_worker::unique_task_queue;
+
+use crate::drain::common::create_machines;
 use nodewright_tests::workloads::{Placement, Workload, Workloads, set_unschedulable};
 use serde_json::json;
 
@@ -318,7 +318,7 @@ impl Identity {
         let kubeconfig = self.kubeconfig.to_string_lossy();
         let mut all = vec!["--kubeconfig", &kubeconfig, "auth", "can-i"];
         all.extend_from_slice(args);
-        let output = Command::new(kubectl_path()?).args(&all).output()?;
+        let output = Command::new(stack::kubectl()?).args(&all).output()?;
         let answer = String::from_utf8_lossy(&output.stdout).trim().to_owned();
         match answer.as_str() {
             "yes" => Ok(true),
@@ -333,33 +333,9 @@ impl Identity {
     /// Deletes the binding, the role, the namespace (and its ServiceAccount) and the
     /// kubeconfig; reports problems without failing.
     async fn revoke(&self, admin: &kube::Client) {
-        let gone = |result: kube::Result<()>, what: &str| match result {
-            Ok(()) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(error) => eprintln!("cleanup: deleting {what}: {error}"),
-        };
-        let params = DeleteParams::default();
-        gone(
-            Api::<ClusterRoleBinding>::all(admin.clone())
-                .delete(&self.role, &params)
-                .await
-                .map(|_| ()),
-            "the ClusterRoleBinding",
-        );
-        gone(
-            Api::<ClusterRole>::all(admin.clone())
-                .delete(&self.role, &params)
-                .await
-                .map(|_| ()),
-            "the ClusterRole",
-        );
-        gone(
-            Api::<Namespace>::all(admin.clone())
-                .delete(&self.namespace, &params)
-                .await
-                .map(|_| ()),
-            "the ServiceAccount's namespace",
-        );
+        delete_quietly::<ClusterRoleBinding>(admin, &self.role, "the ClusterRoleBinding").await;
+        delete_quietly::<ClusterRole>(admin, &self.role, "the ClusterRole").await;
+        delete_quietly::<Namespace>(admin, &self.namespace, "the ServiceAccount's namespace").await;
         let _ = std::fs::remove_file(&self.kubeconfig);
     }
 
@@ -457,25 +433,9 @@ fn write_kubeconfig(stack: &Stack, path: &Path, token: &str) -> Result<()> {
     Ok(())
 }
 
-/// The stack's kubectl: `NODEWRIGHT_KUBECTL`, from the environment or the stack's env file.
-fn kubectl_path() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("NODEWRIGHT_KUBECTL") {
-        return Ok(PathBuf::from(path));
-    }
-    let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".run"));
-    let text = std::fs::read_to_string(run_dir.join("env"))?;
-    text.lines()
-        .filter_map(|line| line.trim().strip_prefix("NODEWRIGHT_KUBECTL="))
-        .map(|value| PathBuf::from(value.trim()))
-        .next()
-        .context("NODEWRIGHT_KUBECTL is not in the stack's env file")
-}
-
 /// Runs kubectl with the admin kubeconfig; its stdout, or an error with its stderr.
 fn kubectl(stack: &Stack, args: &[&str]) -> Result<String> {
-    let output = Command::new(kubectl_path()?)
+    let output = Command::new(stack::kubectl()?)
         .env("KUBECONFIG", &stack.kubeconfig)
         .args(args)
         .output()?;
@@ -499,30 +459,6 @@ fn pool_file(stack: &Stack, pool: &str) -> Result<PathBuf> {
     let drain = "\n  drain:\n    timeout: 2m\n    pdbRetryInterval: 2s\n  timeouts:\n";
     std::fs::write(&path, text.replace("\n  timeouts:\n", drain))?;
     Ok(path)
-}
-
-/// Creates the machines with the CLI, in parallel, and waits for them.
-async fn create_machines(
-    stack: &Stack,
-    task_queue: &str,
-    pool_file: &Path,
-    machines: &[String],
-) -> Result<()> {
-    let creates = machines.iter().map(|machine| {
-        let (stack, task_queue, pool_file, machine) = (
-            stack.clone(),
-            task_queue.to_owned(),
-            pool_file.to_path_buf(),
-            machine.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            create_machine(&stack, &task_queue, &pool_file, &machine, &["--wait"])
-        })
-    });
-    for created in futures::future::join_all(creates).await {
-        created??.expect_code(0)?;
-    }
-    Ok(())
 }
 
 /// Removes the test's namespace, waits for its pods to go (so that none is left behind on a Node
@@ -579,4 +515,23 @@ async fn ensure_nothing_left(stack: &Stack, machine: &str) -> Result<()> {
         "{machine} leaked its Node"
     );
     Ok(())
+}
+
+/// Deletes the cluster-scoped `name` of kind `K`; absent is fine, another error is reported.
+async fn delete_quietly<K>(admin: &kube::Client, name: &str, what: &str)
+where
+    K: kube::Resource<Scope = kube::core::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match Api::<K>::all(admin.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(error) => eprintln!("cleanup: deleting {what}: {error}"),
+    }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{CliResult, KillableWorker, create_machine, write_pool_file};
+use nodewright_tests::machines::{CliResult, KillableWorker, write_pool_file};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::timeline::{Timeline, What};
 use nodewright_tests::workloads::{
@@ -80,20 +80,7 @@ async fn scenario(
     // Two machines, in parallel, with the CLI; the second is cordoned so everything starts on the
     // first.
     let started = std::time::Instant::now();
-    let creates = machines.iter().map(|machine| {
-        let (stack, task_queue, pool_file, machine) = (
-            stack.clone(),
-            task_queue.to_owned(),
-            pool_file.to_path_buf(),
-            machine.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            create_machine(&stack, &task_queue, &pool_file, &machine, &["--wait"])
-        })
-    });
-    for created in futures::future::join_all(creates).await {
-        created??.expect_code(0)?;
-    }
+    crate::drain::common::create_machines(stack, task_queue, pool_file, machines).await?;
     println!(
         "machines {node_a} and {node_b} Ready after {:.1}s",
         started.elapsed().as_secs_f64()

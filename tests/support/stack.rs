@@ -148,16 +148,28 @@ pub fn ensure_eq<T: PartialEq + std::fmt::Debug>(what: &str, value: T, expected:
 /// The Temporal CLI of the stack (`NODEWRIGHT_TEMPORAL_CLI`, from the environment or the stack's
 /// env file).
 pub fn temporal_cli() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("NODEWRIGHT_TEMPORAL_CLI") {
+    stack_tool("NODEWRIGHT_TEMPORAL_CLI")
+}
+
+/// The stack's kubectl (`NODEWRIGHT_KUBECTL`, from the environment or the stack's env file).
+pub fn kubectl() -> Result<PathBuf> {
+    stack_tool("NODEWRIGHT_KUBECTL")
+}
+
+/// A tool of the stack named by `variable`: from the environment, else from the stack's env file
+/// (`$NODEWRIGHT_RUN_DIR/env`, default `.run/env`).
+fn stack_tool(variable: &str) -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os(variable) {
         return Ok(PathBuf::from(path));
     }
     let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join(".run"));
     let text = std::fs::read_to_string(run_dir.join("env"))?;
+    let prefix = format!("{variable}=");
     text.lines()
-        .filter_map(|line| line.trim().strip_prefix("NODEWRIGHT_TEMPORAL_CLI="))
+        .filter_map(|line| line.trim().strip_prefix(prefix.as_str()))
         .map(|value| PathBuf::from(value.trim()))
         .next()
-        .context("NODEWRIGHT_TEMPORAL_CLI is not in the stack's env file")
+        .with_context(|| format!("{variable} is not in the stack's env file"))
 }

@@ -118,7 +118,7 @@ pub(super) fn strings(value: &Value) -> Vec<String> {
 }
 
 /// Creates the machines with the CLI, in parallel, and waits for them.
-pub(super) async fn create_machines(
+pub(crate) async fn create_machines(
     stack: &Stack,
     task_queue: &str,
     pool_file: &Path,

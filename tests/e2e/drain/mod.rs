@@ -3,7 +3,7 @@
 //! the `nodewright` CLI against a `nodewright-worker` process per test, and the world checked
 //! afterwards: pods, VolumeAttachments, disks in the sandbox.
 
-mod common;
+pub(crate) mod common;
 mod crash;
 mod not_ready;
 mod pdb;

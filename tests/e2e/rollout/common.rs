@@ -370,3 +370,24 @@ pub(crate) async fn ensure_pool_is(
     );
     Ok(())
 }
+
+/// Starts a rollout of `file` without waiting (observing every second), plus `extra` flags.
+pub(crate) async fn start_rollout(
+    stack: &Stack,
+    task_queue: &str,
+    file: &std::path::Path,
+    extra: &[&str],
+) -> Result<()> {
+    let file = file.to_string_lossy().into_owned();
+    let mut args = vec![
+        "pool",
+        "rollout",
+        "--pool",
+        &file,
+        "--observe-interval",
+        "1s",
+    ];
+    args.extend_from_slice(extra);
+    cli(stack, task_queue, &args).await?.expect_code(0)?;
+    Ok(())
+}

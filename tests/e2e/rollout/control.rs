@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::common::{
     PoolShape, clean_up_pool, cli, ensure_pool_is, num, roll, rollout_pool_file, rollout_status,
-    sample_pool, wait_rollout,
+    sample_pool, start_rollout, wait_rollout,
 };
 
 const REPLICAS: u32 = 4;
@@ -38,27 +38,6 @@ async fn built_pool(
     ensure_pool_is(stack, pool, REPLICAS as usize, &v1_hash).await?;
     let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
     Ok((v2, v1_hash))
-}
-
-/// Starts a rollout without waiting.
-async fn start(
-    stack: &Stack,
-    task_queue: &str,
-    file: &std::path::Path,
-    extra: &[&str],
-) -> Result<()> {
-    let file = file.to_string_lossy().into_owned();
-    let mut args = vec![
-        "pool",
-        "rollout",
-        "--pool",
-        &file,
-        "--observe-interval",
-        "1s",
-    ];
-    args.extend_from_slice(extra);
-    cli(stack, task_queue, &args).await?.expect_code(0)?;
-    Ok(())
 }
 
 fn phase(status: &Value) -> &str {
@@ -96,7 +75,7 @@ async fn canary_approve_pause_set_strategy_resume() -> Result<()> {
 
 async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     let (v2, v1_hash) = built_pool(stack, task_queue, pool).await?;
-    start(stack, task_queue, &v2, &["--canary", "1"]).await?;
+    start_rollout(stack, task_queue, &v2, &["--canary", "1"]).await?;
 
     // The canary: one machine replaced, then it waits.
     let waiting = wait_rollout(
@@ -278,7 +257,7 @@ async fn abort_leaves_a_consistent_mixed_pool() -> Result<()> {
 
 async fn abort(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     let (v2, v1_hash) = built_pool(stack, task_queue, pool).await?;
-    start(stack, task_queue, &v2, &[]).await?;
+    start_rollout(stack, task_queue, &v2, &[]).await?;
     wait_rollout(
         stack,
         task_queue,

@@ -12,8 +12,8 @@ use nodewright_tests::machines::KillableWorker;
 use nodewright_tests::temporal_worker::unique_task_queue;
 
 use super::common::{
-    PoolShape, Sampler, clean_up_pool, cli, ensure_bounds, ensure_pool_is, num, roll,
-    rollout_pool_file, wait_rollout,
+    PoolShape, Sampler, clean_up_pool, ensure_bounds, ensure_pool_is, num, roll, rollout_pool_file,
+    start_rollout, wait_rollout,
 };
 
 const REPLICAS: u32 = 4;
@@ -44,23 +44,7 @@ async fn killed(
 
     let sampler = Sampler::start(stack, pool).await?;
     let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
-    let v2_text = v2.to_string_lossy().into_owned();
-    cli(
-        stack,
-        task_queue,
-        &[
-            "pool",
-            "rollout",
-            "--pool",
-            &v2_text,
-            "--observe-interval",
-            "1s",
-            "--history-limit",
-            "150",
-        ],
-    )
-    .await?
-    .expect_code(0)?;
+    start_rollout(stack, task_queue, &v2, &["--history-limit", "150"]).await?;
 
     // Kill the worker while the first, second and third new machines are being made. A worker
     // killed inside an ARM write (no heartbeat; 3 minutes start-to-close) delays that step's

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::common::{
     PoolShape, clean_up_pool, cli, ensure_pool_is, num, roll, rollout_pool_file, rollout_status,
-    wait_rollout,
+    start_rollout, wait_rollout,
 };
 
 const REPLICAS: u32 = 3;
@@ -166,21 +166,7 @@ async fn stalling(
             .await?,
     );
     let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
-    let v2_text = v2.to_string_lossy().into_owned();
-    cli(
-        stack,
-        task_queue,
-        &[
-            "pool",
-            "rollout",
-            "--pool",
-            &v2_text,
-            "--observe-interval",
-            "1s",
-        ],
-    )
-    .await?
-    .expect_code(0)?;
+    start_rollout(stack, task_queue, &v2, &[]).await?;
     let wait = Duration::from_secs(120);
     let stalled = wait_rollout(stack, task_queue, pool, "the rollout to stall", wait, |s| {
         s["stalled"].is_string()
