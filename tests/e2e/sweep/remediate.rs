@@ -11,7 +11,7 @@ use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::is_node_ready;
 use nodewright_tests::poll::eventually;
 
-use super::common::{SweepCluster, outcome};
+use super::common::{SweepCluster, kept_rule, outcome};
 use crate::rollout::common::{PoolShape, clean_up_pool, pool_machines, roll, rollout_pool_file};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,8 +58,6 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
     )
     .await?;
 
-    let (code, audit) = sweep.sweep(&["--health-timeout", "1s"]).await?;
-    ensure!(code == Some(0), "report-only sweep exit {code:?}: {audit}");
     let entry = |audit: &serde_json::Value| {
         audit["entries"]
             .as_array()
@@ -68,7 +66,23 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
             .find(|e| e["name"].as_str() == Some(broken.as_str()))
             .cloned()
     };
-    let reported = entry(&audit).context("the unhealthy machine is not in the audit")?;
+    // The Node's NotReady may be seconds old when the test first sees it (the health timeout
+    // counts from the condition's lastTransitionTime): sweep until the machine is reported.
+    let mut last_rule = None;
+    let mut reported = None;
+    for _ in 0..10 {
+        let (code, audit) = sweep.sweep(&["--health-timeout", "1s"]).await?;
+        ensure!(code == Some(0), "report-only sweep exit {code:?}: {audit}");
+        reported = entry(&audit);
+        if reported.is_some() {
+            break;
+        }
+        last_rule = kept_rule(&audit, "vm", &broken);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    let reported = reported.with_context(|| {
+        format!("the unhealthy machine is not in the audit; it was kept by {last_rule:?}")
+    })?;
     ensure!(
         reported["rule"] == "unhealthy" && reported["action"] == "report",
         "{reported}"
