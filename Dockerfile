@@ -8,9 +8,12 @@
 # The worker is configured by the NODEWRIGHT_* / TEMPORAL_* / KUBECONFIG environment variables
 # or a file given with --config (README, Configuration). docker-compose.yml runs it with Temporal.
 
+# The two bases can be replaced with --build-arg (dev/images does, where no registry is reachable).
 ARG RUST_VERSION=1.95
+ARG BUILDER_IMAGE=rust:${RUST_VERSION}-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
-FROM rust:${RUST_VERSION}-bookworm AS builder
+FROM ${BUILDER_IMAGE} AS builder
 # aws-lc-sys (rustls' crypto) may fall back to CMake; protos are compiled in Rust (protox).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake \
@@ -26,7 +29,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     && mkdir -p /out \
     && cp target/release/nodewright-worker target/release/nodewright /out/
 
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="nodewright" \
       org.opencontainers.image.description="The nodewright worker (Temporal workflows managing Azure worker machines of Kubernetes clusters) and the nodewright CLI" \

@@ -4,6 +4,7 @@
 
 mod cli;
 mod drain;
+mod image;
 mod kubernetes_smoke;
 mod machines;
 mod preflight;

@@ -120,15 +120,19 @@ pub fn repo_root() -> &'static Path {
         .unwrap_or_else(|| Path::new("."))
 }
 
-fn env_file_path() -> PathBuf {
-    let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
+/// The stack's run directory: `$NODEWRIGHT_RUN_DIR`, default `.run` in the repository.
+pub fn run_dir() -> PathBuf {
+    std::env::var_os("NODEWRIGHT_RUN_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".run"));
-    run_dir.join("env")
+        .unwrap_or_else(|| repo_root().join(".run"))
+}
+
+fn env_file_path() -> PathBuf {
+    run_dir().join("env")
 }
 
 /// Parses `KEY=value` lines; blank lines and `#` comments are skipped.
-fn parse_env_file(text: &str) -> HashMap<String, String> {
+pub fn parse_env_file(text: &str) -> HashMap<String, String> {
     text.lines()
         .map(str::trim)
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
@@ -162,10 +166,7 @@ fn stack_tool(variable: &str) -> Result<PathBuf> {
     if let Some(path) = std::env::var_os(variable) {
         return Ok(PathBuf::from(path));
     }
-    let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join(".run"));
-    let text = std::fs::read_to_string(run_dir.join("env"))?;
+    let text = std::fs::read_to_string(env_file_path())?;
     let prefix = format!("{variable}=");
     text.lines()
         .filter_map(|line| line.trim().strip_prefix(prefix.as_str()))

@@ -21,10 +21,25 @@ pub fn settings(config: &TemporalConfig, identity: &str) -> anyhow::Result<Tempo
     })?)
 }
 
-/// `nodewright-worker@<host>:<pid>`, as the Temporal UI shows it on each task and poller.
+/// `nodewright-worker@<host>:<pid>`, as the Temporal UI shows it on each task and poller. The
+/// host is `$HOSTNAME` (a pod's name), else the kernel's host name (a container's id).
 pub fn worker_identity() -> String {
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown-host".to_owned());
+    let host = host_name(
+        std::env::var("HOSTNAME").ok(),
+        std::fs::read_to_string("/proc/sys/kernel/hostname").ok(),
+    );
     format!("nodewright-worker@{host}:{}", std::process::id())
+}
+
+/// The first of `from_env` and `from_kernel` that is not blank, trimmed; `unknown-host` when
+/// neither is known.
+fn host_name(from_env: Option<String>, from_kernel: Option<String>) -> String {
+    [from_env, from_kernel]
+        .into_iter()
+        .flatten()
+        .map(|name| name.trim().to_owned())
+        .find(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned())
 }
 
 /// Resolves once Temporal lists `identity` among the pollers of `task_queue` (its workflow or
@@ -60,5 +75,29 @@ pub async fn wait_until_polling(client: Client, task_queue: String, identity: St
             }
         }
         tokio::time::sleep(POLLER_CHECK_INTERVAL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_name;
+
+    #[test]
+    fn the_host_name_comes_from_the_environment_then_the_kernel() {
+        let some = |name: &str| Some(name.to_owned());
+        let cases = [
+            (some("pod-7f9c"), some("kernel\n"), "pod-7f9c"),
+            (None, some("c0ffee\n"), "c0ffee"),
+            (some("  "), some("c0ffee\n"), "c0ffee"),
+            (None, None, "unknown-host"),
+            (some(""), some("\n"), "unknown-host"),
+        ];
+        for (env, kernel, expected) in cases {
+            assert_eq!(
+                host_name(env.clone(), kernel.clone()),
+                expected,
+                "{env:?} {kernel:?}"
+            );
+        }
     }
 }
