@@ -40,15 +40,9 @@ async fn the_worker_image_runs_hardened_as_nonroot_and_with_its_cli_creates_and_
 -> Result<()> {
     let stack = Stack::load()?;
     let images = Images::load()?;
-    let config = images.inspect(&images.worker)?;
-    eprintln!(
-        "{}: {:.1} MB ({} bases)",
-        images.worker,
-        config["Size"].as_f64().unwrap_or_default() / 1e6,
-        images.bases
-    );
-    ensure_image_config(
-        &config,
+    checked_image_config(
+        &images,
+        &images.worker,
         "/usr/local/bin/nodewright-worker",
         &["8080/tcp", "9464/tcp"],
         "nodewright",
@@ -220,15 +214,9 @@ async fn drive_worker_container(
 async fn the_sandbox_image_serves_the_arm_contract_to_nodewrights_client() -> Result<()> {
     let stack = Stack::load()?;
     let images = Images::load()?;
-    let config = images.inspect(&images.sandbox)?;
-    eprintln!(
-        "{}: {:.1} MB ({} bases)",
-        images.sandbox,
-        config["Size"].as_f64().unwrap_or_default() / 1e6,
-        images.bases
-    );
-    ensure_image_config(
-        &config,
+    let config = checked_image_config(
+        &images,
+        &images.sandbox,
         "/usr/local/bin/nodewright-sandbox",
         &["8443/tcp"],
         "nodewright-sandbox",
@@ -341,14 +329,21 @@ async fn finish<T>(arm: &ArmClient, submitted: Submitted<T>) -> Result<()> {
     Ok(())
 }
 
-/// The image config every nodewright image shares: distroless' nonroot user, the binary as the
-/// entrypoint, the ports, the OCI labels.
-fn ensure_image_config(
-    config: &Value,
+/// The config of `image` (printed with its size), checked for what every nodewright image
+/// shares: distroless' nonroot user, the binary as the entrypoint, the ports, the OCI labels.
+fn checked_image_config(
+    images: &Images,
+    image: &str,
     entrypoint: &str,
     ports: &[&str],
     title: &str,
-) -> Result<()> {
+) -> Result<Value> {
+    let config = images.inspect(image)?;
+    eprintln!(
+        "{image}: {:.1} MB ({} bases)",
+        config["Size"].as_f64().unwrap_or_default() / 1e6,
+        images.bases
+    );
     let image = &config["Config"];
     ensure!(image["User"] == "65532:65532", "User: {}", image["User"]);
     ensure!(
@@ -374,7 +369,7 @@ fn ensure_image_config(
             .is_some_and(|version| !version.is_empty()),
         "labels: {labels}"
     );
-    Ok(())
+    Ok(config)
 }
 
 /// `podman args…` to the end: its stdout, or an error with everything it printed.

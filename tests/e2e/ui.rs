@@ -2,7 +2,9 @@
 //! `dev/install`) loads the local stack's UI, lists the runs of a fresh test pool filtered by
 //! `NodewrightPool`, opens the CreateMachine run, and the test asserts on the rendered page and
 //! saves screenshots to `target/e2e-screenshots/` (`list-<pool>.png`, `run-<machine>.png`,
-//! `metadata-<machine>.png`) with the pages' text next to them (`.txt`).
+//! `metadata-<machine>.png`) with the pages' text next to them (`.txt`). A create that ARM
+//! refuses (AllocationFailed, injected in the sandbox) is listed among the pool's failed runs, and
+//! its page says the step, ARM's code and message, and what was removed (`failed-run-<machine>`).
 //!
 //! The browser runs as a plain process, with no driver: `--dump-dom` prints the DOM after the
 //! single-page app has rendered (`--virtual-time-budget` lets its API calls finish first), and
@@ -16,10 +18,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{CliResult, KillableWorker, create_machine, write_pool_file};
+use nodewright_tests::machines::{
+    CliResult, KillableWorker, Sandbox, create_machine, write_pool_file,
+};
 use nodewright_tests::stack::{repo_root, temporal_cli};
 use nodewright_tests::temporal_worker::unique_task_queue;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Where Debian's `chromium` package puts the browser; `NODEWRIGHT_CHROMIUM` overrides it.
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -64,6 +68,97 @@ async fn the_temporal_ui_lists_a_pools_runs_and_shows_a_create_run_readably() ->
     )?;
     deleted.expect_code(0).with_context(|| worker.log_tail())?;
     checked
+}
+
+#[tokio::test]
+async fn the_temporal_ui_shows_a_failed_create_with_the_arm_error_and_the_clean_up() -> Result<()> {
+    let browser = Browser::find()?;
+    let stack = Stack::load()?;
+    let ui = temporal_ui_url()?;
+    let sandbox = Sandbox::new(&stack)?;
+    let task_queue = unique_task_queue("uifail");
+    let worker = KillableWorker::start(&stack, &task_queue)?;
+    let pool = format!("uf{}", unique_suffix());
+    let pool_file = write_pool_file(&stack, &pool, "5m")?;
+    let machine = format!("{pool}-f9k2m");
+    let rule = sandbox
+        .add_fault(json!({
+            "kind": "fail_operation", "operation": "vm.put", "vm": format!("{pool}-*"),
+            "code": "AllocationFailed",
+            "message": "Allocation failed. We do not have sufficient capacity for the requested VM size in this region.",
+        }))
+        .await?;
+    let created = create_machine(&stack, &task_queue, &pool_file, &machine, &["--wait"]);
+    sandbox.remove_fault(rule).await?;
+    created?.expect_code(3).with_context(|| worker.log_tail())?;
+    check_failed_ui(&browser, &stack, &ui, &pool, &machine).await
+}
+
+/// Opens the pool's failed runs and the failed create run in the browser: the failure names the
+/// step, the ARM error code and message, and what was cleaned up.
+async fn check_failed_ui(
+    browser: &Browser,
+    stack: &Stack,
+    ui: &str,
+    pool: &str,
+    machine: &str,
+) -> Result<()> {
+    let workflow_id = format!("create/{}/{machine}", stack.cluster);
+    let run_id = run_id(stack, &workflow_id).await?;
+    let namespace = &stack.temporal_namespace;
+    let dir = repo_root().join("target").join("e2e-screenshots");
+    std::fs::create_dir_all(&dir)?;
+
+    let query = format!("NodewrightPool=\"{pool}\" AND ExecutionStatus=\"Failed\"");
+    let list_url = format!(
+        "{ui}/namespaces/{namespace}/workflows?query={}",
+        encode(&query)
+    );
+    let list = browser
+        .text_showing(&list_url, &workflow_id)
+        .await
+        .context("the pool's failed runs")?;
+    std::fs::write(dir.join(format!("failed-list-{pool}.txt")), &list)?;
+    for expected in [workflow_id.as_str(), "CreateMachine", "Failed", "1–1 of 1"] {
+        ensure!(
+            list.contains(expected),
+            "the list at {list_url} does not show {expected:?}; its text: {}",
+            excerpt(&list)
+        );
+    }
+
+    let run_url = format!(
+        "{ui}/namespaces/{namespace}/workflows/{}/{run_id}/history",
+        encode(&workflow_id)
+    );
+    let run = browser
+        .text_showing(&run_url, "AllocationFailed")
+        .await
+        .context("the failed run's page")?;
+    std::fs::write(dir.join(format!("failed-run-{machine}.txt")), &run)?;
+    let step = format!("creating machine {machine} failed at step provision-vm");
+    for expected in [
+        step.as_str(),
+        "AllocationFailed: Allocation failed. We do not have sufficient capacity",
+        "removed the VM (with its NIC and OS disk)",
+        "Failed",
+        // The failed step, then the clean-up, by activity name.
+        "azure.await_vm",
+        "azure.begin_vm_delete",
+        "azure.await_vm_deletion",
+        "azure.find_leftovers",
+        "kube.delete_node",
+    ] {
+        ensure!(
+            run.contains(expected),
+            "the failed run's page at {run_url} does not show {expected:?}; its text: {}",
+            excerpt(&run)
+        );
+    }
+    let run_png = dir.join(format!("failed-run-{machine}.png"));
+    browser.screenshot(&run_url, &run_png, "1600,1120").await?;
+    println!("screenshot of {run_url}: {}", run_png.display());
+    Ok(())
 }
 
 /// Opens the pool's list and the create run in the browser, asserts on both, saves screenshots.
