@@ -3,6 +3,7 @@
 //! stack is up.
 
 mod cli;
+mod deployment;
 mod drain;
 mod image;
 mod kubernetes_smoke;

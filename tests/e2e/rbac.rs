@@ -220,18 +220,21 @@ async fn refused_drain(
 
 /// A ServiceAccount of a fresh namespace bound to a copy of the ClusterRole of `deploy/`, and a
 /// kubeconfig holding a token of it.
-struct Identity {
-    namespace: String,
+pub(crate) struct Identity {
+    /// The ServiceAccount's namespace.
+    pub(crate) namespace: String,
     account: String,
     role: String,
     kubeconfig: PathBuf,
+    /// A token of the ServiceAccount (one hour).
+    pub(crate) token: String,
 }
 
 impl Identity {
     /// Applies `deploy/serviceaccount.yaml`, `clusterrole.yaml` (changed by `edit`) and
     /// `clusterrolebinding.yaml`, renamed for this run, and writes a kubeconfig with a token of
     /// the ServiceAccount. Whatever was made is removed when a step fails.
-    async fn grant(
+    pub(crate) async fn grant(
         stack: &Stack,
         admin: &kube::Client,
         edit: impl FnOnce(&mut ClusterRole),
@@ -246,7 +249,7 @@ impl Identity {
             "{}-{suffix}",
             role.metadata.name.as_deref().context("role name")?
         );
-        let identity = Self {
+        let mut identity = Self {
             namespace: namespace.clone(),
             account: account_name.clone(),
             role: role_name.clone(),
@@ -254,6 +257,7 @@ impl Identity {
                 .join("target")
                 .join("e2e-rbac")
                 .join(format!("{namespace}.kubeconfig")),
+            token: String::new(),
         };
         let made = async {
             create_namespace(admin, &namespace).await?;
@@ -294,11 +298,15 @@ impl Identity {
                     "1h",
                 ],
             )?;
-            write_kubeconfig(stack, &identity.kubeconfig, token.trim())
+            write_kubeconfig(stack, &identity.kubeconfig, token.trim())?;
+            anyhow::Ok(token.trim().to_owned())
         }
         .await;
         match made {
-            Ok(()) => Ok(identity),
+            Ok(token) => {
+                identity.token = token;
+                Ok(identity)
+            }
             Err(error) => {
                 identity.revoke(admin).await;
                 Err(error)
@@ -332,7 +340,7 @@ impl Identity {
 
     /// Deletes the binding, the role, the namespace (and its ServiceAccount) and the
     /// kubeconfig; reports problems without failing.
-    async fn revoke(&self, admin: &kube::Client) {
+    pub(crate) async fn revoke(&self, admin: &kube::Client) {
         delete_quietly::<ClusterRoleBinding>(admin, &self.role, "the ClusterRoleBinding").await;
         delete_quietly::<ClusterRole>(admin, &self.role, "the ClusterRole").await;
         delete_quietly::<Namespace>(admin, &self.namespace, "the ServiceAccount's namespace").await;
@@ -340,7 +348,7 @@ impl Identity {
     }
 
     /// Fails unless the binding, the role and the ServiceAccount are gone.
-    async fn ensure_revoked(&self, admin: &kube::Client) -> Result<()> {
+    pub(crate) async fn ensure_revoked(&self, admin: &kube::Client) -> Result<()> {
         ensure!(
             Api::<ClusterRoleBinding>::all(admin.clone())
                 .get_opt(&self.role)
@@ -375,7 +383,7 @@ impl Identity {
 }
 
 /// A manifest of `deploy/`, read through `kubectl create --dry-run=client -o json`.
-fn manifest<T: serde::de::DeserializeOwned>(file: &str) -> Result<T> {
+pub(crate) fn manifest<T: serde::de::DeserializeOwned>(file: &str) -> Result<T> {
     let path = repo_root().join("deploy").join(file);
     let stack = Stack::load()?;
     let text = kubectl(
