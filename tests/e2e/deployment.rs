@@ -35,8 +35,6 @@ use crate::rbac::{Identity, manifest};
 
 /// Where the kubelet projects a pod's ServiceAccount token, CA and namespace.
 const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-/// How long a machine may take to be created or deleted.
-const WAIT: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deploy_manifests_run_the_worker_image_with_its_service_account_and_probes()
@@ -169,17 +167,7 @@ async fn drive(
         &["machine", "delete", &machine, "--wait"],
     )?
     .expect_code(0)?;
-    eventually(
-        &format!("nothing of {machine} to be left"),
-        WAIT,
-        Duration::from_millis(500),
-        || async {
-            let left = sandbox.machine_resources(&machine).await?;
-            let node_left = node(&kube, &machine).await?.is_some();
-            Ok((left.is_empty() && !node_left).then_some(()))
-        },
-    )
-    .await?;
+    crate::machines::assert_nothing_left(stack, &sandbox, &machine).await?;
 
     // SIGTERM with the pod's grace period: exit 0; the log is JSON lines.
     let grace = pod

@@ -183,17 +183,7 @@ async fn drive_worker_container(
     );
 
     cli(&["machine", "delete", &machine, "--wait"])?;
-    eventually(
-        &format!("nothing of {machine} to be left"),
-        WAIT,
-        Duration::from_millis(500),
-        || async {
-            let left = sandbox.machine_resources(&machine).await?;
-            let node_left = node(&kube, &machine).await?.is_some();
-            Ok((left.is_empty() && !node_left).then_some(()))
-        },
-    )
-    .await?;
+    crate::machines::assert_nothing_left(stack, &sandbox, &machine).await?;
 
     // SIGTERM, as the kubelet sends it: the worker finishes and exits 0 within the grace period.
     let code = worker.stop(DEPLOYMENT_GRACE_SECONDS)?;

@@ -103,58 +103,49 @@ async fn check_failed_ui(
     pool: &str,
     machine: &str,
 ) -> Result<()> {
-    let workflow_id = format!("create/{}/{machine}", stack.cluster);
-    let run_id = run_id(stack, &workflow_id).await?;
-    let namespace = &stack.temporal_namespace;
-    let dir = repo_root().join("target").join("e2e-screenshots");
-    std::fs::create_dir_all(&dir)?;
-
     let query = format!("NodewrightPool=\"{pool}\" AND ExecutionStatus=\"Failed\"");
-    let list_url = format!(
-        "{ui}/namespaces/{namespace}/workflows?query={}",
-        encode(&query)
-    );
+    let CreateRunPages {
+        workflow_id,
+        list_url,
+        run_url,
+        dir,
+        ..
+    } = CreateRunPages::new(stack, ui, machine, &query).await?;
     let list = browser
         .text_showing(&list_url, &workflow_id)
         .await
         .context("the pool's failed runs")?;
     std::fs::write(dir.join(format!("failed-list-{pool}.txt")), &list)?;
-    for expected in [workflow_id.as_str(), "CreateMachine", "Failed", "1–1 of 1"] {
-        ensure!(
-            list.contains(expected),
-            "the list at {list_url} does not show {expected:?}; its text: {}",
-            excerpt(&list)
-        );
-    }
+    ensure_shows(
+        "the list",
+        &list_url,
+        &list,
+        &[&workflow_id, "CreateMachine", "Failed", "1–1 of 1"],
+    )?;
 
-    let run_url = format!(
-        "{ui}/namespaces/{namespace}/workflows/{}/{run_id}/history",
-        encode(&workflow_id)
-    );
     let run = browser
         .text_showing(&run_url, "AllocationFailed")
         .await
         .context("the failed run's page")?;
     std::fs::write(dir.join(format!("failed-run-{machine}.txt")), &run)?;
     let step = format!("creating machine {machine} failed at step provision-vm");
-    for expected in [
-        step.as_str(),
-        "AllocationFailed: Allocation failed. We do not have sufficient capacity",
-        "removed the VM (with its NIC and OS disk)",
-        "Failed",
-        // The failed step, then the clean-up, by activity name.
-        "azure.await_vm",
-        "azure.begin_vm_delete",
-        "azure.await_vm_deletion",
-        "azure.find_leftovers",
-        "kube.delete_node",
-    ] {
-        ensure!(
-            run.contains(expected),
-            "the failed run's page at {run_url} does not show {expected:?}; its text: {}",
-            excerpt(&run)
-        );
-    }
+    ensure_shows(
+        "the failed run's page",
+        &run_url,
+        &run,
+        &[
+            &step,
+            "AllocationFailed: Allocation failed. We do not have sufficient capacity",
+            "removed the VM (with its NIC and OS disk)",
+            "Failed",
+            // The failed step, then the clean-up, by activity name.
+            "azure.await_vm",
+            "azure.begin_vm_delete",
+            "azure.await_vm_deletion",
+            "azure.find_leftovers",
+            "kube.delete_node",
+        ],
+    )?;
     let run_png = dir.join(format!("failed-run-{machine}.png"));
     browser.screenshot(&run_url, &run_png, "1600,1120").await?;
     println!("screenshot of {run_url}: {}", run_png.display());
@@ -169,37 +160,33 @@ async fn check_ui(
     pool: &str,
     machine: &str,
 ) -> Result<()> {
-    let workflow_id = format!("create/{}/{machine}", stack.cluster);
-    let run_id = run_id(stack, &workflow_id).await?;
-    let namespace = &stack.temporal_namespace;
-    let dir = repo_root().join("target").join("e2e-screenshots");
-    std::fs::create_dir_all(&dir)?;
-
     // (a) The namespace's workflows filtered by the pool: exactly this machine's create run.
     let query = format!("NodewrightPool=\"{pool}\"");
-    let list_url = format!(
-        "{ui}/namespaces/{namespace}/workflows?query={}",
-        encode(&query)
-    );
+    let CreateRunPages {
+        workflow_id,
+        run_id,
+        list_url,
+        run_url,
+        dir,
+    } = CreateRunPages::new(stack, ui, machine, &query).await?;
     let list = browser
         .text_showing(&list_url, &workflow_id)
         .await
         .context("the pool's list")?;
     std::fs::write(dir.join(format!("list-{pool}.txt")), &list)?;
-    for expected in [
-        workflow_id.as_str(),
-        run_id.as_str(),
-        "CreateMachine",
-        "Completed",
-        // The pagination line: the filter left exactly one run.
-        "1–1 of 1",
-    ] {
-        ensure!(
-            list.contains(expected),
-            "the list at {list_url} does not show {expected:?}; its text: {}",
-            excerpt(&list)
-        );
-    }
+    ensure_shows(
+        "the list",
+        &list_url,
+        &list,
+        &[
+            &workflow_id,
+            &run_id,
+            "CreateMachine",
+            "Completed",
+            // The pagination line: the filter left exactly one run.
+            "1–1 of 1",
+        ],
+    )?;
     let list_png = dir.join(format!("list-{pool}.png"));
     browser
         .screenshot(&list_url, &list_png, "1600,1000")
@@ -207,10 +194,6 @@ async fn check_ui(
     println!("screenshot of {list_url}: {}", list_png.display());
 
     // (b) The run's page: identity, the summary, every step by its activity name.
-    let run_url = format!(
-        "{ui}/namespaces/{namespace}/workflows/{}/{run_id}/history",
-        encode(&workflow_id)
-    );
     let run = browser
         .text_showing(&run_url, "kube.await_node_ready")
         .await
@@ -226,13 +209,7 @@ async fn check_ui(
         summary.as_str(),
     ];
     expected.extend(CREATE_ACTIVITIES);
-    for expected in expected {
-        ensure!(
-            run.contains(expected),
-            "the run's page at {run_url} does not show {expected:?}; its text: {}",
-            excerpt(&run)
-        );
-    }
+    ensure_shows("the run's page", &run_url, &run, &expected)?;
     let run_png = dir.join(format!("run-{machine}.png"));
     browser.screenshot(&run_url, &run_png, "1600,1120").await?;
     println!("screenshot of {run_url}: {}", run_png.display());
@@ -250,18 +227,64 @@ async fn check_ui(
         .await
         .context("the run's User Metadata tab")?;
     let metadata = visible_text(&metadata);
-    for expected in [workflow_id.as_str(), "Summary", "Current Details"] {
-        ensure!(
-            metadata.contains(expected),
-            "the User Metadata tab at {metadata_url} does not show {expected:?}: {}",
-            excerpt(&metadata)
-        );
-    }
+    ensure_shows(
+        "the User Metadata tab",
+        &metadata_url,
+        &metadata,
+        &[&workflow_id, "Summary", "Current Details"],
+    )?;
     let metadata_png = dir.join(format!("metadata-{machine}.png"));
     browser
         .screenshot(&metadata_url, &metadata_png, "1600,1000")
         .await?;
     println!("screenshot of {metadata_url}: {}", metadata_png.display());
+    Ok(())
+}
+
+/// A create run's pages in the Temporal UI, and where their screenshots and texts go.
+struct CreateRunPages {
+    workflow_id: String,
+    run_id: String,
+    /// The namespace's runs filtered by a visibility query.
+    list_url: String,
+    /// The run's history page.
+    run_url: String,
+    dir: PathBuf,
+}
+
+impl CreateRunPages {
+    /// The pages of the latest create run of `machine`, the list filtered by `query`.
+    async fn new(stack: &Stack, ui: &str, machine: &str, query: &str) -> Result<Self> {
+        let workflow_id = format!("create/{}/{machine}", stack.cluster);
+        let run_id = run_id(stack, &workflow_id).await?;
+        let namespace = &stack.temporal_namespace;
+        let dir = repo_root().join("target").join("e2e-screenshots");
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self {
+            list_url: format!(
+                "{ui}/namespaces/{namespace}/workflows?query={}",
+                encode(query)
+            ),
+            run_url: format!(
+                "{ui}/namespaces/{namespace}/workflows/{}/{run_id}/history",
+                encode(&workflow_id)
+            ),
+            workflow_id,
+            run_id,
+            dir,
+        })
+    }
+}
+
+/// Fails unless `text`, the visible text of `page` at `url`, shows every one of `expected`.
+fn ensure_shows(page: &str, url: &str, text: &str, expected: &[&str]) -> Result<()> {
+    for expected in expected {
+        ensure!(
+            text.contains(expected),
+            "{page} at {url} does not show {expected:?}; its text: {}",
+            excerpt(text)
+        );
+    }
     Ok(())
 }
 

@@ -20,7 +20,11 @@ fn unique_pool(prefix: &str) -> String {
 }
 
 /// Fails unless nothing of `machine` is left: no VM, NIC, disk or Node.
-async fn assert_nothing_left(stack: &Stack, sandbox: &Sandbox, machine: &str) -> Result<()> {
+pub(crate) async fn assert_nothing_left(
+    stack: &Stack,
+    sandbox: &Sandbox,
+    machine: &str,
+) -> Result<()> {
     let left: MachineResources = sandbox.machine_resources(machine).await?;
     ensure!(left.is_empty(), "{machine} leaked in Azure: {left:#?}");
     let kube = stack.kube_client().await?;
