@@ -19,11 +19,11 @@ use anyhow::{Context, Result, bail, ensure};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{
-    CliResult, KillableWorker, Sandbox, create_machine, write_pool_file,
+    CliResult, KillableWorker, Sandbox, allocation_failure, create_machine, write_pool_file,
 };
 use nodewright_tests::stack::{repo_root, temporal_cli};
 use nodewright_tests::temporal_worker::unique_task_queue;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Where Debian's `chromium` package puts the browser; `NODEWRIGHT_CHROMIUM` overrides it.
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -81,13 +81,7 @@ async fn the_temporal_ui_shows_a_failed_create_with_the_arm_error_and_the_clean_
     let pool = format!("uf{}", unique_suffix());
     let pool_file = write_pool_file(&stack, &pool, "5m")?;
     let machine = format!("{pool}-f9k2m");
-    let rule = sandbox
-        .add_fault(json!({
-            "kind": "fail_operation", "operation": "vm.put", "vm": format!("{pool}-*"),
-            "code": "AllocationFailed",
-            "message": "Allocation failed. We do not have sufficient capacity for the requested VM size in this region.",
-        }))
-        .await?;
+    let rule = sandbox.add_fault(allocation_failure(&pool)).await?;
     let created = create_machine(&stack, &task_queue, &pool_file, &machine, &["--wait"]);
     sandbox.remove_fault(rule).await?;
     created?.expect_code(3).with_context(|| worker.log_tail())?;

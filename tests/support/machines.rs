@@ -209,6 +209,16 @@ spec:
     Ok(path)
 }
 
+/// A sandbox fault rule: every VM PUT of `pool` fails as ARM fails it when a region is out of
+/// capacity (`AllocationFailed`, with ARM's message).
+pub fn allocation_failure(pool: &str) -> Value {
+    serde_json::json!({
+        "kind": "fail_operation", "operation": "vm.put", "vm": format!("{pool}-*"),
+        "code": "AllocationFailed",
+        "message": "Allocation failed. We do not have sufficient capacity for the requested VM size in this region.",
+    })
+}
+
 /// The resources Azure (the sandbox) holds for a machine, found by the machine tag or by name.
 #[derive(Debug, Default)]
 pub struct MachineResources {

@@ -3,7 +3,9 @@
 
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
-use nodewright_tests::machines::{KillableWorker, Sandbox, create_machine, write_pool_file};
+use nodewright_tests::machines::{
+    KillableWorker, Sandbox, allocation_failure, create_machine, write_pool_file,
+};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use serde_json::json;
 
@@ -18,13 +20,7 @@ async fn allocation_failure_fails_the_run_with_the_arm_code_and_leaves_nothing()
     let pool = unique_pool("a");
     let pool_file = write_pool_file(&stack, &pool, "5m")?;
     let machine = format!("{pool}-f4x2k");
-    let rule = sandbox
-        .add_fault(json!({
-            "kind": "fail_operation", "operation": "vm.put", "vm": format!("{pool}-*"),
-            "code": "AllocationFailed",
-            "message": "Allocation failed. We do not have sufficient capacity for the requested VM size in this region.",
-        }))
-        .await?;
+    let rule = sandbox.add_fault(allocation_failure(&pool)).await?;
 
     let created = create_machine(&stack, &task_queue, &pool_file, &machine, &["--wait"])?;
     sandbox.remove_fault(rule).await?;
