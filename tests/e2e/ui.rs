@@ -1,6 +1,6 @@
 //! The Temporal UI in a real browser: headless Chromium (Debian's `chromium`, installed by
-//! `dev/install`) loads the local stack's UI, lists the runs of a fresh test pool filtered by
-//! `NodewrightPool`, opens the CreateMachine run, and the test asserts on the rendered page and
+//! `dev/install --test-tools`) loads the local stack's UI, lists the runs of a fresh test pool
+//! filtered by `NodewrightPool`, opens the CreateMachine run, and the test asserts on the rendered page and
 //! saves screenshots to `target/e2e-screenshots/` (`list-<pool>.png`, `run-<machine>.png`,
 //! `metadata-<machine>.png`) with the pages' text next to them (`.txt`). A create that ARM
 //! refuses (AllocationFailed, injected in the sandbox) is listed among the pool's failed runs, and
@@ -295,8 +295,8 @@ impl Browser {
             .map_or_else(|| PathBuf::from(CHROMIUM), PathBuf::from);
         if !path.is_file() {
             bail!(
-                "{} is missing: run `dev/install`, which installs Debian's chromium package \
-                 (or `apt-get install -y chromium`)",
+                "{} is missing: run `dev/install --test-tools`, which installs Debian's chromium \
+                 package (or `apt-get install -y chromium`)",
                 path.display()
             );
         }

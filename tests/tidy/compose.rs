@@ -1,7 +1,7 @@
 //! `docker-compose.yml` and the Dockerfiles against the code: the compose file passes
-//! `docker-compose config -q` (installed by `dev/install`, no Docker daemon needed), the worker's
-//! environment is one the configuration code reads and accepts, the images run binaries the
-//! workspace builds, and the ports line up. Needs no stack.
+//! `docker-compose config -q` (installed by `dev/install --test-tools`, no Docker daemon
+//! needed), the worker's environment is one the configuration code reads and accepts, the images
+//! run binaries the workspace builds, and the ports line up. Needs no stack.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -163,7 +163,7 @@ fn compose_file_passes_docker_compose_config() {
     let output = match output {
         Ok(output) => output,
         Err(error) => panic!(
-            "cannot run docker-compose ({error}): run dev/install, which installs it \
+            "cannot run docker-compose ({error}): run dev/install --test-tools, which installs it \
              (apt-get install docker-compose)"
         ),
     };
