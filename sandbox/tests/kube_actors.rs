@@ -92,10 +92,14 @@ async fn joiner_scenario(
         spec.provider_id,
         Some(format!("azure://{}", machine.id)),
     )?;
+    // The node-lifecycle controller's condition taints (`node.kubernetes.io/not-ready` until it
+    // has seen the Ready condition) come and go on their own schedule; only the taints the VM
+    // registered with are the joiner's.
     let taints: Vec<String> = spec
         .taints
         .unwrap_or_default()
         .iter()
+        .filter(|taint| !taint.key.starts_with("node.kubernetes.io/"))
         .map(|taint| {
             format!(
                 "{}={}:{}",
