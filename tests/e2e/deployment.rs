@@ -23,10 +23,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container as ContainerSpec, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::config::Kubeconfig;
-use nodewright_model::ownership::LABEL_POOL;
 use nodewright_tests::images::{Container, Images};
-use nodewright_tests::kube_objects::{is_node_ready, unique_suffix};
-use nodewright_tests::machines::{CliResult, Sandbox, create_machine, node, write_pool_file};
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::{
+    CliResult, Sandbox, create_machine, ensure_joined, write_pool_file,
+};
 use nodewright_tests::worker_process::{http_get, scratch_dir};
 use nodewright_tests::{Stack, eventually};
 use serde_json::Value;
@@ -154,13 +155,7 @@ async fn drive(
     let pool_file = write_pool_file(stack, &pool, "5m")?;
     let machine = format!("{pool}-d3p1y");
     create_machine(stack, task_queue, &pool_file, &machine, &["--wait"])?.expect_code(0)?;
-    let kube = stack.kube_client().await?;
-    let node_object = node(&kube, &machine)
-        .await?
-        .with_context(|| format!("no Node {machine}"))?;
-    ensure!(is_node_ready(&node_object), "Node {machine} is not Ready");
-    let labels = node_object.metadata.labels.clone().unwrap_or_default();
-    ensure!(labels.get(LABEL_POOL) == Some(&pool), "labels {labels:?}");
+    ensure_joined(&stack.kube_client().await?, &machine, &pool).await?;
     CliResult::run(
         stack,
         task_queue,

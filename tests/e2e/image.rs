@@ -19,10 +19,9 @@ use anyhow::{Context, Result, ensure};
 use base64::Engine;
 use kube::config::Kubeconfig;
 use nodewright_activities::azure::{ArmClient, Deletion, Submitted};
-use nodewright_model::ownership::LABEL_POOL;
 use nodewright_tests::images::{Container, Images};
-use nodewright_tests::kube_objects::{is_node_ready, unique_suffix};
-use nodewright_tests::machines::{Sandbox, node, write_pool_file};
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::{Sandbox, ensure_joined, write_pool_file};
 use nodewright_tests::stack::{ArmScope, temporal_cli};
 use nodewright_tests::worker_process::{free_address, http_get, scratch_dir};
 use nodewright_tests::{Stack, eventually};
@@ -171,16 +170,7 @@ async fn drive_worker_container(
         resources.vms.len() == 1 && resources.nics.len() == 1 && resources.disks.len() == 1,
         "one VM, NIC and OS disk: {resources:#?}"
     );
-    let kube = stack.kube_client().await?;
-    let node_object = node(&kube, &machine)
-        .await?
-        .with_context(|| format!("no Node {machine}"))?;
-    ensure!(is_node_ready(&node_object), "Node {machine} is not Ready");
-    let labels = node_object.metadata.labels.clone().unwrap_or_default();
-    ensure!(
-        labels.get(LABEL_POOL) == Some(&pool),
-        "Node {machine} labels {labels:?}"
-    );
+    ensure_joined(&stack.kube_client().await?, &machine, &pool).await?;
 
     cli(&["machine", "delete", &machine, "--wait"])?;
     crate::machines::assert_nothing_left(stack, &sandbox, &machine).await?;

@@ -105,45 +105,44 @@ async fn check_failed_ui(
         dir,
         ..
     } = CreateRunPages::new(stack, ui, machine, &query).await?;
-    let list = browser
-        .text_showing(&list_url, &workflow_id)
-        .await
-        .context("the pool's failed runs")?;
-    std::fs::write(dir.join(format!("failed-list-{pool}.txt")), &list)?;
-    ensure_shows(
-        "the list",
-        &list_url,
-        &list,
-        &[&workflow_id, "CreateMachine", "Failed", "1–1 of 1"],
-    )?;
+    browser
+        .checked_text(
+            "the pool's failed runs",
+            &list_url,
+            &workflow_id,
+            &dir.join(format!("failed-list-{pool}.txt")),
+            &[&workflow_id, "CreateMachine", "Failed", "1–1 of 1"],
+        )
+        .await?;
 
-    let run = browser
-        .text_showing(&run_url, "AllocationFailed")
-        .await
-        .context("the failed run's page")?;
-    std::fs::write(dir.join(format!("failed-run-{machine}.txt")), &run)?;
     let step = format!("creating machine {machine} failed at step provision-vm");
-    ensure_shows(
-        "the failed run's page",
-        &run_url,
-        &run,
-        &[
-            &step,
-            "AllocationFailed: Allocation failed. We do not have sufficient capacity",
-            "removed the VM (with its NIC and OS disk)",
-            "Failed",
-            // The failed step, then the clean-up, by activity name.
-            "azure.await_vm",
-            "azure.begin_vm_delete",
-            "azure.await_vm_deletion",
-            "azure.find_leftovers",
-            "kube.delete_node",
-        ],
-    )?;
-    let run_png = dir.join(format!("failed-run-{machine}.png"));
-    browser.screenshot(&run_url, &run_png, "1600,1120").await?;
-    println!("screenshot of {run_url}: {}", run_png.display());
-    Ok(())
+    browser
+        .checked_text(
+            "the failed run's page",
+            &run_url,
+            "AllocationFailed",
+            &dir.join(format!("failed-run-{machine}.txt")),
+            &[
+                &step,
+                "AllocationFailed: Allocation failed. We do not have sufficient capacity",
+                "removed the VM (with its NIC and OS disk)",
+                "Failed",
+                // The failed step, then the clean-up, by activity name.
+                "azure.await_vm",
+                "azure.begin_vm_delete",
+                "azure.await_vm_deletion",
+                "azure.find_leftovers",
+                "kube.delete_node",
+            ],
+        )
+        .await?;
+    browser
+        .save_screenshot(
+            &run_url,
+            &dir.join(format!("failed-run-{machine}.png")),
+            "1600,1120",
+        )
+        .await
 }
 
 /// Opens the pool's list and the create run in the browser, asserts on both, saves screenshots.
@@ -163,36 +162,31 @@ async fn check_ui(
         run_url,
         dir,
     } = CreateRunPages::new(stack, ui, machine, &query).await?;
-    let list = browser
-        .text_showing(&list_url, &workflow_id)
-        .await
-        .context("the pool's list")?;
-    std::fs::write(dir.join(format!("list-{pool}.txt")), &list)?;
-    ensure_shows(
-        "the list",
-        &list_url,
-        &list,
-        &[
-            &workflow_id,
-            &run_id,
-            "CreateMachine",
-            "Completed",
-            // The pagination line: the filter left exactly one run.
-            "1–1 of 1",
-        ],
-    )?;
-    let list_png = dir.join(format!("list-{pool}.png"));
     browser
-        .screenshot(&list_url, &list_png, "1600,1000")
+        .checked_text(
+            "the pool's list",
+            &list_url,
+            &workflow_id,
+            &dir.join(format!("list-{pool}.txt")),
+            &[
+                &workflow_id,
+                &run_id,
+                "CreateMachine",
+                "Completed",
+                // The pagination line: the filter left exactly one run.
+                "1–1 of 1",
+            ],
+        )
         .await?;
-    println!("screenshot of {list_url}: {}", list_png.display());
+    browser
+        .save_screenshot(
+            &list_url,
+            &dir.join(format!("list-{pool}.png")),
+            "1600,1000",
+        )
+        .await?;
 
     // (b) The run's page: identity, the summary, every step by its activity name.
-    let run = browser
-        .text_showing(&run_url, "kube.await_node_ready")
-        .await
-        .context("the run's page")?;
-    std::fs::write(dir.join(format!("run-{machine}.txt")), &run)?;
     // The summary the CLI set; this UI shows it on the WorkflowExecutionStarted event.
     let summary = format!("Summary Create machine {machine} of pool {pool}");
     let mut expected = vec![
@@ -203,10 +197,22 @@ async fn check_ui(
         summary.as_str(),
     ];
     expected.extend(CREATE_ACTIVITIES);
-    ensure_shows("the run's page", &run_url, &run, &expected)?;
-    let run_png = dir.join(format!("run-{machine}.png"));
-    browser.screenshot(&run_url, &run_png, "1600,1120").await?;
-    println!("screenshot of {run_url}: {}", run_png.display());
+    browser
+        .checked_text(
+            "the run's page",
+            &run_url,
+            "kube.await_node_ready",
+            &dir.join(format!("run-{machine}.txt")),
+            &expected,
+        )
+        .await?;
+    browser
+        .save_screenshot(
+            &run_url,
+            &dir.join(format!("run-{machine}.png")),
+            "1600,1120",
+        )
+        .await?;
 
     // (c) The run's User Metadata tab: the summary on its own. The UI renders it as markdown in
     // an iframe (`/render?content=<summary>`), outside the dumped DOM's text: assert on the
@@ -227,12 +233,13 @@ async fn check_ui(
         &metadata,
         &[&workflow_id, "Summary", "Current Details"],
     )?;
-    let metadata_png = dir.join(format!("metadata-{machine}.png"));
     browser
-        .screenshot(&metadata_url, &metadata_png, "1600,1000")
-        .await?;
-    println!("screenshot of {metadata_url}: {}", metadata_png.display());
-    Ok(())
+        .save_screenshot(
+            &metadata_url,
+            &dir.join(format!("metadata-{machine}.png")),
+            "1600,1000",
+        )
+        .await
 }
 
 /// A create run's pages in the Temporal UI, and where their screenshots and texts go.
@@ -305,6 +312,31 @@ impl Browser {
     }
 
     /// The visible text of `url` once it contains `expected`: see [`Self::showing`].
+    /// Loads `url` until it shows `ready`, saves its text to `saved_as` and checks that it shows
+    /// each of `expected`; `page` names it in errors.
+    async fn checked_text(
+        &self,
+        page: &str,
+        url: &str,
+        ready: &str,
+        saved_as: &Path,
+        expected: &[&str],
+    ) -> Result<()> {
+        let text = self
+            .text_showing(url, ready)
+            .await
+            .with_context(|| page.to_owned())?;
+        std::fs::write(saved_as, &text)?;
+        ensure_shows(page, url, &text, expected)
+    }
+
+    /// Saves a screenshot of `url` to `path` and prints where it is.
+    async fn save_screenshot(&self, url: &str, path: &Path, window_size: &str) -> Result<()> {
+        self.screenshot(url, path, window_size).await?;
+        println!("screenshot of {url}: {}", path.display());
+        Ok(())
+    }
+
     async fn text_showing(&self, url: &str, expected: &str) -> Result<String> {
         self.showing(url, expected, visible_text).await
     }

@@ -410,6 +410,23 @@ pub async fn node(client: &kube::Client, name: &str) -> Result<Option<Node>> {
     Ok(api.get_opt(name).await?)
 }
 
+/// The Node of `machine`, checked Ready and labelled with its `pool`: the machine has joined.
+pub async fn ensure_joined(client: &kube::Client, machine: &str, pool: &str) -> Result<Node> {
+    let node_object = node(client, machine)
+        .await?
+        .with_context(|| format!("no Node {machine}"))?;
+    anyhow::ensure!(
+        crate::kube_objects::is_node_ready(&node_object),
+        "Node {machine} is not Ready"
+    );
+    let labels = node_object.metadata.labels.clone().unwrap_or_default();
+    anyhow::ensure!(
+        labels.get(nodewright_model::ownership::LABEL_POOL) == Some(&pool.to_owned()),
+        "Node {machine} labels {labels:?}"
+    );
+    Ok(node_object)
+}
+
 /// A path relative to the repository.
 pub fn repo_path(relative: &str) -> PathBuf {
     repo_root().join(Path::new(relative))
