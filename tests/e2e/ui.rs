@@ -311,7 +311,6 @@ impl Browser {
         Ok(Self { path, profiles })
     }
 
-    /// The visible text of `url` once it contains `expected`: see [`Self::showing`].
     /// Loads `url` until it shows `ready`, saves its text to `saved_as` and checks that it shows
     /// each of `expected`; `page` names it in errors.
     async fn checked_text(
@@ -330,13 +329,20 @@ impl Browser {
         ensure_shows(page, url, &text, expected)
     }
 
-    /// Saves a screenshot of `url` to `path` and prints where it is.
-    async fn save_screenshot(&self, url: &str, path: &Path, window_size: &str) -> Result<()> {
-        self.screenshot(url, path, window_size).await?;
-        println!("screenshot of {url}: {}", path.display());
+    /// Saves a PNG of `url` rendered in a `window_size` ("width,height") window to `png` and
+    /// prints where it is.
+    async fn save_screenshot(&self, url: &str, png: &Path, window_size: &str) -> Result<()> {
+        let _ = std::fs::remove_file(png);
+        let screenshot = format!("--screenshot={}", png.display());
+        let window = format!("--window-size={window_size}");
+        self.run(&[&screenshot, &window, "--hide-scrollbars", url])
+            .await?;
+        ensure!(png.is_file(), "chromium saved no screenshot of {url}");
+        println!("screenshot of {url}: {}", png.display());
         Ok(())
     }
 
+    /// The visible text of `url` once it contains `expected`: see [`Self::showing`].
     async fn text_showing(&self, url: &str, expected: &str) -> Result<String> {
         self.showing(url, expected, visible_text).await
     }
@@ -364,17 +370,6 @@ impl Browser {
             }
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
-    }
-
-    /// Saves a PNG of `url` rendered in a `size` ("width,height") window.
-    async fn screenshot(&self, url: &str, png: &Path, size: &str) -> Result<()> {
-        let _ = std::fs::remove_file(png);
-        let screenshot = format!("--screenshot={}", png.display());
-        let window = format!("--window-size={size}");
-        self.run(&[&screenshot, &window, "--hide-scrollbars", url])
-            .await?;
-        ensure!(png.is_file(), "chromium saved no screenshot of {url}");
-        Ok(())
     }
 
     /// Runs the browser headless with `args` and returns its standard output. Its output goes to

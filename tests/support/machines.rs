@@ -421,7 +421,10 @@ pub async fn ensure_joined(client: &kube::Client, machine: &str, pool: &str) -> 
     );
     let labels = node_object.metadata.labels.clone().unwrap_or_default();
     anyhow::ensure!(
-        labels.get(nodewright_model::ownership::LABEL_POOL) == Some(&pool.to_owned()),
+        labels
+            .get(nodewright_model::ownership::LABEL_POOL)
+            .map(String::as_str)
+            == Some(pool),
         "Node {machine} labels {labels:?}"
     );
     Ok(node_object)
