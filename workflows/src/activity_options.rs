@@ -63,9 +63,9 @@ pub fn arm_cleanup_write(queue: &str) -> ActivityOptions {
 /// run the whole budget plus two minutes; a lost worker's wait resumes elsewhere after
 /// [`HEARTBEAT_TIMEOUT`].
 pub fn wait(budget: Duration) -> ActivityOptions {
-    let attempt = budget + Duration::from_secs(120);
+    let attempt = budget.saturating_add(Duration::from_secs(120));
     ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
-        schedule_to_close: attempt + Duration::from_secs(600),
+        schedule_to_close: attempt.saturating_add(Duration::from_secs(600)),
         start_to_close: attempt,
     })
     .heartbeat_timeout(HEARTBEAT_TIMEOUT)

@@ -20,7 +20,7 @@ use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
 use crate::activity_options;
 use crate::progress::{
-    HasStatus, StepFailed, begin, done, fact, fail, left_until, now, record_failure, rfc3339,
+    HasStatus, StepFailed, begin, done, fact, fail, later, left_until, now, record_failure, rfc3339,
     succeed,
 };
 use crate::removal::{Removal, remove_machine};
@@ -50,8 +50,7 @@ impl CreateMachineWorkflow {
     ) -> WorkflowResult<CreatedMachine> {
         let started = now(ctx);
         announce(ctx, &request, started);
-        let deadline = started
-            + chrono::Duration::from_std(request.creation_timeout).unwrap_or(chrono::Duration::MAX);
+        let deadline = later(started, request.creation_timeout);
 
         let scope = ctx
             .execute_activity(ArmReadActivities::scope, (), activity_options::read())

@@ -30,7 +30,7 @@ use temporalio_sdk::{
 
 use crate::activity_options;
 use crate::progress::{
-    HasStatus, StepFailed, begin, done, fact, fail, left_until, now, record_failure, rfc3339,
+    HasStatus, StepFailed, begin, done, fact, fail, later, left_until, now, record_failure, rfc3339,
     succeed,
 };
 use crate::search;
@@ -139,10 +139,9 @@ impl DrainNodeWorkflow {
     }
 }
 
-/// `deadline` moved `seconds` later (unchanged when that overflows).
+/// `deadline` moved `seconds` later (saturating at the latest instant a deadline can name).
 fn extended(deadline: DateTime<Utc>, seconds: u64) -> DateTime<Utc> {
-    let by = chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(i64::MAX / 1000));
-    deadline.checked_add_signed(by).unwrap_or(deadline)
+    later(deadline, Duration::from_secs(seconds))
 }
 
 /// How a drain run ends well.
@@ -322,8 +321,7 @@ fn start_state(
         None => {
             let policy = chosen;
             let started = now(ctx);
-            let deadline = started
-                + chrono::Duration::from_std(policy.timeout).unwrap_or(chrono::Duration::MAX);
+            let deadline = later(started, policy.timeout);
             let result = DrainedNode {
                 node: request.node.clone(),
                 node_found: true,
@@ -444,7 +442,7 @@ fn wait_deadline(ctx: &WorkflowContext<DrainNodeWorkflow>, budget: Duration) -> 
         .map(|d| left_until(ctx, d))
         .unwrap_or(budget);
     let budget = budget.min(drain_left).max(MIN_WAIT);
-    let at = now(ctx) + chrono::Duration::from_std(budget).unwrap_or(chrono::Duration::MAX);
+    let at = later(now(ctx), budget);
     (rfc3339(at), budget)
 }
 
@@ -891,7 +889,7 @@ async fn await_reattached(
     }
     // The reattach wait is not bounded by the drain deadline: the pod has already left.
     let budget = state.policy.volume_attach_timeout.max(MIN_WAIT);
-    let at = now(ctx) + chrono::Duration::from_std(budget).unwrap_or(chrono::Duration::MAX);
+    let at = later(now(ctx), budget);
     let reattached = ctx
         .execute_activity(
             KubeActivities::await_volumes_reattached,
@@ -1039,8 +1037,7 @@ async fn force_drain(
         .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
     let detached = match started {
         ForceDetachStarted::Started { disks, operation } => {
-            let at = now(ctx)
-                + chrono::Duration::from_std(FORCE_DETACH_BUDGET).unwrap_or(chrono::Duration::MAX);
+            let at = later(now(ctx), FORCE_DETACH_BUDGET);
             let left = ctx
                 .execute_activity(
                     ArmReadActivities::await_force_detach,

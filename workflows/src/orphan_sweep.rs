@@ -28,7 +28,7 @@ use crate::activity_options;
 use crate::create_machine::CreateMachineWorkflow;
 use crate::delete_machine::DeleteMachineWorkflow;
 use crate::progress::child_options;
-use crate::progress::{activity_failure_text, child_failure_text, now, rfc3339};
+use crate::progress::{activity_failure_text, child_failure_text, later, now, rfc3339};
 use crate::search;
 
 /// Resources per ARM inventory call (whole pages).
@@ -360,8 +360,7 @@ async fn await_approval(
     request: &SweepRequest,
     planned: u32,
 ) -> Option<String> {
-    let deadline = now(ctx)
-        + chrono::Duration::from_std(request.approval_timeout).unwrap_or(chrono::Duration::zero());
+    let deadline = later(now(ctx), request.approval_timeout);
     let summary = format!(
         "{planned} removals planned, more than max_deletions {}: waiting for `nodewright sweep approve` until {}",
         request.max_deletions,

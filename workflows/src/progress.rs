@@ -35,6 +35,17 @@ pub fn left_until<W>(ctx: &WorkflowContext<W>, deadline: DateTime<Utc>) -> Durat
     (deadline - now(ctx)).to_std().unwrap_or(Duration::ZERO)
 }
 
+/// `start + duration`, saturating at the latest instant a deadline can name
+/// ([`nodewright_model::time::LATEST`]): a duration from outside never panics a workflow task.
+pub fn later(start: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
+    let latest = DateTime::<Utc>::from_timestamp(nodewright_model::time::LATEST, 0)
+        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+    chrono::Duration::from_std(duration)
+        .ok()
+        .and_then(|d| start.checked_add_signed(d))
+        .map_or(latest, |t| t.min(latest))
+}
+
 /// Marks `step` running: status, the `NodewrightPhase` attribute and the UI's details line.
 pub fn begin<W: HasStatus>(ctx: &mut WorkflowContext<W>, step: Step) {
     let at = rfc3339(now(ctx));
@@ -194,6 +205,22 @@ mod tests {
         assert_eq!(
             failure_text(&failure("", None)),
             "the activity failed without a message"
+        );
+    }
+
+    #[test]
+    fn later_is_exact_and_saturates_at_the_latest_writable_instant() {
+        let t = DateTime::parse_from_rfc3339("2026-11-21T10:00:00.5Z")
+            .expect("valid")
+            .with_timezone(&Utc);
+        assert_eq!(
+            rfc3339(later(t, Duration::from_secs(90))),
+            "2026-11-21T10:01:30Z"
+        );
+        assert_eq!(rfc3339(later(t, Duration::MAX)), "9999-12-31T23:59:59Z");
+        assert_eq!(
+            rfc3339(later(t, Duration::from_secs(u64::MAX / 2))),
+            "9999-12-31T23:59:59Z"
         );
     }
 
