@@ -6,5 +6,6 @@
 pub mod azure;
 pub mod failure;
 pub mod kube;
+pub mod lifetime;
 pub mod temporal;
 pub mod tls;

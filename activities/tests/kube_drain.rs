@@ -81,10 +81,15 @@ mod kube_drain {
         let PreparedNode::Prepared {
             policy_annotation,
             health,
+            cordoned_before,
         } = prepared
         else {
             return Err(format!("expected Prepared, got {prepared:?}").into());
         };
+        assert!(
+            !cordoned_before,
+            "the Node was schedulable before the drain"
+        );
         assert_eq!(policy_annotation.as_deref(), Some("{\"timeout\":600}"));
         assert_eq!(health.ready.map(|c| c.status).as_deref(), Some("True"));
 
@@ -111,9 +116,13 @@ mod kube_drain {
 
         // A second prepare writes no spec and moves only the condition's heartbeat.
         tokio::time::sleep(Duration::from_millis(1100)).await;
+        // A rerun finds its own cordon (with the draining taint): not someone else's.
         assert!(matches!(
             drain::prepare_node(client, &input).await?,
-            PreparedNode::Prepared { .. }
+            PreparedNode::Prepared {
+                cordoned_before: false,
+                ..
+            }
         ));
         let second = nodes.get(&name).await?;
         assert_eq!(taint_strings(&second), taint_strings(&first));

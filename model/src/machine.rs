@@ -130,6 +130,21 @@ pub struct DeletedMachine {
     pub foreign_vm: Option<String>,
 }
 
+impl DeletedMachine {
+    /// What went, in words: `the VM (with its NIC and OS disk)`, each leftover, `the Node`.
+    pub fn what_went(&self) -> Vec<String> {
+        let mut parts = Vec::new();
+        if self.vm_deleted {
+            parts.push("the VM (with its NIC and OS disk)".to_owned());
+        }
+        parts.extend(self.leftovers_deleted.iter().cloned());
+        if self.node_deleted {
+            parts.push("the Node".to_owned());
+        }
+        parts
+    }
+}
+
 /// The steps of the machine workflows, in runbook order, as the `status` query and the CLI
 /// show them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -169,6 +184,9 @@ pub enum Step {
     DeleteLeftovers,
     /// DeleteMachine: delete the Node object.
     DeleteNode,
+    /// DrainNode and DeleteMachine, cancellation path: return the Node to service as it was
+    /// before the run began.
+    Restore,
 }
 
 impl Step {
@@ -219,6 +237,7 @@ impl Step {
             Step::DeleteVm => "delete-vm",
             Step::DeleteLeftovers => "delete-leftovers",
             Step::DeleteNode => "delete-node",
+            Step::Restore => "restore",
         }
     }
 }
@@ -272,6 +291,8 @@ pub enum Outcome {
     Succeeded,
     /// Failed (after compensation, for a create).
     Failed,
+    /// Ended by a cancellation request, after the clean-up its runbook documents.
+    Canceled,
 }
 
 /// The answer of the machine workflows' `status` query.
@@ -295,6 +316,9 @@ pub struct MachineStatus {
     /// Why it failed, in ARM or Kubernetes terms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// What a cancellation undid and kept, once the run was cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canceled: Option<crate::cancel::Canceled>,
     /// Facts gathered on the way (vm id, provider id, node, ...).
     #[serde(default)]
     pub facts: BTreeMap<String, String>,
@@ -320,6 +344,7 @@ impl MachineStatus {
                 .collect(),
             outcome: Outcome::Running,
             failure: None,
+            canceled: None,
             facts: BTreeMap::new(),
         }
     }

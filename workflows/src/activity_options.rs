@@ -36,12 +36,14 @@ pub fn kube_write() -> ActivityOptions {
 
 /// An ARM write on the rate-limited ARM-write task queue `queue`: 3 minutes an attempt (a NIC
 /// or disk write waits for its own short operation), retried with backoff (2 s doubling to
-/// 60 s, or ARM's `Retry-After`) for up to 15 minutes.
+/// 60 s, or ARM's `Retry-After`) for up to 15 minutes. The write heartbeats, so a lost worker's
+/// write is retried on another after [`HEARTBEAT_TIMEOUT`], not after 3 minutes.
 pub fn arm_write(queue: &str) -> ActivityOptions {
     ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
         schedule_to_close: Duration::from_secs(15 * 60),
         start_to_close: Duration::from_secs(180),
     })
+    .heartbeat_timeout(HEARTBEAT_TIMEOUT)
     .task_queue(queue.to_owned())
     .retry_policy(backoff(Duration::from_secs(2), Duration::from_secs(60)))
     .build()
@@ -54,6 +56,7 @@ pub fn arm_cleanup_write(queue: &str) -> ActivityOptions {
         schedule_to_close: Duration::from_secs(60 * 60),
         start_to_close: Duration::from_secs(180),
     })
+    .heartbeat_timeout(HEARTBEAT_TIMEOUT)
     .task_queue(queue.to_owned())
     .retry_policy(backoff(Duration::from_secs(2), Duration::from_secs(60)))
     .build()

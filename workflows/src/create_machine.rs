@@ -9,6 +9,7 @@ use nodewright_activities::azure::machines::{
 };
 use nodewright_activities::kube::{AwaitNode, KubeActivities, NodeMetadata, NodeTaint, NodeWait};
 use nodewright_model::Operation;
+use nodewright_model::cancel::Canceled;
 use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, policy_to_annotation};
 use nodewright_model::machine::{
     CreateMachineRequest, CreatedMachine, MachineStatus, Step, os_disk_name, zone_for,
@@ -18,13 +19,13 @@ use nodewright_model::ownership::Ownership;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
-use crate::activity_options;
 use crate::progress::{
-    HasStatus, StepFailed, begin, done, fact, fail, later, left_until, now, record_failure, rfc3339,
-    succeed,
+    HasStatus, StepFailed, begin, done, fact, fail, later, left_until, now, record_failure,
+    rfc3339, succeed,
 };
 use crate::removal::{Removal, remove_machine};
 use crate::search;
+use crate::{activity_options, cancellation};
 
 /// Creates one machine; see the runbook above.
 #[workflow]
@@ -63,12 +64,27 @@ impl CreateMachineWorkflow {
                 succeed(ctx, format!("machine {} is Ready", request.machine));
                 Ok(created)
             }
+            Err(failed) if cancellation::requested(ctx) => {
+                record_failure(ctx, &StepFailed::new(failed.step, "canceled"));
+                let mut canceled = Canceled::at(failed.step.as_str(), cancellation::reason(ctx));
+                match compensate(ctx, &request, vm_id).await {
+                    Ok(removed) => {
+                        canceled.undone = removed.undone;
+                        canceled.kept.extend(removed.kept);
+                    }
+                    Err(failure) => canceled.cleanup_failure = Some(failure),
+                }
+                Err(cancellation::end(ctx, canceled))
+            }
             Err(failed) => {
                 record_failure(ctx, &failed);
                 let cleanup = if request.keep_on_failure {
                     "kept the VM, NIC, disk and Node for debugging (--keep-on-failure)".to_owned()
                 } else {
-                    compensate(ctx, &request, vm_id).await
+                    match compensate(ctx, &request, vm_id).await {
+                        Ok(removed) => removed.summary(),
+                        Err(failure) => failure,
+                    }
                 };
                 let message = format!(
                     "creating machine {} failed at step {}: {}; {cleanup}",
@@ -130,6 +146,7 @@ async fn create(
     let deadline_text = rfc3339(deadline);
     let timeout_text = humanize(request.creation_timeout);
 
+    guard(ctx, Step::EnsureNic)?;
     begin(ctx, Step::EnsureNic);
     let nic = ctx
         .execute_activity(
@@ -140,7 +157,7 @@ async fn create(
                 subnet_id: request.template.subnet_id.clone(),
                 tags: tags.clone(),
             },
-            activity_options::arm_write(&writes),
+            cancellation::shielded(activity_options::arm_write(&writes)),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::EnsureNic, &e))?;
@@ -151,6 +168,7 @@ async fn create(
         if nic.created { "created" } else { "adopted" },
     );
 
+    guard(ctx, Step::CreateVm)?;
     begin(ctx, Step::CreateVm);
     let zone = zone_for(&request.machine, &request.template.zones);
     if let Some(zone) = &zone {
@@ -167,7 +185,7 @@ async fn create(
                 zone,
                 tags: tags.clone(),
             },
-            activity_options::arm_write(&writes),
+            cancellation::shielded(activity_options::arm_write(&writes)),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::CreateVm, &e))?;
@@ -185,6 +203,7 @@ async fn create(
         },
     );
 
+    guard(ctx, Step::ProvisionVm)?;
     begin(ctx, Step::ProvisionVm);
     let provisioned = ctx
         .execute_activity(
@@ -216,12 +235,13 @@ async fn create(
             disk: os_disk.unwrap_or_else(|| os_disk_name(&request.machine)),
             tags: tags.clone(),
         },
-        activity_options::arm_write(&writes),
+        cancellation::shielded(activity_options::arm_write(&writes)),
     )
     .await
     .map_err(|e| StepFailed::from_activity(Step::ProvisionVm, &e))?;
     done(ctx, Step::ProvisionVm, "provisioningState Succeeded");
 
+    guard(ctx, Step::RegisterNode)?;
     begin(ctx, Step::RegisterNode);
     let await_node = AwaitNode {
         node: request.machine.clone(),
@@ -250,6 +270,7 @@ async fn create(
     fact(ctx, "providerId", provider_id.clone());
     done(ctx, Step::RegisterNode, format!("Node {}", request.machine));
 
+    guard(ctx, Step::LabelNode)?;
     begin(ctx, Step::LabelNode);
     ctx.execute_activity(
         KubeActivities::apply_node_metadata,
@@ -271,12 +292,13 @@ async fn create(
                 policy_to_annotation(&request.drain),
             )]),
         },
-        activity_options::kube_write(),
+        cancellation::shielded(activity_options::kube_write()),
     )
     .await
     .map_err(|e| StepFailed::from_activity(Step::LabelNode, &e))?;
     done(ctx, Step::LabelNode, "labels and taints applied");
 
+    guard(ctx, Step::WaitReady)?;
     begin(ctx, Step::WaitReady);
     let ready = ctx
         .execute_activity(
@@ -308,12 +330,34 @@ async fn create(
     })
 }
 
-/// Removes what the create made; returns what to say about it.
+/// What compensation removed, and what it left because it is not this run's.
+struct Compensated {
+    undone: Vec<String>,
+    kept: Vec<String>,
+}
+
+impl Compensated {
+    fn summary(&self) -> String {
+        let mut summary = if self.undone.is_empty() {
+            "nothing to remove".to_owned()
+        } else {
+            format!("removed {}", self.undone.join(", "))
+        };
+        for kept in &self.kept {
+            summary.push_str("; ");
+            summary.push_str(kept);
+        }
+        summary
+    }
+}
+
+/// Removes what the create made (shielded from cancellation, as all of `remove_machine`);
+/// returns what was removed, or why it could not be.
 async fn compensate(
     ctx: &mut WorkflowContext<CreateMachineWorkflow>,
     request: &CreateMachineRequest,
     vm_id: String,
-) -> String {
+) -> Result<Compensated, String> {
     begin(ctx, Step::Compensate);
     let removal = Removal {
         cluster: request.cluster.clone(),
@@ -322,25 +366,12 @@ async fn compensate(
     };
     match remove_machine(ctx, &removal, false).await {
         Ok(removed) => {
-            let mut parts = Vec::new();
-            if removed.vm_deleted {
-                parts.push("the VM (with its NIC and OS disk)".to_owned());
-            }
-            parts.extend(removed.leftovers_deleted.iter().cloned());
-            if removed.node_deleted {
-                parts.push("the Node".to_owned());
-            }
-            let mut summary = if parts.is_empty() {
-                "nothing to remove".to_owned()
-            } else {
-                format!("removed {}", parts.join(", "))
+            let compensated = Compensated {
+                undone: removed.what_went(),
+                kept: removed.foreign_vm.iter().cloned().collect(),
             };
-            if let Some(foreign) = &removed.foreign_vm {
-                summary.push_str("; ");
-                summary.push_str(foreign);
-            }
-            done(ctx, Step::Compensate, summary.clone());
-            summary
+            done(ctx, Step::Compensate, compensated.summary());
+            Ok(compensated)
         }
         Err(failed) => {
             let reason = format!(
@@ -348,8 +379,17 @@ async fn compensate(
                 failed.step, failed.reason
             );
             record_failure(ctx, &StepFailed::new(Step::Compensate, reason.clone()));
-            reason
+            Err(reason)
         }
+    }
+}
+
+/// Stops before `step` when the run has been asked to cancel.
+fn guard(ctx: &WorkflowContext<CreateMachineWorkflow>, step: Step) -> Result<(), StepFailed> {
+    if cancellation::requested(ctx) {
+        Err(StepFailed::new(step, "canceled"))
+    } else {
+        Ok(())
     }
 }
 

@@ -1,27 +1,33 @@
 #![doc = include_str!("../runbooks/delete_machine.md")]
 
 use nodewright_activities::azure::machines::ArmReadActivities;
-use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange};
+use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange, RestoreNode};
+use nodewright_model::cancel::{Canceled, DeleteOnCancel, delete_on_cancel};
 use nodewright_model::drain::{DrainPurpose, DrainRequest, DrainedNode};
 use nodewright_model::machine::{DeleteMachineRequest, DeletedMachine, MachineStatus, Step};
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{ChildWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult};
 
-use crate::activity_options;
 use crate::drain_node::DrainNodeWorkflow;
 use crate::progress::{
-    HasStatus, StepFailed, begin, child_failure_text, done, fact, fail, now, record_failure,
-    rfc3339, succeed,
+    HasStatus, StepFailed, activity_failure_text, begin, child_failure_text, done, fact, fail, now,
+    record_failure, rfc3339, succeed,
 };
 use crate::removal::{Removal, remove_machine};
 use crate::search;
+use crate::{activity_options, cancellation};
 
 /// Deletes one machine; see the runbook above.
 #[workflow]
 #[derive(Default)]
 pub struct DeleteMachineWorkflow {
     status: Option<MachineStatus>,
+    /// Set once the VM delete is about to be sent: past this, a cancellation lets the deletion
+    /// finish.
+    vm_delete_sent: bool,
+    /// What the drain child returned, once it has.
+    drained: Option<DrainedNode>,
 }
 
 impl HasStatus for DeleteMachineWorkflow {
@@ -58,11 +64,31 @@ impl DeleteMachineWorkflow {
         let vm_id = scope.vm_id(&request.machine);
         fact(ctx, "vmId", vm_id.clone());
 
-        match delete(ctx, &request, vm_id).await {
+        match delete(ctx, &request, vm_id.clone()).await {
+            Ok(deleted) if cancellation::requested(ctx) => {
+                // The request came after the VM delete was sent: the deletion finished.
+                let mut canceled = Canceled::at(Step::DeleteVm.as_str(), cancellation::reason(ctx));
+                canceled.kept.push(format!(
+                    "the deletion of machine {} finished: its VM delete was sent before the request (the point of no return); removed {}",
+                    request.machine,
+                    or_nothing(&deleted.what_went())
+                ));
+                Err(cancellation::end(ctx, canceled))
+            }
             Ok(deleted) => {
                 succeed(ctx, format!("machine {} is gone", request.machine));
                 Ok(deleted)
             }
+            Err(failed)
+                if cancellation::requested(ctx)
+                    && delete_on_cancel(ctx.state(|s| s.vm_delete_sent))
+                        == DeleteOnCancel::RestoreMachine =>
+            {
+                record_failure(ctx, &StepFailed::new(failed.step, "canceled"));
+                let canceled = restore(ctx, &request, &vm_id, failed.step).await;
+                Err(cancellation::end(ctx, canceled))
+            }
+            // A removal that failed after the VM delete was sent is a failure, cancelled or not.
             Err(failed) => {
                 record_failure(ctx, &failed);
                 let message = format!(
@@ -124,11 +150,15 @@ async fn delete(
         done(ctx, Step::Drain, detail);
         (drained.node_found, Some(drained))
     };
+    if cancellation::requested(ctx) {
+        return Err(StepFailed::new(Step::DeleteVm, "canceled"));
+    }
     let removal = Removal {
         cluster: request.cluster.clone(),
         machine: request.machine.clone(),
         vm_id,
     };
+    ctx.state_mut(|s| s.vm_delete_sent = true);
     let mut deleted = remove_machine(ctx, &removal, true).await?;
     deleted.cordoned = cordoned;
     deleted.drained = drained;
@@ -169,10 +199,94 @@ async fn drain_first(
                 ),
             )
         })?;
-    started
+    let drained = started
         .result()
         .await
-        .map_err(|e| StepFailed::new(Step::Drain, child_failure_text(&e)))
+        .map_err(|e| StepFailed::new(Step::Drain, child_failure_text(&e)))?;
+    ctx.state_mut(|s| s.drained = Some(drained.clone()));
+    Ok(drained)
+}
+
+/// The cancellation path before the VM delete was sent: the machine goes back to service as it
+/// was. A drain cancelled with this run restored its Node itself (DrainNode's runbook); a drain
+/// that had finished, or `--skip-drain`'s cordon, is undone here.
+async fn restore(
+    ctx: &mut WorkflowContext<DeleteMachineWorkflow>,
+    request: &DeleteMachineRequest,
+    vm_id: &str,
+    at: Step,
+) -> Canceled {
+    let mut canceled = Canceled::at(at.as_str(), cancellation::reason(ctx));
+    canceled.kept.push(format!(
+        "machine {}: its VM was never deleted",
+        request.machine
+    ));
+    let drained = ctx.state(|s| s.drained.clone());
+    let keep_cordoned = match (&drained, request.skip_drain) {
+        (Some(drained), _) => {
+            if !drained.evicted.is_empty() {
+                canceled.kept.push(format!(
+                    "{} pods evicted by the drain stay where they were rescheduled",
+                    drained.evicted.len()
+                ));
+            }
+            drained.cordoned_before
+        }
+        (None, true) => false,
+        (None, false) => {
+            canceled.undone.push(
+                "the drain was canceled with this run and gave the Node back itself".to_owned(),
+            );
+            return canceled;
+        }
+    };
+    begin(ctx, Step::Restore);
+    let restored = ctx
+        .execute_activity(
+            KubeActivities::restore_node,
+            RestoreNode {
+                node: request.machine.clone(),
+                vm_id: vm_id.to_owned(),
+                keep_cordoned,
+            },
+            cancellation::shielded(activity_options::kube_write()),
+        )
+        .await;
+    match restored {
+        Ok(NodeChange::Done) => {
+            let what = if keep_cordoned {
+                "removed the draining taint and the Terminating condition (the Node stays cordoned: it was before)"
+            } else {
+                "uncordoned the Node, removed the draining taint and the Terminating condition"
+            };
+            canceled.undone.push(what.to_owned());
+            done(ctx, Step::Restore, what);
+        }
+        Ok(NodeChange::Absent) => done(ctx, Step::Restore, "no Node"),
+        Ok(NodeChange::NotOurs) => done(
+            ctx,
+            Step::Restore,
+            "a Node of that name belongs to another VM: left alone",
+        ),
+        Err(error) => {
+            let reason = activity_failure_text(&error);
+            record_failure(ctx, &StepFailed::new(Step::Restore, reason.clone()));
+            canceled.cleanup_failure = Some(format!(
+                "restoring Node {} failed: {reason}; run `nodewright machine uncordon {}`",
+                request.machine, request.machine
+            ));
+        }
+    }
+    canceled
+}
+
+/// `a, b, c`, or `nothing`.
+fn or_nothing(parts: &[String]) -> String {
+    if parts.is_empty() {
+        "nothing".to_owned()
+    } else {
+        parts.join(", ")
+    }
 }
 
 async fn cordon(

@@ -7,12 +7,13 @@ use nodewright_activities::azure::machines::{
     ArmReadActivities, ArmWriteActivities, AwaitDisksReleased, AwaitForceDetach, ForceDetachDisks,
     ForceDetachStarted,
 };
-use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{
     AwaitPodsGone, AwaitVolumes, Eviction, ListNodePods, NodeAttachments, NodePods, PodAction,
     PodDeletion, PrepareDrain, PreparedNode,
 };
+use nodewright_activities::kube::{KubeActivities, NodeChange, RestoreNode};
 use nodewright_model::Operation;
+use nodewright_model::cancel::{Canceled, CordonOnCancel, cordon_on_cancel};
 use nodewright_model::drain::{
     DrainMode, DrainPlan, DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode,
     ForceReason, NodeHealth, PodRef, PodState, VolumePod, VolumeProgress, VolumeState,
@@ -28,12 +29,12 @@ use temporalio_sdk::{
     ContinueAsNewOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult,
 };
 
-use crate::activity_options;
 use crate::progress::{
-    HasStatus, StepFailed, begin, done, fact, fail, later, left_until, now, record_failure, rfc3339,
-    succeed,
+    HasStatus, StepFailed, activity_failure_text, begin, done, fact, fail, later, left_until, now,
+    record_failure, rfc3339, succeed,
 };
 use crate::search;
+use crate::{activity_options, cancellation};
 
 /// How long force mode waits for ARM to force-detach the VM's data disks.
 const FORCE_DETACH_BUDGET: Duration = Duration::from_secs(10 * 60);
@@ -90,6 +91,7 @@ impl DrainNodeWorkflow {
                 succeed(ctx, summary);
                 Ok(drained)
             }
+            Ok(Finish::Canceled(canceled)) => Err(cancellation::end(ctx, canceled)),
             Ok(Finish::ContinueAsNew(next)) => {
                 match ctx.continue_as_new(*next, ContinueAsNewOptions::default()) {
                     Err(termination) => Err(termination),
@@ -144,10 +146,11 @@ fn extended(deadline: DateTime<Utc>, seconds: u64) -> DateTime<Utc> {
     later(deadline, Duration::from_secs(seconds))
 }
 
-/// How a drain run ends well.
+/// How a drain run ends, but for a failure.
 enum Finish {
     Drained(DrainedNode),
     ContinueAsNew(Box<DrainRequest>),
+    Canceled(Canceled),
 }
 
 /// Search attributes, the status skeleton and the first details line.
@@ -197,6 +200,10 @@ struct Drain {
     started_at: String,
     result: DrainedNode,
     health: NodeHealth,
+    /// The pod whose volumes are moving: evicted, its volumes not yet attached elsewhere.
+    in_flight: Option<VolumePod>,
+    /// Set on the cancellation path: waits run shielded from the cancellation.
+    shielded: bool,
 }
 
 /// The runbook's steps 3–8.
@@ -214,11 +221,11 @@ async fn drain(
                 vm_id: vm_id.to_owned(),
                 terminating: request.purpose == DrainPurpose::Deletion,
             },
-            activity_options::kube_write(),
+            cancellation::shielded(activity_options::kube_write()),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::Cordon, &e))?;
-    let (annotation, health) = match prepared {
+    let prepared = match prepared {
         PreparedNode::Absent => {
             done(ctx, Step::Cordon, "no Node: nothing to drain");
             return Ok(Finish::Drained(DrainedNode {
@@ -227,10 +234,14 @@ async fn drain(
             }));
         }
         PreparedNode::NotOurs { provider_id } => {
+            let provider = match provider_id {
+                Some(id) => format!("has providerID {id}"),
+                None => "has no providerID".to_owned(),
+            };
             return Err(StepFailed::new(
                 Step::Cordon,
                 format!(
-                    "Node {} has providerID {provider_id:?} or lacks the label nodewright.io/machine={}: it is not this machine's, so nothing on it was touched",
+                    "Node {} {provider} or lacks the label nodewright.io/machine={}: it is not this machine's, so nothing on it was touched",
                     request.node, request.node
                 ),
             ));
@@ -238,9 +249,14 @@ async fn drain(
         PreparedNode::Prepared {
             policy_annotation,
             health,
-        } => (policy_annotation, health),
+            cordoned_before,
+        } => (policy_annotation, health, cordoned_before),
     };
+    let (annotation, health, cordoned_before) = prepared;
     let mut state = start_state(ctx, request, vm_id, annotation.as_deref(), health);
+    if request.resume.is_none() {
+        state.result.cordoned_before = cordoned_before;
+    }
     done(
         ctx,
         Step::Cordon,
@@ -252,41 +268,56 @@ async fn drain(
         },
     );
 
+    match steps(ctx, &mut state).await {
+        Err(failed) if cancellation::requested(ctx) => {
+            record_failure(ctx, &StepFailed::new(failed.step, "canceled"));
+            Ok(Finish::Canceled(
+                give_back(ctx, &mut state, failed.step).await,
+            ))
+        }
+        other => other,
+    }
+}
+
+/// Steps 4–8: select, evict, move volumes, force mode; stops at a cancellation request.
+async fn steps(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &mut Drain,
+) -> Result<Finish, StepFailed> {
+    guard(ctx, Step::SelectPods)?;
     begin(ctx, Step::SelectPods);
-    let listed = list_pods(ctx, &state, Step::SelectPods).await?;
+    let listed = list_pods(ctx, state, Step::SelectPods).await?;
     state.health = listed.health.clone();
     let plan = plan_drain(&listed.pods);
     show_plan(ctx, &plan);
     done(ctx, Step::SelectPods, describe_plan(&plan));
 
-    let mut forced = None;
-    if let Some(reason) = force_due(ctx, &state) {
-        forced = Some(reason);
-    }
+    let mut forced = force_due(ctx, state);
     if forced.is_none() {
-        forced = match evict_without_volumes(ctx, &mut state, &plan).await? {
+        forced = match evict_without_volumes(ctx, state, &plan).await? {
             Lane::Finished => None,
             Lane::Forced(reason) => Some(reason),
-            Lane::ContinueAsNew => return Ok(continue_as_new(ctx, &state)),
+            Lane::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
         };
     }
     let mut stuck = Vec::new();
     if forced.is_none() {
-        forced = match move_volumes(ctx, &mut state, &plan, &mut stuck).await? {
+        forced = match move_volumes(ctx, state, &plan, &mut stuck).await? {
             Lane::Finished => None,
             Lane::Forced(reason) => Some(reason),
-            Lane::ContinueAsNew => return Ok(continue_as_new(ctx, &state)),
+            Lane::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
         };
     }
     if forced.is_none() && !stuck.is_empty() {
-        forced = match await_stuck_volumes(ctx, &mut state, &mut stuck).await? {
+        forced = match await_stuck_volumes(ctx, state, &mut stuck).await? {
             Lane::Finished => None,
             Lane::Forced(reason) => Some(reason),
-            Lane::ContinueAsNew => return Ok(continue_as_new(ctx, &state)),
+            Lane::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
         };
     }
     if let Some(reason) = forced {
-        force_drain(ctx, &mut state, reason).await?;
+        guard(ctx, Step::ForceDrain)?;
+        force_drain(ctx, state, reason).await?;
     }
     let warnings = ctx.state(|s| {
         s.status
@@ -295,7 +326,118 @@ async fn drain(
             .unwrap_or_default()
     });
     state.result.warnings = warnings;
-    Ok(Finish::Drained(state.result))
+    Ok(Finish::Drained(state.result.clone()))
+}
+
+/// Stops before `step` when the run has been asked to cancel.
+fn guard(ctx: &WorkflowContext<DrainNodeWorkflow>, step: Step) -> Result<(), StepFailed> {
+    if cancellation::requested(ctx) {
+        Err(StepFailed::new(step, "canceled"))
+    } else {
+        Ok(())
+    }
+}
+
+/// The cancellation path: a volume move under way is let finish (shielded), so its volume ends
+/// attached to exactly one node; then the Node is given back — the draining taint and the
+/// `Terminating` condition removed, uncordoned unless it was cordoned before the drain. Pods
+/// already moved stay where they went.
+async fn give_back(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &mut Drain,
+    at: Step,
+) -> Canceled {
+    let mut canceled = Canceled::at(at.as_str(), cancellation::reason(ctx));
+    state.shielded = true;
+    begin(ctx, Step::Restore);
+    if let Some(volume_pod) = state.in_flight.take() {
+        let key = volume_pod.pod.key();
+        let grace = Duration::from_secs(volume_pod.pod.grace_period_seconds);
+        let budget = detach_budget(grace, state.policy.volume_detach_timeout);
+        match await_detached(ctx, state, &volume_pod, budget).await {
+            Ok(pending) if pending.is_empty() => {
+                match await_reattached(ctx, state, &volume_pod).await {
+                    Ok(()) => canceled.kept.push(format!(
+                        "pod {key} was moving with its volumes when the request came: the move finished"
+                    )),
+                    Err(failed) => canceled.kept.push(format!(
+                        "pod {key} was moving with its volumes: its reattach was not confirmed ({})",
+                        failed.reason
+                    )),
+                }
+            }
+            Ok(pending) => canceled.kept.push(format!(
+                "pod {key} was moving with its volumes: {} still attached here after {}s, so attached to this node only",
+                pending.join(", "),
+                budget.as_secs()
+            )),
+            Err(failed) => canceled.kept.push(format!(
+                "pod {key} was moving with its volumes: its detach was not confirmed ({})",
+                failed.reason
+            )),
+        }
+    }
+    let evicted = state.result.evicted.len();
+    if evicted > 0 {
+        canceled.kept.push(format!(
+            "{evicted} pods already evicted stay where they were rescheduled"
+        ));
+    }
+    for (pv, node) in &state.result.volumes_moved {
+        canceled
+            .kept
+            .push(format!("volume {pv} stays attached to {node}"));
+    }
+    let keep_cordoned =
+        cordon_on_cancel(state.result.cordoned_before) == CordonOnCancel::KeepCordoned;
+    let restored = ctx
+        .execute_activity(
+            KubeActivities::restore_node,
+            RestoreNode {
+                node: state.request.node.clone(),
+                vm_id: state.vm_id.clone(),
+                keep_cordoned,
+            },
+            cancellation::shielded(activity_options::kube_write()),
+        )
+        .await;
+    match restored {
+        Ok(NodeChange::Done) => {
+            let what = if keep_cordoned {
+                format!(
+                    "removed the draining taint from {} (it stays cordoned: it was before the drain)",
+                    state.request.node
+                )
+            } else {
+                format!(
+                    "uncordoned {} and removed the draining taint",
+                    state.request.node
+                )
+            };
+            let what = if state.request.purpose == DrainPurpose::Deletion {
+                format!("{what} and the Terminating condition")
+            } else {
+                what
+            };
+            canceled.undone.push(what.clone());
+            done(ctx, Step::Restore, what);
+        }
+        Ok(NodeChange::Absent) => done(ctx, Step::Restore, "the Node is gone"),
+        Ok(NodeChange::NotOurs) => done(
+            ctx,
+            Step::Restore,
+            "a Node of that name belongs to another VM: left alone",
+        ),
+        Err(error) => {
+            let reason = activity_failure_text(&error);
+            record_failure(ctx, &StepFailed::new(Step::Restore, reason.clone()));
+            canceled.cleanup_failure = Some(format!(
+                "giving Node {} back failed: {reason}; run `nodewright machine uncordon {}`",
+                state.request.node, state.request.node
+            ));
+        }
+    }
+    canceled
 }
 
 /// The settings, the deadline and what a resumed run carries.
@@ -347,6 +489,8 @@ fn start_state(
         started_at,
         result,
         health,
+        in_flight: None,
+        shielded: false,
     }
 }
 
@@ -433,6 +577,16 @@ async fn pause(ctx: &mut WorkflowContext<DrainNodeWorkflow>, interval: Duration)
         _ = ctx.timer(wait) => {},
         _ = ctx.wait_condition(|s: &DrainNodeWorkflow| s.force_requested) => {},
     };
+}
+
+/// Options of a wait of up to `budget`: shielded from the cancellation on its path.
+fn wait_options(state: &Drain, budget: Duration) -> temporalio_sdk::ActivityOptions {
+    let options = activity_options::wait(budget);
+    if state.shielded {
+        cancellation::shielded(options)
+    } else {
+        options
+    }
 }
 
 /// A deadline `budget` from now, never past the drain's deadline, as RFC 3339.
@@ -566,7 +720,7 @@ async fn evict(
         .execute_activity(
             KubeActivities::evict_pod,
             PodAction { pod: pod.clone() },
-            activity_options::kube_write(),
+            cancellation::shielded(activity_options::kube_write()),
         )
         .await
         .map_err(|e| StepFailed::from_activity(step, &e))?;
@@ -625,6 +779,7 @@ async fn evict_without_volumes(
     let mut to_evict: Vec<PodRef> = plan.without_volumes.clone();
     let mut rounds = 0u32;
     loop {
+        guard(ctx, Step::EvictPods)?;
         if let Some(reason) = force_due(ctx, state) {
             done(ctx, Step::EvictPods, format!("interrupted: {reason}"));
             return Ok(Lane::Forced(reason));
@@ -742,6 +897,7 @@ async fn move_volumes(
     for volume_pod in &plan.with_volumes {
         let key = volume_pod.pod.key();
         loop {
+            guard(ctx, Step::MoveVolumes)?;
             if let Some(reason) = force_due(ctx, state) {
                 done(ctx, Step::MoveVolumes, format!("interrupted: {reason}"));
                 return Ok(Lane::Forced(reason));
@@ -769,6 +925,7 @@ async fn move_volumes(
             await_gone(ctx, state, vec![volume_pod.pod.clone()], Step::MoveVolumes).await?;
             continue;
         }
+        state.in_flight = Some(volume_pod.clone());
         for tracked in &volume_pod.tracked {
             set_volume(
                 ctx,
@@ -799,10 +956,12 @@ async fn move_volumes(
                     detach_budget(grace, state.policy.volume_detach_timeout).as_secs()
                 ),
             );
+            state.in_flight = None;
             stuck.push(volume_pod.clone());
             continue;
         }
         await_reattached(ctx, state, volume_pod).await?;
+        state.in_flight = None;
         moved += 1;
     }
     let detail = if stuck.is_empty() {
@@ -839,7 +998,7 @@ async fn await_detached(
                 persistent_volumes,
                 deadline: deadline.clone(),
             },
-            activity_options::wait(budget),
+            wait_options(state, budget),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
@@ -859,7 +1018,7 @@ async fn await_detached(
                     disk_ids: disks.iter().map(|(_, d)| d.clone()).collect(),
                     deadline,
                 },
-                activity_options::wait(budget),
+                wait_options(state, budget),
             )
             .await
             .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
@@ -902,7 +1061,7 @@ async fn await_reattached(
                     .collect(),
                 deadline: rfc3339(at),
             },
-            activity_options::wait(budget),
+            wait_options(state, budget),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
@@ -936,6 +1095,7 @@ async fn await_stuck_volumes(
 ) -> Result<Lane, StepFailed> {
     begin(ctx, Step::MoveVolumes);
     loop {
+        guard(ctx, Step::MoveVolumes)?;
         if let Some(reason) = force_due(ctx, state) {
             done(ctx, Step::MoveVolumes, format!("detach pending, {reason}"));
             return Ok(Lane::Forced(reason));

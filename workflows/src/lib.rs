@@ -6,6 +6,7 @@
 //! module documentation, in `workflows/runbooks/`.
 
 pub mod activity_options;
+pub mod cancellation;
 pub mod connect;
 pub mod create_machine;
 pub mod delete_machine;

@@ -22,14 +22,16 @@ use nodewright_model::sweep::{
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::{join_all, select};
-use temporalio_sdk::{SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult};
+use temporalio_sdk::{
+    SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult, WorkflowTermination,
+};
 
-use crate::activity_options;
 use crate::create_machine::CreateMachineWorkflow;
 use crate::delete_machine::DeleteMachineWorkflow;
 use crate::progress::child_options;
 use crate::progress::{activity_failure_text, child_failure_text, later, now, rfc3339};
 use crate::search;
+use crate::{activity_options, cancellation};
 
 /// Resources per ARM inventory call (whole pages).
 const ARM_ITEMS_PER_CALL: u32 = 1000;
@@ -54,10 +56,25 @@ impl OrphanSweepWorkflow {
         request: SweepRequest,
     ) -> WorkflowResult<SweepAudit> {
         announce(ctx, &request);
-        let audit = sweep(ctx, &request).await;
+        let mut audit = sweep(ctx, &request).await;
+        let canceled = cancellation::requested(ctx);
+        if canceled {
+            // Whatever stopped the run (a cut wait, a listing that failed because it was cut),
+            // it ends as cancelled: no removal started after the request.
+            audit.outcome = SweepOutcome::Canceled {
+                reason: cancellation::reason(ctx),
+            };
+            audit.settle_removals(&Outcome::Skipped {
+                reason: "canceled before it started".to_owned(),
+            });
+        }
         let summary = audit.summary();
         set_status(ctx, SweepPhase::Done, summary.clone(), |_| {});
         ctx.set_current_details(summary);
+        if canceled {
+            ctx.upsert_search_attributes([search::PHASE.value_set("canceled".to_owned())]);
+            return Err(WorkflowTermination::cancelled_with_details(audit));
+        }
         Ok(audit)
     }
 
@@ -147,6 +164,7 @@ async fn sweep(
     if planned > request.max_deletions {
         match await_approval(ctx, request, planned).await {
             Some(by) => audit.approved_by = Some(by),
+            None if cancellation::requested(ctx) => return finished(ctx, audit),
             None => {
                 audit.outcome = SweepOutcome::NotApproved {
                     planned,
@@ -375,6 +393,9 @@ async fn await_approval(
         _ = ctx.wait_condition(|s: &OrphanSweepWorkflow| s.approved_by.is_some()).fuse() => {},
         _ = ctx.timer(timeout).fuse() => {},
     };
+    if cancellation::requested(ctx) {
+        return None;
+    }
     ctx.state(|s| s.approved_by.clone())
 }
 
@@ -430,6 +451,9 @@ async fn act(
     );
     let width = usize::try_from(request.parallelism.max(1)).unwrap_or(1);
     for batch in todo.chunks(width) {
+        if cancellation::requested(ctx) {
+            return;
+        }
         let mut names = Vec::new();
         for &index in batch {
             let entry = &audit.entries[index];
@@ -501,13 +525,13 @@ async fn delete_vm(
         force: false,
         drain_policy: None,
     };
-    let options = child_options(
+    let options = cancellation::shielded_child(child_options(
         &workflow_id,
         format!(
             "orphan sweep: delete orphan VM {} ({})",
             decision.name, decision.detail
         ),
-    );
+    ));
     let started = match ctx
         .start_child_workflow(DeleteMachineWorkflow::run, input, options)
         .await
@@ -584,13 +608,13 @@ async fn replace(
     if let Some(input) = create {
         let workflow_id =
             WorkflowId::for_subject(Operation::Create, &request.cluster, &input.machine);
-        let options = child_options(
+        let options = cancellation::shielded_child(child_options(
             &workflow_id,
             format!(
                 "orphan sweep: replacement for unhealthy machine {} (pool {})",
                 decision.name, input.pool
             ),
-        );
+        ));
         match ctx
             .start_child_workflow(CreateMachineWorkflow::run, input, options)
             .await
@@ -607,13 +631,13 @@ async fn replace(
         force: false,
         drain_policy: None,
     };
-    let options = child_options(
+    let options = cancellation::shielded_child(child_options(
         &workflow_id,
         format!(
             "orphan sweep: replace unhealthy machine {} ({})",
             decision.name, decision.detail
         ),
-    );
+    ));
     match ctx
         .start_child_workflow(DeleteMachineWorkflow::run, input, options)
         .await
@@ -652,7 +676,7 @@ async fn delete_leftover(
                     name: decision.name.clone(),
                 },
             },
-            activity_options::arm_cleanup_write(&writes),
+            cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
         )
         .await;
     match deleted {
@@ -677,7 +701,7 @@ async fn delete_node(ctx: &WorkflowContext<OrphanSweepWorkflow>, decision: &Deci
                 name: decision.name.clone(),
                 uid: decision.uid.clone().unwrap_or_default(),
             },
-            activity_options::kube_write(),
+            cancellation::shielded(activity_options::kube_write()),
         )
         .await;
     match deleted {

@@ -160,6 +160,22 @@ pub fn child_failure_text(error: &temporalio_sdk::ChildWorkflowExecutionError) -
     }
 }
 
+/// Whether a child workflow ended Canceled (its failure, or a cause of it, is a cancellation).
+pub fn was_canceled(error: &temporalio_sdk::ChildWorkflowExecutionError) -> bool {
+    use temporalio_common::protos::temporal::api::failure::v1::failure::FailureInfo;
+    let mut next = error.failure();
+    while let Some(failure) = next {
+        if matches!(
+            failure.failure_info,
+            Some(FailureInfo::CanceledFailureInfo(_))
+        ) {
+            return true;
+        }
+        next = failure.cause.as_deref();
+    }
+    false
+}
+
 fn failure_text(failure: &Failure) -> String {
     let mut parts: Vec<&str> = Vec::new();
     let mut next = Some(failure);

@@ -1,5 +1,7 @@
 //! Removing a machine: its VM (NIC and OS disk cascade), the NICs and disks left behind, and
-//! its Node object. Shared by DeleteMachine and CreateMachine's compensation.
+//! its Node object. Shared by DeleteMachine and CreateMachine's compensation. Every step is
+//! shielded from cancellation: a removal, once begun, is the clean-up or the point of no
+//! return, and runs to its end.
 
 use nodewright_activities::azure::machines::{
     ArmReadActivities, ArmWriteActivities, AwaitDeletion, BeginVmDelete, DeleteLeftover,
@@ -11,8 +13,8 @@ use nodewright_model::machine::{DeletedMachine, Step};
 use nodewright_model::names::arm_write_task_queue;
 use temporalio_sdk::WorkflowContext;
 
-use crate::activity_options;
 use crate::progress::{HasStatus, StepFailed, begin, done};
+use crate::{activity_options, cancellation};
 
 /// How long a VM deletion may take before the step fails (Azure usually needs 1–3 minutes).
 const VM_DELETION_BUDGET: std::time::Duration = std::time::Duration::from_secs(30 * 60);
@@ -50,7 +52,7 @@ pub async fn remove_machine<W: HasStatus>(
                 cluster: removal.cluster.clone(),
                 machine: removal.machine.clone(),
             },
-            activity_options::arm_cleanup_write(&writes),
+            cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::DeleteVm, &e))?;
@@ -75,7 +77,7 @@ pub async fn remove_machine<W: HasStatus>(
                 machine: removal.machine.clone(),
                 operation,
             },
-            activity_options::wait(VM_DELETION_BUDGET),
+            cancellation::shielded(activity_options::wait(VM_DELETION_BUDGET)),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::DeleteVm, &e))?;
@@ -97,7 +99,7 @@ pub async fn remove_machine<W: HasStatus>(
                 cluster: removal.cluster.clone(),
                 machine: removal.machine.clone(),
             },
-            activity_options::read(),
+            cancellation::shielded(activity_options::read()),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::DeleteLeftovers, &e))?;
@@ -110,7 +112,7 @@ pub async fn remove_machine<W: HasStatus>(
                     cluster: removal.cluster.clone(),
                     leftover,
                 },
-                activity_options::arm_cleanup_write(&writes),
+                cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
             )
             .await
             .map_err(|e| StepFailed::from_activity(Step::DeleteLeftovers, &e))?;
@@ -136,7 +138,7 @@ pub async fn remove_machine<W: HasStatus>(
                 node: removal.machine.clone(),
                 vm_id: removal.vm_id.clone(),
             },
-            activity_options::kube_write(),
+            cancellation::shielded(activity_options::kube_write()),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::DeleteNode, &e))?;

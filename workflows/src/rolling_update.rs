@@ -22,15 +22,15 @@ use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::select;
 use temporalio_sdk::{
     ContinueAsNewOptions, StartChildWorkflowExecutionFailedCause, SyncWorkflowContext,
-    WorkflowContext, WorkflowContextView, WorkflowResult,
+    WorkflowContext, WorkflowContextView, WorkflowResult, WorkflowTermination,
 };
 
-use crate::activity_options;
 use crate::create_machine::CreateMachineWorkflow;
 use crate::delete_machine::DeleteMachineWorkflow;
 use crate::progress::child_options;
-use crate::progress::{activity_failure_text, child_failure_text, now};
+use crate::progress::{activity_failure_text, child_failure_text, now, was_canceled};
 use crate::search;
+use crate::{activity_options, cancellation};
 
 /// Rolls a pool to a new template; see the runbook above.
 #[workflow]
@@ -60,6 +60,10 @@ impl RollingUpdateWorkflow {
             .await?;
         match roll(ctx, &request, &scope).await {
             Finish::Ended(result) => Ok(*result),
+            Finish::Canceled(result) => {
+                ctx.set_current_details(result.status.summary.clone().unwrap_or_default());
+                Err(WorkflowTermination::cancelled_with_details(*result))
+            }
             Finish::ContinueAsNew(next) => {
                 match ctx.continue_as_new(*next, ContinueAsNewOptions::default()) {
                     Err(termination) => Err(termination),
@@ -167,13 +171,23 @@ impl RollingUpdateWorkflow {
 /// How a run ends.
 enum Finish {
     Ended(Box<RolloutResult>),
+    Canceled(Box<RolloutResult>),
     ContinueAsNew(Box<RolloutRequest>),
 }
 
 /// A child in flight and the future of its end.
 struct Child {
     entry: InFlight,
-    outcome: Pin<Box<dyn Future<Output = Result<(), String>>>>,
+    outcome: Pin<Box<dyn Future<Output = ChildEnd>>>,
+}
+
+/// How a child ended.
+enum ChildEnd {
+    Succeeded,
+    Failed(String),
+    /// Cancelled with the rollout: it ended by its own runbook (a create removed what it made,
+    /// a delete gave its machine back or finished past its point of no return).
+    Canceled(String),
 }
 
 /// The loop: observe → plan → act → wait, until done, aborted or due to continue as new.
@@ -185,6 +199,9 @@ async fn roll(
     let mut children: Vec<Child> = Vec::new();
     let mut tainted: BTreeSet<String> = BTreeSet::new();
     loop {
+        if cancellation::requested(ctx) {
+            return cancel(ctx, request, children).await;
+        }
         let at = now(ctx).timestamp();
         let running: Vec<Running<'_>> = children
             .iter()
@@ -277,10 +294,35 @@ async fn roll(
     }
 }
 
+/// The cancellation path: nothing new starts; the children in flight were asked to cancel with
+/// this run (their cancellation inherits it) and each ends by its own runbook; once all have
+/// ended, the rollout ends Canceled with what was done.
+async fn cancel(
+    ctx: &mut WorkflowContext<RollingUpdateWorkflow>,
+    request: &RolloutRequest,
+    mut children: Vec<Child>,
+) -> Finish {
+    let because = match cancellation::reason(ctx) {
+        Some(reason) => format!("canceled: {reason}"),
+        None => "canceled".to_owned(),
+    };
+    ctx.state_mut(|s| {
+        if let Some(status) = s.status.as_mut() {
+            status.paused_because = Some(because);
+        }
+    });
+    show_in_flight(ctx, &children);
+    while !children.is_empty() {
+        let (index, outcome) = first_finished(&mut children).await;
+        let child = children.remove(index);
+        child_finished(ctx, request, child.entry, outcome);
+        show_in_flight(ctx, &children);
+    }
+    Finish::Canceled(Box::new(finish(ctx, request, RolloutOutcome::Canceled)))
+}
+
 /// The first child to finish (children are polled in order, so replays agree), with its index.
-fn first_finished(
-    children: &mut [Child],
-) -> impl Future<Output = (usize, Result<(), String>)> + '_ {
+fn first_finished(children: &mut [Child]) -> impl Future<Output = (usize, ChildEnd)> + '_ {
     std::future::poll_fn(move |cx| {
         for (index, child) in children.iter_mut().enumerate() {
             if let Poll::Ready(outcome) = child.outcome.as_mut().poll(cx) {
@@ -488,9 +530,13 @@ where
 {
     children.push(Child {
         entry,
-        outcome: Box::pin(
-            async move { result.await.map(|_| ()).map_err(|e| child_failure_text(&e)) },
-        ),
+        outcome: Box::pin(async move {
+            match result.await {
+                Ok(_) => ChildEnd::Succeeded,
+                Err(e) if was_canceled(&e) => ChildEnd::Canceled(child_failure_text(&e)),
+                Err(e) => ChildEnd::Failed(child_failure_text(&e)),
+            }
+        }),
     });
 }
 
@@ -525,11 +571,11 @@ fn child_finished(
     ctx: &mut WorkflowContext<RollingUpdateWorkflow>,
     request: &RolloutRequest,
     entry: InFlight,
-    outcome: Result<(), String>,
+    outcome: ChildEnd,
 ) {
     let at = now(ctx).timestamp_millis();
     match outcome {
-        Ok(()) => ctx.state_mut(|s| {
+        ChildEnd::Succeeded => ctx.state_mut(|s| {
             if let Some(status) = s.status.as_mut() {
                 let millis = u64::try_from(at.saturating_sub(entry.started_at)).unwrap_or(0);
                 status.timings.record(entry.kind, millis);
@@ -539,7 +585,10 @@ fn child_finished(
                 }
             }
         }),
-        Err(reason) => record_failure(ctx, request, entry, reason, true),
+        ChildEnd::Failed(reason) => record_failure(ctx, request, entry, reason, true),
+        ChildEnd::Canceled(reason) => {
+            record_failure(ctx, request, entry, format!("canceled: {reason}"), false);
+        }
     }
 }
 
@@ -718,7 +767,7 @@ fn finish(
             template_hash: pool.template_hash.clone(),
             template: pool.template.clone(),
         }),
-        RolloutOutcome::Aborted => request.history.clone(),
+        RolloutOutcome::Aborted | RolloutOutcome::Canceled => request.history.clone(),
     };
     let counts = status.counts;
     let (phase, summary) = match outcome {
@@ -733,6 +782,22 @@ fn finish(
             RolloutPhase::Aborted,
             format!(
                 "aborted: pool {} has {} machines for {} replicas: {} of template {} and {} of older templates, {} available ({} created, {} deleted); roll again or `nodewright pool rollback {}` to make it whole",
+                pool.name,
+                counts.total,
+                pool.replicas,
+                counts.updated,
+                pool.template_hash,
+                counts.old,
+                counts.available,
+                status.created,
+                status.deleted,
+                pool.name
+            ),
+        ),
+        RolloutOutcome::Canceled => (
+            RolloutPhase::Canceled,
+            format!(
+                "canceled: pool {} has {} machines for {} replicas: {} of template {} and {} of older templates, {} available ({} created, {} deleted); roll again or `nodewright pool rollback {}` to make it whole",
                 pool.name,
                 counts.total,
                 pool.replicas,

@@ -3,15 +3,16 @@
 use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange};
 use nodewright_model::Operation;
+use nodewright_model::cancel::Canceled;
 use nodewright_model::machine::{MachineStatus, Step, UncordonRequest};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
-use crate::activity_options;
 use crate::progress::{
     HasStatus, StepFailed, begin, done, fail, now, record_failure, rfc3339, succeed,
 };
 use crate::search;
+use crate::{activity_options, cancellation};
 
 /// Makes a drained machine's Node schedulable again; see the runbook above.
 #[workflow]
@@ -51,6 +52,10 @@ impl UncordonNodeWorkflow {
         let scope = ctx
             .execute_activity(ArmReadActivities::scope, (), activity_options::read())
             .await?;
+        if cancellation::requested(ctx) {
+            let canceled = Canceled::at("none", cancellation::reason(ctx));
+            return Err(cancellation::end(ctx, canceled));
+        }
         begin(ctx, Step::Uncordon);
         let changed = ctx
             .execute_activity(
@@ -59,13 +64,22 @@ impl UncordonNodeWorkflow {
                     node: request.machine.clone(),
                     vm_id: scope.vm_id(&request.machine),
                 },
-                activity_options::kube_write(),
+                cancellation::shielded(activity_options::kube_write()),
             )
             .await
             .map_err(|e| StepFailed::from_activity(Step::Uncordon, &e));
         let failed = match changed {
             Ok(NodeChange::Done) => {
                 done(ctx, Step::Uncordon, "schedulable, draining taint removed");
+                if cancellation::requested(ctx) {
+                    let mut canceled =
+                        Canceled::at(Step::Uncordon.as_str(), cancellation::reason(ctx));
+                    canceled.kept.push(format!(
+                        "{} is schedulable: the uncordon was sent before the request",
+                        request.machine
+                    ));
+                    return Err(cancellation::end(ctx, canceled));
+                }
                 succeed(ctx, format!("{} is schedulable again", request.machine));
                 return Ok(());
             }

@@ -15,9 +15,11 @@ use nodewright_model::rollout::PoolNode;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
+use crate::lifetime;
+
 pub use drain::{
     AwaitPodsGone, AwaitVolumes, Eviction, ListNodePods, NodeAttachments, NodePods, Pending,
-    PodAction, PodDeletion, PrepareDrain, PreparedNode, Reattached,
+    PodAction, PodDeletion, PrepareDrain, PreparedNode, Reattached, RestoreNode,
 };
 pub use error::{Error, Result};
 pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
@@ -86,9 +88,12 @@ impl KubeActivities {
         ctx: ActivityContext,
         input: AwaitNode,
     ) -> Result<NodeWait, ActivityError> {
-        nodes::await_node(&self.client, &ctx, &input, false)
-            .await
-            .map_err(Error::into_activity_error)
+        lifetime::until_cancelled(&ctx, async {
+            nodes::await_node(&self.client, &ctx, &input, false)
+                .await
+                .map_err(Error::into_activity_error)
+        })
+        .await
     }
 
     /// Waits until the machine's Node is Ready, or the deadline.
@@ -101,9 +106,12 @@ impl KubeActivities {
         ctx: ActivityContext,
         input: AwaitNode,
     ) -> Result<NodeWait, ActivityError> {
-        nodes::await_node(&self.client, &ctx, &input, true)
-            .await
-            .map_err(Error::into_activity_error)
+        lifetime::until_cancelled(&ctx, async {
+            nodes::await_node(&self.client, &ctx, &input, true)
+                .await
+                .map_err(Error::into_activity_error)
+        })
+        .await
     }
 
     /// Applies the pool's and nodewright's labels and taints to the Node (server-side apply,
@@ -217,9 +225,12 @@ impl KubeActivities {
         ctx: ActivityContext,
         input: AwaitPodsGone,
     ) -> Result<Pending, ActivityError> {
-        drain::await_pods_gone(&self.client, &ctx, &input)
-            .await
-            .map_err(Error::into_activity_error)
+        lifetime::until_cancelled(&ctx, async {
+            drain::await_pods_gone(&self.client, &ctx, &input)
+                .await
+                .map_err(Error::into_activity_error)
+        })
+        .await
     }
 
     /// Waits, heartbeating each second, until none of the PersistentVolumes has a
@@ -234,9 +245,12 @@ impl KubeActivities {
         ctx: ActivityContext,
         input: AwaitVolumes,
     ) -> Result<Pending, ActivityError> {
-        drain::await_volumes_detached(&self.client, &ctx, &input)
-            .await
-            .map_err(Error::into_activity_error)
+        lifetime::until_cancelled(&ctx, async {
+            drain::await_volumes_detached(&self.client, &ctx, &input)
+                .await
+                .map_err(Error::into_activity_error)
+        })
+        .await
     }
 
     /// Waits, heartbeating each second, until each PersistentVolume has an attached
@@ -251,9 +265,12 @@ impl KubeActivities {
         ctx: ActivityContext,
         input: AwaitVolumes,
     ) -> Result<Reattached, ActivityError> {
-        drain::await_volumes_reattached(&self.client, &ctx, &input)
-            .await
-            .map_err(Error::into_activity_error)
+        lifetime::until_cancelled(&ctx, async {
+            drain::await_volumes_reattached(&self.client, &ctx, &input)
+                .await
+                .map_err(Error::into_activity_error)
+        })
+        .await
     }
 
     /// Deletes every VolumeAttachment on the Node (force mode, MCM's `DelVolumesAttachments`),
@@ -269,6 +286,23 @@ impl KubeActivities {
         input: NodeAttachments,
     ) -> Result<Vec<String>, ActivityError> {
         drain::delete_node_volume_attachments(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Undoes a drain's preparation when the drain is cancelled: removes the draining taint
+    /// (other taints kept) and the `Terminating` condition, and clears `spec.unschedulable`
+    /// unless `keep_cordoned`. Only for a Node of the machine, as `kube.prepare_drain`.
+    ///
+    /// # Idempotency
+    /// A Node with none of these is left as it is.
+    #[activity(name = "kube.restore_node")]
+    pub async fn restore_node(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: drain::RestoreNode,
+    ) -> Result<NodeChange, ActivityError> {
+        drain::restore_node(&self.client, &input)
             .await
             .map_err(Error::into_activity_error)
     }

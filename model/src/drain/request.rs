@@ -77,6 +77,10 @@ pub struct DrainedNode {
     /// Things that went wrong without failing the drain (e.g. a reattach timeout).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Whether the Node was cordoned before the drain began, by someone else: a cancelled drain
+    /// (or a delete cancelled after its drain) leaves it cordoned.
+    #[serde(default)]
+    pub cordoned_before: bool,
 }
 
 impl Default for DrainPolicy {

@@ -140,6 +140,10 @@ pub enum RolloutOutcome {
     /// Aborted: the children in flight finished, nothing new was started; the pool may mix
     /// templates.
     Aborted,
+    /// Canceled: the children in flight were cancelled (a create removes what it made, a
+    /// delete gives its machine back unless its VM delete was sent), nothing new was started;
+    /// the pool may mix templates.
+    Canceled,
 }
 
 /// What RollingUpdate returns.

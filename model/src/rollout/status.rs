@@ -24,6 +24,9 @@ pub enum RolloutPhase {
     Completed,
     /// Ended by `abort`.
     Aborted,
+    /// Ended by a cancellation request: the children in flight were cancelled with it and
+    /// ended by their own runbooks; nothing new started.
+    Canceled,
 }
 
 impl RolloutPhase {
@@ -36,6 +39,7 @@ impl RolloutPhase {
             RolloutPhase::Aborting => "aborting",
             RolloutPhase::Completed => "completed",
             RolloutPhase::Aborted => "aborted",
+            RolloutPhase::Canceled => "canceled",
         }
     }
 }

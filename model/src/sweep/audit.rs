@@ -137,16 +137,24 @@ pub enum SweepOutcome {
         /// The cap.
         max_deletions: u32,
     },
+    /// A cancellation request ended it: no removal started after the request; those under
+    /// way finished and are in the entries.
+    Canceled {
+        /// The request's reason, when it gave one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
 }
 
 impl SweepOutcome {
-    /// One word: `completed`, `dry-run`, `frozen`, `not-approved`.
+    /// One word: `completed`, `dry-run`, `frozen`, `not-approved`, `canceled`.
     pub fn word(&self) -> &'static str {
         match self {
             SweepOutcome::Completed => "completed",
             SweepOutcome::DryRun => "dry-run",
             SweepOutcome::Frozen { .. } => "frozen",
             SweepOutcome::NotApproved { .. } => "not-approved",
+            SweepOutcome::Canceled { .. } => "canceled",
         }
     }
 }
@@ -330,6 +338,16 @@ impl SweepAudit {
             } => format!(
                 "not approved, nothing deleted: {planned} removals planned, more than max_deletions {max_deletions}, and no approve came in time; {tail}; {seen}"
             ),
+            SweepOutcome::Canceled { reason } => {
+                let why = reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default();
+                format!(
+                    "canceled{why}: {done} of {} removals done before the request, {failed} failed, the rest not started; {tail}; {seen}",
+                    self.planned()
+                )
+            }
         }
     }
 }

@@ -49,6 +49,12 @@ where
     match outcome {
         Ok(value) => Ok(value),
         Err(error) => {
+            if let Some(canceled) = last.as_ref().and_then(|s| s.run_status().canceled.clone()) {
+                return Err(CliError::RunFailed(format!(
+                    "{workflow_id} was canceled: {}\n  see {link}",
+                    canceled.summary()
+                )));
+            }
             let reason = last
                 .as_ref()
                 .and_then(|s| s.run_status().failure.clone())

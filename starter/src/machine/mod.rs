@@ -1,5 +1,6 @@
 //! `nodewright machine ...`: create, drain, delete and inspect machines.
 
+mod cancel;
 mod create;
 mod delete;
 mod drain;
@@ -78,6 +79,18 @@ pub enum MachineCommand {
         /// The machine's name.
         name: String,
     },
+    /// Cancel the running create, delete, drain or uncordon of a machine (as the Temporal UI's
+    /// "Request Cancellation"): it undoes what its runbook says, then ends canceled.
+    Cancel {
+        /// The machine's name.
+        name: String,
+        /// Why, recorded with the request (default: who asked).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Follow the run until it has ended and print what was undone and kept.
+        #[arg(long)]
+        wait: bool,
+    },
     /// Show the latest create, drain or delete run of a machine, step by step.
     Status {
         /// The machine's name.
@@ -136,6 +149,9 @@ pub async fn run(
             drain::extend(settings, output, &name, &by).await
         }
         MachineCommand::Uncordon { name } => drain::uncordon(settings, output, &name).await,
+        MachineCommand::Cancel { name, reason, wait } => {
+            cancel::run(settings, output, cancel::Args { name, reason, wait }).await
+        }
         MachineCommand::Status { name } => status::run(settings, output, &name).await,
     }
 }

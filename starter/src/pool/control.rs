@@ -6,7 +6,9 @@ use std::time::Duration;
 use nodewright_model::WorkflowId;
 use nodewright_workflows::RollingUpdateWorkflow;
 use temporalio_client::errors::WorkflowUpdateError;
-use temporalio_client::{Client, WorkflowExecuteUpdateOptions, WorkflowSignalOptions};
+use temporalio_client::{
+    Client, WorkflowCancelOptions, WorkflowExecuteUpdateOptions, WorkflowSignalOptions,
+};
 
 use super::render::{status_line, strategy};
 use super::{
@@ -25,6 +27,8 @@ pub enum Ask {
     Abort,
     /// `approve`.
     Approve,
+    /// A cancellation request (not a signal).
+    Cancel,
 }
 
 impl Ask {
@@ -35,6 +39,7 @@ impl Ask {
             Ask::Resume => "resume",
             Ask::Abort => "abort",
             Ask::Approve => "approve",
+            Ask::Cancel => "cancel",
         }
     }
 
@@ -47,6 +52,9 @@ impl Ask {
                 "creates and deletes in flight finish, nothing new starts, then it ends aborted"
             }
             Ask::Approve => "it goes on beyond its canary",
+            Ask::Cancel => {
+                "creates and deletes in flight are canceled (a create removes what it made, a delete gives its machine back unless its VM delete was sent), nothing new starts, then it ends canceled"
+            }
         }
     }
 }
@@ -110,6 +118,15 @@ pub async fn signal(
         Ask::Approve => {
             handle
                 .signal(RollingUpdateWorkflow::approve, by.clone(), options())
+                .await
+        }
+        Ask::Cancel => {
+            handle
+                .cancel(
+                    WorkflowCancelOptions::builder()
+                        .reason(format!("nodewright pool rollout cancel by {by}"))
+                        .build(),
+                )
                 .await
         }
     };

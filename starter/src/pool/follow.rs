@@ -134,6 +134,9 @@ pub async fn follow(
                 RolloutOutcome::Aborted => Err(CliError::RunFailed(format!(
                     "{workflow_id} was aborted: {summary}\n  see {link}"
                 ))),
+                RolloutOutcome::Canceled => Err(CliError::RunFailed(format!(
+                    "{workflow_id} was canceled: {summary}\n  see {link}"
+                ))),
             }
         }
         Err(error) => {

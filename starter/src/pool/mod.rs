@@ -121,6 +121,13 @@ pub enum RolloutCommand {
         /// The pool's name.
         pool: String,
     },
+    /// Cancel the running rollout (as the Temporal UI's "Request Cancellation"): creates and
+    /// deletes in flight are canceled and end by their own runbooks, nothing new starts, and it
+    /// ends canceled within maxSurge/maxUnavailable.
+    Cancel {
+        /// The pool's name.
+        pool: String,
+    },
     /// Let a canary rollout go on beyond its canary machines.
     Approve {
         /// The pool's name.
@@ -183,6 +190,9 @@ pub async fn run(
             }
             RolloutCommand::Abort { pool } => {
                 control::signal(settings, output, &pool, control::Ask::Abort).await
+            }
+            RolloutCommand::Cancel { pool } => {
+                control::signal(settings, output, &pool, control::Ask::Cancel).await
             }
             RolloutCommand::Approve { pool } => {
                 control::signal(settings, output, &pool, control::Ask::Approve).await

@@ -36,7 +36,9 @@ pub fn rollback_of(pool: &str, last: Option<&RolloutResult>) -> Result<Rollback,
     };
     let (record, from) = match last.outcome {
         RolloutOutcome::Completed => (last.history.previous.as_ref(), &last.pool.template_hash),
-        RolloutOutcome::Aborted => (last.history.current.as_ref(), &last.pool.template_hash),
+        RolloutOutcome::Aborted | RolloutOutcome::Canceled => {
+            (last.history.current.as_ref(), &last.pool.template_hash)
+        }
     };
     let Some(record) = record else {
         let detail = match last.outcome {
@@ -45,6 +47,9 @@ pub fn rollback_of(pool: &str, last: Option<&RolloutResult>) -> Result<Rollback,
             }
             RolloutOutcome::Aborted => format!(
                 "its last rollout (to template {from}) was aborted and none completed before it"
+            ),
+            RolloutOutcome::Canceled => format!(
+                "its last rollout (to template {from}) was canceled and none completed before it"
             ),
         };
         return Err(CliError::InvalidInput(format!(

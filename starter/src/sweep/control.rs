@@ -1,11 +1,12 @@
-//! The running sweep of the cluster: `sweep approve [RUN]` (the `approve` signal) and
-//! `sweep status` (its `status` query, or the newest closed sweep when none runs).
+//! The running sweep of the cluster: `sweep approve [RUN]` (the `approve` signal), `sweep
+//! cancel [RUN]` (a cancellation request) and `sweep status` (its `status` query, or the newest
+//! closed sweep when none runs).
 
 use nodewright_model::ClusterName;
 use nodewright_model::sweep::SweepStatus;
 use nodewright_workflows::OrphanSweepWorkflow;
 use temporalio_client::errors::WorkflowInteractionError;
-use temporalio_client::{Client, WorkflowSignalOptions};
+use temporalio_client::{Client, WorkflowCancelOptions, WorkflowSignalOptions};
 
 use super::find::{self, SweepRun};
 use super::render::status_lines;
@@ -13,12 +14,12 @@ use super::{error_chain, flags, query_status, sweep_handle, sweep_id, timestamp}
 use crate::pool::who;
 use crate::{CliError, Output, settings::Settings};
 
-/// Signals `approve` (as `$USER@cli`) to `run`, or to the cluster's running sweep.
-pub async fn approve(
+/// The sweep `run` names, or the cluster's one running sweep (`verb` says what for).
+async fn target(
     settings: &Settings,
-    output: Output,
     run: Option<&str>,
-) -> Result<(), CliError> {
+    verb: &str,
+) -> Result<(Client, String, Option<String>), CliError> {
     let named = run.map(flags::run_id).transpose()?;
     let cluster = settings.cluster()?;
     let client = settings.temporal().connect().await?;
@@ -26,10 +27,60 @@ pub async fn approve(
         Some(workflow_id) => (workflow_id.to_string(), None),
         None => {
             let running = find::running(&client, &cluster).await?;
-            let run = only_running(&cluster, running)?;
+            let run = only_running(&cluster, running, verb)?;
             (run.workflow_id, Some(run.run_id))
         }
     };
+    Ok((client, workflow_id, run_id))
+}
+
+/// Asks `run`, or the cluster's running sweep, to cancel: no removal starts after the
+/// request, those under way finish, and its audit lists what was done.
+pub async fn cancel(
+    settings: &Settings,
+    output: Output,
+    run: Option<&str>,
+) -> Result<(), CliError> {
+    let (client, workflow_id, run_id) = target(settings, run, "cancel").await?;
+    let handle = sweep_handle(&client, &workflow_id, run_id.as_deref());
+    let by = who();
+    handle
+        .cancel(
+            WorkflowCancelOptions::builder()
+                .reason(format!("nodewright sweep cancel by {by}"))
+                .build(),
+        )
+        .await
+        .map_err(|error| match error {
+            WorkflowInteractionError::NotFound(_) => CliError::RunFailed(format!(
+                "{workflow_id} is not running: there is nothing to cancel; `nodewright sweep status` shows the sweep running, if any"
+            )),
+            other => CliError::RunFailed(format!(
+                "asking {workflow_id} to cancel failed: {}",
+                error_chain(&other)
+            )),
+        })?;
+    match output {
+        Output::Json => {
+            let document = serde_json::json!({
+                "workflowId": workflow_id, "runId": run_id, "canceledBy": by,
+            });
+            println!("{document}");
+        }
+        Output::Text => println!(
+            "asked {workflow_id} to cancel: no removal starts from now, those under way finish; `nodewright sweep report` shows its audit once it has ended"
+        ),
+    }
+    Ok(())
+}
+
+/// Signals `approve` (as `$USER@cli`) to `run`, or to the cluster's running sweep.
+pub async fn approve(
+    settings: &Settings,
+    output: Output,
+    run: Option<&str>,
+) -> Result<(), CliError> {
+    let (client, workflow_id, run_id) = target(settings, run, "approve").await?;
     let handle = sweep_handle(&client, &workflow_id, run_id.as_deref());
     let by = who();
     handle
@@ -60,17 +111,21 @@ pub async fn approve(
     Ok(())
 }
 
-/// The one running sweep to approve: none is exit 3, several ask for RUN (exit 2).
-fn only_running(cluster: &ClusterName, mut running: Vec<SweepRun>) -> Result<SweepRun, CliError> {
+/// The one running sweep to `verb`: none is exit 3, several ask for RUN (exit 2).
+fn only_running(
+    cluster: &ClusterName,
+    mut running: Vec<SweepRun>,
+    verb: &str,
+) -> Result<SweepRun, CliError> {
     match running.len() {
         0 => Err(CliError::RunFailed(format!(
-            "no sweep of cluster {cluster} is running: there is nothing to approve (`nodewright sweep status` shows the newest one)"
+            "no sweep of cluster {cluster} is running: there is nothing to {verb} (`nodewright sweep status` shows the newest one)"
         ))),
         1 => Ok(running.remove(0)),
         _ => {
             let ids: Vec<&str> = running.iter().map(|run| run.workflow_id.as_str()).collect();
             Err(CliError::InvalidInput(format!(
-                "{} sweeps of cluster {cluster} are running ({}); name the one to approve: nodewright sweep approve RUN",
+                "{} sweeps of cluster {cluster} are running ({}); name the one to {verb}: nodewright sweep {verb} RUN",
                 ids.len(),
                 ids.join(", ")
             )))
@@ -210,11 +265,14 @@ mod tests {
     #[test]
     fn approving_needs_exactly_one_running_sweep() {
         assert!(matches!(
-            only_running(&cluster(), Vec::new()),
+            only_running(&cluster(), Vec::new(), "approve"),
             Err(CliError::RunFailed(message)) if message.starts_with("no sweep of cluster prod is running")
         ));
         let one = run("sweep/prod", WorkflowExecutionStatus::Running);
-        assert_eq!(only_running(&cluster(), vec![one.clone()]).ok(), Some(one));
+        assert_eq!(
+            only_running(&cluster(), vec![one.clone()], "approve").ok(),
+            Some(one)
+        );
         let two = vec![
             run("sweep/prod", WorkflowExecutionStatus::Running),
             run(
@@ -222,7 +280,7 @@ mod tests {
                 WorkflowExecutionStatus::Running,
             ),
         ];
-        match only_running(&cluster(), two) {
+        match only_running(&cluster(), two, "approve") {
             Err(CliError::InvalidInput(message)) => assert_eq!(
                 message,
                 "2 sweeps of cluster prod are running (sweep/prod, sweep/prod-2026-04-01T10:15:00Z); name the one to approve: nodewright sweep approve RUN"

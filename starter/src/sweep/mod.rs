@@ -37,6 +37,13 @@ pub enum SweepCommand {
         #[arg(value_name = "RUN")]
         run: Option<String>,
     },
+    /// Cancel the running sweep (as the Temporal UI's "Request Cancellation"): no removal
+    /// starts after the request, those under way finish, and it ends canceled with its audit.
+    Cancel {
+        /// The sweep's workflow ID (default: the one running in this cluster).
+        #[arg(value_name = "RUN")]
+        run: Option<String>,
+    },
     /// Show the running sweep: phase, counts, approval deadline.
     Status,
     /// Print a sweep's audit: every resource it saw, the rule that decided and what was done.
@@ -120,6 +127,7 @@ pub async fn run(
     match command {
         SweepCommand::Run(args) => start::run(settings, output, args).await,
         SweepCommand::Approve { run } => control::approve(settings, output, run.as_deref()).await,
+        SweepCommand::Cancel { run } => control::cancel(settings, output, run.as_deref()).await,
         SweepCommand::Status => control::status(settings, output).await,
         SweepCommand::Report(args) => report::run(settings, output, args).await,
         SweepCommand::Schedule(args) => schedule::schedule(settings, output, args).await,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use temporalio_client::errors::WorkflowInteractionError;
+use temporalio_client::errors::{WorkflowGetResultError, WorkflowInteractionError};
 use temporalio_client::{
     Client, WorkflowDescribeOptions, WorkflowExecutionStatus, WorkflowGetResultOptions,
 };
@@ -49,6 +49,13 @@ pub async fn run(settings: &Settings, output: Output, args: ReportArgs) -> Resul
         .build();
     let audit = match tokio::time::timeout(RESULT_TIMEOUT, handle.get_result(options)).await {
         Ok(Ok(audit)) => audit,
+        Ok(Err(WorkflowGetResultError::Cancelled { details })) => {
+            details.deserialize().map_err(|error| {
+                CliError::RunFailed(format!(
+                    "{workflow_id} (run {run_id}) was canceled and its audit could not be read: {error}"
+                ))
+            })?
+        }
         Ok(Err(error)) => {
             return Err(CliError::RunFailed(format!(
                 "reading the audit of {workflow_id} (run {run_id}) failed: {}",
@@ -100,7 +107,10 @@ async fn completed_run(
             )),
         })?;
     match description.status() {
-        WorkflowExecutionStatus::Completed => Ok(description.run_id().to_owned()),
+        // A cancelled sweep carries its audit as the cancellation's details.
+        WorkflowExecutionStatus::Completed | WorkflowExecutionStatus::Canceled => {
+            Ok(description.run_id().to_owned())
+        }
         WorkflowExecutionStatus::Running => Err(CliError::RunFailed(format!(
             "{workflow_id}{which} is still running: its audit comes when it ends (`nodewright sweep status` shows where it is)"
         ))),

@@ -14,7 +14,9 @@ pub fn verdict(audit: &SweepAudit) -> Result<(), CliError> {
         .any(|entry| matches!(entry.outcome, Some(Outcome::Failed { .. })));
     let clean = match audit.outcome {
         SweepOutcome::Completed | SweepOutcome::DryRun => !failed_removal,
-        SweepOutcome::Frozen { .. } | SweepOutcome::NotApproved { .. } => false,
+        SweepOutcome::Frozen { .. }
+        | SweepOutcome::NotApproved { .. }
+        | SweepOutcome::Canceled { .. } => false,
     };
     if clean {
         Ok(())

@@ -33,7 +33,7 @@ pub(super) fn volume_entry<'a>(status: &'a Value, pv: &str) -> Option<&'a Value>
 }
 
 /// A pool file as [`write_pool_file`] writes it, with `spec.drain` set to `settings`.
-pub(super) fn drain_pool_file(
+pub(crate) fn drain_pool_file(
     stack: &Stack,
     pool: &str,
     settings: &[(&str, &str)],
@@ -142,7 +142,7 @@ pub(crate) async fn create_machines(
 }
 
 /// Deletes the machines without draining, in parallel; reports failures without failing.
-pub(super) async fn delete_machines(stack: &Stack, task_queue: &str, machines: &[String]) {
+pub(crate) async fn delete_machines(stack: &Stack, task_queue: &str, machines: &[String]) {
     let deletes = machines.iter().map(|machine| async move {
         let args = ["machine", "delete", machine, "--skip-drain", "--wait"];
         let outcome = cli(stack, task_queue, &args).await;

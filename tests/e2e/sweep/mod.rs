@@ -2,7 +2,7 @@
 //! the freeze, the approval gate, dry run, the schedule, and a 10,000-resource benchmark.
 
 mod approval;
-mod common;
+pub(crate) mod common;
 mod freeze;
 mod remediate;
 mod scale;

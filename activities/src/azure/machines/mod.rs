@@ -33,6 +33,7 @@ pub use types::*;
 
 use crate::azure::inventory::{InventoryPage, ListInventoryPage, list_inventory_page};
 use crate::azure::{ArmClient, Deletion, Error as ArmError};
+use crate::lifetime;
 
 /// How long an ARM write's own short operation (a NIC, a disk's tags) may take inside the
 /// activity that started it.
@@ -102,12 +103,15 @@ impl ArmWriteActivities {
     #[activity(name = "azure.ensure_nic")]
     pub async fn ensure_nic(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: EnsureNic,
     ) -> Result<NicReady, ActivityError> {
-        self.ensure_nic_inner(&input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        lifetime::heartbeating(&ctx, async {
+            self.ensure_nic_inner(&input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
     }
 
     /// Starts creating the machine's VM, or adopts the one an earlier attempt started.
@@ -118,12 +122,15 @@ impl ArmWriteActivities {
     #[activity(name = "azure.begin_vm_create")]
     pub async fn begin_vm_create(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: BeginVmCreate,
     ) -> Result<VmCreateStarted, ActivityError> {
-        self.begin_vm_create_inner(&input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        lifetime::heartbeating(&ctx, async {
+            self.begin_vm_create_inner(&input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
     }
 
     /// Merges the ownership tags into the OS disk the VM created.
@@ -133,12 +140,15 @@ impl ArmWriteActivities {
     #[activity(name = "azure.tag_os_disk")]
     pub async fn tag_os_disk(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: TagOsDisk,
     ) -> Result<bool, ActivityError> {
-        self.tag_os_disk_inner(&input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        lifetime::heartbeating(&ctx, async {
+            self.tag_os_disk_inner(&input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
     }
 
     /// Starts deleting the machine's VM (NIC and OS disk go with it).
@@ -149,12 +159,15 @@ impl ArmWriteActivities {
     #[activity(name = "azure.begin_vm_delete")]
     pub async fn begin_vm_delete(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: BeginVmDelete,
     ) -> Result<VmDeleteStarted, ActivityError> {
-        self.begin_vm_delete_inner(&input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        lifetime::heartbeating(&ctx, async {
+            self.begin_vm_delete_inner(&input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
     }
 
     /// Deletes one leftover NIC or disk, after checking again that it is this cluster's and
@@ -165,12 +178,15 @@ impl ArmWriteActivities {
     #[activity(name = "azure.delete_leftover")]
     pub async fn delete_leftover(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: DeleteLeftover,
     ) -> Result<LeftoverDeleted, ActivityError> {
-        self.delete_leftover_inner(&input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        lifetime::heartbeating(&ctx, async {
+            self.delete_leftover_inner(&input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
     }
 
     /// Force-detaches every data disk of the machine's VM (drain force mode: releases volumes a
@@ -183,12 +199,15 @@ impl ArmWriteActivities {
     #[activity(name = "azure.force_detach_data_disks")]
     pub async fn force_detach_data_disks(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: ForceDetachDisks,
     ) -> Result<ForceDetachStarted, ActivityError> {
-        data_disks::force_detach(&self.client, &input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        lifetime::heartbeating(&ctx, async {
+            data_disks::force_detach(&self.client, &input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
     }
 }
 
@@ -388,9 +407,12 @@ impl ArmReadActivities {
         ctx: ActivityContext,
         input: AwaitVm,
     ) -> Result<VmProvisioned, ActivityError> {
-        wait::await_vm(&self.client, &ctx, &input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        lifetime::until_cancelled(&ctx, async {
+            wait::await_vm(&self.client, &ctx, &input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
     }
 
     /// Waits until the VM is gone (its delete operation done, or a GET answers 404).
@@ -403,9 +425,12 @@ impl ArmReadActivities {
         ctx: ActivityContext,
         input: AwaitDeletion,
     ) -> Result<(), ActivityError> {
-        wait::await_vm_deletion(&self.client, &ctx, &input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        lifetime::until_cancelled(&ctx, async {
+            wait::await_vm_deletion(&self.client, &ctx, &input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
     }
 
     /// Waits until the managed disks are no longer `managedBy` the VM (a moved volume's disk
@@ -419,9 +444,12 @@ impl ArmReadActivities {
         ctx: ActivityContext,
         input: AwaitDisksReleased,
     ) -> Result<DisksReleased, ActivityError> {
-        data_disks::await_disks_released(&self.client, &ctx, &input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        lifetime::until_cancelled(&ctx, async {
+            data_disks::await_disks_released(&self.client, &ctx, &input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
     }
 
     /// Waits until a force detach's operation ends and the VM lists no data disk, heartbeating,
@@ -435,9 +463,12 @@ impl ArmReadActivities {
         ctx: ActivityContext,
         input: AwaitForceDetach,
     ) -> Result<DisksReleased, ActivityError> {
-        data_disks::await_force_detach(&self.client, &ctx, &input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        lifetime::until_cancelled(&ctx, async {
+            data_disks::await_force_detach(&self.client, &ctx, &input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
     }
 
     /// The machine's NIC and OS disk (read by name, `<machine>-nic` and `<machine>-osdisk`: two

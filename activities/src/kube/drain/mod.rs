@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use evict::{delete_pod, evict_pod};
 pub use node::{
     FIELD_MANAGER, TERMINATING_MESSAGE, TERMINATING_REASON, node_health, prepare_node,
-    uncordon_node,
+    restore_node, uncordon_node,
 };
 pub use pods::list_node_pods;
 pub use volumes::{
@@ -58,7 +58,23 @@ pub enum PreparedNode {
         policy_annotation: Option<String>,
         /// Its Ready and ReadonlyFilesystem conditions.
         health: NodeHealth,
+        /// Whether it was cordoned before, by someone else than a drain (a cancelled drain
+        /// leaves it cordoned).
+        #[serde(default)]
+        cordoned_before: bool,
     },
+}
+
+/// Undo a drain's preparation of a machine's Node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreNode {
+    /// The Node (= machine) name.
+    pub node: String,
+    /// The VM's ARM id, as for [`PrepareDrain`].
+    pub vm_id: String,
+    /// Leave `spec.unschedulable` as it is (the Node was cordoned before the drain).
+    pub keep_cordoned: bool,
 }
 
 /// The pods on a Node, and the Node's health.

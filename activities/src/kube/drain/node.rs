@@ -6,6 +6,8 @@
 //! read, retried on a conflict. Conditions are a list keyed by `type`, so the `Terminating`
 //! condition is a strategic merge patch of the status that leaves every other condition alone.
 
+use std::sync::atomic::Ordering;
+
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::Api;
@@ -16,7 +18,7 @@ use nodewright_model::drain::{
 };
 use serde_json::{Value, json};
 
-use super::{PrepareDrain, PreparedNode};
+use super::{PrepareDrain, PreparedNode, RestoreNode};
 use crate::kube::error::{Error, Result};
 use crate::kube::node_spec::{Found, taints, update_spec};
 use crate::kube::nodes::{MachineNode, NodeChange};
@@ -38,12 +40,19 @@ const NO_SCHEDULE: &str = "NoSchedule";
 /// providerID names the VM and that carries `nodewright.io/machine=<node>`.
 pub async fn prepare_node(client: &kube::Client, input: &PrepareDrain) -> Result<PreparedNode> {
     let api: Api<Node> = Api::all(client.clone());
+    // Read from the Node as found before the change: cordoned by someone else (no draining
+    // taint), so a cancelled drain leaves it cordoned. A rerun finds its own earlier cordon
+    // with the draining taint and does not mistake it for someone else's.
+    let cordoned_before = std::sync::atomic::AtomicBool::new(false);
     let found = update_spec(
         &api,
         &input.node,
         &input.vm_id,
         FIELD_MANAGER,
-        prepare_spec_patch,
+        |node| {
+            cordoned_before.store(was_cordoned_by_others(node), Ordering::Relaxed);
+            prepare_spec_patch(node)
+        },
         |name, source| Error::PrepareNode { name, source },
     )
     .await?;
@@ -73,6 +82,7 @@ pub async fn prepare_node(client: &kube::Client, input: &PrepareDrain) -> Result
     Ok(PreparedNode::Prepared {
         policy_annotation: policy_annotation(&node),
         health: node_health(&node),
+        cordoned_before: cordoned_before.load(Ordering::Relaxed),
     })
 }
 
@@ -80,13 +90,29 @@ pub async fn prepare_node(client: &kube::Client, input: &PrepareDrain) -> Result
 /// draining taint and the `Terminating` condition; only for a Node of the machine (as
 /// [`prepare_node`]).
 pub async fn uncordon_node(client: &kube::Client, input: &MachineNode) -> Result<NodeChange> {
+    restore_node(
+        client,
+        &RestoreNode {
+            node: input.node.clone(),
+            vm_id: input.vm_id.clone(),
+            keep_cordoned: false,
+        },
+    )
+    .await
+}
+
+/// Undoes a drain's preparation: removes the draining taint and the `Terminating` condition,
+/// and clears `spec.unschedulable` unless `keep_cordoned` (the Node was cordoned before the
+/// drain); only for a Node of the machine (as [`prepare_node`]).
+pub async fn restore_node(client: &kube::Client, input: &RestoreNode) -> Result<NodeChange> {
     let api: Api<Node> = Api::all(client.clone());
+    let keep_cordoned = input.keep_cordoned;
     let found = update_spec(
         &api,
         &input.node,
         &input.vm_id,
         FIELD_MANAGER,
-        uncordon_spec_patch,
+        |node| restore_spec_patch(node, keep_cordoned),
         |name, source| Error::UncordonNode { name, source },
     )
     .await?;
@@ -158,17 +184,28 @@ pub(super) fn prepare_spec_patch(node: &Node) -> Option<Value> {
     }))
 }
 
-/// `unschedulable` cleared and the draining taint removed (other taints kept); `None` when the
-/// Node has neither.
-pub(super) fn uncordon_spec_patch(node: &Node) -> Option<Value> {
+/// Whether the Node is cordoned by someone else than a drain: unschedulable without the
+/// draining taint.
+fn was_cordoned_by_others(node: &Node) -> bool {
+    is_unschedulable(node) && !taints(node).iter().any(is_draining_taint)
+}
+
+/// The draining taint removed (other taints kept) and, unless `keep_cordoned`,
+/// `unschedulable` cleared; `None` when there is nothing to change.
+pub(super) fn restore_spec_patch(node: &Node, keep_cordoned: bool) -> Option<Value> {
     let (ours, others): (Vec<Taint>, Vec<Taint>) =
         taints(node).into_iter().partition(is_draining_taint);
-    if ours.is_empty() && !is_unschedulable(node) {
+    let uncordon = !keep_cordoned && is_unschedulable(node);
+    if ours.is_empty() && !uncordon {
         return None;
+    }
+    let mut spec = json!({ "taints": others });
+    if uncordon {
+        spec["unschedulable"] = Value::Null;
     }
     Some(json!({
         "metadata": { "resourceVersion": node.metadata.resource_version },
-        "spec": { "unschedulable": null, "taints": others },
+        "spec": spec,
     }))
 }
 
@@ -338,7 +375,7 @@ mod tests {
             { "key": "nodewright.io/draining", "effect": "NoExecute" },
         ] } }));
         assert_eq!(
-            uncordon_spec_patch(&prepared),
+            restore_spec_patch(&prepared, false),
             Some(json!({
                 "metadata": { "resourceVersion": "42" },
                 "spec": { "unschedulable": null, "taints": [
@@ -347,7 +384,53 @@ mod tests {
                 ] },
             }))
         );
-        assert_eq!(uncordon_spec_patch(&node(json!({}))), None);
+        assert_eq!(restore_spec_patch(&node(json!({})), false), None);
+    }
+
+    #[test]
+    fn a_cancelled_drain_keeps_a_cordon_that_was_there_before_it() {
+        let prepared = node(json!({ "spec": { "unschedulable": true, "taints": [
+            { "key": "dedicated", "value": "db", "effect": "NoSchedule" },
+            { "key": "nodewright.io/draining", "effect": "NoSchedule" },
+        ] } }));
+        assert_eq!(
+            restore_spec_patch(&prepared, true),
+            Some(json!({
+                "metadata": { "resourceVersion": "42" },
+                "spec": { "taints": [
+                    { "key": "dedicated", "value": "db", "effect": "NoSchedule" },
+                ] },
+            }))
+        );
+        let cordoned_by_someone = node(json!({ "spec": { "unschedulable": true } }));
+        assert_eq!(restore_spec_patch(&cordoned_by_someone, true), None);
+        assert!(restore_spec_patch(&cordoned_by_someone, false).is_some());
+    }
+
+    #[test]
+    fn a_cordon_without_the_draining_taint_is_someone_elses() {
+        let table = [
+            (
+                "schedulable",
+                json!({ "spec": { "unschedulable": null } }),
+                false,
+            ),
+            (
+                "cordoned by someone",
+                json!({ "spec": { "unschedulable": true } }),
+                true,
+            ),
+            (
+                "cordoned by an earlier attempt of the drain",
+                json!({ "spec": { "unschedulable": true, "taints": [
+                    { "key": "nodewright.io/draining", "effect": "NoSchedule" },
+                ] } }),
+                false,
+            ),
+        ];
+        for (case, extra, expected) in table {
+            assert_eq!(was_cordoned_by_others(&node(extra)), expected, "{case}");
+        }
     }
 
     #[test]

@@ -1,0 +1,247 @@
+//! Cancelling a drain, and a delete in the middle of its drain. Two machines of a pool; three
+//! pods on the first with a PodDisruptionBudget that allows no disruption, so every drain of it
+//! waits in `evict-pods`.
+//!
+//! 1. `machine delete A` is cancelled (`nodewright machine cancel A --wait`) while its drain
+//!    waits: the delete and its drain end Canceled, the VM is still there, and A is back in
+//!    service as before: schedulable, no draining taint, no `Terminating` condition, its pods
+//!    where they were.
+//! 2. A is cordoned by someone else, then `machine drain A` is cancelled with `temporal workflow
+//!    cancel` while it waits: the drain ends Canceled, the draining taint is gone and A stays
+//!    cordoned, as it was before the drain.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use nodewright_tests::Stack;
+use nodewright_tests::eventually;
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::{KillableWorker, Sandbox, cli};
+use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::workloads::{Placement, Workload, Workloads, set_unschedulable};
+use serde_json::Value;
+
+use super::{NodeState, running_step, state_of, temporal_cancel};
+use crate::drain::common::{create_machines, delete_machines, drain_pool_file};
+
+const REPLICAS: usize = 3;
+const WAIT: Duration = Duration::from_secs(90);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_delete_or_drain_gives_the_machine_back_as_it_was() -> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("cancel-drain");
+    let worker = KillableWorker::start(&stack, &task_queue)?;
+    let pool = format!("cd{}", unique_suffix());
+    let pool_file = drain_pool_file(
+        &stack,
+        &pool,
+        &[
+            ("timeout", "10m"),
+            ("pdbRetryInterval", "2s"),
+            ("volumeDetachTimeout", "30s"),
+            ("volumeAttachTimeout", "60s"),
+            ("forceAfterUnhealthy", "5m"),
+        ],
+    )?;
+    let machines = [format!("{pool}-b2c4d"), format!("{pool}-f5g6h")];
+    let workloads = Workloads::create(&stack, "cancel-drain").await?;
+    let result = scenario(
+        &stack,
+        &task_queue,
+        &pool,
+        &pool_file,
+        &machines,
+        &workloads,
+    )
+    .await
+    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    workloads.clean_up().await;
+    delete_machines(&stack, &task_queue, &machines).await;
+    drop(worker);
+    result
+}
+
+async fn scenario(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    pool_file: &std::path::Path,
+    machines: &[String; 2],
+    workloads: &Workloads,
+) -> Result<()> {
+    let [node_a, node_b] = machines;
+    let kube = workloads.client().clone();
+    create_machines(stack, task_queue, pool_file, machines).await?;
+    set_unschedulable(&kube, node_b, true).await?;
+    let replicas = i32::try_from(REPLICAS)?;
+    workloads
+        .deployment(&Workload::new("web", replicas, Placement::pool(pool)))
+        .await?;
+    let pods = workloads
+        .wait_app_running("web", REPLICAS, Some(node_a), WAIT)
+        .await?;
+    let uids: Vec<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+    workloads
+        .pod_disruption_budget("web", "web", replicas)
+        .await?;
+    set_unschedulable(&kube, node_b, false).await?;
+    let sandbox = Sandbox::new(stack)?;
+
+    // 1. A delete cancelled while its drain waits on the budget.
+    cli(stack, task_queue, &["machine", "delete", node_a])
+        .await?
+        .expect_code(0)?;
+    await_drain_step(stack, task_queue, node_a, "evict-pods").await?;
+    let canceled = cli(stack, task_queue, &["machine", "cancel", node_a, "--wait"]).await?;
+    canceled.expect_code(0)?;
+    let delete_id = format!("delete/{}/{node_a}", stack.cluster);
+    ensure!(
+        canceled
+            .stdout
+            .contains(&format!("asked {delete_id} to cancel"))
+            && canceled.stdout.contains(&format!("{delete_id} canceled")),
+        "machine cancel cancelled the delete, not only its drain: {}",
+        canceled.stdout
+    );
+    let delete = run_status(stack, &delete_id).await?;
+    ensure!(
+        delete == "CANCELED" || delete == "Canceled",
+        "delete ended {delete}"
+    );
+    let drain = run_status(stack, &format!("drain/{}/{node_a}", stack.cluster)).await?;
+    ensure!(
+        drain == "CANCELED" || drain == "Canceled",
+        "drain ended {drain}"
+    );
+    ensure!(
+        state_of(stack, node_a).await?
+            == NodeState {
+                unschedulable: false,
+                draining_taint: false,
+                terminating: false,
+            },
+        "{node_a} is back in service as before the delete"
+    );
+    let vms = sandbox.machine_resources(node_a).await?.vms;
+    ensure!(vms.len() == 1, "the VM was never deleted: {vms:?}");
+    let still: Vec<String> = workloads
+        .pods_on(node_a)
+        .await?
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+    ensure!(
+        uids.iter().all(|uid| still.contains(uid)),
+        "the pods the budget kept are still on {node_a}"
+    );
+
+    // 2. A maintenance drain of a Node someone else had cordoned, cancelled from Temporal.
+    set_unschedulable(&kube, node_a, true).await?;
+    cli(stack, task_queue, &["machine", "drain", node_a])
+        .await?
+        .expect_code(0)?;
+    await_drain_step(stack, task_queue, node_a, "evict-pods").await?;
+    ensure!(
+        state_of(stack, node_a).await?.draining_taint,
+        "the drain tainted {node_a}"
+    );
+    let drain_id = format!("drain/{}/{node_a}", stack.cluster);
+    temporal_cancel(stack, &drain_id).await?;
+    let ended = eventually(
+        &format!("{drain_id} to end"),
+        WAIT,
+        Duration::from_millis(500),
+        || async {
+            let doc = machine_status(stack, task_queue, node_a).await?;
+            Ok((doc["runStatus"] != "running").then_some(doc))
+        },
+    )
+    .await?;
+    ensure!(
+        ended["runStatus"] == "canceled" && ended["status"]["run"]["outcome"] == "canceled",
+        "the drain ended Canceled: {ended}"
+    );
+    let undone = ended["status"]["run"]["canceled"]["undone"].to_string();
+    ensure!(
+        undone.contains("stays cordoned"),
+        "the status says the cordon was kept: {ended}"
+    );
+    ensure!(
+        state_of(stack, node_a).await?
+            == NodeState {
+                unschedulable: true,
+                draining_taint: false,
+                terminating: false,
+            },
+        "{node_a} stays cordoned as before the drain, without the draining taint"
+    );
+    set_unschedulable(&kube, node_a, false).await?;
+    Ok(())
+}
+
+async fn machine_status(stack: &Stack, task_queue: &str, machine: &str) -> Result<Value> {
+    cli(
+        stack,
+        task_queue,
+        &["machine", "status", machine, "--output", "json"],
+    )
+    .await?
+    .expect_code(0)?
+    .json()
+}
+
+/// Waits until the machine's drain (its own, or its delete's) runs `step`.
+async fn await_drain_step(
+    stack: &Stack,
+    task_queue: &str,
+    machine: &str,
+    step: &str,
+) -> Result<()> {
+    eventually(
+        &format!("the drain of {machine} to run {step}"),
+        WAIT,
+        Duration::from_millis(500),
+        || async {
+            let doc = machine_status(stack, task_queue, machine).await?;
+            let drain_running = doc["drain"]["run"]["steps"]
+                .as_array()
+                .is_some_and(|steps| {
+                    steps
+                        .iter()
+                        .any(|s| s["step"] == step && s["state"] == "running")
+                });
+            Ok((running_step(&doc).as_deref() == Some(step) || drain_running).then_some(()))
+        },
+    )
+    .await
+}
+
+/// The run status of the latest run of `workflow_id` (`temporal workflow describe`).
+async fn run_status(stack: &Stack, workflow_id: &str) -> Result<String> {
+    let mut command = std::process::Command::new(nodewright_tests::stack::temporal_cli()?);
+    command.args([
+        "workflow",
+        "describe",
+        "--workflow-id",
+        workflow_id,
+        "--address",
+        &stack.temporal_address,
+        "--namespace",
+        &stack.temporal_namespace,
+        "--output",
+        "json",
+    ]);
+    let output = tokio::task::spawn_blocking(move || command.output()).await??;
+    ensure!(
+        output.status.success(),
+        "temporal workflow describe {workflow_id}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let document: Value = serde_json::from_slice(&output.stdout)?;
+    Ok(document["workflowExecutionInfo"]["status"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_start_matches("WORKFLOW_EXECUTION_STATUS_")
+        .to_owned())
+}

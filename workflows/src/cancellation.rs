@@ -1,0 +1,56 @@
+//! Cancellation in the workflows: whether a request came, options for the steps a
+//! cancellation must not reach, and the Canceled ending.
+//!
+//! The rule every runbook follows: a wait (timer, heartbeating wait activity, child) is cut short
+//! by a cancellation request; a write already sent is let finish (so what it made is known and
+//! can be undone); clean-up runs **shielded**, with a cancellation token of its own that the
+//! request does not reach, and is retried like any other step. Then the run ends Canceled with
+//! a [`Canceled`] saying what was undone and what was kept.
+
+use nodewright_model::cancel::Canceled;
+use nodewright_model::machine::Outcome;
+use temporalio_sdk::{
+    ActivityOptions, ChildWorkflowOptions, WorkflowCancellationToken, WorkflowContext,
+    WorkflowTermination,
+};
+
+use crate::progress::HasStatus;
+use crate::search;
+
+/// Whether a cancellation request has reached the run.
+pub fn requested<W>(ctx: &WorkflowContext<W>) -> bool {
+    ctx.cancellation_token().is_cancelled()
+}
+
+/// The reason the request gave, when it gave one.
+pub fn reason<W>(ctx: &WorkflowContext<W>) -> Option<String> {
+    ctx.cancellation_token().reason()
+}
+
+/// `options` with a cancellation token of their own: an activity started with them runs to its
+/// end even after the run is cancelled (writes in flight, clean-up).
+pub fn shielded(mut options: ActivityOptions) -> ActivityOptions {
+    options.cancellation_token = Some(WorkflowCancellationToken::new());
+    options
+}
+
+/// `options` of a child that a cancellation of this run does not reach (a child started for
+/// clean-up).
+pub fn shielded_child(mut options: ChildWorkflowOptions) -> ChildWorkflowOptions {
+    options.cancellation_token = Some(WorkflowCancellationToken::new());
+    options
+}
+
+/// Ends the run Canceled: outcome and what was undone in the status, `NodewrightPhase=canceled`,
+/// the UI's details line, and `canceled` as the ending's details.
+pub fn end<W: HasStatus>(ctx: &mut WorkflowContext<W>, canceled: Canceled) -> WorkflowTermination {
+    let summary = canceled.summary();
+    ctx.state_mut(|s| {
+        let status = s.status_mut();
+        status.outcome = Outcome::Canceled;
+        status.canceled = Some(canceled.clone());
+    });
+    ctx.upsert_search_attributes([search::PHASE.value_set("canceled".to_owned())]);
+    ctx.set_current_details(summary);
+    WorkflowTermination::cancelled_with_details(canceled)
+}
