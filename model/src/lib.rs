@@ -7,6 +7,7 @@ pub mod arm;
 pub mod cluster;
 pub mod config;
 pub mod drain;
+pub mod limits;
 pub mod machine;
 pub mod machine_name;
 pub mod names;
