@@ -8,6 +8,7 @@ pub mod cancel;
 pub mod cluster;
 pub mod config;
 pub mod drain;
+pub mod limits;
 pub mod machine;
 pub mod machine_name;
 pub mod names;

@@ -54,9 +54,11 @@ mod tests {
             nanos in 0u32..1_000_000_000,
         ) {
             let deadline = deadline_after(start, Duration::new(secs, nanos));
-            prop_assert!(deadline >= start.clamp(EARLIEST, LATEST));
+            let inside = start.clamp(EARLIEST, LATEST);
+            prop_assert!(deadline >= inside);
             prop_assert!(deadline <= LATEST);
-            prop_assert!(left_until(start, deadline) <= Duration::new(secs, 0));
+            prop_assert!(left_until(inside, deadline) <= Duration::new(secs, 0));
+            prop_assert!(left_until(deadline, start) == Duration::ZERO || start > deadline);
         }
     }
 }

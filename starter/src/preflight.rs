@@ -12,8 +12,9 @@ use crate::{CliError, Output, settings::Settings};
 /// Arguments of `nodewright preflight`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// How long to wait for a worker to finish the check, in seconds.
-    #[arg(long, default_value_t = 60)]
+    /// How long to wait for a worker to finish the check, in seconds (1 to 600).
+    #[arg(long, default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=nodewright_model::limits::MAX_CLI_WAIT_SECONDS))]
     timeout: u64,
 }
 

@@ -12,7 +12,6 @@ use nodewright_activities::kube::drain::{
     PodDeletion, PrepareDrain, PreparedNode,
 };
 use nodewright_activities::kube::{KubeActivities, NodeChange, RestoreNode};
-use nodewright_model::Operation;
 use nodewright_model::cancel::{Canceled, CordonOnCancel, cordon_on_cancel};
 use nodewright_model::drain::{
     DrainMode, DrainPlan, DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode,
@@ -23,6 +22,7 @@ use nodewright_model::drain::{
 use nodewright_model::machine::{MachineStatus, Step, StepState};
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_model::pool::DrainPolicy;
+use nodewright_model::{Operation, limits};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::{join_all, select};
 use temporalio_sdk::{
@@ -117,9 +117,20 @@ impl DrainNodeWorkflow {
         status.run.facts.insert("forceRequestedBy".to_owned(), by);
     }
 
-    /// Moves the deadline (when force mode starts) later by this many seconds.
+    /// Moves the deadline (when force mode starts) later by this many seconds, at most
+    /// [`limits::MAX_DRAIN_EXTENSION`] per signal (more is clamped, with a warning).
     #[signal(name = "extend_deadline")]
     pub fn extend_deadline(&mut self, _ctx: &mut SyncWorkflowContext<Self>, seconds: u64) {
+        let (by, warning) = limits::clamp(
+            "extend_deadline",
+            Duration::from_secs(seconds),
+            limits::MAX_DRAIN_EXTENSION,
+        );
+        let seconds = by.as_secs();
+        if let Some(warning) = warning {
+            let status = self.status.get_or_insert_with(|| fresh_status(""));
+            status.warnings.push(warning);
+        }
         match self.deadline.as_mut() {
             Some(deadline) => {
                 *deadline = extended(*deadline, seconds);
@@ -448,11 +459,13 @@ fn start_state(
     annotation: Option<&str>,
     health: NodeHealth,
 ) -> Drain {
-    let (chosen, source) = match (&request.policy, annotation.and_then(policy_from_annotation)) {
-        (Some(policy), _) => (policy.clone(), "request"),
-        (None, Some(policy)) => (policy, "the Node's pool"),
-        (None, None) => (DrainPolicy::default(), "defaults"),
-    };
+    let (chosen, source, bad_annotation) =
+        match (&request.policy, annotation.map(policy_from_annotation)) {
+            (Some(policy), _) => (policy.clone(), "request", None),
+            (None, Some(Ok(policy))) => (policy, "the Node's pool", None),
+            (None, Some(Err(bad))) => (DrainPolicy::default(), "defaults", Some(bad)),
+            (None, None) => (DrainPolicy::default(), "defaults", None),
+        };
     let (policy, started_at, deadline, result) = match &request.resume {
         Some(resume) => (
             resume.policy.clone(),
@@ -481,6 +494,11 @@ fn start_state(
             "drainSettings".to_owned(),
             format!("{} (from {source})", describe_policy(&policy)),
         );
+        if let Some(bad) = bad_annotation.filter(|_| request.resume.is_none()) {
+            status
+                .warnings
+                .push(format!("{bad}; drained with the default settings instead"));
+        }
     });
     Drain {
         request: request.clone(),

@@ -1,7 +1,5 @@
 #![doc = include_str!("../runbooks/orphan_sweep.md")]
 
-use std::time::Duration;
-
 use futures::FutureExt;
 use nodewright_activities::azure::inventory::{InventoryPage, ListInventoryPage};
 use nodewright_activities::azure::machines::{
@@ -173,7 +171,7 @@ async fn sweep(
                 audit.settle_removals(&Outcome::Skipped {
                     reason: format!(
                         "not approved within {} ({planned} removals, max_deletions {})",
-                        nodewright_model::sweep::human(request.approval_timeout),
+                        nodewright_model::sweep::human(request.approval_wait()),
                         request.max_deletions
                     ),
                 });
@@ -378,7 +376,8 @@ async fn await_approval(
     request: &SweepRequest,
     planned: u32,
 ) -> Option<String> {
-    let deadline = later(now(ctx), request.approval_timeout);
+    let timeout = request.approval_wait();
+    let deadline = later(now(ctx), timeout);
     let summary = format!(
         "{planned} removals planned, more than max_deletions {}: waiting for `nodewright sweep approve` until {}",
         request.max_deletions,
@@ -388,7 +387,6 @@ async fn await_approval(
     set_status(ctx, SweepPhase::AwaitingApproval, summary, |status| {
         status.approval_deadline = Some(rfc3339(deadline));
     });
-    let timeout = request.approval_timeout.max(Duration::from_secs(1));
     select! {
         _ = ctx.wait_condition(|s: &OrphanSweepWorkflow| s.approved_by.is_some()).fuse() => {},
         _ = ctx.timer(timeout).fuse() => {},

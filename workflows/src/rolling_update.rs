@@ -281,7 +281,7 @@ async fn roll(
         set_phase_attribute(ctx);
 
         let seen = ctx.state(|s| s.wakeups);
-        let interval = request.observe_interval.max(Duration::from_secs(1));
+        let interval = request.observe_wait();
         let finished = select! {
             done = first_finished(&mut children).fuse() => Some(done),
             _ = ctx.wait_condition(move |s: &RollingUpdateWorkflow| s.wakeups != seen) => None,

@@ -187,4 +187,50 @@ mod tests {
         );
         assert_eq!(ForceReason::Requested.to_string(), "force was requested");
     }
+
+    fn any_condition() -> impl proptest::strategy::Strategy<Value = Option<ConditionFacts>> {
+        use proptest::prelude::*;
+        proptest::option::of(
+            (
+                prop_oneof![
+                    Just("True".to_owned()),
+                    Just("False".to_owned()),
+                    Just("Unknown".to_owned()),
+                    ".{0,5}",
+                ],
+                proptest::option::of(any::<i64>()),
+            )
+                .prop_map(|(status, since)| ConditionFacts { status, since }),
+        )
+    }
+
+    proptest::proptest! {
+        /// Any clock, deadline, transition times and threshold: an answer, never a panic, and a
+        /// health reason only past the threshold.
+        #[test]
+        fn any_times_and_threshold_give_an_answer_within_the_rules(
+            now in proptest::prelude::any::<i64>(),
+            deadline in proptest::prelude::any::<i64>(),
+            ready in any_condition(),
+            readonly_filesystem in any_condition(),
+            threshold in proptest::prelude::any::<u64>(),
+            nanos in 0u32..1_000_000_000,
+            requested in proptest::prelude::any::<bool>(),
+        ) {
+            let health = NodeHealth { ready, readonly_filesystem };
+            let unhealthy_after = Duration::new(threshold, nanos);
+            let reason = force_reason(now, deadline, &health, unhealthy_after, requested);
+            match reason {
+                Some(ForceReason::Requested) => proptest::prop_assert!(requested),
+                Some(ForceReason::DeadlinePassed) => proptest::prop_assert!(now >= deadline),
+                Some(ForceReason::NotReady { for_seconds } | ForceReason::ReadonlyFilesystem { for_seconds }) => {
+                    proptest::prop_assert!(for_seconds > threshold);
+                }
+                None => proptest::prop_assert!(!requested && now < deadline),
+            }
+            if let Some(reason) = &reason {
+                proptest::prop_assert!(!reason.to_string().is_empty());
+            }
+        }
+    }
 }

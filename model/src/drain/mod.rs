@@ -19,7 +19,7 @@ pub use pods::{
     detach_budget, plan_drain, pod_disappearance_budget,
 };
 pub use request::{
-    DrainPurpose, DrainRequest, DrainResume, DrainedNode, policy_from_annotation,
+    AnnotationError, DrainPurpose, DrainRequest, DrainResume, DrainedNode, policy_from_annotation,
     policy_to_annotation,
 };
 pub use status::{

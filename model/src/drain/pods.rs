@@ -287,15 +287,16 @@ fn volume_pod(pod: &PodFacts, users: &BTreeMap<&str, usize>) -> VolumePod {
 }
 
 /// How long to wait for an evicted pod to disappear: its grace period, at most the drain's
-/// `timeout`, plus 30 s (MCM: `min(grace, drainTimeout) + 30s`).
+/// `timeout`, plus 30 s (MCM: `min(grace, drainTimeout) + 30s`); saturating, as a pod's grace
+/// period is whatever its spec says.
 pub fn pod_disappearance_budget(grace: Duration, timeout: Duration) -> Duration {
-    grace.min(timeout) + Duration::from_secs(30)
+    grace.min(timeout).saturating_add(Duration::from_secs(30))
 }
 
 /// How long to wait for a moved pod's volumes to detach: its grace period plus the detach
-/// timeout (MCM: `terminationGracePeriodSeconds + PvDetachTimeout`).
+/// timeout (MCM: `terminationGracePeriodSeconds + PvDetachTimeout`); saturating.
 pub fn detach_budget(grace: Duration, detach_timeout: Duration) -> Duration {
-    grace + detach_timeout
+    grace.saturating_add(detach_timeout)
 }
 
 #[cfg(test)]
@@ -445,6 +446,27 @@ mod tests {
         let mut unset = pod("y");
         unset.grace_period_seconds = None;
         assert_eq!(unset.grace_period(), s(30));
+        assert_eq!(
+            pod_disappearance_budget(Duration::MAX, Duration::MAX),
+            Duration::MAX
+        );
+        assert_eq!(detach_budget(s(u64::MAX), s(120)), Duration::MAX);
+    }
+
+    proptest! {
+        #[test]
+        fn budgets_never_panic_and_never_undercut_their_parts(
+            grace in any::<u64>(),
+            timeout in any::<u64>(),
+            nanos in 0u32..1_000_000_000,
+        ) {
+            let grace = Duration::new(grace, nanos);
+            let timeout = Duration::from_secs(timeout);
+            let gone = pod_disappearance_budget(grace, timeout);
+            prop_assert!(gone >= grace.min(timeout));
+            let detach = detach_budget(grace, timeout);
+            prop_assert!(detach >= grace && detach >= timeout);
+        }
     }
 
     fn any_pod() -> impl Strategy<Value = PodFacts> {

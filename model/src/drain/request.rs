@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::ClusterName;
+use crate::limits;
 use crate::pool::DrainPolicy;
 
 /// Why a node is drained, which decides what the drain leaves behind.
@@ -110,21 +111,93 @@ pub fn policy_to_annotation(policy: &DrainPolicy) -> String {
     serde_json::to_string(&seconds).unwrap_or_default()
 }
 
-/// Reads [`policy_to_annotation`]'s text back; `None` when it is not that (an edited or foreign
-/// annotation is ignored rather than trusted), or a value is zero.
-pub fn policy_from_annotation(text: &str) -> Option<DrainPolicy> {
-    let seconds: AnnotatedPolicy = serde_json::from_str(text).ok()?;
-    let all = [
-        seconds.timeout,
-        seconds.pdb_retry_interval,
-        seconds.volume_detach_timeout,
-        seconds.volume_attach_timeout,
-        seconds.force_after_unhealthy,
+/// Why the drain-policy annotation of a Node was not used (the drain then falls back to the
+/// default settings and says so in its status). Each names the annotation and, where there is
+/// one, the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnnotationError {
+    /// The text is not what [`policy_to_annotation`] writes: edited by hand or foreign.
+    #[error(
+        "annotation {annotation} is not drain settings as nodewright writes them ({reason})",
+        annotation = super::ANNOTATION_DRAIN_POLICY
+    )]
+    Unreadable {
+        /// What the JSON reader objected to.
+        reason: String,
+    },
+    /// A duration is zero.
+    #[error(
+        "annotation {annotation}: {field} is zero",
+        annotation = super::ANNOTATION_DRAIN_POLICY
+    )]
+    Zero {
+        /// The field, as the annotation names it (`timeout`, `pdbRetryInterval`, ...).
+        field: &'static str,
+    },
+    /// A duration is longer than the pool file allows for the same field.
+    #[error(
+        "annotation {annotation}: {field} {seconds}s is longer than the maximum {max}",
+        annotation = super::ANNOTATION_DRAIN_POLICY,
+        max = limits::short(*max)
+    )]
+    TooLong {
+        /// The field, as the annotation names it.
+        field: &'static str,
+        /// Its value.
+        seconds: u64,
+        /// Its maximum (the pool file's, see [`crate::limits`]).
+        max: Duration,
+    },
+}
+
+/// Reads [`policy_to_annotation`]'s text back.
+///
+/// # Errors
+///
+/// An edited or foreign annotation is refused rather than trusted: [`AnnotationError`] says
+/// why — unreadable, a value of zero, or a value beyond the maximum the pool file allows for
+/// that field ([`crate::limits`]).
+pub fn policy_from_annotation(text: &str) -> Result<DrainPolicy, AnnotationError> {
+    let seconds: AnnotatedPolicy =
+        serde_json::from_str(text).map_err(|error| AnnotationError::Unreadable {
+            reason: error.to_string(),
+        })?;
+    let fields = [
+        ("timeout", seconds.timeout, limits::MAX_DRAIN_TIMEOUT),
+        (
+            "pdbRetryInterval",
+            seconds.pdb_retry_interval,
+            limits::MAX_PDB_RETRY_INTERVAL,
+        ),
+        (
+            "volumeDetachTimeout",
+            seconds.volume_detach_timeout,
+            limits::MAX_VOLUME_TIMEOUT,
+        ),
+        (
+            "volumeAttachTimeout",
+            seconds.volume_attach_timeout,
+            limits::MAX_VOLUME_TIMEOUT,
+        ),
+        (
+            "forceAfterUnhealthy",
+            seconds.force_after_unhealthy,
+            limits::MAX_FORCE_AFTER_UNHEALTHY,
+        ),
     ];
-    if all.contains(&0) {
-        return None;
+    for (field, value, max) in fields {
+        if value == 0 {
+            return Err(AnnotationError::Zero { field });
+        }
+        if Duration::from_secs(value) > max {
+            return Err(AnnotationError::TooLong {
+                field,
+                seconds: value,
+                max,
+            });
+        }
     }
-    Some(DrainPolicy {
+    Ok(DrainPolicy {
         timeout: Duration::from_secs(seconds.timeout),
         pdb_retry_interval: Duration::from_secs(seconds.pdb_retry_interval),
         volume_detach_timeout: Duration::from_secs(seconds.volume_detach_timeout),
@@ -162,24 +235,99 @@ mod tests {
         );
     }
 
-    #[test]
-    fn refuses_annotations_it_did_not_write() {
-        for text in [
-            "",
-            "2h",
-            "{}",
-            r#"{"timeout":0,"pdbRetryInterval":20,"volumeDetachTimeout":120,"volumeAttachTimeout":90,"forceAfterUnhealthy":300}"#,
-            r#"{"timeout":1,"pdbRetryInterval":20,"volumeDetachTimeout":120,"volumeAttachTimeout":90,"forceAfterUnhealthy":300,"extra":1}"#,
-            r#"{"timeout":-1,"pdbRetryInterval":20,"volumeDetachTimeout":120,"volumeAttachTimeout":90,"forceAfterUnhealthy":300}"#,
-        ] {
-            assert_eq!(policy_from_annotation(text), None, "{text}");
+    fn reason(text: &str) -> String {
+        match policy_from_annotation(text) {
+            Ok(policy) => panic!("{text}: accepted as {policy:?}"),
+            Err(error) => error.to_string(),
         }
+    }
+
+    #[test]
+    fn refuses_annotations_it_did_not_write_and_says_why() {
+        const HEAD: &str = "annotation nodewright.io/drain-policy";
+        let table: &[(&str, &str)] = &[
+            (
+                "",
+                "is not drain settings as nodewright writes them (EOF while parsing",
+            ),
+            (
+                "2h",
+                "is not drain settings as nodewright writes them (invalid type: integer `2`",
+            ),
+            (
+                "{}",
+                "is not drain settings as nodewright writes them (missing field `timeout`",
+            ),
+            (
+                r#"{"timeout":0,"pdbRetryInterval":20,"volumeDetachTimeout":120,"volumeAttachTimeout":90,"forceAfterUnhealthy":300}"#,
+                ": timeout is zero",
+            ),
+            (
+                r#"{"timeout":1,"pdbRetryInterval":20,"volumeDetachTimeout":120,"volumeAttachTimeout":90,"forceAfterUnhealthy":300,"extra":1}"#,
+                "is not drain settings as nodewright writes them (unknown field `extra`",
+            ),
+            (
+                r#"{"timeout":-1,"pdbRetryInterval":20,"volumeDetachTimeout":120,"volumeAttachTimeout":90,"forceAfterUnhealthy":300}"#,
+                "is not drain settings as nodewright writes them (invalid value: integer `-1`",
+            ),
+            (
+                r#"{"timeout":18446744073709551615,"pdbRetryInterval":20,"volumeDetachTimeout":120,"volumeAttachTimeout":90,"forceAfterUnhealthy":300}"#,
+                ": timeout 18446744073709551615s is longer than the maximum 24h",
+            ),
+            (
+                r#"{"timeout":7200,"pdbRetryInterval":601,"volumeDetachTimeout":120,"volumeAttachTimeout":90,"forceAfterUnhealthy":300}"#,
+                ": pdbRetryInterval 601s is longer than the maximum 10m",
+            ),
+            (
+                r#"{"timeout":7200,"pdbRetryInterval":20,"volumeDetachTimeout":3601,"volumeAttachTimeout":90,"forceAfterUnhealthy":300}"#,
+                ": volumeDetachTimeout 3601s is longer than the maximum 1h",
+            ),
+            (
+                r#"{"timeout":7200,"pdbRetryInterval":20,"volumeDetachTimeout":120,"volumeAttachTimeout":99999999999,"forceAfterUnhealthy":300}"#,
+                ": volumeAttachTimeout 99999999999s is longer than the maximum 1h",
+            ),
+            (
+                r#"{"timeout":7200,"pdbRetryInterval":20,"volumeDetachTimeout":120,"volumeAttachTimeout":90,"forceAfterUnhealthy":86401}"#,
+                ": forceAfterUnhealthy 86401s is longer than the maximum 24h",
+            ),
+        ];
+        for (text, expected) in table {
+            let reason = reason(text);
+            let expected = format!(
+                "{HEAD}{}{expected}",
+                if expected.starts_with(':') { "" } else { " " }
+            );
+            assert!(reason.starts_with(&expected), "{text}: {reason}");
+        }
+    }
+
+    #[test]
+    fn accepts_every_field_at_its_maximum() {
+        let longest = DrainPolicy {
+            timeout: limits::MAX_DRAIN_TIMEOUT,
+            pdb_retry_interval: limits::MAX_PDB_RETRY_INTERVAL,
+            volume_detach_timeout: limits::MAX_VOLUME_TIMEOUT,
+            volume_attach_timeout: limits::MAX_VOLUME_TIMEOUT,
+            force_after_unhealthy: limits::MAX_FORCE_AFTER_UNHEALTHY,
+        };
+        assert_eq!(
+            policy_from_annotation(&policy_to_annotation(&longest)),
+            Ok(longest)
+        );
+    }
+
+    /// The annotation's JSON with these five values.
+    fn annotated(secs: [u64; 5]) -> String {
+        format!(
+            r#"{{"timeout":{},"pdbRetryInterval":{},"volumeDetachTimeout":{},"volumeAttachTimeout":{},"forceAfterUnhealthy":{}}}"#,
+            secs[0], secs[1], secs[2], secs[3], secs[4]
+        )
     }
 
     proptest! {
         #[test]
         fn a_policy_survives_its_annotation(
-            secs in proptest::array::uniform5(1u64..=86_400),
+            secs in proptest::array::uniform5(1u64..=600),
         ) {
             let policy = DrainPolicy {
                 timeout: Duration::from_secs(secs[0]),
@@ -188,7 +336,43 @@ mod tests {
                 volume_attach_timeout: Duration::from_secs(secs[3]),
                 force_after_unhealthy: Duration::from_secs(secs[4]),
             };
-            prop_assert_eq!(policy_from_annotation(&policy_to_annotation(&policy)), Some(policy));
+            prop_assert_eq!(policy_from_annotation(&policy_to_annotation(&policy)), Ok(policy));
+        }
+
+        #[test]
+        fn any_text_is_read_or_refused_with_a_reason_never_a_panic(text in ".*") {
+            match policy_from_annotation(&text) {
+                Ok(policy) => prop_assert!(policy.timeout <= limits::MAX_DRAIN_TIMEOUT),
+                Err(error) => prop_assert!(
+                    error.to_string().starts_with("annotation nodewright.io/drain-policy")
+                ),
+            }
+        }
+
+        #[test]
+        fn any_numbers_are_accepted_only_within_every_bound(
+            secs in proptest::array::uniform5(prop_oneof![
+                Just(0u64),
+                1u64..=90_000,
+                any::<u64>(),
+            ]),
+        ) {
+            let maxima = [
+                limits::MAX_DRAIN_TIMEOUT,
+                limits::MAX_PDB_RETRY_INTERVAL,
+                limits::MAX_VOLUME_TIMEOUT,
+                limits::MAX_VOLUME_TIMEOUT,
+                limits::MAX_FORCE_AFTER_UNHEALTHY,
+            ];
+            let within = secs
+                .iter()
+                .zip(maxima)
+                .all(|(value, max)| *value > 0 && Duration::from_secs(*value) <= max);
+            let read = policy_from_annotation(&annotated(secs));
+            prop_assert_eq!(read.is_ok(), within, "{:?}", read);
+            if let Ok(policy) = read {
+                prop_assert_eq!(policy_from_annotation(&policy_to_annotation(&policy)), Ok(policy));
+            }
         }
     }
 }

@@ -64,7 +64,8 @@ impl Amount {
         matches!(self, Amount::Count(0) | Amount::Percent(0))
     }
 
-    /// Reads an amount as typed on a command line: `2` or `25%` (0% to 100%).
+    /// Reads an amount as typed on a command line: `2` (at most
+    /// [`crate::limits::MAX_BUDGET_COUNT`]) or `25%` (0% to 100%).
     ///
     /// # Errors
     ///
@@ -80,11 +81,35 @@ impl Amount {
                 .map(Amount::Percent),
             None => text.parse::<u32>().ok().map(Amount::Count),
         };
-        parsed.ok_or_else(|| {
+        let parsed = parsed.ok_or_else(|| {
             format!(
                 "{text:?} is neither a number of machines (e.g. 2) nor a percentage from 0% to 100% (e.g. 25%)"
             )
-        })
+        })?;
+        parsed
+            .check()
+            .map_err(|problem| format!("{text:?} {problem}"))?;
+        Ok(parsed)
+    }
+
+    /// Whether the amount is within its bounds: a count of at most
+    /// [`crate::limits::MAX_BUDGET_COUNT`] machines, a percentage of at most 100%.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong and the fix, e.g. `is more than 1000 machines; give at most 1000 or a
+    /// percentage (e.g. 25%)`.
+    pub fn check(&self) -> Result<(), String> {
+        let max = crate::limits::MAX_BUDGET_COUNT;
+        match *self {
+            Amount::Count(count) if count > max => Err(format!(
+                "is more than {max} machines; give at most {max} or a percentage (e.g. 25%)"
+            )),
+            Amount::Percent(percent) if percent > 100 => {
+                Err("is more than 100%; give a percentage from 0% to 100% (e.g. 25%)".to_owned())
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -173,10 +198,19 @@ mod tests {
         ] {
             assert_eq!(Amount::parse(text), expected, "{text}");
         }
-        for bad in ["-1", "101%", "two", "", "1.5", "%"] {
+        for bad in ["-1", "101%", "two", "", "1.5", "%", "1001", "4294967295"] {
             let error = Amount::parse(bad).expect_err(bad);
             assert!(error.contains("e.g. 25%"), "{bad}: {error}");
         }
+        assert_eq!(Amount::parse("1000"), Ok(Amount::Count(1000)));
+        assert_eq!(
+            Amount::parse("1001"),
+            Err(
+                "\"1001\" is more than 1000 machines; give at most 1000 or a percentage (e.g. 25%)"
+                    .to_owned()
+            )
+        );
+        assert!(Amount::Percent(101).check().is_err());
         assert_eq!(Amount::Percent(25).to_string(), "25%");
         assert_eq!(Amount::Count(3).to_string(), "3");
     }

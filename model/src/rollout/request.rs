@@ -83,6 +83,16 @@ pub struct RolloutRequest {
     pub resume: Option<Box<RolloutStatus>>,
 }
 
+impl RolloutRequest {
+    /// How long the rollout waits between looks when nothing wakes it: `observe_interval`
+    /// brought within 1 s and [`crate::limits::MAX_OBSERVE_INTERVAL`] (the CLI refuses more; a
+    /// request started by other means is clamped rather than trusted).
+    pub fn observe_wait(&self) -> Duration {
+        self.observe_interval
+            .clamp(Duration::from_secs(1), crate::limits::MAX_OBSERVE_INTERVAL)
+    }
+}
+
 fn default_observe_interval() -> Duration {
     DEFAULT_OBSERVE_INTERVAL
 }
@@ -108,11 +118,22 @@ impl StrategyChange {
     ///
     /// # Errors
     ///
-    /// Nothing to change, or both budgets zero (nothing could ever be replaced): the message
-    /// names the fix.
+    /// Nothing to change, a budget beyond its bounds (more than
+    /// [`crate::limits::MAX_BUDGET_COUNT`] machines or 100%), or both budgets zero (nothing could
+    /// ever be replaced): the message names the field and the fix.
     pub fn apply(&self, strategy: &RolloutStrategy) -> Result<RolloutStrategy, String> {
         if self.max_surge.is_none() && self.max_unavailable.is_none() {
             return Err("nothing to change: give --max-surge and/or --max-unavailable".to_owned());
+        }
+        for (field, amount) in [
+            ("maxSurge", self.max_surge),
+            ("maxUnavailable", self.max_unavailable),
+        ] {
+            if let Some(amount) = amount {
+                amount
+                    .check()
+                    .map_err(|problem| format!("{field} {amount} {problem}"))?;
+            }
         }
         let mut changed = strategy.clone();
         if let Some(surge) = self.max_surge {
@@ -238,6 +259,22 @@ mod tests {
         assert!(
             zero.apply(&strategy)
                 .is_err_and(|e| e.contains("both zero"))
+        );
+        let huge = StrategyChange {
+            max_surge: None,
+            max_unavailable: Some(Amount::Count(u32::MAX)),
+        };
+        assert_eq!(
+            huge.apply(&strategy),
+            Err("maxUnavailable 4294967295 is more than 1000 machines; give at most 1000 or a percentage (e.g. 25%)".to_owned())
+        );
+        let over = StrategyChange {
+            max_surge: Some(Amount::Percent(250)),
+            max_unavailable: None,
+        };
+        assert!(
+            over.apply(&strategy)
+                .is_err_and(|e| e.starts_with("maxSurge 250% is more than 100%"))
         );
     }
 }

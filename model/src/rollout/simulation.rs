@@ -563,4 +563,51 @@ proptest! {
         prop_assert_eq!(held.counts.updated, canary.min(replicas));
         prop_assert_eq!(held.counts.total, replicas);
     }
+
+    /// Any clock, health timeout, transition and creation times, replicas, canary target and
+    /// budget (counts far beyond any pool): a plan, never a panic, within replicas + surge.
+    #[test]
+    fn any_times_and_numbers_give_a_plan_within_the_budget(
+        machines in prop::collection::vec(
+            (any::<bool>(), any::<i64>(), any::<i64>(), 0u8..4, activity_strategy()),
+            0..10,
+        ),
+        replicas in prop_oneof![0u32..12, any::<u32>()],
+        new_target in any::<u32>(),
+        surge in prop_oneof![amount_strategy(), any::<u32>().prop_map(Amount::Count), any::<u32>().prop_map(Amount::Percent)],
+        unavailable in prop_oneof![amount_strategy(), any::<u32>().prop_map(Amount::Count), any::<u32>().prop_map(Amount::Percent)],
+        now in any::<i64>(),
+        health_timeout_secs in any::<i64>(),
+    ) {
+        let machines: Vec<ObservedMachine> = machines
+            .into_iter()
+            .enumerate()
+            .map(|(i, (new, created_at, since, health, activity))| {
+                let health = match health {
+                    0 => Health::Ready,
+                    1 => Health::Failed,
+                    _ => Health::NotReady { since },
+                };
+                ObservedMachine {
+                    activity,
+                    ..machine(&format!("m-{i:02}"), if new { NEW } else { OLD }, health, created_at)
+                }
+            })
+            .collect();
+        let budget = Budget::resolve(surge, unavailable, replicas);
+        let plan = plan(&PlanInput {
+            replicas,
+            template_hash: NEW,
+            budget,
+            new_target,
+            machines: &machines,
+            now,
+            health_timeout_secs,
+        });
+        let total = u64::from(plan.counts.total);
+        prop_assert!(
+            total + u64::from(plan.create) <= u64::from(budget.max_total(replicas)).max(total)
+        );
+        prop_assert!(plan.delete.len() <= machines.len());
+    }
 }

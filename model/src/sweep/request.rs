@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::ClusterName;
+use crate::limits;
 
 /// Default cap on deletions a sweep makes without an `approve` signal.
 pub const DEFAULT_MAX_DELETIONS: u32 = 10;
@@ -59,6 +60,17 @@ impl SweepRequest {
             health_timeout: DEFAULT_HEALTH_TIMEOUT,
             parallelism: DEFAULT_PARALLELISM,
         }
+    }
+}
+
+impl SweepRequest {
+    /// How long the sweep waits for `approve`: `approval_timeout` brought within 1 s and
+    /// [`limits::MAX_APPROVAL_TIMEOUT`] (the CLI refuses more; a request started by other means
+    /// is clamped rather than trusted, as a Temporal timer cannot be longer than about 292 billion
+    /// years and a wait of more than a day blocks every scheduled sweep).
+    pub fn approval_wait(&self) -> Duration {
+        self.approval_timeout
+            .clamp(Duration::from_secs(1), limits::MAX_APPROVAL_TIMEOUT)
     }
 }
 
@@ -174,5 +186,17 @@ mod tests {
         assert_eq!(json["healthTimeout"], 600);
         assert_eq!(json["approvalTimeout"], 3600);
         assert_eq!(json["maxDeletions"], 10);
+    }
+
+    #[test]
+    fn the_approval_wait_is_clamped_to_its_bounds() {
+        let mut request: SweepRequest =
+            serde_json::from_str(r#"{"cluster":"prod","approvalTimeout":18446744073709551615}"#)
+                .unwrap();
+        assert_eq!(request.approval_wait(), limits::MAX_APPROVAL_TIMEOUT);
+        request.approval_timeout = Duration::ZERO;
+        assert_eq!(request.approval_wait(), Duration::from_secs(1));
+        request.approval_timeout = Duration::from_secs(1800);
+        assert_eq!(request.approval_wait(), Duration::from_secs(1800));
     }
 }

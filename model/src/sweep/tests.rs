@@ -665,6 +665,34 @@ proptest! {
     }
 }
 
+proptest! {
+    /// Whatever the clock and the durations say — a clock far off, a grace or health timeout
+    /// of any size — classifying never panics and never removes anything inside grace.
+    #[test]
+    fn any_clock_and_durations_classify_without_panicking(
+        inventory in inventory(),
+        now in prop_oneof![Just(NOW), any::<i64>()],
+        grace in prop_oneof![0u64..=20 * 3600, any::<u64>()],
+        health_timeout in prop_oneof![0u64..=20 * 3600, any::<u64>()],
+        remediate in any::<bool>(),
+    ) {
+        let policy = SweepPolicy {
+            grace: Duration::from_secs(grace),
+            health_timeout: Duration::from_secs(health_timeout),
+            now,
+            ..policy(remediate)
+        };
+        let decisions = classify(&inventory, &policy);
+        prop_assert_eq!(decisions.len(), inventory.resources.len() + inventory.nodes.len());
+        for (resource, decision) in inventory.resources.iter().zip(&decisions) {
+            if decision.action == Action::Delete {
+                let age = resource.created_at.map(|c| now.saturating_sub(c));
+                prop_assert!(age.is_some_and(|age| age >= 0 && age.unsigned_abs() >= grace));
+            }
+        }
+    }
+}
+
 #[test]
 fn outcomes_serialise_in_camel_case_with_their_state() {
     let not_approved = SweepOutcome::NotApproved {

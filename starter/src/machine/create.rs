@@ -50,7 +50,11 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
     let options = WorkflowStartOptions::new(settings.task_queue.clone(), workflow_id.to_string())
         .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
         // The creation timeout bounds the run; compensation may need a while more.
-        .execution_timeout(pool.timeouts.creation + Duration::from_secs(3600))
+        .execution_timeout(
+            pool.timeouts
+                .creation
+                .saturating_add(Duration::from_secs(3600)),
+        )
         .search_attributes(SearchAttributes::new([
             search::CLUSTER.value_set(cluster.to_string()),
             search::POOL.value_set(pool.name.clone()),

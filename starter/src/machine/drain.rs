@@ -6,7 +6,7 @@ use std::time::Duration;
 use nodewright_model::drain::{DrainPurpose, DrainRequest, DrainStatus, DrainedNode};
 use nodewright_model::machine::UncordonRequest;
 use nodewright_model::machine_name::MachineName;
-use nodewright_model::{ClusterName, Operation, WorkflowId};
+use nodewright_model::{ClusterName, Operation, WorkflowId, limits};
 use nodewright_workflows::{DrainNodeWorkflow, UncordonNodeWorkflow, search};
 use temporalio_client::{
     Client, WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowQueryOptions,
@@ -186,16 +186,7 @@ pub async fn extend(
     name: &str,
     by: &str,
 ) -> Result<(), CliError> {
-    let by: Duration = humantime::parse_duration(by).map_err(|e| {
-        CliError::InvalidInput(format!(
-            "--by {by:?} is not a duration ({e}); write e.g. 30m or 1h"
-        ))
-    })?;
-    if by.is_zero() {
-        return Err(CliError::InvalidInput(
-            "--by must be longer than zero; write e.g. 30m".to_owned(),
-        ));
-    }
+    let by = extension(by)?;
     let (client, workflow_id, machine) = running_drain(settings, name).await?;
     let handle = client.get_workflow_handle::<DrainNodeWorkflow>(workflow_id.to_string());
     handle
@@ -224,6 +215,31 @@ pub async fn extend(
     };
     report_signal(output, &workflow_id, &message);
     Ok(())
+}
+
+/// `--by` of `extend-drain`: a duration longer than zero and at most
+/// [`limits::MAX_DRAIN_EXTENSION`].
+///
+/// # Errors
+///
+/// Not a duration, zero, or longer than the maximum; nothing is signalled.
+fn extension(by: &str) -> Result<Duration, CliError> {
+    let parsed: Duration = humantime::parse_duration(by).map_err(|e| {
+        CliError::InvalidInput(format!(
+            "--by {by:?} is not a duration ({e}); write e.g. 30m or 1h"
+        ))
+    })?;
+    if parsed.is_zero() {
+        return Err(CliError::InvalidInput(
+            "--by must be longer than zero; write e.g. 30m".to_owned(),
+        ));
+    }
+    if let Some(problem) = limits::longer_than(parsed, limits::MAX_DRAIN_EXTENSION) {
+        return Err(CliError::InvalidInput(format!(
+            "--by {by:?} {problem}; write e.g. 30m or 1h, and extend again later if the drain needs more"
+        )));
+    }
+    Ok(parsed)
 }
 
 fn report_signal(output: Output, workflow_id: &WorkflowId, message: &str) {
@@ -278,4 +294,33 @@ pub async fn uncordon(settings: &Settings, output: Output, name: &str) -> Result
         &format!("{machine} is schedulable again"),
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(result: Result<Duration, CliError>) -> String {
+        match result {
+            Err(CliError::InvalidInput(message)) => message,
+            other => panic!("expected invalid input, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_extension_is_a_duration_up_to_a_week() {
+        assert_eq!(extension("30m").ok(), Some(Duration::from_secs(1800)));
+        assert_eq!(extension("7days").ok(), Some(limits::MAX_DRAIN_EXTENSION));
+        assert_eq!(
+            message(extension("169h")),
+            r#"--by "169h" is longer than the maximum 168h; write e.g. 30m or 1h, and extend again later if the drain needs more"#
+        );
+        assert!(message(extension("1000000000years")).starts_with(r#"--by "1000000000years" "#));
+        assert!(message(extension("99999999999999999999999s")).contains("is not a duration"));
+        assert_eq!(
+            message(extension("0s")),
+            "--by must be longer than zero; write e.g. 30m"
+        );
+        assert!(message(extension("soon")).starts_with(r#"--by "soon" is not a duration"#));
+    }
 }

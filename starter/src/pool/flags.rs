@@ -1,9 +1,9 @@
 //! Checking what was typed before anything starts: pool names, budgets, the canary. Every
 //! refusal is [`CliError::InvalidInput`] (exit 2) naming the flag and the fix.
 
-use nodewright_model::ClusterName;
 use nodewright_model::pool::{Amount, MAX_POOL_NAME_LEN, RolloutStrategy};
 use nodewright_model::rollout::StrategyChange;
+use nodewright_model::{ClusterName, limits};
 
 use super::BudgetArgs;
 use crate::CliError;
@@ -11,6 +11,18 @@ use crate::CliError;
 /// clap's parser of `--max-surge` and `--max-unavailable`: `2` or `25%`.
 pub fn amount(text: &str) -> Result<Amount, String> {
     Amount::parse(text)
+}
+
+/// clap's parser of the hidden `--observe-interval`: a duration (`2s`, `1m`) of at most
+/// [`limits::MAX_OBSERVE_INTERVAL`].
+pub fn observe_interval(text: &str) -> Result<humantime::Duration, String> {
+    let parsed: humantime::Duration = text
+        .parse()
+        .map_err(|error| format!("{text:?} is not a duration ({error}); write e.g. 2s or 15s"))?;
+    match limits::longer_than(*parsed, limits::MAX_OBSERVE_INTERVAL) {
+        Some(problem) => Err(format!("{text:?} {problem}; write e.g. 2s or 15s")),
+        None => Ok(parsed),
+    }
 }
 
 /// `POOL` as typed: a pool name (the rules of `metadata.name`).
@@ -102,6 +114,35 @@ mod tests {
             max_failures: 3,
             progress_deadline: Duration::from_secs(600),
         }
+    }
+
+    #[test]
+    fn the_observe_interval_is_a_duration_up_to_an_hour() {
+        assert_eq!(
+            observe_interval("2s").map(|d| *d),
+            Ok(Duration::from_secs(2))
+        );
+        assert_eq!(
+            observe_interval("1h").map(|d| *d),
+            Ok(limits::MAX_OBSERVE_INTERVAL)
+        );
+        assert_eq!(
+            observe_interval("61m").map(|d| *d),
+            Err(r#""61m" is longer than the maximum 1h; write e.g. 2s or 15s"#.to_owned())
+        );
+        assert!(observe_interval("often").is_err_and(|e| e.contains("is not a duration")));
+    }
+
+    #[test]
+    fn budgets_beyond_1000_machines_are_refused() {
+        assert!(amount("1000").is_ok());
+        assert_eq!(
+            amount("1001"),
+            Err(
+                r#""1001" is more than 1000 machines; give at most 1000 or a percentage (e.g. 25%)"#
+                    .to_owned()
+            )
+        );
     }
 
     fn budget(surge: Option<&str>, unavailable: Option<&str>) -> BudgetArgs {

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use nodewright_model::pool::Amount;
 use nodewright_model::rollout::{DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, RolloutStatus};
-use nodewright_model::{ClusterName, Operation, WorkflowId};
+use nodewright_model::{ClusterName, Operation, WorkflowId, limits};
 use nodewright_workflows::RollingUpdateWorkflow;
 use temporalio_client::{Client, WorkflowHandle, WorkflowQueryOptions};
 
@@ -86,13 +86,13 @@ pub struct BudgetArgs {
 /// Test knobs of a rollout, hidden from help.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct KnobArgs {
-    /// How often the rollout looks at its pool when nothing else wakes it (e.g. 2s).
+    /// How often the rollout looks at its pool when nothing else wakes it (e.g. 2s; at most 1h).
     #[arg(long, hide = true, value_name = "DURATION",
-          default_value_t = DEFAULT_OBSERVE_INTERVAL.into())]
+          default_value_t = DEFAULT_OBSERVE_INTERVAL.into(), value_parser = flags::observe_interval)]
     observe_interval: humantime::Duration,
-    /// History events after which the rollout continues as a new run.
+    /// History events after which the rollout continues as a new run (at most 4000).
     #[arg(long, hide = true, value_name = "N", default_value_t = DEFAULT_HISTORY_LIMIT,
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(limits::MAX_HISTORY_LIMIT)))]
     history_limit: u32,
 }
 
@@ -161,8 +161,9 @@ pub struct RollbackArgs {
 pub struct StatusArgs {
     /// The pool's name.
     pool: String,
-    /// How long to wait for a worker to look at the pool, in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    /// How long to wait for a worker to look at the pool, in seconds (1 to 600).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=limits::MAX_CLI_WAIT_SECONDS))]
     timeout: u64,
 }
 

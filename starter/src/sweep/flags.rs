@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use nodewright_model::sweep::{SweepRequest, human};
-use nodewright_model::{ClusterName, WorkflowId};
+use nodewright_model::{ClusterName, WorkflowId, limits};
 
 use super::SweepFlags;
 use crate::CliError;
@@ -16,12 +16,14 @@ pub const DEFAULT_EVERY: Duration = Duration::from_secs(15 * 60);
 /// The shortest interval a schedule accepts.
 const MIN_EVERY: Duration = Duration::from_secs(1);
 
-/// `text`, the value of `flag`, as a duration of whole seconds (`90s`, `20m`, `1h30m`).
+/// `text`, the value of `flag`, as a duration of whole seconds (`90s`, `20m`, `1h30m`) of at most
+/// `max` (see [`limits`]).
 ///
 /// # Errors
 ///
-/// Not a duration, or with a fraction of a second (the sweep counts whole seconds).
-pub fn duration(flag: &str, text: &str) -> Result<Duration, CliError> {
+/// Not a duration, with a fraction of a second (the sweep counts whole seconds), or longer than
+/// `max`.
+pub fn duration(flag: &str, text: &str, max: Duration) -> Result<Duration, CliError> {
     let parsed = humantime::parse_duration(text.trim()).map_err(|_| {
         CliError::InvalidInput(format!(
             "{flag}: {text:?} is not a duration (e.g. 90s, 20m, 1h)"
@@ -32,19 +34,26 @@ pub fn duration(flag: &str, text: &str) -> Result<Duration, CliError> {
             "{flag}: {text:?} has a fraction of a second; give whole seconds (e.g. 90s, 20m, 1h)"
         )));
     }
+    if let Some(problem) = limits::longer_than(parsed, max) {
+        return Err(CliError::InvalidInput(format!(
+            "{flag}: {text:?} {problem}; give at most {} (e.g. 90s, 20m, 1h)",
+            limits::short(max)
+        )));
+    }
     Ok(parsed)
 }
 
-/// `--every` of `sweep schedule`: a duration of at least 1s, default 15m.
+/// `--every` of `sweep schedule`: a duration of at least 1s and at most
+/// [`limits::MAX_SWEEP_INTERVAL`], default 15m.
 ///
 /// # Errors
 ///
-/// Not a duration, or shorter than 1s.
+/// Not a duration, shorter than 1s or longer than the maximum.
 pub fn every(text: Option<&str>) -> Result<Duration, CliError> {
     let Some(text) = text else {
         return Ok(DEFAULT_EVERY);
     };
-    let every = duration("--every", text)?;
+    let every = duration("--every", text, limits::MAX_SWEEP_INTERVAL)?;
     if every < MIN_EVERY {
         return Err(CliError::InvalidInput(format!(
             "--every: {text:?} is shorter than 1s (e.g. 15m, 1h)"
@@ -58,7 +67,8 @@ impl SweepFlags {
     ///
     /// # Errors
     ///
-    /// A duration that is not one, or `--parallelism 0`.
+    /// A duration that is not one or is longer than its maximum ([`limits`]), or a
+    /// `--parallelism` of 0 or more than [`limits::MAX_SWEEP_PARALLELISM`].
     pub fn request(&self, cluster: &ClusterName) -> Result<SweepRequest, CliError> {
         let mut request = SweepRequest::new(cluster.clone());
         request.dry_run = self.dry_run;
@@ -69,15 +79,25 @@ impl SweepFlags {
                 "--parallelism: 0 would remove nothing; give at least 1 (default 5)".to_owned(),
             ));
         }
+        if self.parallelism > limits::MAX_SWEEP_PARALLELISM {
+            return Err(CliError::InvalidInput(format!(
+                "--parallelism: {} is more than the maximum {}; give at most {} (default 5): ARM writes queue up beyond that",
+                self.parallelism,
+                limits::MAX_SWEEP_PARALLELISM,
+                limits::MAX_SWEEP_PARALLELISM
+            )));
+        }
         request.parallelism = self.parallelism;
         if let Some(text) = &self.grace {
-            request.grace = duration("--grace", text)?;
+            request.grace = duration("--grace", text, limits::MAX_SWEEP_GRACE)?;
         }
         if let Some(text) = &self.health_timeout {
-            request.health_timeout = duration("--health-timeout", text)?;
+            request.health_timeout =
+                duration("--health-timeout", text, limits::MAX_SWEEP_HEALTH_TIMEOUT)?;
         }
         if let Some(text) = &self.approval_timeout {
-            request.approval_timeout = duration("--approval-timeout", text)?;
+            request.approval_timeout =
+                duration("--approval-timeout", text, limits::MAX_APPROVAL_TIMEOUT)?;
         }
         Ok(request)
     }
@@ -154,22 +174,80 @@ mod tests {
     fn durations_take_humantime_whole_seconds() {
         for (text, seconds) in [("90s", 90), ("20m", 1200), ("1h", 3600), ("1h 30m", 5400)] {
             assert_eq!(
-                duration("--grace", text).ok(),
+                duration("--grace", text, limits::MAX_SWEEP_GRACE).ok(),
                 Some(Duration::from_secs(seconds)),
                 "{text}"
             );
         }
         assert_eq!(
-            message(duration("--grace", "soon")),
+            message(duration("--grace", "soon", limits::MAX_SWEEP_GRACE)),
             r#"--grace: "soon" is not a duration (e.g. 90s, 20m, 1h)"#
         );
         assert_eq!(
-            message(duration("--health-timeout", "90")),
+            message(duration(
+                "--health-timeout",
+                "90",
+                limits::MAX_SWEEP_HEALTH_TIMEOUT
+            )),
             r#"--health-timeout: "90" is not a duration (e.g. 90s, 20m, 1h)"#
         );
         assert_eq!(
-            message(duration("--approval-timeout", "1500ms")),
+            message(duration(
+                "--approval-timeout",
+                "1500ms",
+                limits::MAX_APPROVAL_TIMEOUT
+            )),
             r#"--approval-timeout: "1500ms" has a fraction of a second; give whole seconds (e.g. 90s, 20m, 1h)"#
+        );
+    }
+
+    #[test]
+    fn durations_beyond_their_maximum_are_refused_by_name() {
+        let table: &[(SweepFlags, &str)] = &[
+            (
+                SweepFlags {
+                    grace: Some("8days".to_owned()),
+                    ..flags()
+                },
+                r#"--grace: "8days" is longer than the maximum 168h; give at most 168h (e.g. 90s, 20m, 1h)"#,
+            ),
+            (
+                SweepFlags {
+                    health_timeout: Some("25h".to_owned()),
+                    ..flags()
+                },
+                r#"--health-timeout: "25h" is longer than the maximum 24h; give at most 24h (e.g. 90s, 20m, 1h)"#,
+            ),
+            (
+                SweepFlags {
+                    approval_timeout: Some("18446744073709551615s".to_owned()),
+                    ..flags()
+                },
+                r#"--approval-timeout: "18446744073709551615s" is longer than the maximum 24h; give at most 24h (e.g. 90s, 20m, 1h)"#,
+            ),
+            (
+                SweepFlags {
+                    parallelism: 51,
+                    ..flags()
+                },
+                "--parallelism: 51 is more than the maximum 50; give at most 50 (default 5): ARM writes queue up beyond that",
+            ),
+        ];
+        for (typed, expected) in table {
+            assert_eq!(&message(typed.request(&cluster())), expected);
+        }
+        let longest = SweepFlags {
+            grace: Some("7days".to_owned()),
+            health_timeout: Some("24h".to_owned()),
+            approval_timeout: Some("1day".to_owned()),
+            parallelism: 50,
+            ..flags()
+        };
+        assert!(longest.request(&cluster()).is_ok());
+        assert_eq!(every(Some("31days")).ok(), Some(limits::MAX_SWEEP_INTERVAL));
+        assert_eq!(
+            message(every(Some("32days"))),
+            r#"--every: "32days" is longer than the maximum 744h; give at most 744h (e.g. 90s, 20m, 1h)"#
         );
     }
 

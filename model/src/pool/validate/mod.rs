@@ -25,8 +25,7 @@ use crate::ClusterName;
 /// values and Azure's 64 for VM and Linux computer names (`machine_name` asserts this).
 pub const MAX_POOL_NAME_LEN: usize = crate::cluster::MAX_CLUSTER_NAME_LEN;
 
-/// The most machines one pool may have.
-pub const MAX_REPLICAS: u32 = 1000;
+pub use crate::limits::MAX_REPLICAS;
 
 /// One value of a pool file that cannot be used, and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -7,12 +7,14 @@
 use std::time::Duration;
 
 use super::{Problems, quoted};
+use crate::limits::{self, short};
 use crate::pool::spec::{DrainSettings, IntOrPercent, Strategy, Timeouts};
 use crate::pool::valid::{Amount, DrainPolicy, MachineTimeouts, RolloutStrategy};
 
 const SECOND: Duration = Duration::from_secs(1);
-const MINUTE: Duration = Duration::from_secs(60);
-const HOUR: Duration = Duration::from_secs(3600);
+
+// The messages below say "1000" machines.
+const _: () = assert!(limits::MAX_BUDGET_COUNT == 1000);
 
 /// The shortest and longest value a duration field accepts.
 #[derive(Debug, Clone, Copy)]
@@ -23,32 +25,32 @@ struct Bounds {
 
 const PROGRESS_DEADLINE: Bounds = Bounds {
     min: Duration::from_secs(10),
-    max: Duration::from_secs(24 * 3600),
+    max: limits::MAX_PROGRESS_DEADLINE,
 };
 const DRAIN_TIMEOUT: Bounds = Bounds {
     min: SECOND,
-    max: Duration::from_secs(24 * 3600),
+    max: limits::MAX_DRAIN_TIMEOUT,
 };
 const PDB_RETRY_INTERVAL: Bounds = Bounds {
     min: SECOND,
-    max: Duration::from_secs(10 * 60),
+    max: limits::MAX_PDB_RETRY_INTERVAL,
 };
 const VOLUME_TIMEOUT: Bounds = Bounds {
     min: SECOND,
-    max: HOUR,
+    max: limits::MAX_VOLUME_TIMEOUT,
 };
 const FORCE_AFTER_UNHEALTHY: Bounds = Bounds {
     min: SECOND,
-    max: Duration::from_secs(24 * 3600),
+    max: limits::MAX_FORCE_AFTER_UNHEALTHY,
 };
 /// Azure takes minutes to create a VM; tests use short values to exercise the timeout.
 const CREATION_TIMEOUT: Bounds = Bounds {
     min: Duration::from_secs(10),
-    max: Duration::from_secs(2 * 3600),
+    max: limits::MAX_CREATION_TIMEOUT,
 };
 const HEALTH_TIMEOUT: Bounds = Bounds {
     min: Duration::from_secs(10),
-    max: Duration::from_secs(24 * 3600),
+    max: limits::MAX_HEALTH_TIMEOUT,
 };
 
 /// Checks `spec.strategy` and returns it parsed (with placeholders where it has problems).
@@ -80,6 +82,19 @@ pub(super) fn strategy(
             "0",
             "is zero: a rollout would pause before its first failure",
             "set maxFailures to at least 1 (default 3)",
+        );
+    } else if strategy.max_failures > limits::MAX_FAILURES {
+        problems.push(
+            format!("{field}.maxFailures"),
+            strategy.max_failures.to_string(),
+            format!(
+                "is more than {}, one failure per machine of the largest pool",
+                limits::MAX_FAILURES
+            ),
+            format!(
+                "set maxFailures from 1 to {} (default 3)",
+                limits::MAX_FAILURES
+            ),
         );
     }
     let defaults = Strategy::default();
@@ -163,14 +178,16 @@ pub(super) fn timeouts(
     }
 }
 
-/// A count of at least 0 or a percentage from 0% to 100%; `None` (and a problem) otherwise.
+/// A count from 0 to [`limits::MAX_BUDGET_COUNT`] or a percentage from 0% to 100%; `None` (and a
+/// problem) otherwise.
 fn amount(problems: &mut Problems, field: &str, value: &IntOrPercent) -> Option<Amount> {
-    const FIX: &str = "write a number of machines (e.g. 1) or a percentage from \"0%\" to \"100%\" (e.g. \"25%\")";
+    const FIX: &str = "write a number of machines from 0 to 1000 (e.g. 1) or a percentage from \"0%\" to \"100%\" (e.g. \"25%\")";
+    let count = |count: u32| (count <= limits::MAX_BUDGET_COUNT).then_some(Amount::Count(count));
     let (parsed, problem) = match value {
         IntOrPercent::Count(count) if *count < 0 => (None, "is negative"),
-        IntOrPercent::Count(count) => (
-            u32::try_from(*count).ok().map(Amount::Count),
-            "is too large",
+        IntOrPercent::Count(written) => (
+            u32::try_from(*written).ok().and_then(count),
+            "is more than 1000 machines",
         ),
         IntOrPercent::Text(text) => match text.strip_suffix('%') {
             Some(percent) => (
@@ -181,10 +198,10 @@ fn amount(problems: &mut Problems, field: &str, value: &IntOrPercent) -> Option<
                     .map(Amount::Percent),
                 "is not a percentage from 0% to 100%",
             ),
-            None => (
-                text.parse::<u32>().ok().map(Amount::Count),
-                "is neither a count nor a percentage",
-            ),
+            None => match text.parse::<u32>() {
+                Ok(written) => (count(written), "is more than 1000 machines"),
+                Err(_) => (None, "is neither a count nor a percentage"),
+            },
         },
     };
     if parsed.is_none() {
@@ -225,19 +242,6 @@ fn duration(
     };
     problems.push(field, quoted(written), problem, fix);
     Duration::ZERO
-}
-
-/// A whole number of hours, minutes or seconds, in the unit that divides it (`24h`, `10m`,
-/// `90s`).
-fn short(duration: Duration) -> String {
-    let seconds = duration.as_secs();
-    if duration >= HOUR && seconds.is_multiple_of(3600) {
-        format!("{}h", seconds / 3600)
-    } else if duration >= MINUTE && seconds.is_multiple_of(60) {
-        format!("{}m", seconds / 60)
-    } else {
-        format!("{seconds}s")
-    }
 }
 
 #[cfg(test)]
@@ -282,19 +286,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn shows_bounds_in_their_natural_unit() {
-        for (duration, shown) in [
-            (SECOND, "1s"),
-            (Duration::from_secs(90), "90s"),
-            (Duration::from_secs(600), "10m"),
-            (HOUR, "1h"),
-            (Duration::from_secs(24 * 3600), "24h"),
-        ] {
-            assert_eq!(short(duration), shown);
-        }
-    }
-
     fn amount_of(value: IntOrPercent) -> Option<Amount> {
         amount(&mut Problems::default(), "a", &value)
     }
@@ -306,6 +297,9 @@ mod tests {
             (IntOrPercent::Count(3), Some(Amount::Count(3))),
             (IntOrPercent::Count(-1), None),
             (IntOrPercent::Count(i64::MAX), None),
+            (IntOrPercent::Count(1000), Some(Amount::Count(1000))),
+            (IntOrPercent::Count(1001), None),
+            (IntOrPercent::Text("1001".into()), None),
             (IntOrPercent::Text("25%".into()), Some(Amount::Percent(25))),
             (IntOrPercent::Text("0%".into()), Some(Amount::Percent(0))),
             (

@@ -148,9 +148,18 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses zero surge and zero unavailability", |p| p.spec.strategy.max_surge = IntOrPercent::Text("0%".into()), "spec.strategy.maxSurge", "is zero and so is maxUnavailable"),
         ("accepts zero surge with one unavailable", |p| { p.spec.strategy.max_surge = IntOrPercent::Count(0); p.spec.strategy.max_unavailable = IntOrPercent::Count(1); }, "", ""),
         ("refuses zero max failures", |p| p.spec.strategy.max_failures = 0, "spec.strategy.maxFailures", "is zero"),
+        ("accepts 1000 max failures", |p| p.spec.strategy.max_failures = 1000, "", ""),
+        ("refuses 1001 max failures", |p| p.spec.strategy.max_failures = 1001, "spec.strategy.maxFailures", "is more than 1000"),
+        ("accepts a surge of 1000 machines", |p| p.spec.strategy.max_surge = IntOrPercent::Count(1000), "", ""),
+        ("refuses a surge of 1001 machines", |p| p.spec.strategy.max_surge = IntOrPercent::Count(1001), "spec.strategy.maxSurge", "is more than 1000 machines"),
+        ("refuses an unavailability of 2^32 machines", |p| p.spec.strategy.max_unavailable = IntOrPercent::Count(1 << 32), "spec.strategy.maxUnavailable", "is more than 1000 machines"),
+        ("refuses a quoted surge of 5000", |p| p.spec.strategy.max_surge = IntOrPercent::Text("5000".into()), "spec.strategy.maxSurge", "is more than 1000 machines"),
         // durations.
         ("refuses a progress deadline without unit", |p| p.spec.strategy.progress_deadline = "30".into(), "spec.strategy.progressDeadline", "is not a duration"),
         ("refuses a drain timeout over a day", |p| p.spec.drain.timeout = "25h".into(), "spec.drain.timeout", "is longer than 24h"),
+        ("refuses a drain timeout of a thousand years", |p| p.spec.drain.timeout = "1000years".into(), "spec.drain.timeout", "is longer than 24h"),
+        ("refuses a drain timeout humantime cannot hold", |p| p.spec.drain.timeout = "99999999999999999999999s".into(), "spec.drain.timeout", "is not a duration"),
+        ("accepts a drain timeout of exactly a day", |p| p.spec.drain.timeout = "24h".into(), "", ""),
         ("refuses a pdb retry interval under a second", |p| p.spec.drain.pdb_retry_interval = "100ms".into(), "spec.drain.pdbRetryInterval", "is shorter than 1s"),
         ("refuses a pdb retry interval over 10 minutes", |p| p.spec.drain.pdb_retry_interval = "11m".into(), "spec.drain.pdbRetryInterval", "is longer than 10m"),
         ("refuses a zero detach timeout", |p| p.spec.drain.volume_detach_timeout = "0s".into(), "spec.drain.volumeDetachTimeout", "is zero"),
@@ -403,6 +412,55 @@ proptest! {
                 prop_assert!(!error.problem.is_empty() && !error.fix.is_empty());
             }
             prop_assert_eq!(invalid.to_string().lines().count(), invalid.errors.len());
+        }
+    }
+
+    #[test]
+    fn any_durations_and_counts_are_refused_or_accepted_within_every_limit(
+        durations in proptest::array::uniform8(prop_oneof![
+            16 => (10u64..=600).prop_map(|n| format!("{n}s")),
+            1 => any::<u64>().prop_map(|n| format!("{n}s")),
+            1 => any::<u64>().prop_map(|n| format!("{n}h")),
+            1 => (0u64..200_000).prop_map(|n| format!("{n}s")),
+            1 => ".{0,12}",
+        ]),
+        surge in prop_oneof![1i64..=1001, any::<i64>()],
+        unavailable in prop_oneof![0i64..=1001, any::<i64>()],
+        max_failures in prop_oneof![1u32..=1001, any::<u32>()],
+        replicas in prop_oneof![0u32..=1001, any::<u32>()],
+    ) {
+        let mut pool = workers();
+        pool.spec.replicas = replicas;
+        pool.spec.strategy.max_surge = IntOrPercent::Count(surge);
+        pool.spec.strategy.max_unavailable = IntOrPercent::Count(unavailable);
+        pool.spec.strategy.max_failures = max_failures;
+        let [progress, timeout, pdb, detach, attach, unhealthy, creation, health] = durations;
+        pool.spec.strategy.progress_deadline = progress;
+        pool.spec.drain.timeout = timeout;
+        pool.spec.drain.pdb_retry_interval = pdb;
+        pool.spec.drain.volume_detach_timeout = detach;
+        pool.spec.drain.volume_attach_timeout = attach;
+        pool.spec.drain.force_after_unhealthy = unhealthy;
+        pool.spec.timeouts.creation = creation;
+        pool.spec.timeouts.health = health;
+        if let Ok(valid) = validate(&pool) {
+            use crate::limits::*;
+            prop_assert!(valid.replicas <= MAX_REPLICAS);
+            for amount in [valid.strategy.max_surge, valid.strategy.max_unavailable] {
+                prop_assert!(amount.check().is_ok());
+            }
+            prop_assert!((1..=MAX_FAILURES).contains(&valid.strategy.max_failures));
+            prop_assert!(valid.strategy.progress_deadline <= MAX_PROGRESS_DEADLINE);
+            prop_assert!(valid.drain.timeout <= MAX_DRAIN_TIMEOUT);
+            prop_assert!(valid.drain.pdb_retry_interval <= MAX_PDB_RETRY_INTERVAL);
+            prop_assert!(valid.drain.volume_detach_timeout <= MAX_VOLUME_TIMEOUT);
+            prop_assert!(valid.drain.volume_attach_timeout <= MAX_VOLUME_TIMEOUT);
+            prop_assert!(valid.drain.force_after_unhealthy <= MAX_FORCE_AFTER_UNHEALTHY);
+            prop_assert!(valid.timeouts.creation <= MAX_CREATION_TIMEOUT);
+            prop_assert!(valid.timeouts.health <= MAX_HEALTH_TIMEOUT);
+            // What a machine of this pool carries reads back as the same policy.
+            let annotation = crate::drain::policy_to_annotation(&valid.drain);
+            prop_assert_eq!(crate::drain::policy_from_annotation(&annotation), Ok(valid.drain));
         }
     }
 }

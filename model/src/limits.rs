@@ -1,0 +1,239 @@
+//! The largest value nodewright accepts for every duration and count that comes from outside:
+//! a pool file, the drain-policy Node annotation, a CLI flag, a signal or an update.
+//!
+//! Each maximum is one constant here, so that the pool file's validation, the CLI's flag checks,
+//! the workflows' update validators and signal handlers all refuse (or clamp) at the same figure,
+//! and the README can list them. A value beyond its maximum is always a mistake (a unit typed
+//! wrong, `20h` for `20m`, or a number pasted into the wrong flag); the figures leave operators
+//! every value they need and keep well inside what Temporal and chrono can represent, so no sum
+//! of a start and such a duration can overflow (and [`crate::time::deadline_after`] saturates
+//! anyway).
+//!
+//! Where a value cannot be refused — a signal has no answer — it is brought down to its maximum
+//! with [`clamp`], and the workflow records the returned warning in its status.
+
+use std::time::Duration;
+
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// The most machines one pool may have (`spec.replicas`). Beyond a thousand machines a pool's
+/// rollout lists and status outgrow a Temporal payload; split them over several pools.
+pub const MAX_REPLICAS: u32 = 1000;
+
+/// The largest count `spec.strategy.maxSurge` and `maxUnavailable` take, also as
+/// `--max-surge`/`--max-unavailable` and in the `set_strategy` update: a budget of more machines
+/// than the largest pool has means nothing more than one of [`MAX_REPLICAS`].
+pub const MAX_BUDGET_COUNT: u32 = MAX_REPLICAS;
+
+/// The largest `spec.strategy.maxFailures`: one failure per machine of the largest pool. A
+/// rollout that has failed more often than that has a broken template and must pause.
+pub const MAX_FAILURES: u32 = MAX_REPLICAS;
+
+/// The longest `spec.strategy.progressDeadline`. It only marks a rollout stalled (it keeps
+/// going); a rollout that made no progress for a day has long needed a person.
+pub const MAX_PROGRESS_DEADLINE: Duration = DAY;
+
+/// The longest `spec.drain.timeout` (and the annotation's `timeout`). machine-controller-manager
+/// defaults to 2 h; a drain still waiting on a PodDisruptionBudget after a day needs a person, and
+/// `machine extend-drain` moves a running drain's deadline when one decides to wait longer.
+pub const MAX_DRAIN_TIMEOUT: Duration = DAY;
+
+/// The longest `spec.drain.pdbRetryInterval`: evictions blocked by a PodDisruptionBudget are
+/// retried at least every 10 minutes, so a drain notices within that time that the budget allows
+/// one (Kubernetes' own `kubectl drain` retries every 5 s).
+pub const MAX_PDB_RETRY_INTERVAL: Duration = Duration::from_secs(10 * 60);
+
+/// The longest `spec.drain.volumeDetachTimeout` and `volumeAttachTimeout`. Azure detaches and
+/// attaches a managed disk within a minute or two; one still moving after an hour is stuck, and
+/// force mode is what frees it.
+pub const MAX_VOLUME_TIMEOUT: Duration = HOUR;
+
+/// The longest `spec.drain.forceAfterUnhealthy`: a Node NotReady (or read-only) for a day runs
+/// no pod that a graceful drain could still save.
+pub const MAX_FORCE_AFTER_UNHEALTHY: Duration = DAY;
+
+/// The longest `spec.timeouts.creation`. Azure creates a VM and the Node registers within
+/// minutes (default 20 m); a machine not Ready after two hours will not become Ready, and meanwhile
+/// it costs money and holds a rollout's budget.
+pub const MAX_CREATION_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
+
+/// The longest `spec.timeouts.health`: a Node NotReady for a day is broken for good.
+pub const MAX_HEALTH_TIMEOUT: Duration = DAY;
+
+/// The most one `machine extend-drain --by` (signal `extend_deadline`) moves a drain's deadline.
+/// A week covers waiting for an application owner over a weekend; a Node that must stay
+/// cordoned longer should be uncordoned and drained again later. A signal asking for more is
+/// clamped to this, with a warning in the drain's status.
+pub const MAX_DRAIN_EXTENSION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The longest `sweep --grace`: nothing younger is an orphan. Creates take at most
+/// [`MAX_CREATION_TIMEOUT`]; a week keeps anything a person may still be looking at, and longer
+/// only lets orphans cost money.
+pub const MAX_SWEEP_GRACE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The longest `sweep --health-timeout`: as the pool's [`MAX_HEALTH_TIMEOUT`].
+pub const MAX_SWEEP_HEALTH_TIMEOUT: Duration = MAX_HEALTH_TIMEOUT;
+
+/// The longest `sweep --approval-timeout`. A scheduled sweep's next runs are skipped while one
+/// waits for approval, so a wait of more than a day would stop sweeping for that long.
+pub const MAX_APPROVAL_TIMEOUT: Duration = DAY;
+
+/// The longest `sweep schedule --every`: a sweep at least monthly (orphans cost money until one
+/// runs).
+pub const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(31 * 24 * 3600);
+
+/// The most removals a sweep has in flight at once (`sweep --parallelism`). ARM writes go through
+/// the worker's rate-limited queue, so more in flight only wait there.
+pub const MAX_SWEEP_PARALLELISM: u32 = 50;
+
+/// The longest `pool rollout --observe-interval` (a hidden test knob, default 15 s): a rollout
+/// that looks at its pool less than hourly notices nothing in time.
+pub const MAX_OBSERVE_INTERVAL: Duration = HOUR;
+
+/// The largest `pool rollout --history-limit` (a hidden test knob, default 2,000). Temporal
+/// suggests continuing as new from 4,096 events and warns at 10,240; a rollout continues as new
+/// before either.
+pub const MAX_HISTORY_LIMIT: u32 = 4_000;
+
+/// The longest `--timeout` of `preflight` and `pool status`, in seconds: the runs they wait for
+/// have an execution timeout of 10 minutes, so waiting longer is waiting for nothing.
+pub const MAX_CLI_WAIT_SECONDS: u64 = 600;
+
+/// `value` when it is at most `max`; otherwise `max` and a warning naming `field`, e.g.
+/// `extend_deadline asked for 1000000h, more than the maximum 168h: used 168h`.
+pub fn clamp(field: &str, value: Duration, max: Duration) -> (Duration, Option<String>) {
+    if value <= max {
+        return (value, None);
+    }
+    let warning = format!(
+        "{field} asked for {}, more than the maximum {}: used {}",
+        short(value),
+        short(max),
+        short(max)
+    );
+    (max, Some(warning))
+}
+
+/// `problem` when `value` is longer than `max`: `is longer than the maximum 168h`.
+pub fn longer_than(value: Duration, max: Duration) -> Option<String> {
+    (value > max).then(|| format!("is longer than the maximum {}", short(max)))
+}
+
+/// A duration as whole hours, minutes or seconds, in the largest unit that divides it (`24h`,
+/// `10m`, `90s`); sub-second parts are dropped.
+pub fn short(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    if duration >= HOUR && seconds.is_multiple_of(3600) {
+        format!("{}h", seconds / 3600)
+    } else if duration >= MINUTE && seconds.is_multiple_of(60) {
+        format!("{}m", seconds / 60)
+    } else {
+        format!("{seconds}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::time::{LATEST, deadline_after};
+
+    #[test]
+    fn shows_durations_in_their_natural_unit() {
+        for (duration, shown) in [
+            (Duration::from_secs(1), "1s"),
+            (Duration::from_secs(90), "90s"),
+            (Duration::from_secs(600), "10m"),
+            (HOUR, "1h"),
+            (DAY, "24h"),
+            (MAX_DRAIN_EXTENSION, "168h"),
+            (Duration::from_millis(1500), "1s"),
+        ] {
+            assert_eq!(short(duration), shown);
+        }
+    }
+
+    #[test]
+    fn clamping_names_the_field_and_both_values() {
+        assert_eq!(
+            clamp(
+                "extend_deadline",
+                Duration::from_secs(60),
+                MAX_DRAIN_EXTENSION
+            ),
+            (Duration::from_secs(60), None)
+        );
+        assert_eq!(
+            clamp("extend_deadline", MAX_DRAIN_EXTENSION, MAX_DRAIN_EXTENSION),
+            (MAX_DRAIN_EXTENSION, None)
+        );
+        assert_eq!(
+            clamp(
+                "extend_deadline",
+                Duration::from_secs(3_600_000_000),
+                MAX_DRAIN_EXTENSION
+            ),
+            (
+                MAX_DRAIN_EXTENSION,
+                Some(
+                    "extend_deadline asked for 1000000h, more than the maximum 168h: used 168h"
+                        .to_owned()
+                )
+            )
+        );
+        assert_eq!(longer_than(DAY, DAY), None);
+        assert_eq!(
+            longer_than(DAY + Duration::from_secs(1), DAY).as_deref(),
+            Some("is longer than the maximum 24h")
+        );
+    }
+
+    #[test]
+    fn every_maximum_added_to_any_representable_time_stays_representable() {
+        let longest = [
+            MAX_PROGRESS_DEADLINE,
+            MAX_DRAIN_TIMEOUT,
+            MAX_PDB_RETRY_INTERVAL,
+            MAX_VOLUME_TIMEOUT,
+            MAX_FORCE_AFTER_UNHEALTHY,
+            MAX_CREATION_TIMEOUT,
+            MAX_HEALTH_TIMEOUT,
+            MAX_DRAIN_EXTENSION,
+            MAX_SWEEP_GRACE,
+            MAX_SWEEP_HEALTH_TIMEOUT,
+            MAX_APPROVAL_TIMEOUT,
+            MAX_SWEEP_INTERVAL,
+            MAX_OBSERVE_INTERVAL,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or_default();
+        // A month at most: far inside what a protobuf duration (Temporal timers) and chrono hold.
+        assert!(longest <= Duration::from_secs(31 * 24 * 3600));
+        assert!(deadline_after(1_800_000_000, longest) < LATEST);
+        const { assert!(MAX_CLI_WAIT_SECONDS <= 600) };
+        const { assert!(MAX_HISTORY_LIMIT < 4_096) };
+    }
+
+    proptest! {
+        #[test]
+        fn clamping_never_exceeds_the_maximum_and_keeps_what_fits(
+            secs in any::<u64>(),
+            nanos in 0u32..1_000_000_000,
+            max_secs in 0u64..=31 * 24 * 3600,
+        ) {
+            let value = Duration::new(secs, nanos);
+            let max = Duration::from_secs(max_secs);
+            let (used, warning) = clamp("f", value, max);
+            prop_assert!(used <= max);
+            prop_assert_eq!(warning.is_some(), value > max);
+            if value <= max {
+                prop_assert_eq!(used, value);
+            }
+            prop_assert_eq!(longer_than(value, max).is_some(), value > max);
+        }
+    }
+}
