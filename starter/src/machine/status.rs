@@ -17,6 +17,7 @@ struct Found {
     workflow_id: WorkflowId,
     run_status: WorkflowExecutionStatus,
     started: Option<std::time::SystemTime>,
+    closed: Option<std::time::SystemTime>,
 }
 
 async fn describe(client: &Client, workflow_id: WorkflowId) -> Option<Found> {
@@ -29,6 +30,7 @@ async fn describe(client: &Client, workflow_id: WorkflowId) -> Option<Found> {
         workflow_id,
         run_status: description.status(),
         started: description.start_time(),
+        closed: description.close_time(),
     })
 }
 
@@ -53,9 +55,13 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
         WorkflowId::for_subject(Operation::Drain, &cluster, machine.as_str()),
     )
     .await;
-    // A drain that started after the latest delete is that delete's first step: show the
-    // delete (with the drain's pods and volumes), not the drain alone.
-    let drain_of_delete = matches!((&drain, &delete), (Some(d), Some(x)) if d.started >= x.started);
+    // A drain that started while the latest delete ran is that delete's first step: show the
+    // delete (with the drain's pods and volumes), not the drain alone. One that started after
+    // the delete ended (a cancelled delete gives the machine back) is a drain of its own.
+    let drain_of_delete = matches!(
+        (&drain, &delete),
+        (Some(d), Some(x)) if d.started >= x.started && x.closed.is_none_or(|closed| d.started <= Some(closed))
+    );
     let drain_id = drain.as_ref().map(|d| d.workflow_id.to_string());
     let latest = [
         create,

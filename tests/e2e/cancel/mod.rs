@@ -27,8 +27,6 @@ async fn temporal_cancel(stack: &Stack, workflow_id: &str) -> Result<()> {
         "cancel",
         "--workflow-id",
         workflow_id,
-        "--reason",
-        "e2e: Request Cancellation",
         "--address",
         &stack.temporal_address,
         "--namespace",
