@@ -20,8 +20,8 @@ use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
 use crate::activity_options;
 use crate::progress::{
-    HasStatus, StepFailed, begin, done, fact, fail, later, left_until, now, record_failure, rfc3339,
-    succeed,
+    HasStatus, StepFailed, begin, done, fact, fail, later, left_until, now, record_failure,
+    rfc3339, succeed,
 };
 use crate::removal::{Removal, remove_machine};
 use crate::search;
