@@ -17,6 +17,7 @@ pub mod pool;
 pub mod preflight;
 pub mod rollout;
 pub mod sweep;
+pub mod taints;
 pub mod time;
 
 pub use cluster::{ClusterName, InvalidName};

@@ -2,6 +2,7 @@
 //!
 //! Retryable: transport errors, 408, 409 (conflict), 429 and 5xx answers. Every other API answer
 //! (400, 401, 403, 404 on a read, 422) is not, because a retry would get the same answer.
+//! Neither are the findings without an API error (`ForeignNode`, `TaintNodeLost`).
 
 use crate::failure::{Failure, Retry};
 use temporalio_sdk::activities::ActivityError;
@@ -24,14 +25,33 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// Applying labels and taints (server-side apply) failed.
-    #[error("applying labels and taints to Node {name} failed")]
+    /// Applying labels and annotations (server-side apply) failed.
+    #[error("applying labels and annotations to Node {name} failed")]
     ApplyNode {
         /// The Node.
         name: String,
         /// The API error.
         #[source]
         source: kube::Error,
+    },
+    /// Writing the pool's taints into the Node's (merge patch with the `resourceVersion` read)
+    /// failed; a 409 here means the Node kept changing through every attempt.
+    #[error("writing the taints of Node {name} failed")]
+    TaintNode {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Between applying the labels and writing the taints the Node was deleted or lost its
+    /// `nodewright.io/machine` label: its taints were not written.
+    #[error(
+        "Node {name} was deleted or lost its nodewright.io/machine label while its taints were written"
+    )]
+    TaintNodeLost {
+        /// The Node.
+        name: String,
     },
     /// Cordoning failed.
     #[error("cordoning Node {name} failed")]
@@ -208,6 +228,8 @@ impl Error {
             Error::ListNodes(_) => "ListNodes",
             Error::GetNode { .. } => "GetNode",
             Error::ApplyNode { .. } => "ApplyNode",
+            Error::TaintNode { .. } => "TaintNode",
+            Error::TaintNodeLost { .. } => "TaintNodeLost",
             Error::CordonNode { .. } => "CordonNode",
             Error::DeleteNode { .. } => "DeleteNode",
             Error::PrepareNode { .. } => "PrepareNode",
@@ -238,6 +260,7 @@ impl Error {
             | Error::ListVolumeAttachments(source) => Some(source),
             Error::GetNode { source, .. }
             | Error::ApplyNode { source, .. }
+            | Error::TaintNode { source, .. }
             | Error::CordonNode { source, .. }
             | Error::DeleteNode { source, .. }
             | Error::PrepareNode { source, .. }
@@ -255,7 +278,7 @@ impl Error {
             Error::ListPoolNodes { source, .. } | Error::MarkOutdated { source, .. } => {
                 Some(source)
             }
-            Error::ForeignNode { .. } => None,
+            Error::ForeignNode { .. } | Error::TaintNodeLost { .. } => None,
         }
     }
 
@@ -522,6 +545,46 @@ mod tests {
                 let _activity_error: ActivityError = error.into_activity_error();
             }
         }
+    }
+
+    #[test]
+    fn node_metadata_variants_are_named_after_their_step_and_classified_by_the_answer() {
+        for (code, expected) in [
+            (403, Retry::NonRetryable),
+            (409, Retry::Retryable),
+            (503, Retry::Retryable),
+        ] {
+            let table = [
+                (
+                    Error::ApplyNode {
+                        name: "web-abcde".to_owned(),
+                        source: api_error(code),
+                    },
+                    "ApplyNode",
+                ),
+                (
+                    Error::TaintNode {
+                        name: "web-abcde".to_owned(),
+                        source: api_error(code),
+                    },
+                    "TaintNode",
+                ),
+            ];
+            for (error, name) in table {
+                assert_eq!(error.type_name(), name);
+                assert_eq!(
+                    error.source_error().map(retry_for),
+                    Some(expected),
+                    "{name}"
+                );
+            }
+        }
+        let lost = Error::TaintNodeLost {
+            name: "web-abcde".to_owned(),
+        };
+        assert_eq!(lost.type_name(), "TaintNodeLost");
+        assert!(lost.source_error().is_none(), "not retryable");
+        let _activity_error: ActivityError = lost.into_activity_error();
     }
 
     #[test]

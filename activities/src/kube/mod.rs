@@ -114,11 +114,13 @@ impl KubeActivities {
         .await
     }
 
-    /// Applies the pool's and nodewright's labels and taints to the Node (server-side apply,
-    /// field manager `nodewright`).
+    /// Applies the pool's and nodewright's labels and annotations to the Node (server-side
+    /// apply, field manager `nodewright`) and merges the pool's taints into the Node's, keeping
+    /// every taint nodewright did not put there (see [`nodes::apply_metadata`]).
     ///
     /// # Idempotency
-    /// An apply of the same fields is a no-op.
+    /// An apply of the same fields is a no-op, and so is the taint merge once the Node carries
+    /// the template's taints and the `nodewright.io/managed-taints` record of them.
     #[activity(name = "kube.apply_node_metadata")]
     pub async fn apply_node_metadata(
         self: Arc<Self>,

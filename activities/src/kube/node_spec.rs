@@ -1,10 +1,11 @@
 //! Read-modify-write of a machine's Node spec, for the fields server-side apply cannot share.
 //!
 //! `spec.taints` is an atomic list: with server-side apply one field manager would own all of it
-//! (CreateMachine's apply as `nodewright` does), so adding or removing one taint is a merge patch
-//! of the whole list as read, carrying the `resourceVersion` read so that a concurrent writer
-//! makes it fail with 409 instead of being overwritten; the Node is then read again and the
-//! change recomputed, a few times. Only a Node that is the machine's is ever written.
+//! and a forced apply would replace the taints of every other writer (the kubelet's startup
+//! taints, a CNI's), so adding or removing a taint is a merge patch of the whole list as read,
+//! carrying the `resourceVersion` read so that a concurrent writer makes it fail with 409 instead
+//! of being overwritten; the Node is then read again and the change recomputed, a few times.
+//! Only a Node that is the machine's is ever written.
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
@@ -44,6 +45,22 @@ pub(crate) async fn update_spec(
     patch: impl Fn(&Node) -> Option<Value>,
     error: impl Fn(String, kube::Error) -> Error,
 ) -> Result<Found> {
+    let is_ours = |node: &Node| is_machine_node(node, name, vm_id);
+    update_node(api, name, is_ours, field_manager, patch, error).await
+}
+
+/// [`update_spec`] for a Node that `is_ours` tells apart: reads the Node `name` and, when
+/// `is_ours` accepts it, merge-patches it with what `patch` computes from it, retrying on 409
+/// up to [`CONFLICT_ATTEMPTS`] times; the last conflict is reported through `error`
+/// (retryable). `patch` must carry the `resourceVersion` it computed from.
+pub(crate) async fn update_node(
+    api: &Api<Node>,
+    name: &str,
+    is_ours: impl Fn(&Node) -> bool,
+    field_manager: &str,
+    patch: impl Fn(&Node) -> Option<Value>,
+    error: impl Fn(String, kube::Error) -> Error,
+) -> Result<Found> {
     let params = PatchParams {
         field_manager: Some(field_manager.to_owned()),
         ..PatchParams::default()
@@ -51,7 +68,7 @@ pub(crate) async fn update_spec(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let node = match read_machine_node(api, name, vm_id).await? {
+        let node = match read_node(api, name, &is_ours).await? {
             Found::Ours { node, .. } => node,
             other => return Ok(other),
         };
@@ -81,14 +98,14 @@ pub(crate) async fn update_spec(
     }
 }
 
-async fn read_machine_node(api: &Api<Node>, name: &str, vm_id: &str) -> Result<Found> {
+async fn read_node(api: &Api<Node>, name: &str, is_ours: impl Fn(&Node) -> bool) -> Result<Found> {
     let node = api.get_opt(name).await.map_err(|source| Error::GetNode {
         name: name.to_owned(),
         source,
     })?;
     Ok(match node {
         None => Found::Absent,
-        Some(node) if is_machine_node(&node, name, vm_id) => Found::Ours {
+        Some(node) if is_ours(&node) => Found::Ours {
             node: Box::new(node),
             changed: false,
         },
@@ -100,13 +117,16 @@ async fn read_machine_node(api: &Api<Node>, name: &str, vm_id: &str) -> Result<F
 /// `nodewright.io/machine=<name>`.
 pub(crate) fn is_machine_node(node: &Node, name: &str, vm_id: &str) -> bool {
     let names_vm = provider_id(node).is_some_and(|id| provider_id_names_vm(id, vm_id));
-    let labelled = node
-        .metadata
+    names_vm && is_labelled_machine(node, name)
+}
+
+/// Whether nodewright labelled `node` `nodewright.io/machine=<name>`.
+pub(crate) fn is_labelled_machine(node: &Node, name: &str) -> bool {
+    node.metadata
         .labels
         .as_ref()
         .and_then(|labels| labels.get(LABEL_MACHINE))
-        .is_some_and(|machine| machine == name);
-    names_vm && labelled
+        .is_some_and(|machine| machine == name)
 }
 
 /// The Node's `spec.providerID`, when set.

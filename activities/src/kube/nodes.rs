@@ -1,19 +1,24 @@
-//! A machine's Node: wait for it to register and become Ready, label and taint it, cordon it,
-//! delete it. A Node is the machine's only when its providerID names the machine's VM.
+//! A machine's Node: wait for it to register and become Ready, label and taint it (the pool's
+//! taints merged into the ones others put there), cordon it, delete it. A Node is the machine's
+//! only when its providerID names the machine's VM.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::Utc;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint as KubeTaint};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use nodewright_model::ownership::{LABEL_MACHINE, provider_id_names_vm};
+use nodewright_model::taints::{
+    ANNOTATION_MANAGED_TAINTS, ManagedTaints, Taint, TaintUpdate, decide_taints,
+};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 use temporalio_sdk::activities::ActivityContext;
 
 use super::error::{Error, Result};
+use super::node_spec::{Found, is_labelled_machine, taints, update_node};
 
 /// The field manager of nodewright's server-side applies.
 pub const FIELD_MANAGER: &str = "nodewright";
@@ -49,7 +54,7 @@ pub enum NodeWait {
     },
 }
 
-/// Labels and taints for a Node.
+/// Labels, annotations and taints for a Node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeMetadata {
@@ -57,7 +62,8 @@ pub struct NodeMetadata {
     pub node: String,
     /// Labels to own (nodewright's and the pool's).
     pub labels: BTreeMap<String, String>,
-    /// Taints to own.
+    /// The pool's taints: merged into the Node's, which keep every taint nodewright did not
+    /// put there (see [`apply_metadata`]).
     pub taints: Vec<NodeTaint>,
     /// Annotations to own (the pool's drain settings).
     #[serde(default)]
@@ -74,6 +80,17 @@ pub struct NodeTaint {
     pub value: String,
     /// Effect.
     pub effect: String,
+}
+
+impl NodeTaint {
+    /// The taint as [`decide_taints`] sees it.
+    pub fn to_model(&self) -> Taint {
+        Taint {
+            key: self.key.clone(),
+            value: self.value.clone(),
+            effect: self.effect.clone(),
+        }
+    }
 }
 
 /// A machine's Node, identified by name and by the VM its providerID must name.
@@ -158,15 +175,25 @@ pub async fn await_node(
     }
 }
 
-/// Server-side applies the labels, annotations and taints as field manager `nodewright` (forced: nodewright
-/// owns these fields).
+/// Puts the pool's and nodewright's labels, annotations and taints on the Node.
+///
+/// Labels and annotations: a server-side apply as field manager `nodewright`, forced (nodewright
+/// owns these keys). Map fields merge key by key: keys other managers set are kept, and a key this
+/// manager applied before and no longer sends is removed.
+///
+/// Taints: not in the apply, because `spec.taints` is an atomic list and the apply would replace
+/// the taints of every other writer (the kubelet's startup taints, the cloud provider's, a
+/// CNI's). The Node is read, [`decide_taints`] merges the template's taints into it, and the list
+/// is written with the annotation `nodewright.io/managed-taints` that records which taints are
+/// nodewright's, in one merge patch carrying the `resourceVersion` read; a conflict re-reads and
+/// merges again (a few times, then a retryable `TaintNode`). Only a Node labelled
+/// `nodewright.io/machine=<node>` (the apply's own label) is tainted.
+///
+/// A Node whose taints a nodewright from before this merge applied (field manager `nodewright`
+/// owning `spec.taints`) loses its taints to the apply, as the old apply itself replaced them;
+/// the merge then puts the template's back.
 pub async fn apply_metadata(client: &kube::Client, input: &NodeMetadata) -> Result<()> {
     let api: Api<Node> = Api::all(client.clone());
-    let taints: Vec<_> = input
-        .taints
-        .iter()
-        .map(|t| json!({ "key": t.key, "value": t.value, "effect": t.effect }))
-        .collect();
     let patch = json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -175,7 +202,6 @@ pub async fn apply_metadata(client: &kube::Client, input: &NodeMetadata) -> Resu
             "labels": input.labels,
             "annotations": input.annotations,
         },
-        "spec": { "taints": taints },
     });
     api.patch(
         &input.node,
@@ -187,7 +213,80 @@ pub async fn apply_metadata(client: &kube::Client, input: &NodeMetadata) -> Resu
         name: input.node.clone(),
         source,
     })?;
-    Ok(())
+    let template: Vec<Taint> = input.taints.iter().map(NodeTaint::to_model).collect();
+    let found = update_node(
+        &api,
+        &input.node,
+        |node| is_labelled_machine(node, &input.node),
+        FIELD_MANAGER,
+        |node| taints_patch(node, &template),
+        |name, source| Error::TaintNode { name, source },
+    )
+    .await?;
+    match found {
+        Found::Ours { .. } => Ok(()),
+        Found::Absent | Found::NotOurs(_) => Err(Error::TaintNodeLost {
+            name: input.node.clone(),
+        }),
+    }
+}
+
+/// The merge patch that writes the template's taints merged into the Node's, with the record of
+/// them and the `resourceVersion` read; `None` when the Node already is as asked. A taint kept
+/// is written exactly as read (its `timeAdded` too).
+pub(crate) fn taints_patch(node: &Node, template: &[Taint]) -> Option<Value> {
+    let current = taints(node);
+    let observed: Vec<Taint> = current.iter().map(model_taint).collect();
+    let annotation = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(ANNOTATION_MANAGED_TAINTS))
+        .map(String::as_str);
+    if let Some(Err(unreadable)) = annotation.map(ManagedTaints::parse) {
+        tracing::warn!(
+            node = node.metadata.name.as_deref().unwrap_or(""),
+            %unreadable,
+            "no taint is removed on its word; it is rewritten with the template's taints"
+        );
+    }
+    let TaintUpdate::Write {
+        taints: merged,
+        annotation,
+    } = decide_taints(&observed, annotation, template)
+    else {
+        return None;
+    };
+    let written: Vec<KubeTaint> = merged
+        .iter()
+        .map(|taint| {
+            current
+                .iter()
+                .find(|kept| model_taint(kept) == *taint)
+                .cloned()
+                .unwrap_or_else(|| KubeTaint {
+                    key: taint.key.clone(),
+                    value: Some(taint.value.clone()).filter(|value| !value.is_empty()),
+                    effect: taint.effect.clone(),
+                    time_added: None,
+                })
+        })
+        .collect();
+    Some(json!({
+        "metadata": {
+            "resourceVersion": node.metadata.resource_version,
+            "annotations": { ANNOTATION_MANAGED_TAINTS: annotation },
+        },
+        "spec": { "taints": written },
+    }))
+}
+
+fn model_taint(taint: &KubeTaint) -> Taint {
+    Taint {
+        key: taint.key.clone(),
+        value: taint.value.clone().unwrap_or_default(),
+        effect: taint.effect.clone(),
+    }
 }
 
 /// Reads the machine's Node: absent, not ours (another VM), or ours.
@@ -244,5 +343,87 @@ pub async fn delete(client: &kube::Client, input: &MachineNode) -> Result<NodeCh
             name: input.node.clone(),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(extra: Value) -> Node {
+        let mut base = json!({
+            "metadata": {
+                "name": "web-abcde",
+                "resourceVersion": "42",
+                "labels": { "nodewright.io/machine": "web-abcde" },
+            },
+            "spec": { "taints": [
+                { "key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
+                  "timeAdded": "2026-01-02T03:04:05Z" },
+                { "key": "dedicated", "value": "gpu", "effect": "NoSchedule" },
+            ] },
+        });
+        crate::kube::node_spec::merge_json(&mut base, extra);
+        serde_json::from_value(base).unwrap_or_default()
+    }
+
+    fn template(list: &[(&str, &str, &str)]) -> Vec<Taint> {
+        list.iter()
+            .map(|(key, value, effect)| Taint {
+                key: (*key).to_owned(),
+                value: (*value).to_owned(),
+                effect: (*effect).to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_taint_patch_keeps_taints_as_read_and_carries_the_resource_version() {
+        let patch = taints_patch(&node(json!({})), &template(&[("gpu", "", "NoExecute")]));
+        assert_eq!(
+            patch,
+            Some(json!({
+                "metadata": {
+                    "resourceVersion": "42",
+                    "annotations": { ANNOTATION_MANAGED_TAINTS: "gpu:NoExecute" },
+                },
+                "spec": { "taints": [
+                    { "key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
+                      "timeAdded": "2026-01-02T03:04:05Z" },
+                    { "key": "dedicated", "value": "gpu", "effect": "NoSchedule" },
+                    { "key": "gpu", "effect": "NoExecute" },
+                ] },
+            }))
+        );
+    }
+
+    #[test]
+    fn the_taint_patch_removes_the_record_with_the_last_recorded_taint() {
+        let recorded = node(json!({
+            "metadata": { "annotations": { ANNOTATION_MANAGED_TAINTS: "dedicated:NoSchedule" } },
+        }));
+        assert_eq!(
+            taints_patch(&recorded, &[]),
+            Some(json!({
+                "metadata": {
+                    "resourceVersion": "42",
+                    "annotations": { ANNOTATION_MANAGED_TAINTS: null },
+                },
+                "spec": { "taints": [
+                    { "key": "node.kubernetes.io/unreachable", "effect": "NoExecute",
+                      "timeAdded": "2026-01-02T03:04:05Z" },
+                ] },
+            }))
+        );
+    }
+
+    #[test]
+    fn no_patch_when_the_node_carries_the_template_and_its_record() {
+        let recorded = node(json!({
+            "metadata": { "annotations": { ANNOTATION_MANAGED_TAINTS: "dedicated:NoSchedule" } },
+        }));
+        let wanted = template(&[("dedicated", "gpu", "NoSchedule")]);
+        assert_eq!(taints_patch(&recorded, &wanted), None);
+        assert_eq!(taints_patch(&node(json!({})), &[]), None);
     }
 }
