@@ -18,6 +18,7 @@ pub mod preflight;
 pub mod rollout;
 pub mod sweep;
 pub mod taints;
+pub mod text;
 pub mod time;
 
 pub use cluster::{ClusterName, InvalidName};
