@@ -16,7 +16,7 @@ pub struct ClusterName(String);
 
 /// A name that Azure or Kubernetes would refuse, with the field it came from and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {value:?} {problem}; {fix}")]
+#[error("{field}: {} {problem}; {fix}", crate::text::quoted(value))]
 pub struct InvalidName {
     /// The configuration field or argument that held the name.
     pub field: String,

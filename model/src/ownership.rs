@@ -76,6 +76,20 @@ pub fn is_owned_by(tags: &BTreeMap<String, String>, cluster: &ClusterName) -> bo
     tags.get(TAG_CLUSTER).map(String::as_str) == Some(cluster.as_str())
 }
 
+/// Why a resource's cluster tag makes it someone else's, for a message: `its tag
+/// nodewright.io-cluster is "other", not "prod"`, or `it has no nodewright.io-cluster tag (this
+/// cluster is "prod")` when the tag is missing.
+pub fn cluster_tag_mismatch(found: Option<&str>, cluster: &str) -> String {
+    let cluster = crate::text::quoted(cluster);
+    match found {
+        Some(found) => format!(
+            "its tag {TAG_CLUSTER} is {}, not {cluster}",
+            crate::text::quoted(found)
+        ),
+        None => format!("it has no {TAG_CLUSTER} tag (this cluster is {cluster})"),
+    }
+}
+
 /// The ARM id of VM `name`.
 pub fn vm_id(subscription_id: &str, resource_group: &str, name: &str) -> String {
     format!(
@@ -112,6 +126,27 @@ mod tests {
             machine: "web-a1b2c",
             template: "7f3a9c",
             created: "2026-11-21T03:00:00Z",
+        }
+    }
+
+    #[test]
+    fn a_foreign_cluster_tag_reads_as_words_never_as_an_option() {
+        let table = [
+            (
+                Some("other"),
+                r#"its tag nodewright.io-cluster is "other", not "prod""#,
+            ),
+            (
+                Some(""),
+                r#"its tag nodewright.io-cluster is "", not "prod""#,
+            ),
+            (
+                None,
+                r#"it has no nodewright.io-cluster tag (this cluster is "prod")"#,
+            ),
+        ];
+        for (found, expected) in table {
+            assert_eq!(cluster_tag_mismatch(found, "prod"), expected);
         }
     }
 

@@ -56,7 +56,8 @@ pub struct ManagedTaints(BTreeSet<TaintId>);
 /// Why an annotation's text is not a list of managed taints.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "annotation {ANNOTATION_MANAGED_TAINTS} is not a comma list of key:effect (entry {entry:?})"
+    "annotation {ANNOTATION_MANAGED_TAINTS} is not a comma list of key:effect (entry {})",
+    crate::text::quoted(entry)
 )]
 pub struct UnreadableAnnotation {
     /// The first entry that does not read.

@@ -28,7 +28,7 @@ pub enum ConfigError {
         file: Option<String>,
     },
     /// A setting has a value nodewright cannot use. Secrets are never quoted.
-    #[error("{setting}: {} {problem}", value.as_deref().map_or_else(|| "the value".to_owned(), |value| format!("{value:?}")))]
+    #[error("{setting}: {} {problem}", value.as_deref().map_or_else(|| "the value".to_owned(), crate::text::quoted))]
     Invalid {
         /// Where the value came from: `NODEWRIGHT_…`, or `` `key` in <file> ``.
         setting: String,

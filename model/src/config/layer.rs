@@ -69,7 +69,8 @@ impl<'de> Deserialize<'de> for HumanDuration {
             .map(HumanDuration)
             .map_err(|error| {
                 serde::de::Error::custom(format!(
-                    "{text:?} is not a duration ({error}); write e.g. \"20s\" or \"2m\""
+                    "{} is not a duration ({error}); write e.g. \"20s\" or \"2m\"",
+                    crate::text::quoted(&text)
                 ))
             })
     }

@@ -569,7 +569,8 @@ impl<'a> Resolve<'a> {
         };
         if enabled && address.starts_with("http://") {
             return Err(ConfigError::Inconsistent(format!(
-                "temporal.address {address:?} says http:// but TLS is on: write the address as host:port or https://"
+                "temporal.address {} says http:// but TLS is on: write the address as host:port or https://",
+                crate::text::quoted(address)
             )));
         }
         Ok(enabled.then_some(TemporalTls {

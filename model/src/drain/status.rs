@@ -38,6 +38,21 @@ pub enum PodState {
     Skipped,
 }
 
+impl PodState {
+    /// The word the CLI shows and the query answer carries: `evicting`, `force-deleted`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PodState::Waiting => "waiting",
+            PodState::Evicting => "evicting",
+            PodState::Blocked => "blocked",
+            PodState::Terminating => "terminating",
+            PodState::Gone => "gone",
+            PodState::ForceDeleted => "force-deleted",
+            PodState::Skipped => "skipped",
+        }
+    }
+}
+
 /// One pod of the node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -89,6 +104,21 @@ pub enum VolumeState {
     ReattachTimedOut,
     /// Released by force (VolumeAttachment deleted, disk force-detached).
     ForceDetached,
+}
+
+impl VolumeState {
+    /// The word the CLI shows and the query answer carries: `detaching`, `detach-timed-out`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            VolumeState::Attached => "attached",
+            VolumeState::Detaching => "detaching",
+            VolumeState::DetachTimedOut => "detach-timed-out",
+            VolumeState::Reattaching => "reattaching",
+            VolumeState::Reattached => "reattached",
+            VolumeState::ReattachTimedOut => "reattach-timed-out",
+            VolumeState::ForceDetached => "force-detached",
+        }
+    }
 }
 
 /// One persistent volume the drain waits on.
@@ -225,6 +255,40 @@ mod tests {
 
     fn status() -> DrainStatus {
         DrainStatus::new(MachineStatus::new("drain", "web-abcde", None, &Step::DRAIN))
+    }
+
+    #[test]
+    fn pod_and_volume_states_read_as_their_serialized_words() {
+        let pods = [
+            PodState::Waiting,
+            PodState::Evicting,
+            PodState::Blocked,
+            PodState::Terminating,
+            PodState::Gone,
+            PodState::ForceDeleted,
+            PodState::Skipped,
+        ];
+        for state in pods {
+            assert_eq!(
+                serde_json::to_value(state).ok(),
+                Some(serde_json::Value::from(state.as_str()))
+            );
+        }
+        let volumes = [
+            VolumeState::Attached,
+            VolumeState::Detaching,
+            VolumeState::DetachTimedOut,
+            VolumeState::Reattaching,
+            VolumeState::Reattached,
+            VolumeState::ReattachTimedOut,
+            VolumeState::ForceDetached,
+        ];
+        for state in volumes {
+            assert_eq!(
+                serde_json::to_value(state).ok(),
+                Some(serde_json::Value::from(state.as_str()))
+            );
+        }
     }
 
     #[test]

@@ -83,12 +83,13 @@ impl Amount {
         };
         let parsed = parsed.ok_or_else(|| {
             format!(
-                "{text:?} is neither a number of machines (e.g. 2) nor a percentage from 0% to 100% (e.g. 25%)"
+                "{} is neither a number of machines (e.g. 2) nor a percentage from 0% to 100% (e.g. 25%)",
+                crate::text::quoted(text)
             )
         })?;
         parsed
             .check()
-            .map_err(|problem| format!("{text:?} {problem}"))?;
+            .map_err(|problem| format!("{} {problem}", crate::text::quoted(text)))?;
         Ok(parsed)
     }
 

@@ -98,6 +98,23 @@ pub enum DeleteReason {
     Surplus,
 }
 
+impl DeleteReason {
+    /// The word messages and the serialized form use: `unhealthy`, `outdated`, `surplus`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DeleteReason::Unhealthy => "unhealthy",
+            DeleteReason::Outdated => "outdated",
+            DeleteReason::Surplus => "surplus",
+        }
+    }
+}
+
+impl std::fmt::Display for DeleteReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A machine to delete and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -336,4 +353,24 @@ pub fn victim_order(a: &ObservedMachine, b: &ObservedMachine) -> Ordering {
 
 fn count_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delete_reason_reads_as_its_serialized_word() {
+        for reason in [
+            DeleteReason::Unhealthy,
+            DeleteReason::Outdated,
+            DeleteReason::Surplus,
+        ] {
+            assert_eq!(
+                serde_json::to_value(reason).ok(),
+                Some(serde_json::Value::from(reason.as_str()))
+            );
+            assert_eq!(reason.to_string(), reason.as_str());
+        }
+    }
 }

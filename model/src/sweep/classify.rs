@@ -339,7 +339,13 @@ impl<'a> Context<'a> {
         if resource.kind == ResourceKind::Vm && machine != Some(resource.name.as_str()) {
             return keep(
                 Rule::TagsDisagree,
-                format!("nodewright.io-machine tag is {machine:?}, not its name"),
+                match machine {
+                    Some(machine) => format!(
+                        "nodewright.io-machine tag is {}, not its name",
+                        crate::text::quoted(machine)
+                    ),
+                    None => "no nodewright.io-machine tag".to_owned(),
+                },
             );
         }
         if let Some(vm) = &resource.attached_to {

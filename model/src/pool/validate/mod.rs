@@ -158,10 +158,10 @@ const MAX_SHOWN_CHARS: usize = 80;
 /// [`MAX_SHOWN_CHARS`] characters.
 fn quoted(value: &str) -> String {
     if value.chars().count() <= MAX_SHOWN_CHARS {
-        format!("{value:?}")
+        crate::text::quoted(value)
     } else {
         let start: String = value.chars().take(MAX_SHOWN_CHARS).collect();
-        format!("{start:?}…")
+        format!("{}…", crate::text::quoted(&start))
     }
 }
 

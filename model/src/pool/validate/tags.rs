@@ -65,7 +65,8 @@ pub(super) fn check(problems: &mut Problems, field: &str, tags: &BTreeMap<String
                 &item,
                 quoted(name),
                 format!(
-                    "name differs only in case from {first:?}, and Azure tag names ignore case"
+                    "name differs only in case from {}, and Azure tag names ignore case",
+                    quoted(first)
                 ),
                 "keep one of the two",
             );
@@ -96,7 +97,7 @@ fn name_problem(name: &str) -> Option<(String, &'static str)> {
         .find(|c| REFUSED_NAME_CHARS.contains(c))
         .map(|c| {
             (
-                format!("name contains {c:?}, which Azure refuses in tag names"),
+                format!("name contains '{c}', which Azure refuses in tag names"),
                 NAME_FIX,
             )
         })
