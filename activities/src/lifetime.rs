@@ -40,6 +40,9 @@ pub async fn until_cancelled<T>(
 /// Records one heartbeat; a failure to record one is logged, never the activity's failure.
 async fn beat(ctx: &ActivityContext) {
     if let Err(error) = ctx.record_heartbeat(()).await {
-        tracing::debug!(%error, "recording a heartbeat failed");
+        tracing::debug!(
+            error = %nodewright_model::text::error_chain(&error),
+            "recording a heartbeat failed"
+        );
     }
 }

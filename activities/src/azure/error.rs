@@ -25,7 +25,10 @@ pub enum CallError {
     #[error("getting an ARM access token failed")]
     Token(#[source] azure_core::Error),
     /// The answer was 2xx but its body is not the JSON expected.
-    #[error("the ARM answer (request id {request_id:?}) is not the expected JSON")]
+    #[error(
+        "the ARM answer ({}) is not the expected JSON",
+        request_id.as_deref().map_or_else(|| "no request id".to_owned(), |id| format!("request id {id}"))
+    )]
     Decode {
         /// `x-ms-request-id` of the answer.
         request_id: Option<String>,
@@ -223,7 +226,10 @@ pub enum Error {
         source: ArmFailure,
     },
     /// [`ArmClient::wait`](crate::azure::ArmClient::wait) gave up before the operation finished.
-    #[error("the ARM operation {url} did not finish within {waited:?}")]
+    #[error(
+        "the ARM operation {url} did not finish within {}",
+        nodewright_model::text::duration(*waited)
+    )]
     WaitTimedOut {
         /// The polling URL.
         url: String,

@@ -5,6 +5,7 @@
 //! Neither are the findings without an API error (`ForeignNode`, `TaintNodeLost`).
 
 use crate::failure::{Failure, Retry};
+use nodewright_model::text::quoted;
 use temporalio_sdk::activities::ActivityError;
 
 /// An error from a Kubernetes activity.
@@ -205,7 +206,9 @@ pub enum Error {
     },
     /// A Node of that name exists for another machine.
     #[error(
-        "Node {name} exists with providerID {found:?}, not {expected:?}: another machine uses the name; nodewright does not touch it"
+        "Node {name} exists with {}, not {}: another machine uses the name; nodewright does not touch it",
+        found.as_deref().map_or_else(|| "no providerID".to_owned(), |found| format!("providerID {}", quoted(found))),
+        quoted(expected)
     )]
     ForeignNode {
         /// The Node.
@@ -385,6 +388,26 @@ mod tests {
             ..Default::default()
         })));
         assert_eq!(silent.api_answer(), None);
+    }
+
+    #[test]
+    fn a_foreign_node_names_its_provider_id_in_words() {
+        let foreign = |found: Option<&str>| {
+            Error::ForeignNode {
+                name: "web-abcde".to_owned(),
+                found: found.map(str::to_owned),
+                expected: "azure:///vm/web-abcde".to_owned(),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            foreign(Some("azure:///vm/other")),
+            r#"Node web-abcde exists with providerID "azure:///vm/other", not "azure:///vm/web-abcde": another machine uses the name; nodewright does not touch it"#
+        );
+        assert_eq!(
+            foreign(None),
+            r#"Node web-abcde exists with no providerID, not "azure:///vm/web-abcde": another machine uses the name; nodewright does not touch it"#
+        );
     }
 
     #[test]

@@ -145,7 +145,10 @@ pub async fn await_node(
     let deadline = super::deadline_from_rfc3339(&input.deadline);
     loop {
         if let Err(error) = ctx.record_heartbeat(()).await {
-            tracing::debug!(%error, "recording a heartbeat failed");
+            tracing::debug!(
+                error = %nodewright_model::text::error_chain(&error),
+                "recording a heartbeat failed"
+            );
         }
         let last_seen = match get(&api, &input.node).await? {
             None => "no Node registered".to_owned(),

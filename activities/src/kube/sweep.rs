@@ -91,7 +91,10 @@ pub async fn api_health(client: &kube::Client) -> ApiHealth {
         Ok(text) => {
             return ApiHealth {
                 healthy: false,
-                detail: format!("/readyz answered {:?}", text.trim()),
+                detail: format!(
+                    "/readyz answered {}",
+                    nodewright_model::text::quoted(text.trim())
+                ),
             };
         }
         Err(error) => {

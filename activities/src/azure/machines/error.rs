@@ -24,7 +24,8 @@ pub enum MachineError {
     },
     /// A resource with the machine's name exists but is not nodewright's for this cluster.
     #[error(
-        "{kind} {name} exists but its tag nodewright.io-cluster is {found:?}, not {cluster:?}: nodewright does not touch resources it did not create; pick another machine name or remove it yourself"
+        "{kind} {name} exists but {}: nodewright does not touch resources it did not create; pick another machine name or remove it yourself",
+        nodewright_model::ownership::cluster_tag_mismatch(found.as_deref(), cluster)
     )]
     NotOwned {
         /// `VM`, `network interface`, `disk` or `Node`.

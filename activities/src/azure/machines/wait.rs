@@ -152,7 +152,12 @@ pub(super) async fn await_vm_deletion(
 pub(super) fn parse_deadline(text: &str) -> Result<DateTime<Utc>, MachineError> {
     DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| MachineError::Unexpected(format!("deadline {text:?} is not RFC 3339: {e}")))
+        .map_err(|e| {
+            MachineError::Unexpected(format!(
+                "deadline {} is not RFC 3339: {e}",
+                nodewright_model::text::quoted(text)
+            ))
+        })
 }
 
 /// Sleeps `delay` (the server's `Retry-After`), but never past the deadline and never longer
@@ -166,6 +171,9 @@ async fn sleep_until_next(delay: Duration, deadline: DateTime<Utc>) {
 /// may pass, and a lost worker is noticed by the heartbeat timeout anyway).
 pub(super) async fn heartbeat(ctx: &ActivityContext) {
     if let Err(error) = ctx.record_heartbeat(()).await {
-        tracing::debug!(%error, "recording a heartbeat failed");
+        tracing::debug!(
+            error = %nodewright_model::text::error_chain(&error),
+            "recording a heartbeat failed"
+        );
     }
 }
