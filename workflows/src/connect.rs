@@ -12,6 +12,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use nodewright_model::config::{TemporalConfig, env_var};
+use nodewright_model::text::quoted;
 use temporalio_client::{
     Client, ClientOptions, ClientTlsOptions, Connection, ConnectionOptions, TlsOptions,
 };
@@ -61,7 +62,8 @@ pub struct ClientIdentity {
 pub enum ConnectError {
     /// The address is not `host:port` or a URL.
     #[error(
-        "Temporal address {address:?} is not host:port or a URL; set temporal.address (NODEWRIGHT_TEMPORAL_ADDRESS or TEMPORAL_ADDRESS), e.g. 127.0.0.1:7233"
+        "Temporal address {} is not host:port or a URL; set temporal.address (NODEWRIGHT_TEMPORAL_ADDRESS or TEMPORAL_ADDRESS), e.g. 127.0.0.1:7233",
+        quoted(address)
     )]
     InvalidAddress {
         /// The address as configured.
@@ -105,7 +107,10 @@ pub enum ConnectError {
         source: temporalio_client::errors::ClientConnectError,
     },
     /// The client could not be built over the connection.
-    #[error("could not create a Temporal client for namespace {namespace:?}")]
+    #[error(
+        "could not create a Temporal client for namespace {}",
+        quoted(namespace)
+    )]
     Client {
         /// The namespace.
         namespace: String,

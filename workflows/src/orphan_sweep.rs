@@ -540,7 +540,7 @@ async fn delete_vm(
     match started.result().await {
         Ok(deleted) => match deleted.foreign_vm {
             Some(found) => Outcome::LeftAlone {
-                reason: format!("the VM's tags changed: cluster tag {found:?}"),
+                reason: format!("the VM's tags changed: {found}"),
             },
             None if deleted.vm_deleted => Outcome::Deleted,
             None => Outcome::AlreadyGone,

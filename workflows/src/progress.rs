@@ -176,21 +176,17 @@ pub fn was_canceled(error: &temporalio_sdk::ChildWorkflowExecutionError) -> bool
     false
 }
 
+/// The messages of `failure` and its causes, by the one rule for an error and its causes
+/// ([`nodewright_model::text::join_messages`]: joined with `: `, the SDK's generic wrapper and
+/// repeats dropped), so a failure reads as the CLI and the worker's logs render the error.
 fn failure_text(failure: &Failure) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    let mut next = Some(failure);
-    while let Some(f) = next {
-        let message = f.message.trim();
-        let generic = message.is_empty() || message.eq_ignore_ascii_case("activity task failed");
-        if !generic && !parts.iter().any(|p| p.contains(message)) {
-            parts.push(message);
-        }
-        next = f.cause.as_deref();
-    }
-    if parts.is_empty() {
+    let messages =
+        std::iter::successors(Some(failure), |f| f.cause.as_deref()).map(|f| f.message.as_str());
+    let text = nodewright_model::text::join_messages(messages);
+    if text.is_empty() {
         "the activity failed without a message".to_owned()
     } else {
-        parts.join(": ")
+        text
     }
 }
 
@@ -222,6 +218,61 @@ mod tests {
             failure_text(&failure("", None)),
             "the activity failed without a message"
         );
+    }
+
+    /// An error whose messages are `messages`, outermost first, as a Rust error chain.
+    #[derive(Debug)]
+    struct Chain {
+        message: &'static str,
+        source: Option<Box<Chain>>,
+    }
+
+    impl std::fmt::Display for Chain {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.message)
+        }
+    }
+
+    impl std::error::Error for Chain {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.source
+                .as_deref()
+                .map(|s| s as &(dyn std::error::Error + 'static))
+        }
+    }
+
+    #[test]
+    fn a_failure_reads_as_the_cli_and_the_logs_render_the_same_error() {
+        let table: [&[&'static str]; 6] = [
+            &["reading Node web-abcde failed"],
+            &["reading Node web-abcde failed", "connection refused"],
+            &["Activity task failed", "VM m failed", "AllocationFailed"],
+            &["ApiError: not found", "not found"],
+            &["outer", "", "  inner  "],
+            &[
+                "Activity task failed",
+                "evicting pod shop/web-0 failed: forbidden (HTTP 403 Forbidden)",
+            ],
+        ];
+        for messages in table {
+            let mut proto: Option<Failure> = None;
+            let mut error: Option<Chain> = None;
+            for message in messages.iter().rev() {
+                proto = Some(failure(message, proto));
+                error = Some(Chain {
+                    message,
+                    source: error.map(Box::new),
+                });
+            }
+            let (Some(proto), Some(error)) = (proto, error) else {
+                panic!("every row has a message");
+            };
+            assert_eq!(
+                failure_text(&proto),
+                nodewright_model::text::error_chain(&error),
+                "{messages:?}"
+            );
+        }
     }
 
     #[test]

@@ -58,9 +58,12 @@ pub async fn remove_machine<W: HasStatus>(
         .map_err(|e| StepFailed::from_activity(Step::DeleteVm, &e))?;
     if let VmDeleteStarted::NotOwned { found } = &started {
         let reason = format!(
-            "VM {} exists but its tag nodewright.io-cluster is {found:?}, not {:?}: it is not this machine's, so neither it nor its Node was touched",
+            "VM {} exists but {}: it is not this machine's, so neither it nor its Node was touched",
             removal.machine,
-            removal.cluster.as_str()
+            nodewright_model::ownership::cluster_tag_mismatch(
+                found.as_deref(),
+                removal.cluster.as_str()
+            )
         );
         if track {
             return Err(StepFailed::new(Step::DeleteVm, reason));

@@ -468,7 +468,7 @@ async fn start_children(
         let options = child_options(
             &workflow_id,
             format!(
-                "rollout of pool {}: delete machine {} ({:?})",
+                "rollout of pool {}: delete machine {} ({})",
                 request.pool.name, victim.name, victim.reason
             ),
         );
