@@ -100,17 +100,9 @@ async fn run(settings: &Settings, output: Output, command: Command) -> Result<()
     }
 }
 
-/// `error: cause: cause`, on one line.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+/// `error: cause: cause`, on one line: the one rendering of an error and its causes, shared
+/// with the workflows' failure reasons and the worker's logs.
+pub use nodewright_model::text::error_chain;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -122,12 +114,7 @@ async fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error}");
-            let mut source = std::error::Error::source(&error);
-            while let Some(cause) = source {
-                eprintln!("  caused by: {cause}");
-                source = cause.source();
-            }
+            eprintln!("error: {}", error_chain(&error));
             ExitCode::from(error.exit_code())
         }
     }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use nodewright_model::text::quoted;
 use nodewright_model::{Operation, WorkflowId};
 use nodewright_workflows::{PreflightInput, PreflightWorkflow, search};
 use temporalio_client::{WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowStartOptions};
@@ -46,8 +47,8 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         .map_err(|error| CliError::RunFailed(format!("starting {workflow_id} failed: {error}")))?;
     if output == Output::Text {
         eprintln!(
-            "started {workflow_id} (or joined the one already running); waiting for a worker on task queue {:?}",
-            settings.task_queue
+            "started {workflow_id} (or joined the one already running); waiting for a worker on task queue {}",
+            quoted(&settings.task_queue)
         );
     }
 
@@ -56,8 +57,9 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         .await
         .map_err(|_| {
             CliError::RunFailed(format!(
-                "{workflow_id} did not finish within {}s: is nodewright-worker running on task queue {:?}? See {link}",
-                args.timeout, settings.task_queue
+                "{workflow_id} did not finish within {}s: is nodewright-worker running on task queue {}? See {link}",
+                args.timeout,
+                quoted(&settings.task_queue)
             ))
         })?
         .map_err(|error| CliError::RunFailed(format!("{workflow_id} failed: {error}; see {link}")))?;

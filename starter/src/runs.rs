@@ -5,7 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use futures::StreamExt;
 use nodewright_model::ClusterName;
 use nodewright_workflows::search;
-use temporalio_client::WorkflowListOptions;
+use temporalio_client::{WorkflowExecutionStatus, WorkflowListOptions};
 
 use crate::{CliError, Output, settings::Settings};
 
@@ -31,10 +31,26 @@ pub struct Args {
 fn quoted(field: &str, value: &str) -> Result<String, CliError> {
     if value.contains(['\'', '\\', '"']) {
         return Err(CliError::InvalidInput(format!(
-            "{field} {value:?} contains a quote or backslash; pool and machine names never do"
+            "{field} {} contains a quote or backslash; pool and machine names never do",
+            nodewright_model::text::quoted(value)
         )));
     }
     Ok(format!("'{value}'"))
+}
+
+/// A run's status as the CLI prints and the JSON output carries it: `running`, `completed`,
+/// `failed`, `canceled`, `terminated`, `continued-as-new`, `timed-out`, `unknown`.
+pub fn status_word(status: WorkflowExecutionStatus) -> &'static str {
+    match status {
+        WorkflowExecutionStatus::Running => "running",
+        WorkflowExecutionStatus::Completed => "completed",
+        WorkflowExecutionStatus::Failed => "failed",
+        WorkflowExecutionStatus::Canceled => "canceled",
+        WorkflowExecutionStatus::Terminated => "terminated",
+        WorkflowExecutionStatus::ContinuedAsNew => "continued-as-new",
+        WorkflowExecutionStatus::TimedOut => "timed-out",
+        _ => "unknown",
+    }
 }
 
 /// The visibility query for `args` in `cluster`.
@@ -88,7 +104,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         rows.push(serde_json::json!({
             "workflowId": run.id(),
             "type": run.workflow_type(),
-            "status": format!("{:?}", run.status()).to_lowercase(),
+            "status": status_word(run.status()),
             "pool": attributes.get(&search::POOL),
             "machine": attributes.get(&search::MACHINE),
             "phase": attributes.get(&search::PHASE),
@@ -148,5 +164,33 @@ mod tests {
             "NodewrightCluster = 'dev' AND NodewrightPool = 'web' AND NodewrightMachine = 'web-b2c4d' AND ExecutionStatus = 'Running'"
         );
         assert!(query(&cluster, &args(Some("a' OR 'x"), None, false)).is_err());
+    }
+
+    #[test]
+    fn run_statuses_read_as_words() {
+        let table = [
+            (WorkflowExecutionStatus::Running, "running"),
+            (WorkflowExecutionStatus::Completed, "completed"),
+            (WorkflowExecutionStatus::Failed, "failed"),
+            (WorkflowExecutionStatus::Canceled, "canceled"),
+            (WorkflowExecutionStatus::Terminated, "terminated"),
+            (WorkflowExecutionStatus::ContinuedAsNew, "continued-as-new"),
+            (WorkflowExecutionStatus::TimedOut, "timed-out"),
+            (WorkflowExecutionStatus::Unspecified, "unknown"),
+        ];
+        for (status, expected) in table {
+            assert_eq!(status_word(status), expected);
+        }
+    }
+
+    #[test]
+    fn a_refused_filter_value_is_quoted_with_its_quotes_escaped() {
+        let Err(CliError::InvalidInput(message)) = quoted("--pool", "a\"b") else {
+            panic!("refused");
+        };
+        assert_eq!(
+            message,
+            r#"--pool "a\"b" contains a quote or backslash; pool and machine names never do"#
+        );
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use nodewright_model::drain::{DrainPurpose, DrainRequest, DrainStatus, DrainedNode};
 use nodewright_model::machine::UncordonRequest;
 use nodewright_model::machine_name::MachineName;
+use nodewright_model::text::quoted;
 use nodewright_model::{ClusterName, Operation, WorkflowId, limits};
 use nodewright_workflows::{DrainNodeWorkflow, UncordonNodeWorkflow, search};
 use temporalio_client::{
@@ -226,7 +227,8 @@ pub async fn extend(
 fn extension(by: &str) -> Result<Duration, CliError> {
     let parsed: Duration = humantime::parse_duration(by).map_err(|e| {
         CliError::InvalidInput(format!(
-            "--by {by:?} is not a duration ({e}); write e.g. 30m or 1h"
+            "--by {} is not a duration ({e}); write e.g. 30m or 1h",
+            quoted(by)
         ))
     })?;
     if parsed.is_zero() {
@@ -236,7 +238,8 @@ fn extension(by: &str) -> Result<Duration, CliError> {
     }
     if let Some(problem) = limits::longer_than(parsed, limits::MAX_DRAIN_EXTENSION) {
         return Err(CliError::InvalidInput(format!(
-            "--by {by:?} {problem}; write e.g. 30m or 1h, and extend again later if the drain needs more"
+            "--by {} {problem}; write e.g. 30m or 1h, and extend again later if the drain needs more",
+            quoted(by)
         )));
     }
     Ok(parsed)

@@ -117,7 +117,7 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
         ))
     })?;
     let link = settings.ui_link(&found.workflow_id);
-    let run_status = format!("{:?}", found.run_status).to_lowercase();
+    let run_status = crate::runs::status_word(found.run_status);
     match output {
         Output::Json => {
             let document = match (&drain_status, id.starts_with("drain/")) {
@@ -164,11 +164,7 @@ fn print_drain(drain: &DrainStatus) {
     println!("  pods left    {}", left.len());
     for pod in left {
         let detail = pod.detail.as_deref().unwrap_or("");
-        println!(
-            "    {:<40} {:<12} {detail}",
-            pod.pod,
-            format!("{:?}", pod.state).to_lowercase()
-        );
+        println!("    {:<40} {:<12} {detail}", pod.pod, pod.state.as_str());
     }
     for block in &drain.pdbs_blocking {
         let note = if block.misconfigured {
@@ -187,7 +183,7 @@ fn print_drain(drain: &DrainStatus) {
         println!(
             "  volume       {:<30} {:<18} {node}",
             volume.persistent_volume,
-            format!("{:?}", volume.state).to_lowercase()
+            volume.state.as_str()
         );
     }
     for warning in &drain.warnings {

@@ -3,6 +3,7 @@
 
 use nodewright_model::pool::{Amount, MAX_POOL_NAME_LEN, RolloutStrategy};
 use nodewright_model::rollout::StrategyChange;
+use nodewright_model::text::quoted;
 use nodewright_model::{ClusterName, limits};
 
 use super::BudgetArgs;
@@ -16,11 +17,14 @@ pub fn amount(text: &str) -> Result<Amount, String> {
 /// clap's parser of the hidden `--observe-interval`: a duration (`2s`, `1m`) of at most
 /// [`limits::MAX_OBSERVE_INTERVAL`].
 pub fn observe_interval(text: &str) -> Result<humantime::Duration, String> {
-    let parsed: humantime::Duration = text
-        .parse()
-        .map_err(|error| format!("{text:?} is not a duration ({error}); write e.g. 2s or 15s"))?;
+    let parsed: humantime::Duration = text.parse().map_err(|error| {
+        format!(
+            "{} is not a duration ({error}); write e.g. 2s or 15s",
+            quoted(text)
+        )
+    })?;
     match limits::longer_than(*parsed, limits::MAX_OBSERVE_INTERVAL) {
-        Some(problem) => Err(format!("{text:?} {problem}; write e.g. 2s or 15s")),
+        Some(problem) => Err(format!("{} {problem}; write e.g. 2s or 15s", quoted(text))),
         None => Ok(parsed),
     }
 }
@@ -30,7 +34,8 @@ pub fn pool_name(value: &str) -> Result<&str, CliError> {
     // Pool names follow the cluster name's rules (a DNS label of at most 40 characters).
     ClusterName::parse("POOL", value).map_err(|invalid| {
         CliError::InvalidInput(format!(
-            "POOL {value:?} is not a pool name: it {}; give the `metadata.name` of the pool's file: 1-{MAX_POOL_NAME_LEN} lowercase letters, digits and '-', starting with a letter",
+            "POOL {} is not a pool name: it {}; give the `metadata.name` of the pool's file: 1-{MAX_POOL_NAME_LEN} lowercase letters, digits and '-', starting with a letter",
+            quoted(value),
             invalid.problem
         ))
     })?;

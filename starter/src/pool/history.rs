@@ -36,7 +36,7 @@ impl Latest {
 
 /// A run status as the CLI prints it.
 pub fn status_word(status: WorkflowExecutionStatus) -> String {
-    format!("{status:?}").to_lowercase()
+    crate::runs::status_word(status).to_owned()
 }
 
 /// The latest run of `workflow_id`, or `None` when there never was one (within retention).

@@ -6,6 +6,7 @@ use std::time::Duration;
 use nodewright_model::Operation;
 use nodewright_model::WorkflowId;
 use nodewright_model::rollout::{InspectPoolRequest, RolloutStatus};
+use nodewright_model::text::quoted;
 use nodewright_workflows::{InspectPoolWorkflow, search};
 use temporalio_client::{
     WorkflowExecutionStatus, WorkflowGetResultOptions, WorkflowIdConflictPolicy,
@@ -156,8 +157,8 @@ pub async fn pool(
         .await
         .map_err(|_| {
             CliError::RunFailed(format!(
-                "{workflow_id} did not finish within {timeout}s: is nodewright-worker running on task queue {:?}? See {link}",
-                settings.task_queue
+                "{workflow_id} did not finish within {timeout}s: is nodewright-worker running on task queue {}? See {link}",
+                quoted(&settings.task_queue)
             ))
         })?
         .map_err(|error| {

@@ -41,7 +41,7 @@ impl SweepRun {
 
 /// A run status as the CLI prints it.
 pub fn status_word(status: WorkflowExecutionStatus) -> String {
-    format!("{status:?}").to_lowercase()
+    crate::runs::status_word(status).to_owned()
 }
 
 /// The clauses every query starts with: this cluster's sweeps.

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use nodewright_model::sweep::{SweepRequest, human};
+use nodewright_model::text::quoted;
 use nodewright_model::{ClusterName, WorkflowId, limits};
 
 use super::SweepFlags;
@@ -26,17 +27,20 @@ const MIN_EVERY: Duration = Duration::from_secs(1);
 pub fn duration(flag: &str, text: &str, max: Duration) -> Result<Duration, CliError> {
     let parsed = humantime::parse_duration(text.trim()).map_err(|_| {
         CliError::InvalidInput(format!(
-            "{flag}: {text:?} is not a duration (e.g. 90s, 20m, 1h)"
+            "{flag}: {} is not a duration (e.g. 90s, 20m, 1h)",
+            quoted(text)
         ))
     })?;
     if parsed.subsec_nanos() != 0 {
         return Err(CliError::InvalidInput(format!(
-            "{flag}: {text:?} has a fraction of a second; give whole seconds (e.g. 90s, 20m, 1h)"
+            "{flag}: {} has a fraction of a second; give whole seconds (e.g. 90s, 20m, 1h)",
+            quoted(text)
         )));
     }
     if let Some(problem) = limits::longer_than(parsed, max) {
         return Err(CliError::InvalidInput(format!(
-            "{flag}: {text:?} {problem}; give at most {} (e.g. 90s, 20m, 1h)",
+            "{flag}: {} {problem}; give at most {} (e.g. 90s, 20m, 1h)",
+            quoted(text),
             limits::short(max)
         )));
     }
@@ -56,7 +60,8 @@ pub fn every(text: Option<&str>) -> Result<Duration, CliError> {
     let every = duration("--every", text, limits::MAX_SWEEP_INTERVAL)?;
     if every < MIN_EVERY {
         return Err(CliError::InvalidInput(format!(
-            "--every: {text:?} is shorter than 1s (e.g. 15m, 1h)"
+            "--every: {} is shorter than 1s (e.g. 15m, 1h)",
+            quoted(text)
         )));
     }
     Ok(every)
@@ -134,12 +139,16 @@ pub fn run_id(text: &str) -> Result<WorkflowId, CliError> {
         && !text.chars().any(char::is_whitespace);
     if !well_formed {
         return Err(CliError::InvalidInput(format!(
-            "RUN: {text:?} is not a sweep's workflow ID; give one like sweep/prod or sweep/prod-2026-04-01T10:15:00Z (`nodewright runs` lists them), or leave it out"
+            "RUN: {} is not a sweep's workflow ID; give one like sweep/prod or sweep/prod-2026-04-01T10:15:00Z (`nodewright runs` lists them), or leave it out",
+            quoted(text)
         )));
     }
     // `WorkflowId` has no constructor from an existing ID; its serde form is the plain string.
     serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(|error| {
-        CliError::InvalidInput(format!("RUN: {text:?} is not a workflow ID: {error}"))
+        CliError::InvalidInput(format!(
+            "RUN: {} is not a workflow ID: {error}",
+            quoted(text)
+        ))
     })
 }
 
