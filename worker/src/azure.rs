@@ -5,6 +5,7 @@ use anyhow::Context;
 use azure_core::credentials::Secret as AzureSecret;
 use nodewright_activities::azure::{ArmClient, ArmConfig, Credential, CredentialKind};
 use nodewright_model::config::{AzureAuth, AzureConfig};
+use nodewright_model::text::quoted;
 use url::Url;
 
 /// An ARM client for the configured subscription and resource group, with the configured
@@ -12,8 +13,8 @@ use url::Url;
 pub fn arm_client(config: &AzureConfig) -> anyhow::Result<ArmClient> {
     let endpoint = Url::parse(&config.arm_endpoint).with_context(|| {
         format!(
-            "azure.arm_endpoint (NODEWRIGHT_ARM_ENDPOINT) {:?} is not a URL",
-            config.arm_endpoint
+            "azure.arm_endpoint (NODEWRIGHT_ARM_ENDPOINT) {} is not a URL",
+            quoted(&config.arm_endpoint)
         )
     })?;
     let kind = credential_kind(&config.auth);
@@ -26,8 +27,8 @@ pub fn arm_client(config: &AzureConfig) -> anyhow::Result<ArmClient> {
     let arm = ArmConfig::new(endpoint, &config.subscription_id, &config.resource_group);
     ArmClient::new(arm, credential).with_context(|| {
         format!(
-            "cannot build the ARM client for azure.arm_endpoint (NODEWRIGHT_ARM_ENDPOINT) {:?}",
-            config.arm_endpoint
+            "cannot build the ARM client for azure.arm_endpoint (NODEWRIGHT_ARM_ENDPOINT) {}",
+            quoted(&config.arm_endpoint)
         )
     })
 }

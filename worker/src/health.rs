@@ -114,7 +114,10 @@ pub async fn serve(address: SocketAddr, health: Arc<Health>) -> anyhow::Result<S
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, app(health)).await {
-            tracing::error!(%error, "the health endpoints stopped");
+            tracing::error!(
+                error = %nodewright_model::text::error_chain(&error),
+                "the health endpoints stopped"
+            );
         }
     });
     Ok(bound)

@@ -58,8 +58,8 @@ fn read_kubeconfigs(paths: &Path) -> anyhow::Result<Kubeconfig> {
     }
     merged.with_context(|| {
         format!(
-            "kubernetes.kubeconfig (KUBECONFIG) {:?} names no file",
-            paths.display()
+            "kubernetes.kubeconfig (KUBECONFIG) {} names no file",
+            nodewright_model::text::quoted(&paths.display().to_string())
         )
     })
 }
@@ -69,7 +69,10 @@ fn context_hint(config: &KubernetesConfig) -> String {
         .context
         .as_ref()
         .map(|context| {
-            format!(" with context {context:?} (kubernetes.context / NODEWRIGHT_KUBE_CONTEXT)")
+            format!(
+                " with context {} (kubernetes.context / NODEWRIGHT_KUBE_CONTEXT)",
+                nodewright_model::text::quoted(context)
+            )
         })
         .unwrap_or_default()
 }

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use clap::Parser;
 use nodewright_model::config::ClusterConfig;
+use nodewright_model::text::error_chain;
 use temporalio_sdk::{Runtime, Worker};
 use tracing::info;
 
@@ -42,8 +43,8 @@ async fn main() -> ExitCode {
     match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            // One line with the whole chain: what failed, and why.
-            eprintln!("error: {error:#}");
+            // One line with the whole chain: what failed, and why (as the CLI prints it).
+            eprintln!("error: {}", error_chain(error.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -30,7 +30,10 @@ async fn wait_for_signal() -> &'static str {
         let mut terminate = match signal(SignalKind::terminate()) {
             Ok(terminate) => terminate,
             Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops the worker");
+                tracing::warn!(
+                    error = %nodewright_model::text::error_chain(&error),
+                    "cannot listen for SIGTERM; only Ctrl-C stops the worker"
+                );
                 let _ = ctrl_c.await;
                 return "SIGINT";
             }
