@@ -32,7 +32,7 @@ impl std::str::FromStr for LatencyProfile {
             "short" => Ok(Self::Short),
             "realistic" => Ok(Self::Realistic),
             other => Err(format!(
-                "unknown latency profile {other:?} (instant|short|realistic)"
+                "unknown latency profile \"{other}\" (instant|short|realistic)"
             )),
         }
     }

@@ -96,7 +96,10 @@ pub enum Error {
         source: ComputeError,
     },
     /// The attach or detach did not finish within the operation timeout.
-    #[error("{operation} of disk {disk} on {vm} did not finish within {timeout:?}")]
+    #[error(
+        "{operation} of disk {disk} on {vm} did not finish within {}",
+        humantime::format_duration(*timeout)
+    )]
     TimedOut {
         /// `attach` or `detach`.
         operation: &'static str,

@@ -336,7 +336,11 @@ impl<C: Compute> DiskAttacher<C> {
             .map(Some)
             .ok_or_else(|| Error::ResolveVm {
                 node: node.to_owned(),
-                reason: format!("providerID {provider_id:?} is not an Azure VM"),
+                reason: if provider_id.is_empty() {
+                    "it has no providerID".to_owned()
+                } else {
+                    format!("providerID \"{provider_id}\" is not an Azure VM")
+                },
             })
     }
 
