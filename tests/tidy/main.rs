@@ -2,7 +2,9 @@
 //! Needs no stack: it reads the source tree.
 
 mod compose;
+mod messages;
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -217,4 +219,67 @@ fn every_runbook_has_the_house_headings() {
     }
     assert!(count > 0, "no runbooks found in {}", dir.display());
     report(violations, "runbook headings");
+}
+
+/// The justified debug formatting in messages: (file, the placeholder, why). Keep it short; a
+/// new entry needs a reason a reviewer accepts.
+const DEBUG_FORMAT_ALLOWED: &[(&str, &str, &str)] = &[
+    // Empty on purpose: every message for people is written as words. A `Debug` impl written by
+    // hand (`write!(f, "{:?}", …)` inside `impl fmt::Debug`) would go here, with its file.
+];
+
+#[test]
+fn messages_for_people_carry_no_debug_formatting() {
+    // The crates whose text reaches people (the `tests` crate is all test code).
+    let crates = [
+        "model",
+        "workflows",
+        "activities",
+        "worker",
+        "starter",
+        "sandbox",
+    ];
+    let files: Vec<(PathBuf, String)> = crates.iter().flat_map(|c| sources(c)).collect();
+    let test_modules: BTreeSet<PathBuf> = files
+        .iter()
+        .flat_map(|(path, text)| messages::test_module_paths(path, text))
+        .collect();
+    let root = repo_root();
+    let mut violations = Vec::new();
+    for (path, text) in &files {
+        let relative = path.strip_prefix(&root).unwrap_or(path);
+        let is_test_code = relative.components().nth(1).is_some_and(|dir| {
+            matches!(
+                dir.as_os_str().to_str(),
+                Some("tests" | "benches" | "examples")
+            )
+        }) || test_modules.iter().any(|module| path.starts_with(module));
+        if is_test_code {
+            continue;
+        }
+        let relative = relative.to_string_lossy();
+        for literal in messages::string_literals(&messages::without_test_items(text)) {
+            for placeholder in messages::debug_placeholders(&literal.text) {
+                let allowed = DEBUG_FORMAT_ALLOWED
+                    .iter()
+                    .any(|(file, allowed, _)| relative == *file && placeholder == *allowed);
+                if !allowed {
+                    violations.push(format!(
+                        "{relative}:{}: {placeholder} in \"{}\"",
+                        literal.line,
+                        literal.text.lines().next().unwrap_or_default()
+                    ));
+                }
+            }
+        }
+    }
+    report(
+        violations,
+        "Rust debug formatting in text meant for people (it prints None, Some(..) or a struct \
+         dump). Write words instead: a string as {x} or quoted with nodewright_model::text::quoted, \
+         an Option as its value or words such as \"none\", an enum through Display or as_str, a \
+         Duration with nodewright_model::text::duration, an error with \
+         nodewright_model::text::error_chain. Debug stays fine in tests and in tracing's ?field \
+         sigils; a justified case goes in DEBUG_FORMAT_ALLOWED with its reason",
+    );
 }
