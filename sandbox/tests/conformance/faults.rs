@@ -103,7 +103,10 @@ async fn a_rule_on_a_vm_also_holds_the_polls_of_that_vms_operations() -> TestRes
     assert_eq!(held.status, 429, "the poll of held-1's operation: {held:?}");
     assert_eq!(held.header("retry-after"), Some("3"));
     let free = sb.get(&poll(&other)?).await?;
-    assert_eq!(free.status, 200, "another VM's operation is not held: {free:?}");
+    assert_eq!(
+        free.status, 200,
+        "another VM's operation is not held: {free:?}"
+    );
     Ok(())
 }
 

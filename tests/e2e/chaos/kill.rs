@@ -97,49 +97,149 @@ fn throttle_path(operation: &str, path: String) -> Value {
 /// The campaign's table: 20 steps.
 const CASES: [Case; 20] = [
     // CreateMachine.
-    Case { workflow: "CreateMachine", step: "ensure-nic", at: "azure.ensure_nic, NIC PUT throttled",
-        job: Job::Create, hold: Hold::Fault(|m, _| throttle_path("nic.put", format!("*/{m}-nic"))) },
-    Case { workflow: "CreateMachine", step: "create-vm", at: "azure.begin_vm_create, VM PUT throttled",
-        job: Job::Create, hold: Hold::Fault(|m, _| throttle("vm.put", m)) },
-    Case { workflow: "CreateMachine", step: "provision-vm", at: "azure.await_vm, operation polls throttled",
-        job: Job::Create, hold: Hold::Fault(|m, _| throttle("operation.status", m)) },
-    Case { workflow: "CreateMachine", step: "provision-vm", at: "azure.tag_os_disk, disk PUT throttled",
-        job: Job::Create, hold: Hold::Fault(|m, _| throttle_path("disk.put", format!("*/{m}-osdisk"))) },
-    Case { workflow: "CreateMachine", step: "register-node", at: "kube.await_node_registered, the VM never joins",
-        job: Job::Create, hold: Hold::Fault(|m, _| json!({ "kind": "never_joins", "vm": m })) },
-    Case { workflow: "CreateMachine", step: "compensate", at: "azure.begin_vm_delete after AllocationFailed, VM DELETE throttled",
-        job: Job::FailingCreate, hold: Hold::Fault(|m, _| throttle("vm.delete", m)) },
+    Case {
+        workflow: "CreateMachine",
+        step: "ensure-nic",
+        at: "azure.ensure_nic, NIC PUT throttled",
+        job: Job::Create,
+        hold: Hold::Fault(|m, _| throttle_path("nic.put", format!("*/{m}-nic"))),
+    },
+    Case {
+        workflow: "CreateMachine",
+        step: "create-vm",
+        at: "azure.begin_vm_create, VM PUT throttled",
+        job: Job::Create,
+        hold: Hold::Fault(|m, _| throttle("vm.put", m)),
+    },
+    Case {
+        workflow: "CreateMachine",
+        step: "provision-vm",
+        at: "azure.await_vm, operation polls throttled",
+        job: Job::Create,
+        hold: Hold::Fault(|m, _| throttle("operation.status", m)),
+    },
+    Case {
+        workflow: "CreateMachine",
+        step: "provision-vm",
+        at: "azure.tag_os_disk, disk PUT throttled",
+        job: Job::Create,
+        hold: Hold::Fault(|m, _| throttle_path("disk.put", format!("*/{m}-osdisk"))),
+    },
+    Case {
+        workflow: "CreateMachine",
+        step: "register-node",
+        at: "kube.await_node_registered, the VM never joins",
+        job: Job::Create,
+        hold: Hold::Fault(|m, _| json!({ "kind": "never_joins", "vm": m })),
+    },
+    Case {
+        workflow: "CreateMachine",
+        step: "compensate",
+        at: "azure.begin_vm_delete after AllocationFailed, VM DELETE throttled",
+        job: Job::FailingCreate,
+        hold: Hold::Fault(|m, _| throttle("vm.delete", m)),
+    },
     // DeleteMachine.
-    Case { workflow: "DeleteMachine", step: "delete-vm", at: "azure.begin_vm_delete, VM DELETE throttled",
-        job: Job::Delete, hold: Hold::Fault(|m, _| throttle("vm.delete", m)) },
-    Case { workflow: "DeleteMachine", step: "delete-vm", at: "azure.await_vm_deletion, operation polls throttled",
-        job: Job::Delete, hold: Hold::Fault(|m, _| throttle("operation.status", m)) },
-    Case { workflow: "DeleteMachine", step: "delete-leftovers", at: "azure.find_leftovers, NIC GET throttled",
-        job: Job::Delete, hold: Hold::Fault(|m, _| throttle_path("nic.get", format!("*/{m}-nic"))) },
-    Case { workflow: "DeleteMachine", step: "drain", at: "DrainNode child, PDB retry timer",
-        job: Job::DrainingDelete, hold: Hold::Budget },
-    Case { workflow: "DeleteMachine", step: "drain", at: "DrainNode child, kube.await_pods_gone on a pod held by a finalizer",
-        job: Job::DrainingDelete, hold: Hold::Finalizer },
+    Case {
+        workflow: "DeleteMachine",
+        step: "delete-vm",
+        at: "azure.begin_vm_delete, VM DELETE throttled",
+        job: Job::Delete,
+        hold: Hold::Fault(|m, _| throttle("vm.delete", m)),
+    },
+    Case {
+        workflow: "DeleteMachine",
+        step: "delete-vm",
+        at: "azure.await_vm_deletion, operation polls throttled",
+        job: Job::Delete,
+        hold: Hold::Fault(|m, _| throttle("operation.status", m)),
+    },
+    Case {
+        workflow: "DeleteMachine",
+        step: "delete-leftovers",
+        at: "azure.find_leftovers, NIC GET throttled",
+        job: Job::Delete,
+        hold: Hold::Fault(|m, _| throttle_path("nic.get", format!("*/{m}-nic"))),
+    },
+    Case {
+        workflow: "DeleteMachine",
+        step: "drain",
+        at: "DrainNode child, PDB retry timer",
+        job: Job::DrainingDelete,
+        hold: Hold::Budget,
+    },
+    Case {
+        workflow: "DeleteMachine",
+        step: "drain",
+        at: "DrainNode child, kube.await_pods_gone on a pod held by a finalizer",
+        job: Job::DrainingDelete,
+        hold: Hold::Finalizer,
+    },
     // DrainNode.
-    Case { workflow: "DrainNode", step: "evict-pods", at: "PDB retry timer between evictions",
-        job: Job::Drain, hold: Hold::Budget },
-    Case { workflow: "DrainNode", step: "evict-pods", at: "kube.await_pods_gone on a pod held by a finalizer",
-        job: Job::Drain, hold: Hold::Finalizer },
-    Case { workflow: "DrainNode", step: "evict-pods", at: "PDB retry timer, then force-drain signalled while no worker runs",
-        job: Job::Drain, hold: Hold::BudgetThenForce },
+    Case {
+        workflow: "DrainNode",
+        step: "evict-pods",
+        at: "PDB retry timer between evictions",
+        job: Job::Drain,
+        hold: Hold::Budget,
+    },
+    Case {
+        workflow: "DrainNode",
+        step: "evict-pods",
+        at: "kube.await_pods_gone on a pod held by a finalizer",
+        job: Job::Drain,
+        hold: Hold::Finalizer,
+    },
+    Case {
+        workflow: "DrainNode",
+        step: "evict-pods",
+        at: "PDB retry timer, then force-drain signalled while no worker runs",
+        job: Job::Drain,
+        hold: Hold::BudgetThenForce,
+    },
     // RollingUpdate.
-    Case { workflow: "RollingUpdate", step: "create child, create-vm", at: "CreateMachine child, VM PUT throttled",
-        job: Job::Rollout, hold: Hold::Fault(|_, p| throttle("vm.put", &format!("{p}-*"))) },
-    Case { workflow: "RollingUpdate", step: "create child, provision-vm", at: "CreateMachine child, operation polls throttled",
-        job: Job::Rollout, hold: Hold::Fault(|_, p| throttle("operation.status", &format!("{p}-*"))) },
-    Case { workflow: "RollingUpdate", step: "create child, provision-vm", at: "CreateMachine child, OS disk PUT throttled",
-        job: Job::Rollout, hold: Hold::Fault(|_, p| throttle_path("disk.put", format!("*/{p}-*-osdisk"))) },
-    Case { workflow: "RollingUpdate", step: "delete child, delete-vm", at: "DeleteMachine child, VM DELETE throttled",
-        job: Job::Rollout, hold: Hold::Fault(|_, p| throttle("vm.delete", &format!("{p}-*"))) },
-    Case { workflow: "RollingUpdate", step: "paused", at: "the observe timer of a paused rollout",
-        job: Job::Rollout, hold: Hold::Paused },
-    Case { workflow: "RollingUpdate", step: "awaiting-approval", at: "the wait for approve after a canary of 1",
-        job: Job::Rollout, hold: Hold::Canary },
+    Case {
+        workflow: "RollingUpdate",
+        step: "create child, create-vm",
+        at: "CreateMachine child, VM PUT throttled",
+        job: Job::Rollout,
+        hold: Hold::Fault(|_, p| throttle("vm.put", &format!("{p}-*"))),
+    },
+    Case {
+        workflow: "RollingUpdate",
+        step: "create child, provision-vm",
+        at: "CreateMachine child, operation polls throttled",
+        job: Job::Rollout,
+        hold: Hold::Fault(|_, p| throttle("operation.status", &format!("{p}-*"))),
+    },
+    Case {
+        workflow: "RollingUpdate",
+        step: "create child, provision-vm",
+        at: "CreateMachine child, OS disk PUT throttled",
+        job: Job::Rollout,
+        hold: Hold::Fault(|_, p| throttle_path("disk.put", format!("*/{p}-*-osdisk"))),
+    },
+    Case {
+        workflow: "RollingUpdate",
+        step: "delete child, delete-vm",
+        at: "DeleteMachine child, VM DELETE throttled",
+        job: Job::Rollout,
+        hold: Hold::Fault(|_, p| throttle("vm.delete", &format!("{p}-*"))),
+    },
+    Case {
+        workflow: "RollingUpdate",
+        step: "paused",
+        at: "the observe timer of a paused rollout",
+        job: Job::Rollout,
+        hold: Hold::Paused,
+    },
+    Case {
+        workflow: "RollingUpdate",
+        step: "awaiting-approval",
+        at: "the wait for approve after a canary of 1",
+        job: Job::Rollout,
+        hold: Hold::Canary,
+    },
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -160,18 +260,33 @@ async fn the_worker_killed_at_each_step_of_the_table_leaves_a_consistent_world()
     let mut failures = Vec::new();
     let mut sorted = runs;
     sorted.sort_by_key(|(index, ..)| *index);
-    println!("{:<2} {:<14} {:<26} {:<70} result", "#", "workflow", "step", "held at");
+    println!(
+        "{:<2} {:<14} {:<26} {:<70} result",
+        "#", "workflow", "step", "held at"
+    );
     for (index, case, outcome, took) in &sorted {
         let result = match outcome {
             Ok(report) => format!("ok ({report}; case {:.0}s)", took.as_secs_f64()),
             Err(error) => {
-                failures.push(format!("#{index} {} at {} ({}): {error:#}", case.workflow, case.step, case.at));
+                failures.push(format!(
+                    "#{index} {} at {} ({}): {error:#}",
+                    case.workflow, case.step, case.at
+                ));
                 "FAILED".to_owned()
             }
         };
-        println!("{index:<2} {:<14} {:<26} {:<70} {result}", case.workflow, case.step, case.at);
+        println!(
+            "{index:<2} {:<14} {:<26} {:<70} {result}",
+            case.workflow, case.step, case.at
+        );
     }
-    ensure!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), CASES.len(), failures.join("\n"));
+    ensure!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
     Ok(())
 }
 
@@ -214,7 +329,11 @@ async fn run_case(stack: &Stack, index: usize, case: &Case) -> Result<String> {
 }
 
 /// Set up, hold, kill, restart, release, and check the end.
-async fn campaign_step(scene: &mut Scene, worker: &mut KillableWorker, case: &Case) -> Result<String> {
+async fn campaign_step(
+    scene: &mut Scene,
+    worker: &mut KillableWorker,
+    case: &Case,
+) -> Result<String> {
     let shape = PoolShape::new(2, "1", "0");
     let v1 = rollout_pool_file(&scene.stack, &scene.pool, &shape)?;
     let v2 = rollout_pool_file(&scene.stack, &scene.pool, &shape.clone().version("24.04.2"))?;
@@ -224,13 +343,18 @@ async fn campaign_step(scene: &mut Scene, worker: &mut KillableWorker, case: &Ca
     match case.job {
         Job::Create | Job::FailingCreate => {}
         Job::Delete | Job::DrainingDelete | Job::Drain => {
-            create(scene, &machine_file, &["--wait"]).await?.expect_code(0)?;
+            create(scene, &machine_file, &["--wait"])
+                .await?
+                .expect_code(0)?;
         }
         Job::Rollout => {
             roll(&scene.stack, &scene.task_queue, &v1, &[]).await?;
         }
     }
-    if matches!(case.hold, Hold::Budget | Hold::Finalizer | Hold::BudgetThenForce) {
+    if matches!(
+        case.hold,
+        Hold::Budget | Hold::Finalizer | Hold::BudgetThenForce
+    ) {
         place_pods(scene, case.hold).await?;
     }
     if case.job == Job::FailingCreate {
@@ -239,7 +363,10 @@ async fn campaign_step(scene: &mut Scene, worker: &mut KillableWorker, case: &Ca
     }
     let fault = match case.hold {
         Hold::Fault(rule) => {
-            let id = scene.sandbox.add_fault(rule(&scene.machine, &scene.pool)).await?;
+            let id = scene
+                .sandbox
+                .add_fault(rule(&scene.machine, &scene.pool))
+                .await?;
             scene.rules.push(id);
             Some(id)
         }
@@ -255,7 +382,14 @@ async fn campaign_step(scene: &mut Scene, worker: &mut KillableWorker, case: &Ca
         Job::Drain => run(scene, &["machine", "drain", &machine]).await?,
         Job::Rollout => {
             let file = v2.to_string_lossy().into_owned();
-            let mut args = vec!["pool", "rollout", "--pool", file.as_str(), "--observe-interval", "1s"];
+            let mut args = vec![
+                "pool",
+                "rollout",
+                "--pool",
+                file.as_str(),
+                "--observe-interval",
+                "1s",
+            ];
             if matches!(case.hold, Hold::Canary) {
                 args.extend(["--canary", "1"]);
             }
@@ -269,7 +403,9 @@ async fn campaign_step(scene: &mut Scene, worker: &mut KillableWorker, case: &Ca
     worker.kill();
     tokio::time::sleep(Duration::from_secs(1)).await;
     if matches!(case.hold, Hold::BudgetThenForce) {
-        run(scene, &["machine", "force-drain", &scene.machine.clone()]).await?.expect_code(0)?;
+        run(scene, &["machine", "force-drain", &scene.machine.clone()])
+            .await?
+            .expect_code(0)?;
     }
     worker.restart()?;
     let restarted = Instant::now();
@@ -328,7 +464,11 @@ async fn place_pods(scene: &mut Scene, hold: Hold) -> Result<()> {
 
 /// The machine's (or the drain's) status document, or `None` before there is one.
 async fn machine_status(scene: &Scene) -> Result<Option<Value>> {
-    let status = run(scene, &["machine", "status", &scene.machine, "--output", "json"]).await?;
+    let status = run(
+        scene,
+        &["machine", "status", &scene.machine, "--output", "json"],
+    )
+    .await?;
     if status.code != Some(0) {
         return Ok(None);
     }
@@ -347,7 +487,11 @@ fn running_step(doc: &Value) -> Option<String> {
 
 /// The drain part of a machine status document: a delete's drain, or the drain itself.
 fn drain_part(doc: &Value) -> &Value {
-    if doc["drain"].is_object() { &doc["drain"] } else { &doc["status"] }
+    if doc["drain"].is_object() {
+        &doc["drain"]
+    } else {
+        &doc["status"]
+    }
 }
 
 fn pod_states(doc: &Value) -> Vec<String> {
@@ -360,7 +504,11 @@ fn pod_states(doc: &Value) -> Vec<String> {
 }
 
 async fn rollout_doc(scene: &Scene) -> Result<Option<Value>> {
-    let status = run(scene, &["pool", "rollout", "status", &scene.pool, "--output", "json"]).await?;
+    let status = run(
+        scene,
+        &["pool", "rollout", "status", &scene.pool, "--output", "json"],
+    )
+    .await?;
     if status.code != Some(0) {
         return Ok(None);
     }
@@ -368,44 +516,59 @@ async fn rollout_doc(scene: &Scene) -> Result<Option<Value>> {
 }
 
 async fn fault_fired(scene: &Scene, id: u64) -> Result<bool> {
-    Ok(scene.sandbox.fault(id).await?.is_some_and(|rule| rule["fired"].as_u64() >= Some(1)))
+    Ok(scene
+        .sandbox
+        .fault(id)
+        .await?
+        .is_some_and(|rule| rule["fired"].as_u64() >= Some(1)))
 }
 
 /// Waits until the run is held where the case says.
 async fn await_held(scene: &Scene, case: &Case, fault: Option<u64>) -> Result<()> {
-    eventually(&format!("the run to be held at {}", case.at), REACH, POLL, || async {
-        let held = match case.hold {
-            Hold::Fault(_) if case.step == "register-node" => machine_status(scene)
-                .await?
-                .is_some_and(|doc| running_step(&doc).as_deref() == Some("register-node")),
-            Hold::Fault(_) => match fault {
-                Some(id) => fault_fired(scene, id).await?,
-                None => false,
-            },
-            Hold::Budget | Hold::BudgetThenForce => machine_status(scene)
-                .await?
-                .is_some_and(|doc| {
-                    let states = pod_states(&doc);
-                    states.len() >= 2 && states.iter().all(|s| s == "blocked")
-                }),
-            Hold::Finalizer => machine_status(scene)
-                .await?
-                .is_some_and(|doc| pod_states(&doc).iter().any(|s| s == "evicting")),
-            Hold::Paused => {
-                let doc = rollout_doc(scene).await?;
-                let in_flight = doc.as_ref().is_some_and(|d| d["inFlight"].as_array().is_some_and(|a| !a.is_empty()));
-                let phase = doc.as_ref().and_then(|d| d["phase"].as_str().map(str::to_owned));
-                if in_flight && phase.as_deref() == Some("progressing") {
-                    run(scene, &["pool", "rollout", "pause", &scene.pool]).await?.expect_code(0)?;
+    eventually(
+        &format!("the run to be held at {}", case.at),
+        REACH,
+        POLL,
+        || async {
+            let held = match case.hold {
+                Hold::Fault(_) if case.step == "register-node" => machine_status(scene)
+                    .await?
+                    .is_some_and(|doc| running_step(&doc).as_deref() == Some("register-node")),
+                Hold::Fault(_) => match fault {
+                    Some(id) => fault_fired(scene, id).await?,
+                    None => false,
+                },
+                Hold::Budget | Hold::BudgetThenForce => {
+                    machine_status(scene).await?.is_some_and(|doc| {
+                        let states = pod_states(&doc);
+                        states.len() >= 2 && states.iter().all(|s| s == "blocked")
+                    })
                 }
-                phase.as_deref() == Some("paused")
-            }
-            Hold::Canary => rollout_doc(scene)
-                .await?
-                .is_some_and(|d| d["phase"] == "awaiting-approval"),
-        };
-        Ok(held.then_some(()))
-    })
+                Hold::Finalizer => machine_status(scene)
+                    .await?
+                    .is_some_and(|doc| pod_states(&doc).iter().any(|s| s == "evicting")),
+                Hold::Paused => {
+                    let doc = rollout_doc(scene).await?;
+                    let in_flight = doc
+                        .as_ref()
+                        .is_some_and(|d| d["inFlight"].as_array().is_some_and(|a| !a.is_empty()));
+                    let phase = doc
+                        .as_ref()
+                        .and_then(|d| d["phase"].as_str().map(str::to_owned));
+                    if in_flight && phase.as_deref() == Some("progressing") {
+                        run(scene, &["pool", "rollout", "pause", &scene.pool])
+                            .await?
+                            .expect_code(0)?;
+                    }
+                    phase.as_deref() == Some("paused")
+                }
+                Hold::Canary => rollout_doc(scene)
+                    .await?
+                    .is_some_and(|d| d["phase"] == "awaiting-approval"),
+            };
+            Ok(held.then_some(()))
+        },
+    )
     .await
 }
 
@@ -425,21 +588,34 @@ async fn release(scene: &Scene, hold: Hold, fault: Option<u64>) -> Result<()> {
         Hold::BudgetThenForce => {}
         Hold::Finalizer => {
             if let Some(workloads) = &scene.workloads {
-                let api: Api<Pod> = Api::namespaced(workloads.client().clone(), workloads.namespace());
+                let api: Api<Pod> =
+                    Api::namespaced(workloads.client().clone(), workloads.namespace());
                 for pod in workloads.pods_on(&scene.machine).await? {
-                    let Some(name) = pod.metadata.name.clone() else { continue };
-                    if pod.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+                    let Some(name) = pod.metadata.name.clone() else {
+                        continue;
+                    };
+                    if pod
+                        .metadata
+                        .finalizers
+                        .as_ref()
+                        .is_some_and(|f| !f.is_empty())
+                    {
                         let patch = json!({ "metadata": { "finalizers": null } });
-                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                            .await?;
                     }
                 }
             }
         }
         Hold::Paused => {
-            run(scene, &["pool", "rollout", "resume", &scene.pool]).await?.expect_code(0)?;
+            run(scene, &["pool", "rollout", "resume", &scene.pool])
+                .await?
+                .expect_code(0)?;
         }
         Hold::Canary => {
-            run(scene, &["pool", "rollout", "approve", &scene.pool]).await?.expect_code(0)?;
+            run(scene, &["pool", "rollout", "approve", &scene.pool])
+                .await?
+                .expect_code(0)?;
         }
     }
     Ok(())
@@ -450,9 +626,16 @@ async fn await_end(scene: &Scene, job: Job) -> Result<Value> {
     eventually("the run to end after the restart", FINISH, POLL, || async {
         if job == Job::Rollout {
             let doc = rollout_doc(scene).await?;
-            return Ok(doc.filter(|d| matches!(d["phase"].as_str(), Some("completed" | "aborted" | "canceled"))));
+            return Ok(doc.filter(|d| {
+                matches!(
+                    d["phase"].as_str(),
+                    Some("completed" | "aborted" | "canceled")
+                )
+            }));
         }
-        Ok(machine_status(scene).await?.filter(|d| d["runStatus"] != "running"))
+        Ok(machine_status(scene)
+            .await?
+            .filter(|d| d["runStatus"] != "running"))
     })
     .await
 }
@@ -464,26 +647,46 @@ async fn check_end(scene: &Scene, case: &Case, ended: &Value) -> Result<()> {
     let machine_node = node(&kube, &scene.machine).await?;
     match case.job {
         Job::Create => {
-            ensure!(ended["runStatus"] == "completed", "the create completed: {ended}");
+            ensure!(
+                ended["runStatus"] == "completed",
+                "the create completed: {ended}"
+            );
             ensure!(
                 left.vms.len() == 1 && left.nics.len() == 1 && left.disks.len() == 1,
                 "exactly one VM, NIC and OS disk: {left:#?}"
             );
             ensure!(
-                machine_node.as_ref().is_some_and(nodewright_tests::kube_objects::is_node_ready),
+                machine_node
+                    .as_ref()
+                    .is_some_and(nodewright_tests::kube_objects::is_node_ready),
                 "the Node is Ready"
             );
         }
         Job::FailingCreate => {
-            ensure!(ended["runStatus"] == "failed", "the create failed (AllocationFailed): {ended}");
-            ensure!(left.is_empty() && machine_node.is_none(), "nothing of the machine is left: {left:#?}");
+            ensure!(
+                ended["runStatus"] == "failed",
+                "the create failed (AllocationFailed): {ended}"
+            );
+            ensure!(
+                left.is_empty() && machine_node.is_none(),
+                "nothing of the machine is left: {left:#?}"
+            );
         }
         Job::Delete | Job::DrainingDelete => {
-            ensure!(ended["runStatus"] == "completed", "the delete completed: {ended}");
-            ensure!(left.is_empty() && machine_node.is_none(), "nothing of the machine is left: {left:#?}");
+            ensure!(
+                ended["runStatus"] == "completed",
+                "the delete completed: {ended}"
+            );
+            ensure!(
+                left.is_empty() && machine_node.is_none(),
+                "nothing of the machine is left: {left:#?}"
+            );
         }
         Job::Drain => {
-            ensure!(ended["runStatus"] == "completed", "the drain completed: {ended}");
+            ensure!(
+                ended["runStatus"] == "completed",
+                "the drain completed: {ended}"
+            );
             let forced = ended["status"]["mode"]["mode"] == "force";
             ensure!(
                 forced == matches!(case.hold, Hold::BudgetThenForce),
@@ -494,27 +697,44 @@ async fn check_end(scene: &Scene, case: &Case, ended: &Value) -> Result<()> {
                 .and_then(|n| n.spec.as_ref())
                 .and_then(|s| s.unschedulable)
                 == Some(true);
-            ensure!(cordoned, "a maintenance drain leaves its Node cordoned until uncordon");
-            run(scene, &["machine", "uncordon", &scene.machine]).await?.expect_code(0)?;
+            ensure!(
+                cordoned,
+                "a maintenance drain leaves its Node cordoned until uncordon"
+            );
+            run(scene, &["machine", "uncordon", &scene.machine])
+                .await?
+                .expect_code(0)?;
         }
         Job::Rollout => {
-            ensure!(ended["phase"] == "completed", "the rollout completed: {ended}");
+            ensure!(
+                ended["phase"] == "completed",
+                "the rollout completed: {ended}"
+            );
             let machines = pool_machines(&scene.stack, &scene.pool).await?;
-            ensure!(machines.len() == 2, "2 machines, no duplicate: {machines:?}");
+            ensure!(
+                machines.len() == 2,
+                "2 machines, no duplicate: {machines:?}"
+            );
             for machine in &machines {
                 let resources = scene.sandbox.machine_resources(machine).await?;
                 ensure!(
-                    resources.vms.len() == 1 && resources.nics.len() == 1 && resources.disks.len() == 1,
+                    resources.vms.len() == 1
+                        && resources.nics.len() == 1
+                        && resources.disks.len() == 1,
                     "{machine}: exactly one VM, NIC and OS disk: {resources:#?}"
                 );
             }
-            let template = ended["templateHash"].as_str().unwrap_or_default().to_owned();
+            let template = ended["templateHash"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             crate::rollout::common::ensure_pool_is(&scene.stack, &scene.pool, 2, &template).await?;
         }
     }
     // Every Node of the pool is schedulable (or gone).
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(kube);
-    let params = kube::api::ListParams::default().labels(&format!("nodewright.io/pool={}", scene.pool));
+    let params =
+        kube::api::ListParams::default().labels(&format!("nodewright.io/pool={}", scene.pool));
     for found in nodes.list(&params).await?.items {
         let name = found.metadata.name.clone().unwrap_or_default();
         if found.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
