@@ -3,6 +3,7 @@
 //! stack is up.
 
 mod cancel;
+mod chaos;
 mod cli;
 mod deployment;
 mod drain;

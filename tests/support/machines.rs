@@ -318,6 +318,27 @@ impl Sandbox {
             .with_context(|| format!("no id in {body}"))
     }
 
+    /// The fault rule `id` with its counts (`fired`, `matched`), or `None` when it is gone.
+    pub async fn fault(&self, id: u64) -> Result<Option<Value>> {
+        let response = self
+            .http
+            .get(self.url("/sandbox/faults"))
+            .bearer_auth(&self.stack.arm.token)
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        if !status.is_success() {
+            bail!("listing faults: {status}: {body}");
+        }
+        Ok(body["rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|rule| rule["id"].as_u64() == Some(id))
+            .cloned())
+    }
+
     /// Seeds resources straight into the sandbox's state (`POST /sandbox/seed`, body
     /// `{"resources":[…],"generate":[…]}`), in the stack's subscription, resource group and
     /// location unless `body` names others; returns how many were seeded.

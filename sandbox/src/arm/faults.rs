@@ -48,7 +48,8 @@ pub struct FaultRule {
     /// Glob over the request path, e.g. `*/virtualMachines/pool-a-*`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    /// Glob over the VM name the request or operation concerns.
+    /// Glob over the VM name the request or operation concerns (for `operation.status` and
+    /// `operation.result`, the VM the polled operation works on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<String>,
     /// Chance of firing on a match, 0..=1 (default 1). Not with `every`.

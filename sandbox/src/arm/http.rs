@@ -269,7 +269,7 @@ pub fn check_api_version(path: &str, version: Option<&str>) -> Result<(), ArmErr
 }
 
 /// The VM name a path addresses, if any.
-fn vm_in_path(path: &str) -> Option<&str> {
+pub(crate) fn vm_in_path(path: &str) -> Option<&str> {
     let mut segments = path.split('/');
     segments.find(|s| s.eq_ignore_ascii_case("virtualMachines"))?;
     segments.next().filter(|s| !s.is_empty())
@@ -296,11 +296,16 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
         ArmError::AuthenticationFailed.into_response()
     } else if is_arm {
         let query = query_map(request.uri().query());
+        // An operation's polling URL names only the operation: a rule on a VM also holds the
+        // polls of that VM's operations.
+        let operation_vm = matches!(operation.as_str(), "operation.status" | "operation.result")
+            .then(|| em.operation_vm(&path))
+            .flatten();
         let target = Target {
             operation: &operation,
             method: method.as_str(),
             path: &path,
-            vm: vm_in_path(&path),
+            vm: vm_in_path(&path).or(operation_vm.as_deref()),
         };
         match check_api_version(&path, query.get("api-version").map(String::as_str)) {
             Err(e) => e.into_response(),

@@ -480,6 +480,15 @@ impl Emulator {
         http::fault_error(fired.rule.kind, &fired.rule, target.path)
     }
 
+    /// The name of the VM the operation of a polling URL (`…/operations/{id}` or
+    /// `…/operationResults/{id}`) works on, when it works on a VM.
+    pub(crate) fn operation_vm(&self, path: &str) -> Option<String> {
+        let id = path.trim_end_matches('/').rsplit('/').next()?;
+        let core = self.inner.lock();
+        let operation = core.state.operations.get(id)?;
+        http::vm_in_path(&operation.resource).map(str::to_owned)
+    }
+
     /// Runs `f` on the state after applying due transitions.
     pub(crate) fn read<R>(&self, f: impl FnOnce(&Core) -> R) -> R {
         let mut core = self.inner.lock();

@@ -85,6 +85,32 @@ async fn a_conflict_rule_answers_409_for_matching_vm_names_only() -> TestResult 
 }
 
 #[tokio::test]
+async fn a_rule_on_a_vm_also_holds_the_polls_of_that_vms_operations() -> TestResult {
+    let sb = Sandbox::start().await?;
+    let ours = sb.put(&vm("held-1"), &vm_body(None, &[])).await?;
+    let other = sb.put(&vm("free-1"), &vm_body(None, &[])).await?;
+    add_rule(
+        &sb,
+        json!({"kind": "throttle", "operation": "operation.status", "vm": "held-*", "retry_after": 3}),
+    )
+    .await?;
+    let poll = |resp: &Resp| {
+        resp.header("azure-asyncoperation")
+            .map(str::to_owned)
+            .ok_or("no Azure-AsyncOperation")
+    };
+    let held = sb.get(&poll(&ours)?).await?;
+    assert_eq!(held.status, 429, "the poll of held-1's operation: {held:?}");
+    assert_eq!(held.header("retry-after"), Some("3"));
+    let free = sb.get(&poll(&other)?).await?;
+    assert_eq!(
+        free.status, 200,
+        "another VM's operation is not held: {free:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn fail_operation_ends_the_operation_failed_with_its_code_and_provisioning_state_failed()
 -> TestResult {
     let sb = Sandbox::start().await?;

@@ -9,17 +9,24 @@
 //! 2. A is cordoned by someone else, then `machine drain A` is cancelled with `temporal workflow
 //!    cancel` while it waits: the drain ends Canceled, the draining taint is gone and A stays
 //!    cordoned, as it was before the drain.
+//! 3. The budget relaxed and one pod held terminating by a finalizer, `machine drain A` is
+//!    cancelled (`machine cancel A --wait`) while it waits for that pod to go: the drain ends
+//!    Canceled, the pods it evicted stay evicted (named in what it kept), A is uncordoned and
+//!    untainted.
 
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
 use nodewright_tests::Stack;
 use nodewright_tests::eventually;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox, cli};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::workloads::{Placement, Workload, Workloads, set_unschedulable};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{NodeState, running_step, state_of, temporal_cancel};
 use crate::drain::common::{create_machines, delete_machines, drain_pool_file};
@@ -177,6 +184,59 @@ async fn scenario(
         "{node_a} stays cordoned as before the drain, without the draining taint"
     );
     set_unschedulable(&kube, node_a, false).await?;
+
+    // 3. A drain cancelled while it waits for an evicted pod (held by a finalizer) to go.
+    workloads.set_min_available("web", 0).await?;
+    let held = workloads
+        .pods_on(node_a)
+        .await?
+        .into_iter()
+        .find_map(|p| p.metadata.name)
+        .context("a pod on A")?;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), workloads.namespace());
+    let hold = json!({ "metadata": { "finalizers": ["e2e.nodewright.io/hold"] } });
+    pods.patch(&held, &PatchParams::default(), &Patch::Merge(&hold))
+        .await?;
+    cli(stack, task_queue, &["machine", "drain", node_a])
+        .await?
+        .expect_code(0)?;
+    let key = format!("{}/{held}", workloads.namespace());
+    eventually(
+        "the drain to wait for the held pod to go",
+        WAIT,
+        Duration::from_millis(500),
+        || async {
+            let doc = machine_status(stack, task_queue, node_a).await?;
+            let evicting = doc["status"]["pods"].as_array().is_some_and(|p| {
+                p.iter()
+                    .any(|p| p["pod"] == key.as_str() && p["state"] == "evicting")
+            });
+            Ok(evicting.then_some(()))
+        },
+    )
+    .await?;
+    let canceled = cli(stack, task_queue, &["machine", "cancel", node_a, "--wait"]).await?;
+    let release = json!({ "metadata": { "finalizers": null } });
+    pods.patch(&held, &PatchParams::default(), &Patch::Merge(&release))
+        .await?;
+    canceled.expect_code(0)?;
+    ensure!(
+        canceled.stdout.contains("canceled during evict-pods")
+            && canceled
+                .stdout
+                .contains("pods already evicted stay where they were rescheduled"),
+        "the cancelled drain keeps the pods it evicted: {}",
+        canceled.stdout
+    );
+    ensure!(
+        state_of(stack, node_a).await?
+            == NodeState {
+                unschedulable: false,
+                draining_taint: false,
+                terminating: false,
+            },
+        "{node_a} is uncordoned and untainted after the cancelled drain"
+    );
     Ok(())
 }
 

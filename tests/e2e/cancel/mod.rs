@@ -6,6 +6,7 @@
 //! cancelled leaves a Node cordoned before it cordoned, and uncordons one it cordoned itself.
 
 mod create;
+mod delete;
 mod drain;
 mod rollout;
 mod sweep;

@@ -3,6 +3,12 @@
 //! rollout Canceled: both creates are cancelled with it and remove what they made, the status
 //! says `canceled` with each child among the failures (not counted against maxFailures), no
 //! new create starts after the request, and nothing of the pool is left.
+//!
+//! And with a delete in flight: a pool of 2 rolled to a new template (maxSurge 1,
+//! maxUnavailable 0), its first delete held while it sends its VM delete (throttled). The
+//! rollout cancelled then ends Canceled once its delete has finished the deletion (past its
+//! point of no return), and the pool has 2 machines, one of each template, within
+//! maxSurge/maxUnavailable.
 
 use std::time::Duration;
 
@@ -14,8 +20,8 @@ use nodewright_tests::temporal_worker::unique_task_queue;
 use serde_json::{Value, json};
 
 use crate::rollout::common::{
-    PoolShape, clean_up_pool, cli, num, pool_machines, rollout_pool_file, start_rollout,
-    wait_rollout,
+    PoolShape, Sampler, clean_up_pool, cli, ensure_bounds, num, pool_machines, roll,
+    rollout_pool_file, start_rollout, wait_rollout,
 };
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -108,4 +114,58 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
 
 fn in_flight(doc: &Value) -> usize {
     doc["inFlight"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_cancelled_with_a_delete_in_flight_stays_within_its_budget() -> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("cancel-rollout-delete");
+    let worker = KillableWorker::start(&stack, &task_queue)?;
+    let pool = format!("cq{}", unique_suffix());
+    let sandbox = Sandbox::new(&stack)?;
+    let mut rule = None;
+    let result = async {
+        let shape = PoolShape::new(2, "1", "0");
+        let v1 = rollout_pool_file(&stack, &pool, &shape)?;
+        roll(&stack, &task_queue, &v1, &[]).await?;
+        rule = Some(
+            sandbox
+                .add_fault(json!({ "kind": "throttle", "operation": "vm.delete",
+                                   "vm": format!("{pool}-*"), "count": 3, "retry_after": 10 }))
+                .await?,
+        );
+        let sampler = Sampler::start(&stack, &pool).await?;
+        let v2 = rollout_pool_file(&stack, &pool, &shape.clone().version("24.04.2"))?;
+        start_rollout(&stack, &task_queue, &v2, &[]).await?;
+        wait_rollout(&stack, &task_queue, &pool, "a delete in flight", WAIT, |doc| {
+            doc["inFlight"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|c| c["kind"] == "delete"))
+        })
+        .await?;
+        cli(&stack, &task_queue, &["pool", "rollout", "cancel", &pool])
+            .await?
+            .expect_code(0)?;
+        let ended = wait_rollout(&stack, &task_queue, &pool, "the rollout to end", WAIT, |doc| {
+            doc["phase"] == "canceled"
+        })
+        .await?;
+        let extremes = sampler.stop().await?;
+        ensure_bounds(&extremes, 2, 3)?;
+        ensure!(in_flight(&ended) == 0, "nothing in flight: {ended}");
+        let machines = pool_machines(&stack, &pool).await?;
+        ensure!(
+            machines.len() == 2,
+            "the delete finished past its point of no return and nothing new started: {machines:?} {ended}"
+        );
+        Ok(())
+    }
+    .await
+    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    if let Some(rule) = rule {
+        sandbox.remove_fault(rule).await?;
+    }
+    clean_up_pool(&stack, &task_queue, &pool).await;
+    drop(worker);
+    result
 }

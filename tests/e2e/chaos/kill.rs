@@ -1,0 +1,745 @@
+//! The worker SIGKILLed at the steps of one table, then started again.
+//!
+//! Each case starts a job with the CLI on a worker of its own, holds the run at one step (a
+//! sandbox fault, a PodDisruptionBudget that allows no disruption, a pod held terminating by a
+//! finalizer, a paused or canary rollout), kills the worker there with SIGKILL, starts it again,
+//! lets the run go on, and checks how it ended and what it left: the run's final status as its
+//! runbook says, no second VM for any machine, no VM, NIC, disk or Node of a removed machine,
+//! every Node of the pool schedulable (a maintenance drain's Node until its uncordon) or gone.
+//! How long each run took after the restart is printed (a lost step resumes on the new worker
+//! after the 15 s heartbeat timeout, a lost wait within its retry): a figure, not an assertion.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::{
+    CliResult, KillableWorker, Sandbox, cli, create_machine, node, write_pool_file,
+};
+use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::workloads::{Placement, Workload, Workloads};
+use nodewright_tests::{Stack, eventually};
+use serde_json::{Value, json};
+
+use crate::rollout::common::{PoolShape, pool_machines, roll, rollout_pool_file};
+
+/// How many cases run at once (each has its own worker; the machine has 2 cores).
+const CONCURRENT: usize = 4;
+/// How long a run may take to reach its step, and to end after the restart.
+const REACH: Duration = Duration::from_secs(90);
+const FINISH: Duration = Duration::from_secs(240);
+const POLL: Duration = Duration::from_millis(500);
+/// Retry-After of the throttling faults that hold a run at an ARM step.
+const HOLD_SECONDS: u64 = 6;
+
+/// The job a case runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Job {
+    /// `machine create`: ends completed with one Ready machine.
+    Create,
+    /// `machine create` of a VM Azure refuses (AllocationFailed): ends failed, nothing left.
+    FailingCreate,
+    /// `machine delete --skip-drain` of a Ready machine: ends completed, nothing left.
+    Delete,
+    /// `machine delete` (with its drain) of a machine running pods: ends completed, nothing left.
+    DrainingDelete,
+    /// `machine drain` for maintenance: ends completed, the Node cordoned until `uncordon`.
+    Drain,
+    /// `pool rollout` of a 2-machine pool to a new template: ends completed, 2 machines of it.
+    Rollout,
+}
+
+/// What holds the run at its step until the worker has been killed and started again.
+#[derive(Debug, Clone, Copy)]
+enum Hold {
+    /// A sandbox fault rule (built from the machine and the pool names), removed afterwards.
+    Fault(fn(&str, &str) -> Value),
+    /// Two pods on the machine under a PodDisruptionBudget allowing no disruption; relaxed.
+    Budget,
+    /// A pod on the machine held terminating by a finalizer; the finalizer removed.
+    Finalizer,
+    /// The rollout paused once it has a child in flight; resumed.
+    Paused,
+    /// A canary rollout (`--canary 1`) waiting for approval; approved.
+    Canary,
+    /// Like [`Hold::Budget`], but `machine force-drain` is sent while no worker runs: the drain
+    /// goes on in force mode on the new worker.
+    BudgetThenForce,
+}
+
+/// One row of the campaign.
+struct Case {
+    workflow: &'static str,
+    /// The step (as `machine status` / `pool rollout status` show it) the run is in when killed.
+    step: &'static str,
+    /// What runs at that step: the activity, timer or child.
+    at: &'static str,
+    job: Job,
+    hold: Hold,
+}
+
+/// A throttle of `operation` on the VMs matching `vm`: two answers 429 with Retry-After.
+fn throttle(operation: &str, vm: &str) -> Value {
+    json!({ "kind": "throttle", "operation": operation, "vm": vm,
+            "count": 2, "retry_after": HOLD_SECONDS })
+}
+
+/// A throttle of `operation` on the requests whose path matches `path`.
+fn throttle_path(operation: &str, path: String) -> Value {
+    json!({ "kind": "throttle", "operation": operation, "path": path,
+            "count": 2, "retry_after": HOLD_SECONDS })
+}
+
+/// The campaign's table: 20 steps.
+const CASES: [Case; 20] = [
+    // CreateMachine.
+    Case {
+        workflow: "CreateMachine",
+        step: "ensure-nic",
+        at: "azure.ensure_nic, NIC PUT throttled",
+        job: Job::Create,
+        hold: Hold::Fault(|m, _| throttle_path("nic.put", format!("*/{m}-nic"))),
+    },
+    Case {
+        workflow: "CreateMachine",
+        step: "create-vm",
+        at: "azure.begin_vm_create, VM PUT throttled",
+        job: Job::Create,
+        hold: Hold::Fault(|m, _| throttle("vm.put", m)),
+    },
+    Case {
+        workflow: "CreateMachine",
+        step: "provision-vm",
+        at: "azure.await_vm, operation polls throttled",
+        job: Job::Create,
+        hold: Hold::Fault(|m, _| throttle("operation.status", m)),
+    },
+    Case {
+        workflow: "CreateMachine",
+        step: "provision-vm",
+        at: "azure.tag_os_disk, disk PUT throttled",
+        job: Job::Create,
+        hold: Hold::Fault(|m, _| throttle_path("disk.put", format!("*/{m}-osdisk"))),
+    },
+    Case {
+        workflow: "CreateMachine",
+        step: "register-node",
+        at: "kube.await_node_registered, the VM never joins",
+        job: Job::Create,
+        hold: Hold::Fault(|m, _| json!({ "kind": "never_joins", "vm": m })),
+    },
+    Case {
+        workflow: "CreateMachine",
+        step: "compensate",
+        at: "azure.begin_vm_delete after AllocationFailed, VM DELETE throttled",
+        job: Job::FailingCreate,
+        hold: Hold::Fault(|m, _| throttle("vm.delete", m)),
+    },
+    // DeleteMachine.
+    Case {
+        workflow: "DeleteMachine",
+        step: "delete-vm",
+        at: "azure.begin_vm_delete, VM DELETE throttled",
+        job: Job::Delete,
+        hold: Hold::Fault(|m, _| throttle("vm.delete", m)),
+    },
+    Case {
+        workflow: "DeleteMachine",
+        step: "delete-vm",
+        at: "azure.await_vm_deletion, operation polls throttled",
+        job: Job::Delete,
+        hold: Hold::Fault(|m, _| throttle("operation.status", m)),
+    },
+    Case {
+        workflow: "DeleteMachine",
+        step: "delete-leftovers",
+        at: "azure.find_leftovers, NIC GET throttled",
+        job: Job::Delete,
+        hold: Hold::Fault(|m, _| throttle_path("nic.get", format!("*/{m}-nic"))),
+    },
+    Case {
+        workflow: "DeleteMachine",
+        step: "drain",
+        at: "DrainNode child, PDB retry timer",
+        job: Job::DrainingDelete,
+        hold: Hold::Budget,
+    },
+    Case {
+        workflow: "DeleteMachine",
+        step: "drain",
+        at: "DrainNode child, kube.await_pods_gone on a pod held by a finalizer",
+        job: Job::DrainingDelete,
+        hold: Hold::Finalizer,
+    },
+    // DrainNode.
+    Case {
+        workflow: "DrainNode",
+        step: "evict-pods",
+        at: "PDB retry timer between evictions",
+        job: Job::Drain,
+        hold: Hold::Budget,
+    },
+    Case {
+        workflow: "DrainNode",
+        step: "evict-pods",
+        at: "kube.await_pods_gone on a pod held by a finalizer",
+        job: Job::Drain,
+        hold: Hold::Finalizer,
+    },
+    Case {
+        workflow: "DrainNode",
+        step: "evict-pods",
+        at: "PDB retry timer, then force-drain signalled while no worker runs",
+        job: Job::Drain,
+        hold: Hold::BudgetThenForce,
+    },
+    // RollingUpdate.
+    Case {
+        workflow: "RollingUpdate",
+        step: "create child, create-vm",
+        at: "CreateMachine child, VM PUT throttled",
+        job: Job::Rollout,
+        hold: Hold::Fault(|_, p| throttle("vm.put", &format!("{p}-*"))),
+    },
+    Case {
+        workflow: "RollingUpdate",
+        step: "create child, provision-vm",
+        at: "CreateMachine child, operation polls throttled",
+        job: Job::Rollout,
+        hold: Hold::Fault(|_, p| throttle("operation.status", &format!("{p}-*"))),
+    },
+    Case {
+        workflow: "RollingUpdate",
+        step: "create child, provision-vm",
+        at: "CreateMachine child, OS disk PUT throttled",
+        job: Job::Rollout,
+        hold: Hold::Fault(|_, p| throttle_path("disk.put", format!("*/{p}-*-osdisk"))),
+    },
+    Case {
+        workflow: "RollingUpdate",
+        step: "delete child, delete-vm",
+        at: "DeleteMachine child, VM DELETE throttled",
+        job: Job::Rollout,
+        hold: Hold::Fault(|_, p| throttle("vm.delete", &format!("{p}-*"))),
+    },
+    Case {
+        workflow: "RollingUpdate",
+        step: "paused",
+        at: "the observe timer of a paused rollout",
+        job: Job::Rollout,
+        hold: Hold::Paused,
+    },
+    Case {
+        workflow: "RollingUpdate",
+        step: "awaiting-approval",
+        at: "the wait for approve after a canary of 1",
+        job: Job::Rollout,
+        hold: Hold::Canary,
+    },
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_worker_killed_at_each_step_of_the_table_leaves_a_consistent_world() -> Result<()> {
+    let stack = Stack::load()?;
+    let runs = futures::stream::iter(CASES.iter().enumerate())
+        .map(|(index, case)| {
+            let stack = stack.clone();
+            async move {
+                let started = Instant::now();
+                let outcome = run_case(&stack, index, case).await;
+                (index, case, outcome, started.elapsed())
+            }
+        })
+        .buffer_unordered(CONCURRENT)
+        .collect::<Vec<_>>()
+        .await;
+    let mut failures = Vec::new();
+    let mut sorted = runs;
+    sorted.sort_by_key(|(index, ..)| *index);
+    println!(
+        "{:<2} {:<14} {:<26} {:<70} result",
+        "#", "workflow", "step", "held at"
+    );
+    for (index, case, outcome, took) in &sorted {
+        let result = match outcome {
+            Ok(report) => format!("ok ({report}; case {:.0}s)", took.as_secs_f64()),
+            Err(error) => {
+                failures.push(format!(
+                    "#{index} {} at {} ({}): {error:#}",
+                    case.workflow, case.step, case.at
+                ));
+                "FAILED".to_owned()
+            }
+        };
+        println!(
+            "{index:<2} {:<14} {:<26} {:<70} {result}",
+            case.workflow, case.step, case.at
+        );
+    }
+    ensure!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
+    Ok(())
+}
+
+/// What a case made, for its checks and its clean-up.
+struct Scene {
+    stack: Stack,
+    task_queue: String,
+    pool: String,
+    machine: String,
+    sandbox: Sandbox,
+    workloads: Option<Workloads>,
+    rules: Vec<u64>,
+}
+
+async fn run_case(stack: &Stack, index: usize, case: &Case) -> Result<String> {
+    let task_queue = unique_task_queue(&format!("chaos{index}"));
+    let mut worker = KillableWorker::start(stack, &task_queue)?;
+    let pool = format!("k{index}{}", &unique_suffix()[..6]);
+    let mut scene = Scene {
+        stack: stack.clone(),
+        task_queue,
+        machine: format!("{pool}-m{index:02}zz"),
+        pool,
+        sandbox: Sandbox::new(stack)?,
+        workloads: None,
+        rules: Vec::new(),
+    };
+    let outcome = campaign_step(&mut scene, &mut worker, case)
+        .await
+        .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    for rule in scene.rules.drain(..) {
+        let _ = scene.sandbox.remove_fault(rule).await;
+    }
+    if let Some(workloads) = &scene.workloads {
+        workloads.clean_up().await;
+    }
+    crate::rollout::common::clean_up_pool(&scene.stack, &scene.task_queue, &scene.pool).await;
+    drop(worker);
+    outcome
+}
+
+/// Set up, hold, kill, restart, release, and check the end.
+async fn campaign_step(
+    scene: &mut Scene,
+    worker: &mut KillableWorker,
+    case: &Case,
+) -> Result<String> {
+    let shape = PoolShape::new(2, "1", "0");
+    let v1 = rollout_pool_file(&scene.stack, &scene.pool, &shape)?;
+    let v2 = rollout_pool_file(&scene.stack, &scene.pool, &shape.clone().version("24.04.2"))?;
+    let machine_file = write_pool_file(&scene.stack, &scene.pool, "5m")?;
+
+    // Set up what the job works on.
+    match case.job {
+        Job::Create | Job::FailingCreate => {}
+        Job::Delete | Job::DrainingDelete | Job::Drain => {
+            create(scene, &machine_file, &["--wait"])
+                .await?
+                .expect_code(0)?;
+        }
+        Job::Rollout => {
+            roll(&scene.stack, &scene.task_queue, &v1, &[]).await?;
+        }
+    }
+    if matches!(
+        case.hold,
+        Hold::Budget | Hold::Finalizer | Hold::BudgetThenForce
+    ) {
+        place_pods(scene, case.hold).await?;
+    }
+    if case.job == Job::FailingCreate {
+        let rule = nodewright_tests::machines::allocation_failure(&scene.pool);
+        scene.rules.push(scene.sandbox.add_fault(rule).await?);
+    }
+    let fault = match case.hold {
+        Hold::Fault(rule) => {
+            let id = scene
+                .sandbox
+                .add_fault(rule(&scene.machine, &scene.pool))
+                .await?;
+            scene.rules.push(id);
+            Some(id)
+        }
+        _ => None,
+    };
+
+    // Start the job and wait until it is held at its step.
+    let machine = scene.machine.clone();
+    let started = match case.job {
+        Job::Create | Job::FailingCreate => create(scene, &machine_file, &[]).await?,
+        Job::Delete => run(scene, &["machine", "delete", &machine, "--skip-drain"]).await?,
+        Job::DrainingDelete => run(scene, &["machine", "delete", &machine]).await?,
+        Job::Drain => run(scene, &["machine", "drain", &machine]).await?,
+        Job::Rollout => {
+            let file = v2.to_string_lossy().into_owned();
+            let mut args = vec![
+                "pool",
+                "rollout",
+                "--pool",
+                file.as_str(),
+                "--observe-interval",
+                "1s",
+            ];
+            if matches!(case.hold, Hold::Canary) {
+                args.extend(["--canary", "1"]);
+            }
+            run(scene, &args).await?
+        }
+    };
+    started.expect_code(0)?;
+    await_held(scene, case, fault).await?;
+
+    // Kill the worker there, start it again, let the run go on.
+    worker.kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    if matches!(case.hold, Hold::BudgetThenForce) {
+        run(scene, &["machine", "force-drain", &scene.machine.clone()])
+            .await?
+            .expect_code(0)?;
+    }
+    worker.restart()?;
+    let restarted = Instant::now();
+    release(scene, case.hold, fault).await?;
+    let ended = await_end(scene, case.job).await?;
+    let after = restarted.elapsed().as_secs_f64();
+    check_end(scene, case, &ended).await?;
+    Ok(format!("ended {after:.0}s after the restart"))
+}
+
+async fn run(scene: &Scene, args: &[&str]) -> Result<CliResult> {
+    cli(&scene.stack, &scene.task_queue, args).await
+}
+
+async fn create(scene: &Scene, file: &std::path::Path, extra: &[&str]) -> Result<CliResult> {
+    let (stack, task_queue, file, machine) = (
+        scene.stack.clone(),
+        scene.task_queue.clone(),
+        file.to_path_buf(),
+        scene.machine.clone(),
+    );
+    let extra: Vec<String> = extra.iter().map(|e| (*e).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        create_machine(&stack, &task_queue, &file, &machine, &extra)
+    })
+    .await?
+}
+
+/// Two pods of a Deployment `web` on the machine: under a budget allowing no disruption, or
+/// one of them held by a finalizer.
+async fn place_pods(scene: &mut Scene, hold: Hold) -> Result<()> {
+    let workloads = Workloads::create(&scene.stack, "chaos").await?;
+    workloads
+        .deployment(&Workload::new("web", 2, Placement::node(&scene.machine)))
+        .await?;
+    let pods = workloads
+        .wait_app_running("web", 2, Some(&scene.machine), REACH)
+        .await?;
+    match hold {
+        Hold::Finalizer => {
+            let name = pods
+                .first()
+                .and_then(|p| p.metadata.name.clone())
+                .context("a pod of web")?;
+            let api: Api<Pod> = Api::namespaced(workloads.client().clone(), workloads.namespace());
+            let patch = json!({ "metadata": { "finalizers": ["e2e.nodewright.io/hold"] } });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        _ => workloads.pod_disruption_budget("web", "web", 2).await?,
+    }
+    scene.workloads = Some(workloads);
+    Ok(())
+}
+
+/// The machine's (or the drain's) status document, or `None` before there is one.
+async fn machine_status(scene: &Scene) -> Result<Option<Value>> {
+    let status = run(
+        scene,
+        &["machine", "status", &scene.machine, "--output", "json"],
+    )
+    .await?;
+    if status.code != Some(0) {
+        return Ok(None);
+    }
+    Ok(Some(status.json()?))
+}
+
+/// The running step of a machine run's status document.
+fn running_step(doc: &Value) -> Option<String> {
+    doc["status"]["steps"]
+        .as_array()?
+        .iter()
+        .find(|s| s["state"] == "running")
+        .and_then(|s| s["step"].as_str())
+        .map(str::to_owned)
+}
+
+/// The drain part of a machine status document: a delete's drain, or the drain itself.
+fn drain_part(doc: &Value) -> &Value {
+    if doc["drain"].is_object() {
+        &doc["drain"]
+    } else {
+        &doc["status"]
+    }
+}
+
+fn pod_states(doc: &Value) -> Vec<String> {
+    drain_part(doc)["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["state"].as_str().map(str::to_owned))
+        .collect()
+}
+
+async fn rollout_doc(scene: &Scene) -> Result<Option<Value>> {
+    let status = run(
+        scene,
+        &["pool", "rollout", "status", &scene.pool, "--output", "json"],
+    )
+    .await?;
+    if status.code != Some(0) {
+        return Ok(None);
+    }
+    Ok(Some(status.json()?))
+}
+
+async fn fault_fired(scene: &Scene, id: u64) -> Result<bool> {
+    Ok(scene
+        .sandbox
+        .fault(id)
+        .await?
+        .is_some_and(|rule| rule["fired"].as_u64() >= Some(1)))
+}
+
+/// Waits until the run is held where the case says.
+async fn await_held(scene: &Scene, case: &Case, fault: Option<u64>) -> Result<()> {
+    eventually(
+        &format!("the run to be held at {}", case.at),
+        REACH,
+        POLL,
+        || async {
+            let held = match case.hold {
+                Hold::Fault(_) if case.step == "register-node" => machine_status(scene)
+                    .await?
+                    .is_some_and(|doc| running_step(&doc).as_deref() == Some("register-node")),
+                Hold::Fault(_) => match fault {
+                    Some(id) => fault_fired(scene, id).await?,
+                    None => false,
+                },
+                Hold::Budget | Hold::BudgetThenForce => {
+                    machine_status(scene).await?.is_some_and(|doc| {
+                        let states = pod_states(&doc);
+                        states.len() >= 2 && states.iter().all(|s| s == "blocked")
+                    })
+                }
+                Hold::Finalizer => machine_status(scene)
+                    .await?
+                    .is_some_and(|doc| pod_states(&doc).iter().any(|s| s == "evicting")),
+                Hold::Paused => {
+                    let doc = rollout_doc(scene).await?;
+                    let in_flight = doc
+                        .as_ref()
+                        .is_some_and(|d| d["inFlight"].as_array().is_some_and(|a| !a.is_empty()));
+                    let phase = doc
+                        .as_ref()
+                        .and_then(|d| d["phase"].as_str().map(str::to_owned));
+                    if in_flight && phase.as_deref() == Some("progressing") {
+                        run(scene, &["pool", "rollout", "pause", &scene.pool])
+                            .await?
+                            .expect_code(0)?;
+                    }
+                    phase.as_deref() == Some("paused")
+                }
+                Hold::Canary => rollout_doc(scene)
+                    .await?
+                    .is_some_and(|d| d["phase"] == "awaiting-approval"),
+            };
+            Ok(held.then_some(()))
+        },
+    )
+    .await
+}
+
+/// Lets the run go on after the restart.
+async fn release(scene: &Scene, hold: Hold, fault: Option<u64>) -> Result<()> {
+    match hold {
+        Hold::Fault(_) => {
+            if let Some(id) = fault {
+                scene.sandbox.remove_fault(id).await?;
+            }
+        }
+        Hold::Budget => {
+            if let Some(workloads) = &scene.workloads {
+                workloads.set_min_available("web", 0).await?;
+            }
+        }
+        Hold::BudgetThenForce => {}
+        Hold::Finalizer => {
+            if let Some(workloads) = &scene.workloads {
+                let api: Api<Pod> =
+                    Api::namespaced(workloads.client().clone(), workloads.namespace());
+                for pod in workloads.pods_on(&scene.machine).await? {
+                    let Some(name) = pod.metadata.name.clone() else {
+                        continue;
+                    };
+                    if pod
+                        .metadata
+                        .finalizers
+                        .as_ref()
+                        .is_some_and(|f| !f.is_empty())
+                    {
+                        let patch = json!({ "metadata": { "finalizers": null } });
+                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                            .await?;
+                    }
+                }
+            }
+        }
+        Hold::Paused => {
+            run(scene, &["pool", "rollout", "resume", &scene.pool])
+                .await?
+                .expect_code(0)?;
+        }
+        Hold::Canary => {
+            run(scene, &["pool", "rollout", "approve", &scene.pool])
+                .await?
+                .expect_code(0)?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the job's run has ended; its last status document.
+async fn await_end(scene: &Scene, job: Job) -> Result<Value> {
+    eventually("the run to end after the restart", FINISH, POLL, || async {
+        if job == Job::Rollout {
+            let doc = rollout_doc(scene).await?;
+            return Ok(doc.filter(|d| {
+                matches!(
+                    d["phase"].as_str(),
+                    Some("completed" | "aborted" | "canceled")
+                )
+            }));
+        }
+        Ok(machine_status(scene)
+            .await?
+            .filter(|d| d["runStatus"] != "running"))
+    })
+    .await
+}
+
+/// The run ended as its runbook says and left a consistent world.
+async fn check_end(scene: &Scene, case: &Case, ended: &Value) -> Result<()> {
+    let kube = scene.stack.kube_client().await?;
+    let left = scene.sandbox.machine_resources(&scene.machine).await?;
+    let machine_node = node(&kube, &scene.machine).await?;
+    match case.job {
+        Job::Create => {
+            ensure!(
+                ended["runStatus"] == "completed",
+                "the create completed: {ended}"
+            );
+            ensure!(
+                left.vms.len() == 1 && left.nics.len() == 1 && left.disks.len() == 1,
+                "exactly one VM, NIC and OS disk: {left:#?}"
+            );
+            ensure!(
+                machine_node
+                    .as_ref()
+                    .is_some_and(nodewright_tests::kube_objects::is_node_ready),
+                "the Node is Ready"
+            );
+        }
+        Job::FailingCreate => {
+            ensure!(
+                ended["runStatus"] == "failed",
+                "the create failed (AllocationFailed): {ended}"
+            );
+            ensure!(
+                left.is_empty() && machine_node.is_none(),
+                "nothing of the machine is left: {left:#?}"
+            );
+        }
+        Job::Delete | Job::DrainingDelete => {
+            ensure!(
+                ended["runStatus"] == "completed",
+                "the delete completed: {ended}"
+            );
+            ensure!(
+                left.is_empty() && machine_node.is_none(),
+                "nothing of the machine is left: {left:#?}"
+            );
+        }
+        Job::Drain => {
+            ensure!(
+                ended["runStatus"] == "completed",
+                "the drain completed: {ended}"
+            );
+            let forced = ended["status"]["mode"]["mode"] == "force";
+            ensure!(
+                forced == matches!(case.hold, Hold::BudgetThenForce),
+                "force mode only when it was asked: {ended}"
+            );
+            let cordoned = machine_node
+                .as_ref()
+                .and_then(|n| n.spec.as_ref())
+                .and_then(|s| s.unschedulable)
+                == Some(true);
+            ensure!(
+                cordoned,
+                "a maintenance drain leaves its Node cordoned until uncordon"
+            );
+            run(scene, &["machine", "uncordon", &scene.machine])
+                .await?
+                .expect_code(0)?;
+        }
+        Job::Rollout => {
+            ensure!(
+                ended["phase"] == "completed",
+                "the rollout completed: {ended}"
+            );
+            let machines = pool_machines(&scene.stack, &scene.pool).await?;
+            ensure!(
+                machines.len() == 2,
+                "2 machines, no duplicate: {machines:?}"
+            );
+            for machine in &machines {
+                let resources = scene.sandbox.machine_resources(machine).await?;
+                ensure!(
+                    resources.vms.len() == 1
+                        && resources.nics.len() == 1
+                        && resources.disks.len() == 1,
+                    "{machine}: exactly one VM, NIC and OS disk: {resources:#?}"
+                );
+            }
+            let template = ended["templateHash"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            crate::rollout::common::ensure_pool_is(&scene.stack, &scene.pool, 2, &template).await?;
+        }
+    }
+    // Every Node of the pool is schedulable (or gone).
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(kube);
+    let params =
+        kube::api::ListParams::default().labels(&format!("nodewright.io/pool={}", scene.pool));
+    for found in nodes.list(&params).await?.items {
+        let name = found.metadata.name.clone().unwrap_or_default();
+        if found.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+            bail!("Node {name} of the pool is left unschedulable");
+        }
+    }
+    Ok(())
+}
