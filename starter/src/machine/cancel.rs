@@ -127,7 +127,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         }
         (other, _) => Err(CliError::RunFailed(format!(
             "{workflow_id} ended {} before the request took effect; see {link}",
-            status_word(other)
+            crate::runs::status_word(other)
         ))),
     }
 }
@@ -193,20 +193,6 @@ async fn machine_status(
             .query(UncordonNodeWorkflow::status, (), query)
             .await
             .ok(),
-    }
-}
-
-/// `completed`, `failed`, `terminated`, `timed out`, ...
-pub fn status_word(status: WorkflowExecutionStatus) -> &'static str {
-    match status {
-        WorkflowExecutionStatus::Running => "running",
-        WorkflowExecutionStatus::Completed => "completed",
-        WorkflowExecutionStatus::Failed => "failed",
-        WorkflowExecutionStatus::Canceled => "canceled",
-        WorkflowExecutionStatus::Terminated => "terminated",
-        WorkflowExecutionStatus::ContinuedAsNew => "continued as new",
-        WorkflowExecutionStatus::TimedOut => "timed out",
-        _ => "in an unknown state",
     }
 }
 
