@@ -7,7 +7,8 @@
 //!   has an `emptyDir` volume (`localStorageFilter`: "Pods with local storage (use
 //!   --delete-emptydir-data to override)") or declares no controller (`unreplicatedFilter`:
 //!   "cannot delete Pods that declare no controller (use --force to override)"). It refuses
-//!   before it evicts anything: `GetPodsForDeletion` collects every filter's error first. Finished
+//!   before it evicts anything: `RunNodeDrain` (`default.go`) returns the errors every filter
+//!   gave `GetPodsForDeletion` before it calls `DeleteOrEvictPods`. Finished
 //!   pods (`Succeeded`/`Failed`) pass both filters; mirror pods are always skipped, and DaemonSet
 //!   pods are never deleted (without `--ignore-daemonsets` kubectl even refuses the node).
 //! - machine-controller-manager's `drainNode` (`mcm-behaviour.md` §3.6) passes
