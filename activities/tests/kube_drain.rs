@@ -38,7 +38,8 @@ mod kube_drain {
         client_from_config,
     };
     use nodewright_model::drain::{
-        PodRef, SkipReason, TrackedVolume, VolumeFacts, is_misconfigured, plan_drain,
+        LocalDataPod, LocalDataPolicy, PodRef, SkipReason, TrackedVolume, VolumeFacts,
+        is_misconfigured, plan_drain,
     };
     use serde::de::DeserializeOwned;
     use serde_json::{Value, json};
@@ -339,7 +340,18 @@ mod kube_drain {
             ]
         );
 
-        let plan = plan_drain(&ours);
+        // The bare pod with an emptyDir: refused under refuse, evicted and named under evict.
+        assert_eq!(db.empty_dirs, vec!["scratch"]);
+        let refused = plan_drain(&ours, LocalDataPolicy::Refuse);
+        let lost = LocalDataPod {
+            pod: db.key(),
+            empty_dirs: vec!["scratch".into()],
+            no_controller: true,
+        };
+        assert_eq!(refused.refused, vec![lost.clone()]);
+        assert!(refused.with_volumes.is_empty());
+        let plan = plan_drain(&ours, LocalDataPolicy::Evict);
+        assert_eq!(plan.local_data, vec![lost]);
         assert_eq!(plan.skipped.len(), 1);
         assert_eq!(plan.skipped[0].reason, SkipReason::DaemonSet);
         assert_eq!(plan.with_volumes.len(), 1);

@@ -1,6 +1,6 @@
 //! Workloads for the drain and volume tests, each test in a fresh namespace: Deployments,
-//! DaemonSets, StatefulSets whose pods each own one `ReadWriteOnce` CSI volume backed by a
-//! managed disk in the sandbox, PodDisruptionBudgets and PriorityClasses; waits on their pods;
+//! DaemonSets, bare pods (no controller), pods with `emptyDir` volumes, StatefulSets whose pods
+//! each own one `ReadWriteOnce` CSI volume backed by a managed disk in the sandbox, PodDisruptionBudgets and PriorityClasses; waits on their pods;
 //! cordon, eviction; and a cleanup that never fails the test.
 //!
 //! # What the platform needs for volumes to follow pods
@@ -134,6 +134,8 @@ pub struct Workload {
     pub parallel: bool,
     /// StatefulSets only: the size of each pod's disk in GiB (default 4).
     pub volume_size_gb: i64,
+    /// `emptyDir` volumes of the pods, by name (mounted under `/<name>`).
+    pub empty_dirs: Vec<String>,
 }
 
 impl Workload {
@@ -147,7 +149,14 @@ impl Workload {
             termination_grace_seconds: 1,
             parallel: false,
             volume_size_gb: 4,
+            empty_dirs: Vec::new(),
         }
+    }
+
+    /// Gives the pods an `emptyDir` volume named `name` (local data an eviction loses).
+    pub fn empty_dir(mut self, name: &str) -> Self {
+        self.empty_dirs.push(name.to_owned());
+        self
     }
 
     /// Sets the pods' priority class.
@@ -171,8 +180,15 @@ impl Workload {
         let mut container = json!({
             "name": self.name, "image": format!("registry.invalid/{}:1", self.name),
         });
+        let mut mounts = Vec::new();
         if with_volume {
-            container["volumeMounts"] = json!([{ "name": VOLUME_NAME, "mountPath": "/data" }]);
+            mounts.push(json!({ "name": VOLUME_NAME, "mountPath": "/data" }));
+        }
+        for name in &self.empty_dirs {
+            mounts.push(json!({ "name": name, "mountPath": format!("/{name}") }));
+        }
+        if !mounts.is_empty() {
+            container["volumeMounts"] = json!(mounts);
         }
         let mut spec = json!({
             "nodeSelector": self.placement.node_selector,
@@ -182,6 +198,14 @@ impl Workload {
         });
         if let Some(class) = &self.priority_class {
             spec["priorityClassName"] = json!(class);
+        }
+        if !self.empty_dirs.is_empty() {
+            let volumes: Vec<Value> = self
+                .empty_dirs
+                .iter()
+                .map(|name| json!({ "name": name, "emptyDir": {} }))
+                .collect();
+            spec["volumes"] = json!(volumes);
         }
         json!({ "metadata": { "labels": self.labels() }, "spec": spec })
     }
@@ -283,6 +307,21 @@ impl Workloads {
             .create(&PostParams::default(), &object)
             .await
             .with_context(|| format!("creating Deployment {}", workload.name))?;
+        Ok(())
+    }
+
+    /// Creates one bare pod named `workload.name` (no owner, so no controller recreates it:
+    /// `kubectl drain` needs `--force` for it); `replicas` is ignored.
+    pub async fn bare_pod(&self, workload: &Workload) -> Result<()> {
+        let mut object = workload.pod_template(false);
+        object["apiVersion"] = json!("v1");
+        object["kind"] = json!("Pod");
+        object["metadata"]["name"] = json!(workload.name);
+        let pod: Pod = serde_json::from_value(object)?;
+        self.pods_api()
+            .create(&PostParams::default(), &pod)
+            .await
+            .with_context(|| format!("creating pod {}", workload.name))?;
         Ok(())
     }
 

@@ -145,6 +145,12 @@ async fn delete(
                     drained.force_deleted.len()
                 ));
             }
+            if !drained.local_data_lost.is_empty() {
+                detail.push_str(&format!(
+                    ", {} with their local data lost",
+                    drained.local_data_lost.len()
+                ));
+            }
             detail
         };
         done(ctx, Step::Drain, detail);
@@ -185,6 +191,7 @@ async fn drain_first(
         purpose: DrainPurpose::Deletion,
         policy: request.drain_policy.clone(),
         force: request.force,
+        local_data: None,
         resume: None,
     };
     let started = ctx

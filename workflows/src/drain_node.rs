@@ -15,9 +15,9 @@ use nodewright_activities::kube::{KubeActivities, NodeChange, RestoreNode};
 use nodewright_model::cancel::{Canceled, CordonOnCancel, cordon_on_cancel};
 use nodewright_model::drain::{
     DrainMode, DrainPlan, DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode,
-    ForceReason, NodeHealth, PodRef, PodState, VolumePod, VolumeProgress, VolumeState,
-    detach_budget, force_reason, is_misconfigured, plan_drain, pod_disappearance_budget,
-    policy_from_annotation,
+    ForceReason, LocalDataPolicy, NodeHealth, PodFacts, PodRef, PodState, VolumePod,
+    VolumeProgress, VolumeState, detach_budget, force_reason, is_misconfigured, plan_drain,
+    pod_disappearance_budget, policy_from_annotation, refusal,
 };
 use nodewright_model::machine::{MachineStatus, Step, StepState};
 use nodewright_model::names::arm_write_task_queue;
@@ -42,6 +42,11 @@ const FORCE_DETACH_BUDGET: Duration = Duration::from_secs(10 * 60);
 /// A wait that ends by itself is never shorter than this (a deadline already passed still
 /// gets one look).
 const MIN_WAIT: Duration = Duration::from_secs(1);
+
+/// The patch that brought the local-data policy: asked only when a plan refuses a pod, so a run
+/// that planned before it evicts such pods as it did then, and a drain without local data
+/// records no marker.
+const PATCH_LOCAL_DATA: &str = "local-data-policy";
 
 /// Drains one node; see the runbook above.
 #[workflow]
@@ -191,6 +196,7 @@ fn announce(ctx: &mut WorkflowContext<DrainNodeWorkflow>, request: &DrainRequest
     );
     if let Some(resume) = &request.resume {
         status.warnings = resume.done_so_far.warnings.clone();
+        status.local_data_lost = resume.done_so_far.local_data_lost.clone();
         status
             .run
             .facts
@@ -299,8 +305,13 @@ async fn steps(
     begin(ctx, Step::SelectPods);
     let listed = list_pods(ctx, state, Step::SelectPods).await?;
     state.health = listed.health.clone();
-    let plan = plan_drain(&listed.pods);
+    let plan = plan_pods(ctx, state, &listed.pods);
     show_plan(ctx, &plan);
+    if !plan.refused.is_empty() {
+        let chosen = state.policy.local_data.is_some();
+        let reason = refusal(&state.request.node, &plan.refused, chosen);
+        return Err(StepFailed::new(Step::SelectPods, reason));
+    }
     done(ctx, Step::SelectPods, describe_plan(&plan));
 
     let mut forced = force_due(ctx, state);
@@ -459,13 +470,14 @@ fn start_state(
     annotation: Option<&str>,
     health: NodeHealth,
 ) -> Drain {
-    let (chosen, source, bad_annotation) =
+    let (mut chosen, source, bad_annotation) =
         match (&request.policy, annotation.map(policy_from_annotation)) {
             (Some(policy), _) => (policy.clone(), "request", None),
             (None, Some(Ok(policy))) => (policy, "the Node's pool", None),
             (None, Some(Err(bad))) => (DrainPolicy::default(), "defaults", Some(bad)),
             (None, None) => (DrainPolicy::default(), "defaults", None),
         };
+    chosen.local_data = request.local_data.or(chosen.local_data);
     let (policy, started_at, deadline, result) = match &request.resume {
         Some(resume) => (
             resume.policy.clone(),
@@ -492,7 +504,10 @@ fn start_state(
         status.deadline = Some(rfc3339(deadline));
         status.run.facts.insert(
             "drainSettings".to_owned(),
-            format!("{} (from {source})", describe_policy(&policy)),
+            format!(
+                "{} (from {source})",
+                describe_policy(&policy, request.purpose)
+            ),
         );
         if let Some(bad) = bad_annotation.filter(|_| request.resume.is_none()) {
             status
@@ -512,15 +527,55 @@ fn start_state(
     }
 }
 
-fn describe_policy(policy: &DrainPolicy) -> String {
+fn describe_policy(policy: &DrainPolicy, purpose: DrainPurpose) -> String {
+    let local_data = LocalDataPolicy::or_default_for(policy.local_data, purpose).as_str();
     format!(
-        "timeout {}s, PDB retry {}s, detach {}s, reattach {}s, force after {}s unhealthy",
+        "timeout {}s, PDB retry {}s, detach {}s, reattach {}s, force after {}s unhealthy, local data {local_data}{}",
         policy.timeout.as_secs(),
         policy.pdb_retry_interval.as_secs(),
         policy.volume_detach_timeout.as_secs(),
         policy.volume_attach_timeout.as_secs(),
-        policy.force_after_unhealthy.as_secs()
+        policy.force_after_unhealthy.as_secs(),
+        if policy.local_data.is_none() {
+            " (the purpose's default)"
+        } else {
+            ""
+        }
     )
+}
+
+/// [`plan_drain`] under the drain's local-data policy (the purpose's default unless set). A run
+/// that planned before the policy existed (no [`PATCH_LOCAL_DATA`] marker) evicts every pod, as
+/// it did then.
+fn plan_pods(
+    ctx: &WorkflowContext<DrainNodeWorkflow>,
+    state: &Drain,
+    pods: &[PodFacts],
+) -> DrainPlan {
+    let policy = LocalDataPolicy::or_default_for(state.policy.local_data, state.request.purpose);
+    let plan = plan_drain(pods, policy);
+    if plan.refused.is_empty() || ctx.patched(PATCH_LOCAL_DATA) {
+        plan
+    } else {
+        plan_drain(pods, LocalDataPolicy::Evict)
+    }
+}
+
+/// Records that `pod` left with its local data, when the plan says it had any.
+fn note_local_data(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    state: &mut Drain,
+    plan: &DrainPlan,
+    pod: &str,
+) {
+    if let Some(lost) = plan.local_data_of(pod) {
+        state.result.note_local_data_lost(lost);
+        ctx.state_mut(|s| {
+            if let Some(status) = s.status.as_mut() {
+                status.note_local_data_lost(lost);
+            }
+        });
+    }
 }
 
 fn parse_time(text: &str) -> Option<DateTime<Utc>> {
@@ -650,6 +705,10 @@ fn show_plan(ctx: &mut WorkflowContext<DrainNodeWorkflow>, plan: &DrainPlan) {
         for pod in &plan.terminating {
             status.set_pod(&pod.key(), PodState::Terminating, None);
         }
+        for refused in &plan.refused {
+            let detail = format!("refused: local data ({})", refused.what());
+            status.set_pod(&refused.pod, PodState::Refused, Some(detail));
+        }
         for pod in &plan.without_volumes {
             status.set_pod(&pod.key(), PodState::Waiting, None);
         }
@@ -688,6 +747,12 @@ fn describe_plan(plan: &DrainPlan) -> String {
     }
     if !plan.skipped.is_empty() {
         parts.push(format!("{} left in place", plan.skipped.len()));
+    }
+    if !plan.local_data.is_empty() {
+        parts.push(format!(
+            "{} evicted with their local data (localData evict)",
+            plan.local_data.len()
+        ));
     }
     parts.join(", ")
 }
@@ -817,6 +882,7 @@ async fn evict_without_volumes(
             match outcome {
                 Eviction::Accepted => {
                     state.result.evicted.push(pod.key());
+                    note_local_data(ctx, state, plan, &pod.key());
                     leaving.push(pod.clone());
                 }
                 Eviction::Gone => {}
@@ -923,6 +989,7 @@ async fn move_volumes(
             match evict(ctx, &volume_pod.pod, Step::MoveVolumes).await? {
                 Eviction::Accepted => {
                     state.result.evicted.push(key.clone());
+                    note_local_data(ctx, state, plan, &key);
                     break;
                 }
                 Eviction::Gone => break,
@@ -1161,8 +1228,16 @@ async fn force_drain(
     fact(ctx, "forceReason", reason_text);
 
     let listed = list_pods(ctx, state, Step::ForceDrain).await?;
-    let plan = plan_drain(&listed.pods);
+    let plan = plan_pods(ctx, state, &listed.pods);
     show_plan(ctx, &plan);
+    for refused in &plan.refused {
+        warn(
+            ctx,
+            format!(
+                "{refused} came after the pods were selected and stays on the node: the drain's localData policy is refuse"
+            ),
+        );
+    }
     let victims: Vec<PodRef> = plan.moving().cloned().collect();
     let deletions = victims.iter().map(|pod| {
         ctx.execute_activity(
@@ -1178,6 +1253,7 @@ async fn force_drain(
         let detail = match outcome {
             PodDeletion::Deleted => {
                 state.result.force_deleted.push(key.clone());
+                note_local_data(ctx, state, &plan, &key);
                 "deleted with grace period 0"
             }
             PodDeletion::Gone => "already gone",

@@ -7,12 +7,14 @@
 //! followed by a wait for its volumes to detach here and attach elsewhere.
 
 mod force;
+mod local_data;
 mod pdb;
 mod pods;
 mod request;
 mod status;
 
 pub use force::{ConditionFacts, ForceReason, NodeHealth, force_reason};
+pub use local_data::{LocalDataPod, LocalDataPolicy, local_data_of, refusal};
 pub use pdb::{PdbFacts, is_misconfigured};
 pub use pods::{
     DrainPlan, PodFacts, PodRef, SkipReason, SkippedPod, TrackedVolume, VolumeFacts, VolumePod,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::AZURE_DISK_CSI_DRIVER;
+use super::local_data::{LocalDataPod, LocalDataPolicy, local_data_of};
 
 /// Seconds Kubernetes gives a pod that names no termination grace period.
 const DEFAULT_GRACE_SECONDS: u64 = 30;
@@ -40,6 +41,9 @@ pub struct PodFacts {
     /// The PersistentVolumeClaims its volumes name, resolved as far as they go.
     #[serde(default)]
     pub volumes: Vec<VolumeFacts>,
+    /// The names of its `emptyDir` volumes (any medium): data an eviction loses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub empty_dirs: Vec<String>,
 }
 
 /// One PersistentVolumeClaim of a pod and what it is bound to.
@@ -178,6 +182,15 @@ pub struct DrainPlan {
     /// Pods with persistent volumes: evicted one at a time in this order (priority, highest
     /// first; then namespace and name, so the order is stable).
     pub with_volumes: Vec<VolumePod>,
+    /// Pods of the two lanes above whose eviction loses data (`emptyDir` volumes, no
+    /// controller): allowed by [`LocalDataPolicy::Evict`], named in the drain's `localDataLost`
+    /// once evicted or force-deleted.
+    #[serde(default)]
+    pub local_data: Vec<LocalDataPod>,
+    /// Pods with local data that [`LocalDataPolicy::Refuse`] keeps out of every lane: never
+    /// evicted, never deleted; the drain stops before its first eviction.
+    #[serde(default)]
+    pub refused: Vec<LocalDataPod>,
 }
 
 impl DrainPlan {
@@ -193,15 +206,24 @@ impl DrainPlan {
     pub fn is_empty(&self) -> bool {
         self.moving().next().is_none()
     }
+
+    /// What an eviction of `pod` (`namespace/name`) loses, when the plan evicts it with local
+    /// data.
+    pub fn local_data_of(&self, pod: &str) -> Option<&LocalDataPod> {
+        self.local_data.iter().find(|p| p.pod == pod)
+    }
 }
 
 /// Sorts the pods of a node into what a drain does with them.
 ///
-/// Mirror, DaemonSet and finished pods stay. Pods already terminating are waited for. The others
-/// are evicted: those without PersistentVolumeClaims in parallel, those with one at a time,
-/// highest priority first. A volume used by several pods of the node is not waited on (it will
-/// not detach while another of them runs), as MCM's `filterSharedPVs` does.
-pub fn plan_drain(pods: &[PodFacts]) -> DrainPlan {
+/// Mirror, DaemonSet and finished pods stay. Pods already terminating are waited for. A pod
+/// whose eviction loses data (`emptyDir` volumes, or no controller; see
+/// [`super::local_data`]) is `refused` under [`LocalDataPolicy::Refuse`] and evicted like the
+/// others under [`LocalDataPolicy::Evict`] (and listed in `local_data`). The others are evicted:
+/// those without PersistentVolumeClaims in parallel, those with one at a time, highest priority
+/// first. A volume used by several pods of the node is not waited on (it will not detach while
+/// another of them runs), as MCM's `filterSharedPVs` does.
+pub fn plan_drain(pods: &[PodFacts], local_data: LocalDataPolicy) -> DrainPlan {
     let mut plan = DrainPlan::default();
     let mut users: BTreeMap<&str, usize> = BTreeMap::new();
     for pod in pods {
@@ -225,10 +247,19 @@ pub fn plan_drain(pods: &[PodFacts]) -> DrainPlan {
             });
         } else if pod.terminating {
             plan.terminating.push(pod.reference());
-        } else if !pod.has_persistent_volumes() {
-            plan.without_volumes.push(pod.reference());
         } else {
-            with_volumes.push(volume_pod(pod, &users));
+            if let Some(lost) = local_data_of(pod) {
+                if local_data == LocalDataPolicy::Refuse {
+                    plan.refused.push(lost);
+                    continue;
+                }
+                plan.local_data.push(lost);
+            }
+            if pod.has_persistent_volumes() {
+                with_volumes.push(volume_pod(pod, &users));
+            } else {
+                plan.without_volumes.push(pod.reference());
+            }
         }
     }
     with_volumes.sort_by(|a: &VolumePod, b: &VolumePod| {
@@ -241,6 +272,8 @@ pub fn plan_drain(pods: &[PodFacts]) -> DrainPlan {
     plan.skipped.sort_by(|a, b| a.pod.cmp(&b.pod));
     plan.terminating.sort();
     plan.without_volumes.sort();
+    plan.local_data.sort();
+    plan.refused.sort();
     plan
 }
 
@@ -316,6 +349,7 @@ mod tests {
             priority: 0,
             grace_period_seconds: Some(10),
             volumes: vec![],
+            empty_dirs: vec![],
         }
     }
 
@@ -355,7 +389,7 @@ mod tests {
             pod("web-1"),
             with_pv(pod("db-0"), "pv-0", 0),
         ];
-        let plan = plan_drain(&pods);
+        let plan = plan_drain(&pods, LocalDataPolicy::Evict);
         let skipped: Vec<(&str, SkipReason)> = plan
             .skipped
             .iter()
@@ -395,7 +429,7 @@ mod tests {
             with_pv(pod("db-1"), "pv-1", 0),
             with_pv(pod("low-0"), "pv-l", -5),
         ];
-        let order: Vec<String> = plan_drain(&pods)
+        let order: Vec<String> = plan_drain(&pods, LocalDataPolicy::Refuse)
             .with_volumes
             .iter()
             .map(|p| p.pod.name.clone())
@@ -416,7 +450,7 @@ mod tests {
             driver: None,
             volume_handle: None,
         });
-        let plan = plan_drain(&[a, b, c, d]);
+        let plan = plan_drain(&[a, b, c, d], LocalDataPolicy::Refuse);
         let by_name: BTreeMap<&str, &VolumePod> = plan
             .with_volumes
             .iter()
@@ -488,9 +522,10 @@ mod tests {
             any::<bool>(),
             -10i32..10,
             proptest::collection::vec(0u8..4, 0..3),
+            proptest::collection::vec(prop_oneof![Just("cache"), Just("tmp")], 0..3),
         )
             .prop_map(
-                |(n, kind, mirror, phase, terminating, priority, pvs)| PodFacts {
+                |(n, kind, mirror, phase, terminating, priority, pvs, empty_dirs)| PodFacts {
                     namespace: "ns".into(),
                     name: format!("p{n}"),
                     uid: format!("u{n}"),
@@ -509,18 +544,24 @@ mod tests {
                             volume_handle: Some(format!("d{v}")),
                         })
                         .collect(),
+                    empty_dirs: empty_dirs.into_iter().map(str::to_owned).collect(),
                 },
             )
+    }
+
+    fn any_policy() -> impl Strategy<Value = LocalDataPolicy> {
+        prop_oneof![Just(LocalDataPolicy::Evict), Just(LocalDataPolicy::Refuse)]
     }
 
     proptest! {
         #[test]
         fn every_pod_lands_in_exactly_one_lane_and_no_shared_volume_is_tracked(
             pods in proptest::collection::vec(any_pod(), 0..12),
+            policy in any_policy(),
         ) {
-            let plan = plan_drain(&pods);
+            let plan = plan_drain(&pods, policy);
             let lanes = plan.skipped.len() + plan.terminating.len() + plan.without_volumes.len()
-                + plan.with_volumes.len();
+                + plan.with_volumes.len() + plan.refused.len();
             prop_assert_eq!(lanes, pods.len());
             for p in &pods {
                 let skipped = plan.skipped.iter().any(|s| s.pod == p.key());
@@ -543,6 +584,160 @@ mod tests {
             }
             for pair in plan.with_volumes.windows(2) {
                 prop_assert!(pair[0].priority >= pair[1].priority);
+            }
+        }
+    }
+
+    /// The lane of `pod` in `plan`, and what the plan says it loses.
+    fn lane_of(plan: &DrainPlan, pod: &str) -> (&'static str, Option<LocalDataPod>) {
+        let lane = if plan.skipped.iter().any(|s| s.pod == pod) {
+            "skipped"
+        } else if plan.terminating.iter().any(|p| p.key() == pod) {
+            "terminating"
+        } else if plan.refused.iter().any(|p| p.pod == pod) {
+            "refused"
+        } else if plan.without_volumes.iter().any(|p| p.key() == pod) {
+            "without-volumes"
+        } else if plan.with_volumes.iter().any(|p| p.pod.key() == pod) {
+            "with-volumes"
+        } else {
+            "nowhere"
+        };
+        let lost = plan
+            .refused
+            .iter()
+            .chain(&plan.local_data)
+            .find(|p| p.pod == pod)
+            .cloned();
+        (lane, lost)
+    }
+
+    /// One pod alone on the node, planned under `policy`: its lane and the local data named.
+    fn check(name: &str, pod: PodFacts, policy: LocalDataPolicy, lane: &str, lost: Lost<'_>) {
+        let key = pod.key();
+        let plan = plan_drain(&[pod], policy);
+        let expected = lost.map(|(empty_dirs, no_controller)| LocalDataPod {
+            pod: key.clone(),
+            empty_dirs: empty_dirs.iter().map(|d| (*d).to_owned()).collect(),
+            no_controller,
+        });
+        assert_eq!(lane_of(&plan, &key), (lane, expected), "{name}");
+    }
+
+    /// `pods` without repeated UIDs (the generator may draw one name twice).
+    fn distinct(mut pods: Vec<PodFacts>) -> Vec<PodFacts> {
+        let mut seen = std::collections::BTreeSet::new();
+        pods.retain(|p| seen.insert(p.uid.clone()));
+        pods
+    }
+
+    /// What a row of [`local_data_is_evicted_or_refused_as_the_policy_says`] loses: its
+    /// `emptyDir` volumes and whether it has no controller; `None` for nothing.
+    type Lost<'a> = Option<(&'a [&'a str], bool)>;
+
+    /// A row: the case as a sentence, the pod, the policy, the lane expected, what it loses.
+    type LocalDataCase<'a> = (&'a str, PodFacts, LocalDataPolicy, &'a str, Lost<'a>);
+
+    #[test]
+    fn local_data_is_evicted_or_refused_as_the_policy_says() {
+        use LocalDataPolicy::{Evict, Refuse};
+        let bare = |mut p: PodFacts| {
+            p.controller_kind = None;
+            p
+        };
+        let empty_dir = |mut p: PodFacts, dirs: &[&str]| {
+            p.empty_dirs = dirs.iter().map(|d| (*d).to_owned()).collect();
+            p
+        };
+        let phase = |mut p: PodFacts, phase: &str| {
+            p.phase = phase.into();
+            p
+        };
+        let leaving = |mut p: PodFacts| {
+            p.terminating = true;
+            p
+        };
+        let mirror = |mut p: PodFacts| {
+            p.mirror = true;
+            p
+        };
+        let daemon = |mut p: PodFacts| {
+            p.controller_kind = Some("DaemonSet".into());
+            p
+        };
+        let none: Lost<'_> = None;
+        #[rustfmt::skip]
+        let table: Vec<LocalDataCase> = vec![
+            ("a replica without local data is evicted under evict", pod("web"), Evict, "without-volumes", none),
+            ("a replica without local data is evicted under refuse", pod("web"), Refuse, "without-volumes", none),
+            ("a bare pod is evicted and named under evict", bare(pod("debug")), Evict, "without-volumes", Some((&[], true))),
+            ("a bare pod is refused under refuse", bare(pod("debug")), Refuse, "refused", Some((&[], true))),
+            ("an emptyDir pod is evicted and named under evict", empty_dir(pod("cache"), &["tmp", "scratch"]), Evict, "without-volumes", Some((&["scratch", "tmp"], false))),
+            ("an emptyDir pod is refused under refuse", empty_dir(pod("cache"), &["scratch"]), Refuse, "refused", Some((&["scratch"], false))),
+            ("a bare emptyDir pod names both under evict", empty_dir(bare(pod("x")), &["s"]), Evict, "without-volumes", Some((&["s"], true))),
+            ("a bare emptyDir pod is refused under refuse", empty_dir(bare(pod("x")), &["s"]), Refuse, "refused", Some((&["s"], true))),
+            ("a volume pod with an emptyDir moves with its volume under evict", empty_dir(with_pv(pod("db-0"), "pv-0", 0), &["wal"]), Evict, "with-volumes", Some((&["wal"], false))),
+            ("a volume pod with an emptyDir is refused under refuse", empty_dir(with_pv(pod("db-0"), "pv-0", 0), &["wal"]), Refuse, "refused", Some((&["wal"], false))),
+            ("a finished bare pod is left, not refused", phase(bare(pod("job")), "Succeeded"), Refuse, "skipped", none),
+            ("a failed emptyDir pod is left, not refused", phase(empty_dir(pod("job"), &["s"]), "Failed"), Refuse, "skipped", none),
+            ("a mirror pod (no controller) is left, not refused", mirror(bare(pod("kube-proxy"))), Refuse, "skipped", none),
+            ("a DaemonSet pod with an emptyDir is left, not refused", empty_dir(daemon(pod("agent")), &["s"]), Refuse, "skipped", none),
+            ("a terminating bare pod is waited for, not refused", leaving(bare(pod("old"))), Refuse, "terminating", none),
+            ("a terminating emptyDir pod is waited for under evict, not named", leaving(empty_dir(pod("old"), &["s"])), Evict, "terminating", none),
+        ];
+        for (name, pod, policy, lane, lost) in table {
+            check(name, pod, policy, lane, lost);
+        }
+    }
+
+    #[test]
+    fn a_refused_pod_still_holds_its_shared_volume() {
+        let mut bare = with_pv(pod("a"), "shared", 0);
+        bare.controller_kind = None;
+        let other = with_pv(pod("b"), "shared", 0);
+        let plan = plan_drain(&[bare, other], LocalDataPolicy::Refuse);
+        assert_eq!(plan.refused.len(), 1);
+        assert_eq!(plan.with_volumes.len(), 1);
+        assert!(plan.with_volumes[0].tracked.is_empty());
+        assert_eq!(plan.with_volumes[0].untracked, vec!["shared"]);
+    }
+
+    proptest! {
+        #[test]
+        fn no_pod_with_local_data_is_ever_evicted_or_deleted_under_refuse(
+            pods in proptest::collection::vec(any_pod(), 0..12),
+        ) {
+            let pods = distinct(pods);
+            let plan = plan_drain(&pods, LocalDataPolicy::Refuse);
+            prop_assert!(plan.local_data.is_empty());
+            for moving in plan.moving() {
+                let facts = pods.iter().find(|p| p.uid == moving.uid);
+                prop_assert!(facts.is_some());
+                if let Some(facts) = facts {
+                    // Only pods already terminating (someone else's deletion) may have local data.
+                    prop_assert!(facts.terminating || local_data_of(facts).is_none(), "{:?}", facts);
+                }
+            }
+            for refused in &plan.refused {
+                prop_assert!(!plan.moving().any(|p| p.key() == refused.pod));
+            }
+        }
+
+        #[test]
+        fn under_evict_every_evicted_pod_with_local_data_is_named(
+            pods in proptest::collection::vec(any_pod(), 0..12),
+        ) {
+            let pods = distinct(pods);
+            let plan = plan_drain(&pods, LocalDataPolicy::Evict);
+            prop_assert!(plan.refused.is_empty());
+            let evicted = plan
+                .without_volumes
+                .iter()
+                .chain(plan.with_volumes.iter().map(|p| &p.pod));
+            for pod in evicted {
+                let facts = pods.iter().find(|p| p.uid == pod.uid);
+                let lost = facts.and_then(local_data_of);
+                prop_assert_eq!(lost.as_ref(), plan.local_data_of(&pod.key()));
             }
         }
     }

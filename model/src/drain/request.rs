@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::local_data::{LocalDataPod, LocalDataPolicy};
 use crate::ClusterName;
 use crate::limits;
 use crate::pool::DrainPolicy;
@@ -34,6 +35,10 @@ pub struct DrainRequest {
     /// Start in force mode (`--force`).
     #[serde(default)]
     pub force: bool,
+    /// What to do with pods whose eviction loses data, instead of the settings' (`machine drain
+    /// --local-data`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_data: Option<LocalDataPolicy>,
     /// Set when a long drain continued as a new run: where the previous run left off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<DrainResume>,
@@ -70,6 +75,10 @@ pub struct DrainedNode {
     pub evicted: Vec<String>,
     /// Pods deleted with grace period 0 in force mode.
     pub force_deleted: Vec<String>,
+    /// The pods of `evicted` and `force_deleted` whose data went with them (`emptyDir` volumes,
+    /// no controller), with what each lost.
+    #[serde(default)]
+    pub local_data_lost: Vec<LocalDataPod>,
     /// Persistent volumes that moved to another node (PV name → new node).
     pub volumes_moved: Vec<(String, String)>,
     /// Set when the drain ended in force mode, and why.
@@ -84,6 +93,15 @@ pub struct DrainedNode {
     pub cordoned_before: bool,
 }
 
+impl DrainedNode {
+    /// Records that `pod` was evicted or force-deleted with its local data (once per pod).
+    pub fn note_local_data_lost(&mut self, pod: &LocalDataPod) {
+        if !self.local_data_lost.iter().any(|p| p.pod == pod.pod) {
+            self.local_data_lost.push(pod.clone());
+        }
+    }
+}
+
 impl Default for DrainPolicy {
     /// machine-controller-manager's defaults: drain timeout 2h, PDB retry 20s, detach 2m,
     /// reattach 90s, force after 5m unhealthy.
@@ -94,12 +112,15 @@ impl Default for DrainPolicy {
             volume_detach_timeout: Duration::from_secs(120),
             volume_attach_timeout: Duration::from_secs(90),
             force_after_unhealthy: Duration::from_secs(300),
+            local_data: None,
         }
     }
 }
 
 /// The drain settings as the Node annotation [`super::ANNOTATION_DRAIN_POLICY`] holds them:
-/// JSON with whole seconds, e.g. `{"timeout":7200,"pdbRetryInterval":20,...}`.
+/// JSON with whole seconds, e.g. `{"timeout":7200,"pdbRetryInterval":20,...}`, and
+/// `"localData":"evict"` or `"refuse"` only when the pool file sets it (so the annotation of a
+/// pool without it reads as before).
 pub fn policy_to_annotation(policy: &DrainPolicy) -> String {
     let seconds = AnnotatedPolicy {
         timeout: policy.timeout.as_secs(),
@@ -107,6 +128,7 @@ pub fn policy_to_annotation(policy: &DrainPolicy) -> String {
         volume_detach_timeout: policy.volume_detach_timeout.as_secs(),
         volume_attach_timeout: policy.volume_attach_timeout.as_secs(),
         force_after_unhealthy: policy.force_after_unhealthy.as_secs(),
+        local_data: policy.local_data,
     };
     serde_json::to_string(&seconds).unwrap_or_default()
 }
@@ -203,6 +225,7 @@ pub fn policy_from_annotation(text: &str) -> Result<DrainPolicy, AnnotationError
         volume_detach_timeout: Duration::from_secs(seconds.volume_detach_timeout),
         volume_attach_timeout: Duration::from_secs(seconds.volume_attach_timeout),
         force_after_unhealthy: Duration::from_secs(seconds.force_after_unhealthy),
+        local_data: seconds.local_data,
     })
 }
 
@@ -214,6 +237,10 @@ struct AnnotatedPolicy {
     volume_detach_timeout: u64,
     volume_attach_timeout: u64,
     force_after_unhealthy: u64,
+    /// Absent from annotations written before the field existed (and from those of pools that
+    /// leave it unset): the drain's purpose then decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    local_data: Option<LocalDataPolicy>,
 }
 
 #[cfg(test)]
@@ -302,6 +329,36 @@ mod tests {
     }
 
     #[test]
+    fn reads_annotations_written_before_local_data_and_with_it() {
+        const BEFORE: &str = r#"{"timeout":7200,"pdbRetryInterval":20,"volumeDetachTimeout":120,"volumeAttachTimeout":90,"forceAfterUnhealthy":300}"#;
+        assert_eq!(policy_from_annotation(BEFORE), Ok(DrainPolicy::default()));
+        for (written, expected) in [
+            ("evict", LocalDataPolicy::Evict),
+            ("refuse", LocalDataPolicy::Refuse),
+        ] {
+            let policy = DrainPolicy {
+                local_data: Some(expected),
+                ..DrainPolicy::default()
+            };
+            let text = policy_to_annotation(&policy);
+            assert_eq!(
+                text,
+                format!(
+                    "{},\"localData\":\"{written}\"}}",
+                    BEFORE.trim_end_matches('}')
+                )
+            );
+            assert_eq!(policy_from_annotation(&text), Ok(policy));
+        }
+        let bad = BEFORE.replace('}', r#","localData":"keep"}"#);
+        assert!(
+            reason(&bad).contains("unknown variant `keep`"),
+            "{}",
+            reason(&bad)
+        );
+    }
+
+    #[test]
     fn accepts_every_field_at_its_maximum() {
         let longest = DrainPolicy {
             timeout: limits::MAX_DRAIN_TIMEOUT,
@@ -309,6 +366,7 @@ mod tests {
             volume_detach_timeout: limits::MAX_VOLUME_TIMEOUT,
             volume_attach_timeout: limits::MAX_VOLUME_TIMEOUT,
             force_after_unhealthy: limits::MAX_FORCE_AFTER_UNHEALTHY,
+            local_data: Some(LocalDataPolicy::Refuse),
         };
         assert_eq!(
             policy_from_annotation(&policy_to_annotation(&longest)),
@@ -328,6 +386,10 @@ mod tests {
         #[test]
         fn a_policy_survives_its_annotation(
             secs in proptest::array::uniform5(1u64..=600),
+            local_data in proptest::option::of(prop_oneof![
+                Just(LocalDataPolicy::Evict),
+                Just(LocalDataPolicy::Refuse),
+            ]),
         ) {
             let policy = DrainPolicy {
                 timeout: Duration::from_secs(secs[0]),
@@ -335,6 +397,7 @@ mod tests {
                 volume_detach_timeout: Duration::from_secs(secs[2]),
                 volume_attach_timeout: Duration::from_secs(secs[3]),
                 force_after_unhealthy: Duration::from_secs(secs[4]),
+                local_data,
             };
             prop_assert_eq!(policy_from_annotation(&policy_to_annotation(&policy)), Ok(policy));
         }

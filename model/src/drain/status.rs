@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::local_data::LocalDataPod;
 use crate::machine::MachineStatus;
 
 /// Graceful or forced.
@@ -36,6 +37,9 @@ pub enum PodState {
     ForceDeleted,
     /// Left on the node (DaemonSet, mirror or finished pod).
     Skipped,
+    /// Not evicted: it would lose its data (`emptyDir`, no controller) and the drain's
+    /// `localData` policy is `refuse`; the drain stops before its first eviction.
+    Refused,
 }
 
 impl PodState {
@@ -162,6 +166,10 @@ pub struct DrainStatus {
     /// Warnings (reattach timeouts, ...).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Pods evicted or force-deleted with their data (`emptyDir` volumes, no controller), and
+    /// what each lost.
+    #[serde(default)]
+    pub local_data_lost: Vec<LocalDataPod>,
 }
 
 impl DrainStatus {
@@ -175,6 +183,7 @@ impl DrainStatus {
             pdbs_blocking: Vec::new(),
             volumes: Vec::new(),
             warnings: Vec::new(),
+            local_data_lost: Vec::new(),
         }
     }
 
@@ -204,6 +213,13 @@ impl DrainStatus {
                 evictions: 0,
                 detail,
             }),
+        }
+    }
+
+    /// Records that `pod` was evicted or force-deleted with its local data (once per pod).
+    pub fn note_local_data_lost(&mut self, pod: &LocalDataPod) {
+        if !self.local_data_lost.iter().any(|p| p.pod == pod.pod) {
+            self.local_data_lost.push(pod.clone());
         }
     }
 

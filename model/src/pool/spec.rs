@@ -265,6 +265,12 @@ pub struct DrainSettings {
     /// (default `5m`).
     #[serde(default = "default_force_after_unhealthy")]
     pub force_after_unhealthy: String,
+    /// What a drain does with pods whose eviction loses data (`emptyDir` volumes, or no
+    /// controller): `evict` (named in the drain's `localDataLost`) or `refuse` (the drain stops
+    /// before its first eviction). Unset: `refuse` for a maintenance drain, `evict` for a
+    /// deletion (see `model::drain::local_data` for why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_data: Option<String>,
 }
 
 fn default_drain_timeout() -> String {
@@ -291,6 +297,7 @@ impl Default for DrainSettings {
             volume_detach_timeout: default_volume_detach_timeout(),
             volume_attach_timeout: default_volume_attach_timeout(),
             force_after_unhealthy: default_force_after_unhealthy(),
+            local_data: None,
         }
     }
 }

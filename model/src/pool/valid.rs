@@ -149,6 +149,11 @@ pub struct DrainPolicy {
     pub volume_attach_timeout: Duration,
     /// A node unhealthy this long is drained in force mode.
     pub force_after_unhealthy: Duration,
+    /// What a drain does with pods whose eviction loses data (`emptyDir` volumes, no
+    /// controller); `None` for the default of the drain's purpose (see
+    /// [`crate::drain::LocalDataPolicy::or_default_for`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_data: Option<crate::drain::LocalDataPolicy>,
 }
 
 /// How long machines may take.

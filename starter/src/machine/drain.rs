@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use nodewright_model::drain::{DrainPurpose, DrainRequest, DrainStatus, DrainedNode};
+use nodewright_model::drain::{
+    DrainPurpose, DrainRequest, DrainStatus, DrainedNode, LocalDataPolicy,
+};
 use nodewright_model::machine::UncordonRequest;
 use nodewright_model::machine_name::MachineName;
 use nodewright_model::text::quoted;
@@ -39,6 +41,23 @@ fn attributes(
     SearchAttributes::new(attributes)
 }
 
+/// `--local-data` of `machine drain`: `evict` or `refuse`.
+///
+/// # Errors
+///
+/// Anything else; nothing is started.
+fn local_data_flag(written: Option<&str>) -> Result<Option<LocalDataPolicy>, CliError> {
+    written
+        .map(|text| {
+            LocalDataPolicy::parse(text).ok_or_else(|| {
+                CliError::InvalidInput(format!(
+                    "--local-data {text:?} is neither evict nor refuse; write evict to evict pods with emptyDir volumes or without a controller (their data is lost) or refuse to stop before evicting them"
+                ))
+            })
+        })
+        .transpose()
+}
+
 /// Starts a maintenance drain `drain/<cluster>/<machine>` (the VM stays), and follows it with
 /// `--wait`.
 pub async fn start(
@@ -47,8 +66,10 @@ pub async fn start(
     name: &str,
     wait: bool,
     force: bool,
+    local_data: Option<&str>,
 ) -> Result<(), CliError> {
     let machine = machine_name(name)?;
+    let local_data = local_data_flag(local_data)?;
     let cluster = settings.cluster()?;
     let client = settings.temporal().connect().await?;
     let workflow_id = WorkflowId::for_subject(Operation::Drain, &cluster, machine.as_str());
@@ -64,6 +85,7 @@ pub async fn start(
         purpose: DrainPurpose::Maintenance,
         policy: None,
         force,
+        local_data,
         resume: None,
     };
     let handle = client
@@ -133,6 +155,15 @@ pub fn print_drained(drained: &DrainedNode) {
     );
     for (pv, node) in &drained.volumes_moved {
         println!("    {pv} → {node}");
+    }
+    if !drained.local_data_lost.is_empty() {
+        println!(
+            "  {} pods left with their local data lost:",
+            drained.local_data_lost.len()
+        );
+        for lost in &drained.local_data_lost {
+            println!("    {lost}");
+        }
     }
     for warning in &drained.warnings {
         println!("  warning: {warning}");
@@ -308,6 +339,23 @@ mod tests {
             Err(CliError::InvalidInput(message)) => message,
             other => panic!("expected invalid input, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn local_data_is_evict_or_refuse() {
+        assert_eq!(local_data_flag(None).ok(), Some(None));
+        assert_eq!(
+            local_data_flag(Some("evict")).ok(),
+            Some(Some(LocalDataPolicy::Evict))
+        );
+        assert_eq!(
+            local_data_flag(Some("refuse")).ok(),
+            Some(Some(LocalDataPolicy::Refuse))
+        );
+        assert!(
+            message(local_data_flag(Some("keep")).map(|_| Duration::ZERO))
+                .starts_with(r#"--local-data "keep" is neither evict nor refuse"#)
+        );
     }
 
     #[test]

@@ -60,6 +60,11 @@ pub enum MachineCommand {
         /// Follow the drain until it ends, showing pods and volumes moving.
         #[arg(long)]
         wait: bool,
+        /// Pods with emptyDir volumes or without a controller: `evict` them (their data is lost
+        /// and named in the result) or `refuse` (the drain stops before its first eviction).
+        /// Default: the pool's `spec.drain.localData`, else refuse (a maintenance drain).
+        #[arg(long, value_name = "evict|refuse")]
+        local_data: Option<String>,
     },
     /// Switch a running drain of a machine to force mode.
     ForceDrain {
@@ -141,9 +146,12 @@ pub async fn run(
             )
             .await
         }
-        MachineCommand::Drain { name, force, wait } => {
-            drain::start(settings, output, &name, wait, force).await
-        }
+        MachineCommand::Drain {
+            name,
+            force,
+            wait,
+            local_data,
+        } => drain::start(settings, output, &name, wait, force, local_data.as_deref()).await,
         MachineCommand::ForceDrain { name } => drain::force(settings, output, &name).await,
         MachineCommand::ExtendDrain { name, by } => {
             drain::extend(settings, output, &name, &by).await

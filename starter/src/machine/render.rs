@@ -61,6 +61,13 @@ pub fn drain_events(status: &DrainStatus) -> Vec<String> {
                     .as_deref()
                     .unwrap_or("deleted with grace period 0")
             ),
+            PodState::Refused => format!(
+                "{} {}",
+                pod.pod,
+                pod.detail
+                    .as_deref()
+                    .unwrap_or("refused: it would lose its local data")
+            ),
             PodState::Waiting | PodState::Terminating | PodState::Skipped => continue,
         };
         events.push(format!("    ↳ {line}"));
@@ -82,6 +89,9 @@ pub fn drain_events(status: &DrainStatus) -> Vec<String> {
             VolumeState::ForceDetached => format!("{pv} force-detached"),
         };
         events.push(format!("    ↳ {line}"));
+    }
+    for lost in &status.local_data_lost {
+        events.push(format!("  ! local data lost: {lost}"));
     }
     for warning in &status.warnings {
         events.push(format!("  ! {warning}"));

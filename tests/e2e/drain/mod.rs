@@ -5,6 +5,7 @@
 
 pub(crate) mod common;
 mod crash;
+mod local_data;
 mod not_ready;
 mod pdb;
 mod stateful;

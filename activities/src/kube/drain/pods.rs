@@ -1,5 +1,6 @@
 //! The pods bound to a Node, as the drain's pure planner reads them: controller, mirror,
-//! phase, priority, grace period, and each PersistentVolumeClaim resolved to its volume.
+//! phase, priority, grace period, `emptyDir` volumes, and each PersistentVolumeClaim resolved to
+//! its volume.
 
 use std::collections::BTreeMap;
 
@@ -132,6 +133,17 @@ pub(super) fn claim_names(pod: &Pod) -> Vec<String> {
     names
 }
 
+/// The names of a pod's `emptyDir` volumes (any medium), in order.
+pub(super) fn empty_dir_names(pod: &Pod) -> Vec<String> {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    volumes
+        .into_iter()
+        .flatten()
+        .filter(|volume| volume.empty_dir.is_some())
+        .map(|volume| volume.name.clone())
+        .collect()
+}
+
 /// What the planner needs of `pod`, with its `volumes` already resolved.
 pub(super) fn pod_facts(pod: &Pod, volumes: Vec<VolumeFacts>) -> PodFacts {
     let metadata = &pod.metadata;
@@ -163,6 +175,7 @@ pub(super) fn pod_facts(pod: &Pod, volumes: Vec<VolumeFacts>) -> PodFacts {
             .and_then(|s| s.termination_grace_period_seconds)
             .and_then(|seconds| u64::try_from(seconds).ok()),
         volumes,
+        empty_dirs: empty_dir_names(pod),
     }
 }
 
@@ -225,6 +238,7 @@ mod tests {
                     { "name": "data", "persistentVolumeClaim": { "claimName": "data-0" } },
                     { "name": "again", "persistentVolumeClaim": { "claimName": "data-0" } },
                     { "name": "logs", "persistentVolumeClaim": { "claimName": "logs" } },
+                    { "name": "shm", "emptyDir": { "medium": "Memory" } },
                 ],
             },
             "status": { "phase": "Running" },
@@ -244,6 +258,7 @@ mod tests {
                 priority: 1000,
                 grace_period_seconds: Some(45),
                 volumes: vec![],
+                empty_dirs: vec!["cache".into(), "shm".into()],
             }
         );
     }
@@ -269,6 +284,7 @@ mod tests {
         assert_eq!(facts.phase, "");
         assert_eq!(facts.priority, 0);
         assert_eq!(facts.grace_period_seconds, None);
+        assert!(facts.empty_dirs.is_empty());
         assert!(claim_names(&pod).is_empty());
     }
 

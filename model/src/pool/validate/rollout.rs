@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use super::{Problems, quoted};
+use crate::drain::LocalDataPolicy;
 use crate::limits::{self, short};
 use crate::pool::spec::{DrainSettings, IntOrPercent, Strategy, Timeouts};
 use crate::pool::valid::{Amount, DrainPolicy, MachineTimeouts, RolloutStrategy};
@@ -150,7 +151,27 @@ pub(super) fn drain(problems: &mut Problems, field: &str, drain: &DrainSettings)
             FORCE_AFTER_UNHEALTHY,
             &defaults.force_after_unhealthy,
         ),
+        local_data: local_data(problems, &format!("{field}.localData"), drain),
     }
+}
+
+/// `localData`: `evict`, `refuse` or unset.
+fn local_data(
+    problems: &mut Problems,
+    field: &str,
+    drain: &DrainSettings,
+) -> Option<LocalDataPolicy> {
+    let written = drain.local_data.as_deref()?;
+    let parsed = LocalDataPolicy::parse(written);
+    if parsed.is_none() {
+        problems.push(
+            field,
+            quoted(written),
+            "is neither evict nor refuse",
+            "write evict (pods with emptyDir volumes or without a controller are evicted and named in the drain's localDataLost) or refuse (the drain stops before its first eviction and names them), or leave it out: refuse for a maintenance drain, evict for a deletion",
+        );
+    }
+    parsed
 }
 
 /// Checks `spec.timeouts` and returns them parsed.

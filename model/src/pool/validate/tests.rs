@@ -165,6 +165,12 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses a zero detach timeout", |p| p.spec.drain.volume_detach_timeout = "0s".into(), "spec.drain.volumeDetachTimeout", "is zero"),
         ("refuses an attach timeout over an hour", |p| p.spec.drain.volume_attach_timeout = "61m".into(), "spec.drain.volumeAttachTimeout", "is longer than 1h"),
         ("refuses a negative force delay", |p| p.spec.drain.force_after_unhealthy = "-5m".into(), "spec.drain.forceAfterUnhealthy", "is not a duration"),
+        // local data.
+        ("accepts localData evict", |p| p.spec.drain.local_data = Some("evict".into()), "", ""),
+        ("accepts localData refuse", |p| p.spec.drain.local_data = Some("refuse".into()), "", ""),
+        ("refuses localData keep", |p| p.spec.drain.local_data = Some("keep".into()), "spec.drain.localData", "is neither evict nor refuse"),
+        ("refuses localData Evict in capitals", |p| p.spec.drain.local_data = Some("Evict".into()), "spec.drain.localData", "is neither evict nor refuse"),
+        ("refuses an empty localData", |p| p.spec.drain.local_data = Some(String::new()), "spec.drain.localData", "is neither evict nor refuse"),
         ("accepts a creation timeout of 10s for tests", |p| p.spec.timeouts.creation = "10s".into(), "", ""),
         ("refuses a creation timeout of 9s", |p| p.spec.timeouts.creation = "9s".into(), "spec.timeouts.creation", "is shorter than 10s"),
         ("refuses a creation timeout over 2h", |p| p.spec.timeouts.creation = "121m".into(), "spec.timeouts.creation", "is longer than 2h"),
@@ -218,6 +224,10 @@ fn the_reference_example_is_valid_and_means_what_its_comments_say() {
     assert_eq!(pool.drain.volume_detach_timeout, Duration::from_secs(120));
     assert_eq!(pool.drain.volume_attach_timeout, Duration::from_secs(90));
     assert_eq!(pool.drain.force_after_unhealthy, Duration::from_secs(300));
+    assert_eq!(
+        pool.drain.local_data, None,
+        "unset: the drain's purpose decides"
+    );
     assert_eq!(pool.timeouts.creation, Duration::from_secs(20 * 60));
     assert_eq!(pool.timeouts.health, Duration::from_secs(10 * 60));
 }
