@@ -53,6 +53,7 @@ impl PodState {
             PodState::Gone => "gone",
             PodState::ForceDeleted => "force-deleted",
             PodState::Skipped => "skipped",
+            PodState::Refused => "refused",
         }
     }
 }
