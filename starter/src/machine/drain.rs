@@ -51,7 +51,8 @@ fn local_data_flag(written: Option<&str>) -> Result<Option<LocalDataPolicy>, Cli
         .map(|text| {
             LocalDataPolicy::parse(text).ok_or_else(|| {
                 CliError::InvalidInput(format!(
-                    "--local-data {text:?} is neither evict nor refuse; write evict to evict pods with emptyDir volumes or without a controller (their data is lost) or refuse to stop before evicting them"
+                    "--local-data {} is neither evict nor refuse; write evict to evict pods with emptyDir volumes or without a controller (their data is lost) or refuse to stop before evicting them",
+                    nodewright_model::text::quoted(text)
                 ))
             })
         })
