@@ -11,6 +11,7 @@ pub mod kube_objects;
 pub mod machines;
 pub mod poll;
 pub mod stack;
+pub mod temporal_server;
 pub mod temporal_worker;
 pub mod timeline;
 pub mod worker_process;

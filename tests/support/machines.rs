@@ -26,13 +26,19 @@ impl KillableWorker {
     /// Starts the worker binary on `task_queue` with the stack's settings, its health and
     /// metrics endpoints on ephemeral ports, its log in `target/e2e-logs/<task_queue>.log`.
     pub fn start(stack: &Stack, task_queue: &str) -> Result<Self> {
+        Self::start_logging_to(stack, task_queue, task_queue)
+    }
+
+    /// Like [`Self::start`], the log in `target/e2e-logs/<log_name>.log`: for several workers
+    /// on one task queue.
+    pub fn start_logging_to(stack: &Stack, task_queue: &str, log_name: &str) -> Result<Self> {
         let dir = repo_root().join("target").join("e2e-logs");
         std::fs::create_dir_all(&dir)?;
         let mut worker = Self {
             child: None,
             stack: stack.clone(),
             task_queue: task_queue.to_owned(),
-            log: dir.join(format!("{task_queue}.log")),
+            log: dir.join(format!("{log_name}.log")),
         };
         worker.restart()?;
         Ok(worker)
@@ -59,6 +65,13 @@ impl KillableWorker {
     /// Kills the process with SIGKILL (no graceful shutdown) and reaps it.
     pub fn kill(&mut self) {
         self.child = None;
+    }
+
+    /// Whether the process still runs (it was started and has not exited).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| matches!(child.0.try_wait(), Ok(None)))
     }
 
     /// The worker's log so far, for failure messages.
