@@ -143,6 +143,22 @@ async fn a_rollout_cancelled_with_a_delete_in_flight_stays_within_its_budget() -
                 .is_some_and(|a| a.iter().any(|c| c["kind"] == "delete"))
         })
         .await?;
+        // Past its drain: the delete is sending its VM delete (throttled), its point of no
+        // return.
+        let held = rule.context("the throttle rule")?;
+        nodewright_tests::eventually(
+            "the delete to send its VM delete",
+            WAIT,
+            Duration::from_millis(300),
+            || async {
+                Ok(sandbox
+                    .fault(held)
+                    .await?
+                    .is_some_and(|r| r["fired"].as_u64() >= Some(1))
+                    .then_some(()))
+            },
+        )
+        .await?;
         cli(&stack, &task_queue, &["pool", "rollout", "cancel", &pool])
             .await?
             .expect_code(0)?;
