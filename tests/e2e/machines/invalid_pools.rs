@@ -67,6 +67,7 @@ invalid_pool_tests!(
     api_version,
     bootstrap_size,
     drain_force_after_unhealthy,
+    drain_local_data,
     drain_pdb_retry_interval,
     drain_timeout,
     drain_volume_attach_timeout,
