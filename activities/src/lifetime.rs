@@ -37,8 +37,9 @@ pub async fn until_cancelled<T>(
     }
 }
 
-/// Records one heartbeat; a failure to record one is logged, never the activity's failure.
-async fn beat(ctx: &ActivityContext) {
+/// Records one heartbeat; a failure to record one is logged, never the activity's failure (the
+/// next one may pass, and a lost worker is noticed by the heartbeat timeout anyway).
+pub async fn beat(ctx: &ActivityContext) {
     if let Err(error) = ctx.record_heartbeat(()).await {
         tracing::debug!(
             error = %nodewright_model::text::error_chain(&error),

@@ -144,12 +144,7 @@ pub async fn await_node(
     let api: Api<Node> = Api::all(client.clone());
     let deadline = super::deadline_from_rfc3339(&input.deadline);
     loop {
-        if let Err(error) = ctx.record_heartbeat(()).await {
-            tracing::debug!(
-                error = %nodewright_model::text::error_chain(&error),
-                "recording a heartbeat failed"
-            );
-        }
+        crate::lifetime::beat(ctx).await;
         let last_seen = match get(&api, &input.node).await? {
             None => "no Node registered".to_owned(),
             Some(node) => match provider_id(&node) {

@@ -170,10 +170,5 @@ async fn sleep_until_next(delay: Duration, deadline: DateTime<Utc>) {
 /// Records a heartbeat; a failure to record one is not the activity's failure (the next one
 /// may pass, and a lost worker is noticed by the heartbeat timeout anyway).
 pub(super) async fn heartbeat(ctx: &ActivityContext) {
-    if let Err(error) = ctx.record_heartbeat(()).await {
-        tracing::debug!(
-            error = %nodewright_model::text::error_chain(&error),
-            "recording a heartbeat failed"
-        );
-    }
+    crate::lifetime::beat(ctx).await;
 }

@@ -30,12 +30,7 @@ pub trait Heartbeat {
 
 impl Heartbeat for ActivityContext {
     async fn beat(&self) {
-        if let Err(error) = self.record_heartbeat(()).await {
-            tracing::debug!(
-                error = %nodewright_model::text::error_chain(&error),
-                "recording a heartbeat failed"
-            );
-        }
+        crate::lifetime::beat(self).await;
     }
 }
 
