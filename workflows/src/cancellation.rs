@@ -8,18 +8,28 @@
 //! a [`Canceled`] saying what was undone and what was kept.
 
 use nodewright_model::cancel::Canceled;
-use nodewright_model::machine::Outcome;
+use nodewright_model::machine::{Outcome, Step};
 use temporalio_sdk::{
     ActivityOptions, ChildWorkflowOptions, WorkflowCancellationToken, WorkflowContext,
     WorkflowTermination,
 };
 
-use crate::progress::HasStatus;
+use crate::progress::{HasStatus, StepFailed};
 use crate::search;
 
 /// Whether a cancellation request has reached the run.
 pub fn requested<W>(ctx: &WorkflowContext<W>) -> bool {
     ctx.cancellation_token().is_cancelled()
+}
+
+/// Stops before `step` when a cancellation request has reached the run: the step fails with
+/// the reason `canceled`, and the run's cancellation path takes over.
+pub fn guard<W>(ctx: &WorkflowContext<W>, step: Step) -> Result<(), StepFailed> {
+    if requested(ctx) {
+        Err(StepFailed::new(step, "canceled"))
+    } else {
+        Ok(())
+    }
 }
 
 /// The reason the request gave, when it gave one.

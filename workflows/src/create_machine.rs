@@ -146,7 +146,7 @@ async fn create(
     let deadline_text = rfc3339(deadline);
     let timeout_text = humanize(request.creation_timeout);
 
-    guard(ctx, Step::EnsureNic)?;
+    cancellation::guard(ctx, Step::EnsureNic)?;
     begin(ctx, Step::EnsureNic);
     let nic = ctx
         .execute_activity(
@@ -168,7 +168,7 @@ async fn create(
         if nic.created { "created" } else { "adopted" },
     );
 
-    guard(ctx, Step::CreateVm)?;
+    cancellation::guard(ctx, Step::CreateVm)?;
     begin(ctx, Step::CreateVm);
     let zone = zone_for(&request.machine, &request.template.zones);
     if let Some(zone) = &zone {
@@ -203,7 +203,7 @@ async fn create(
         },
     );
 
-    guard(ctx, Step::ProvisionVm)?;
+    cancellation::guard(ctx, Step::ProvisionVm)?;
     begin(ctx, Step::ProvisionVm);
     let provisioned = ctx
         .execute_activity(
@@ -241,7 +241,7 @@ async fn create(
     .map_err(|e| StepFailed::from_activity(Step::ProvisionVm, &e))?;
     done(ctx, Step::ProvisionVm, "provisioningState Succeeded");
 
-    guard(ctx, Step::RegisterNode)?;
+    cancellation::guard(ctx, Step::RegisterNode)?;
     begin(ctx, Step::RegisterNode);
     let await_node = AwaitNode {
         node: request.machine.clone(),
@@ -270,7 +270,7 @@ async fn create(
     fact(ctx, "providerId", provider_id.clone());
     done(ctx, Step::RegisterNode, format!("Node {}", request.machine));
 
-    guard(ctx, Step::LabelNode)?;
+    cancellation::guard(ctx, Step::LabelNode)?;
     begin(ctx, Step::LabelNode);
     ctx.execute_activity(
         KubeActivities::apply_node_metadata,
@@ -298,7 +298,7 @@ async fn create(
     .map_err(|e| StepFailed::from_activity(Step::LabelNode, &e))?;
     done(ctx, Step::LabelNode, "labels and taints applied");
 
-    guard(ctx, Step::WaitReady)?;
+    cancellation::guard(ctx, Step::WaitReady)?;
     begin(ctx, Step::WaitReady);
     let ready = ctx
         .execute_activity(
@@ -381,15 +381,6 @@ async fn compensate(
             record_failure(ctx, &StepFailed::new(Step::Compensate, reason.clone()));
             Err(reason)
         }
-    }
-}
-
-/// Stops before `step` when the run has been asked to cancel.
-fn guard(ctx: &WorkflowContext<CreateMachineWorkflow>, step: Step) -> Result<(), StepFailed> {
-    if cancellation::requested(ctx) {
-        Err(StepFailed::new(step, "canceled"))
-    } else {
-        Ok(())
     }
 }
 

@@ -301,7 +301,7 @@ async fn steps(
     ctx: &mut WorkflowContext<DrainNodeWorkflow>,
     state: &mut Drain,
 ) -> Result<Finish, StepFailed> {
-    guard(ctx, Step::SelectPods)?;
+    cancellation::guard(ctx, Step::SelectPods)?;
     begin(ctx, Step::SelectPods);
     let listed = list_pods(ctx, state, Step::SelectPods).await?;
     state.health = listed.health.clone();
@@ -338,7 +338,7 @@ async fn steps(
         };
     }
     if let Some(reason) = forced {
-        guard(ctx, Step::ForceDrain)?;
+        cancellation::guard(ctx, Step::ForceDrain)?;
         force_drain(ctx, state, reason).await?;
     }
     let warnings = ctx.state(|s| {
@@ -349,15 +349,6 @@ async fn steps(
     });
     state.result.warnings = warnings;
     Ok(Finish::Drained(state.result.clone()))
-}
-
-/// Stops before `step` when the run has been asked to cancel.
-fn guard(ctx: &WorkflowContext<DrainNodeWorkflow>, step: Step) -> Result<(), StepFailed> {
-    if cancellation::requested(ctx) {
-        Err(StepFailed::new(step, "canceled"))
-    } else {
-        Ok(())
-    }
 }
 
 /// The cancellation path: a volume move under way is let finish (shielded), so its volume ends
@@ -862,7 +853,7 @@ async fn evict_without_volumes(
     let mut to_evict: Vec<PodRef> = plan.without_volumes.clone();
     let mut rounds = 0u32;
     loop {
-        guard(ctx, Step::EvictPods)?;
+        cancellation::guard(ctx, Step::EvictPods)?;
         if let Some(reason) = force_due(ctx, state) {
             done(ctx, Step::EvictPods, format!("interrupted: {reason}"));
             return Ok(Lane::Forced(reason));
@@ -981,7 +972,7 @@ async fn move_volumes(
     for volume_pod in &plan.with_volumes {
         let key = volume_pod.pod.key();
         loop {
-            guard(ctx, Step::MoveVolumes)?;
+            cancellation::guard(ctx, Step::MoveVolumes)?;
             if let Some(reason) = force_due(ctx, state) {
                 done(ctx, Step::MoveVolumes, format!("interrupted: {reason}"));
                 return Ok(Lane::Forced(reason));
@@ -1180,7 +1171,7 @@ async fn await_stuck_volumes(
 ) -> Result<Lane, StepFailed> {
     begin(ctx, Step::MoveVolumes);
     loop {
-        guard(ctx, Step::MoveVolumes)?;
+        cancellation::guard(ctx, Step::MoveVolumes)?;
         if let Some(reason) = force_due(ctx, state) {
             done(ctx, Step::MoveVolumes, format!("detach pending, {reason}"));
             return Ok(Lane::Forced(reason));
