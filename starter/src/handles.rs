@@ -4,6 +4,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use nodewright_model::cancel::Canceled;
+use temporalio_client::errors::WorkflowGetResultError;
 use temporalio_client::{Client, NamespacedClient, WorkflowExecutionInfo, WorkflowHandle};
 
 use crate::error_chain;
@@ -37,5 +39,22 @@ pub async fn answer<T, E: std::error::Error>(
             "the status query got no answer within {}s; is nodewright-worker running?",
             QUERY_TIMEOUT.as_secs()
         )),
+    }
+}
+
+/// Why a run gave no result, in words for people: `failed: …`, `was canceled (canceled during
+/// list-pool-nodes; nothing to undo)`, `was terminated`, `timed out`.
+pub fn no_result(error: &WorkflowGetResultError) -> String {
+    match error {
+        WorkflowGetResultError::Failed(failure) => {
+            format!("failed: {}", error_chain(failure.as_ref()))
+        }
+        WorkflowGetResultError::Cancelled { details } => match details.deserialize::<Canceled>() {
+            Ok(canceled) => format!("was canceled ({})", canceled.summary()),
+            Err(_) => "was canceled".to_owned(),
+        },
+        WorkflowGetResultError::Terminated { .. } => "was terminated".to_owned(),
+        WorkflowGetResultError::TimedOut => "timed out".to_owned(),
+        other => format!("could not be followed: {}", error_chain(other)),
     }
 }

@@ -8,6 +8,7 @@ use nodewright_workflows::{PreflightInput, PreflightWorkflow, search};
 use temporalio_client::{WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_common::search_attributes::SearchAttributes;
 
+use crate::handles::no_result;
 use crate::{CliError, Output, settings::Settings};
 
 /// Arguments of `nodewright preflight`.
@@ -62,7 +63,9 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
                 quoted(&settings.task_queue)
             ))
         })?
-        .map_err(|error| CliError::RunFailed(format!("{workflow_id} failed: {error}; see {link}")))?;
+        .map_err(|error| {
+            CliError::RunFailed(format!("{workflow_id} {}; see {link}", no_result(&error)))
+        })?;
 
     match output {
         Output::Json => {

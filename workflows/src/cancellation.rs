@@ -10,8 +10,8 @@
 use nodewright_model::cancel::Canceled;
 use nodewright_model::machine::{Outcome, Step};
 use temporalio_sdk::{
-    ActivityOptions, ChildWorkflowOptions, WorkflowCancellationToken, WorkflowContext,
-    WorkflowTermination,
+    ActivityExecutionError, ActivityOptions, ChildWorkflowOptions, WorkflowCancellationToken,
+    WorkflowContext, WorkflowTermination,
 };
 
 use crate::progress::{HasStatus, StepFailed};
@@ -63,4 +63,28 @@ pub fn end<W: HasStatus>(ctx: &mut WorkflowContext<W>, canceled: Canceled) -> Wo
     ctx.upsert_search_attributes([search::PHASE.value_set("canceled".to_owned())]);
     ctx.set_current_details(summary);
     WorkflowTermination::cancelled_with_details(canceled)
+}
+
+/// Ends a run that only reads (InspectPool, Preflight) Canceled at `step`: nothing to undo,
+/// `NodewrightPhase=canceled`, the UI's details line, and the [`Canceled`] as the ending's
+/// details.
+pub fn end_reading<W>(ctx: &mut WorkflowContext<W>, step: &str) -> WorkflowTermination {
+    let canceled = Canceled::at(step, reason(ctx));
+    ctx.upsert_search_attributes([search::PHASE.value_set("canceled".to_owned())]);
+    ctx.set_current_details(canceled.summary());
+    WorkflowTermination::cancelled_with_details(canceled)
+}
+
+/// The answer of the read `step` of a run that only reads, or its Canceled ending when a
+/// cancellation request has reached the run (the read was cut short, or the answer came too
+/// late to matter).
+pub fn read<W, T>(
+    ctx: &mut WorkflowContext<W>,
+    step: &str,
+    answer: Result<T, ActivityExecutionError>,
+) -> Result<T, WorkflowTermination> {
+    if requested(ctx) {
+        return Err(end_reading(ctx, step));
+    }
+    answer.map_err(WorkflowTermination::from)
 }

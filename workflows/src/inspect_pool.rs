@@ -7,9 +7,9 @@ use nodewright_model::rollout::{InspectPoolRequest, PoolReport, observe};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{WorkflowContext, WorkflowResult};
 
-use crate::activity_options;
 use crate::progress::now;
 use crate::search;
+use crate::{activity_options, cancellation};
 
 /// Looks at a pool's machines; see the runbook above.
 #[workflow]
@@ -29,6 +29,9 @@ impl InspectPoolWorkflow {
             search::POOL.value_set(request.pool.clone()),
             search::OPERATION.value_set(Operation::Inspect.to_string()),
         ]);
+        if cancellation::requested(ctx) {
+            return Err(cancellation::end_reading(ctx, "none"));
+        }
         let vms = ctx
             .execute_activity(
                 ArmReadActivities::list_pool_vms,
@@ -38,7 +41,8 @@ impl InspectPoolWorkflow {
                 },
                 activity_options::read(),
             )
-            .await?;
+            .await;
+        let vms = cancellation::read(ctx, "list-pool-vms", vms)?;
         let nodes = ctx
             .execute_activity(
                 KubeActivities::list_pool_nodes,
@@ -47,7 +51,8 @@ impl InspectPoolWorkflow {
                 },
                 activity_options::read(),
             )
-            .await?;
+            .await;
+        let nodes = cancellation::read(ctx, "list-pool-nodes", nodes)?;
         Ok(PoolReport {
             pool: request.pool.clone(),
             machines: observe(&vms, &nodes, &[], ""),

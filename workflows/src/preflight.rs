@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
-use crate::{activity_options, search};
+use crate::{activity_options, cancellation, search};
 
 /// What to check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,7 +18,7 @@ pub struct PreflightInput {
 /// The answer to the `status` query.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreflightStatus {
-    /// The step the run is in: `started`, `inspecting-kubernetes` or `done`.
+    /// The step the run is in: `started`, `inspecting-kubernetes`, `done` or `canceled`.
     pub phase: String,
     /// The report, once the run has it.
     pub report: Option<PreflightReport>,
@@ -43,6 +43,10 @@ impl PreflightWorkflow {
             search::CLUSTER.value_set(input.cluster.to_string()),
             search::OPERATION.value_set(Operation::Preflight.to_string()),
         ]);
+        if cancellation::requested(ctx) {
+            ctx.state_mut(|s| s.status.phase = "canceled".to_owned());
+            return Err(cancellation::end_reading(ctx, "none"));
+        }
         enter_phase(ctx, "inspecting-kubernetes");
         let kubernetes = ctx
             .execute_activity(
@@ -50,7 +54,11 @@ impl PreflightWorkflow {
                 (),
                 activity_options::read(),
             )
-            .await?;
+            .await;
+        if cancellation::requested(ctx) {
+            ctx.state_mut(|s| s.status.phase = "canceled".to_owned());
+        }
+        let kubernetes = cancellation::read(ctx, "inspecting-kubernetes", kubernetes)?;
         let report = PreflightReport {
             cluster: input.cluster.to_string(),
             kubernetes,

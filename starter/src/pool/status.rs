@@ -16,6 +16,7 @@ use temporalio_common::search_attributes::SearchAttributes;
 
 use super::render::{report_lines, status_line, status_lines};
 use super::{error_chain, flags, history, query_status, rollout_handle, rollout_id};
+use crate::handles::no_result;
 use crate::{CliError, Output, settings::Settings};
 
 /// How long reading a finished rollout's result may take.
@@ -162,10 +163,7 @@ pub async fn pool(
             ))
         })?
         .map_err(|error| {
-            CliError::RunFailed(format!(
-                "{workflow_id} failed: {}; see {link}",
-                error_chain(&error)
-            ))
+            CliError::RunFailed(format!("{workflow_id} {}; see {link}", no_result(&error)))
         })?;
     match output {
         Output::Json => {

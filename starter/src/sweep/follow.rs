@@ -5,12 +5,12 @@
 use std::time::Duration;
 
 use nodewright_model::sweep::{SweepPhase, SweepStatus};
-use temporalio_client::errors::WorkflowGetResultError;
 use temporalio_client::{Client, WorkflowGetResultOptions};
 
 use super::render::{audit_lines, progress_line};
 use super::verdict::verdict;
-use super::{error_chain, query_status, sweep_handle};
+use super::{query_status, sweep_handle};
+use crate::handles::no_result;
 use crate::{CliError, Output};
 
 /// How often the status is asked while following.
@@ -121,15 +121,7 @@ pub async fn follow(
             verdict(&audit)
         }
         Err(error) => {
-            let reason = match &error {
-                WorkflowGetResultError::Failed(failure) => {
-                    format!("failed: {}", error_chain(failure.as_ref()))
-                }
-                WorkflowGetResultError::Terminated { .. } => "was terminated".to_owned(),
-                WorkflowGetResultError::Cancelled { .. } => "was cancelled".to_owned(),
-                WorkflowGetResultError::TimedOut => "timed out".to_owned(),
-                other => format!("could not be followed: {}", error_chain(other)),
-            };
+            let reason = no_result(&error);
             if output == Output::Json {
                 let document = serde_json::json!({
                     "workflowId": workflow_id, "runId": run_id, "error": reason, "ui": link,

@@ -28,7 +28,7 @@ use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::workloads::{Placement, Workload, Workloads, set_unschedulable};
 use serde_json::{Value, json};
 
-use super::{NodeState, running_step, state_of, temporal_cancel};
+use super::{NodeState, run_status, running_step, state_of, temporal_cancel};
 use crate::drain::common::{create_machines, delete_machines, drain_pool_file};
 
 const REPLICAS: usize = 3;
@@ -275,33 +275,4 @@ async fn await_drain_step(
         },
     )
     .await
-}
-
-/// The run status of the latest run of `workflow_id` (`temporal workflow describe`).
-async fn run_status(stack: &Stack, workflow_id: &str) -> Result<String> {
-    let mut command = std::process::Command::new(nodewright_tests::stack::temporal_cli()?);
-    command.args([
-        "workflow",
-        "describe",
-        "--workflow-id",
-        workflow_id,
-        "--address",
-        &stack.temporal_address,
-        "--namespace",
-        &stack.temporal_namespace,
-        "--output",
-        "json",
-    ]);
-    let output = tokio::task::spawn_blocking(move || command.output()).await??;
-    ensure!(
-        output.status.success(),
-        "temporal workflow describe {workflow_id}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let document: Value = serde_json::from_slice(&output.stdout)?;
-    Ok(document["workflowExecutionInfo"]["status"]
-        .as_str()
-        .unwrap_or_default()
-        .trim_start_matches("WORKFLOW_EXECUTION_STATUS_")
-        .to_owned())
 }

@@ -3,13 +3,16 @@
 //! "Request Cancellation" sends). Every run ends Canceled, not Failed, its status says at which
 //! step and what was undone and kept, and the world is as its runbook says: nothing a cancelled
 //! create made is left; a delete cancelled during its drain gives the machine back; a drain
-//! cancelled leaves a Node cordoned before it cordoned, and uncordons one it cordoned itself.
+//! cancelled leaves a Node cordoned before it cordoned, and uncordons one it cordoned itself; a
+//! volume move in flight finishes before the Node is given back.
 
 mod create;
 mod delete;
 mod drain;
+mod reads;
 mod rollout;
 mod sweep;
+mod volume;
 
 use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::Node;
@@ -87,4 +90,33 @@ async fn state_of(stack: &Stack, name: &str) -> Result<NodeState> {
         anyhow::bail!("Node {name} is gone");
     };
     Ok(node_state(&found))
+}
+
+/// The run status of the latest run of `workflow_id` (`temporal workflow describe`).
+async fn run_status(stack: &Stack, workflow_id: &str) -> Result<String> {
+    let mut command = std::process::Command::new(temporal_cli()?);
+    command.args([
+        "workflow",
+        "describe",
+        "--workflow-id",
+        workflow_id,
+        "--address",
+        &stack.temporal_address,
+        "--namespace",
+        &stack.temporal_namespace,
+        "--output",
+        "json",
+    ]);
+    let output = tokio::task::spawn_blocking(move || command.output()).await??;
+    ensure!(
+        output.status.success(),
+        "temporal workflow describe {workflow_id}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let document: Value = serde_json::from_slice(&output.stdout)?;
+    Ok(document["workflowExecutionInfo"]["status"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_start_matches("WORKFLOW_EXECUTION_STATUS_")
+        .to_owned())
 }

@@ -257,9 +257,24 @@ async fn the_worker_killed_at_each_step_of_the_table_leaves_a_consistent_world()
         .buffer_unordered(CONCURRENT)
         .collect::<Vec<_>>()
         .await;
-    let mut failures = Vec::new();
     let mut sorted = runs;
     sorted.sort_by_key(|(index, ..)| *index);
+    // The failures first: a CI log that keeps only the head of the output still shows them.
+    let failures: Vec<String> = sorted
+        .iter()
+        .filter_map(|(index, case, outcome, _)| {
+            outcome.as_ref().err().map(|error| {
+                format!(
+                    "#{index} {} at {} ({}): {error:#}",
+                    case.workflow, case.step, case.at
+                )
+            })
+        })
+        .collect();
+    for failure in &failures {
+        let first_lines: Vec<&str> = failure.lines().take(3).collect();
+        println!("FAILED {}", first_lines.join(" | "));
+    }
     println!(
         "{:<2} {:<14} {:<26} {:<70} result",
         "#", "workflow", "step", "held at"
@@ -267,13 +282,7 @@ async fn the_worker_killed_at_each_step_of_the_table_leaves_a_consistent_world()
     for (index, case, outcome, took) in &sorted {
         let result = match outcome {
             Ok(report) => format!("ok ({report}; case {:.0}s)", took.as_secs_f64()),
-            Err(error) => {
-                failures.push(format!(
-                    "#{index} {} at {} ({}): {error:#}",
-                    case.workflow, case.step, case.at
-                ));
-                "FAILED".to_owned()
-            }
+            Err(_) => format!("FAILED (case {:.0}s)", took.as_secs_f64()),
         };
         println!(
             "{index:<2} {:<14} {:<26} {:<70} {result}",

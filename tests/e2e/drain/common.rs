@@ -13,7 +13,7 @@ use serde_json::Value;
 pub(super) const POLL: Duration = Duration::from_millis(500);
 
 /// Prints the drain's steps with their details.
-pub(super) fn print_steps(status: &Value) {
+pub(crate) fn print_steps(status: &Value) {
     for step in status["run"]["steps"].as_array().into_iter().flatten() {
         println!(
             "  step {:<13} {:<8} {}",
@@ -25,7 +25,7 @@ pub(super) fn print_steps(status: &Value) {
 }
 
 /// The entry of the PersistentVolume `pv` in a DrainStatus.
-pub(super) fn volume_entry<'a>(status: &'a Value, pv: &str) -> Option<&'a Value> {
+pub(crate) fn volume_entry<'a>(status: &'a Value, pv: &str) -> Option<&'a Value> {
     status["volumes"]
         .as_array()?
         .iter()
@@ -56,7 +56,7 @@ pub(crate) fn drain_pool_file(
 pub(super) use nodewright_tests::machines::cli;
 
 /// `machine status NAME --output json` of a machine whose latest run is its drain.
-pub(super) async fn drain_status(stack: &Stack, task_queue: &str, machine: &str) -> Result<Value> {
+pub(crate) async fn drain_status(stack: &Stack, task_queue: &str, machine: &str) -> Result<Value> {
     let doc = cli(
         stack,
         task_queue,
@@ -74,7 +74,7 @@ pub(super) async fn drain_status(stack: &Stack, task_queue: &str, machine: &str)
 }
 
 /// Polls [`drain_status`] until `done` holds; the error shows the last answer.
-pub(super) async fn wait_status(
+pub(crate) async fn wait_status(
     stack: &Stack,
     task_queue: &str,
     machine: &str,
@@ -108,7 +108,7 @@ pub(super) fn step<'a>(status: &'a Value, step: &str) -> Option<&'a Value> {
         .find(|s| s["step"] == step)
 }
 
-pub(super) fn strings(value: &Value) -> Vec<String> {
+pub(crate) fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()
         .into_iter()
