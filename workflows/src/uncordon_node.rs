@@ -51,11 +51,14 @@ impl UncordonNodeWorkflow {
 
         let scope = ctx
             .execute_activity(ArmReadActivities::scope, (), activity_options::read())
-            .await?;
+            .await;
+        // A request before the write (even one that came before any worker picked the run up,
+        // and so cut the read above short): nothing changed.
         if cancellation::requested(ctx) {
             let canceled = Canceled::at("none", cancellation::reason(ctx));
             return Err(cancellation::end(ctx, canceled));
         }
+        let scope = scope?;
         begin(ctx, Step::Uncordon);
         let changed = ctx
             .execute_activity(
@@ -97,6 +100,14 @@ impl UncordonNodeWorkflow {
             Err(failed) => failed,
         };
         record_failure(ctx, &failed);
+        if cancellation::requested(ctx) {
+            let mut canceled = Canceled::at(Step::Uncordon.as_str(), cancellation::reason(ctx));
+            canceled.kept.push(format!(
+                "{} may still be cordoned: the uncordon sent before the request failed ({})",
+                request.machine, failed.reason
+            ));
+            return Err(cancellation::end(ctx, canceled));
+        }
         let message = format!("uncordoning {} failed: {}", request.machine, failed.reason);
         Err(fail(ctx, "UncordonFailed", message))
     }
