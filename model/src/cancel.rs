@@ -63,6 +63,12 @@ impl Canceled {
     }
 }
 
+/// Whether a delete cancelled with its rollout finished its deletion anyway (it was past its
+/// point of no return): its machine is not among those a look after it ended saw.
+pub fn delete_finished_anyway(machine: &str, seen_after: &[&str]) -> bool {
+    !seen_after.contains(&machine)
+}
+
 /// What a cancelled DeleteMachine does, by how far it got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeleteOnCancel {
@@ -102,6 +108,14 @@ pub fn cordon_on_cancel(cordoned_before_drain: bool) -> CordonOnCancel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cancelled_delete_finished_when_a_later_look_no_longer_sees_its_machine() {
+        let seen = ["pool-a", "pool-b"];
+        assert!(!delete_finished_anyway("pool-a", &seen));
+        assert!(delete_finished_anyway("pool-c", &seen));
+        assert!(delete_finished_anyway("pool-a", &[]));
+    }
 
     #[test]
     fn a_delete_restores_the_machine_until_its_vm_delete_is_sent() {

@@ -65,6 +65,18 @@ pub fn end<W: HasStatus>(ctx: &mut WorkflowContext<W>, canceled: Canceled) -> Wo
     WorkflowTermination::cancelled_with_details(canceled)
 }
 
+/// Ends the run Canceled at `none` when a request came before its first step (one sent before
+/// any worker took the run up): nothing was changed, so nothing is undone.
+pub fn before_first_step<W: HasStatus>(
+    ctx: &mut WorkflowContext<W>,
+) -> Result<(), WorkflowTermination> {
+    if requested(ctx) {
+        let canceled = Canceled::at("none", reason(ctx));
+        return Err(end(ctx, canceled));
+    }
+    Ok(())
+}
+
 /// Ends a run that only reads (InspectPool, Preflight) Canceled at `step`: nothing to undo,
 /// `NodewrightPhase=canceled`, the UI's details line, and the [`Canceled`] as the ending's
 /// details.

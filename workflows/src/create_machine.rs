@@ -54,10 +54,17 @@ impl CreateMachineWorkflow {
         let deadline = later(started, request.creation_timeout);
 
         let scope = ctx
-            .execute_activity(ArmReadActivities::scope, (), activity_options::read())
+            .execute_activity(
+                ArmReadActivities::scope,
+                (),
+                // Reads the worker's configuration: let it answer even after a request, so the
+                // cancellation path runs with it.
+                cancellation::shielded(activity_options::read()),
+            )
             .await?;
         let vm_id = scope.vm_id(&request.machine);
         fact(ctx, "vmId", vm_id.clone());
+        cancellation::before_first_step(ctx)?;
 
         match create(ctx, &request, started, deadline).await {
             Ok(created) => {

@@ -59,10 +59,17 @@ impl DeleteMachineWorkflow {
         ctx.state_mut(|s| s.status = Some(status));
 
         let scope = ctx
-            .execute_activity(ArmReadActivities::scope, (), activity_options::read())
+            .execute_activity(
+                ArmReadActivities::scope,
+                (),
+                // Reads the worker's configuration: let it answer even after a request, so the
+                // cancellation path runs with it.
+                cancellation::shielded(activity_options::read()),
+            )
             .await?;
         let vm_id = scope.vm_id(&request.machine);
         fact(ctx, "vmId", vm_id.clone());
+        cancellation::before_first_step(ctx)?;
 
         match delete(ctx, &request, vm_id.clone()).await {
             Ok(deleted) if cancellation::requested(ctx) => {

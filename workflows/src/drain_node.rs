@@ -79,10 +79,20 @@ impl DrainNodeWorkflow {
     ) -> WorkflowResult<DrainedNode> {
         announce(ctx, &request);
         let scope = ctx
-            .execute_activity(ArmReadActivities::scope, (), activity_options::read())
+            .execute_activity(
+                ArmReadActivities::scope,
+                (),
+                // Reads the worker's configuration: let it answer even after a request, so the
+                // cancellation path runs with it.
+                cancellation::shielded(activity_options::read()),
+            )
             .await?;
         let vm_id = scope.vm_id(&request.node);
         fact(ctx, "vmId", vm_id.clone());
+        if request.resume.is_none() {
+            // A resumed drain has cordoned already: its cancellation gives the Node back.
+            cancellation::before_first_step(ctx)?;
+        }
 
         match drain(ctx, &request, &vm_id).await {
             Ok(Finish::Drained(drained)) => {

@@ -9,11 +9,12 @@ use std::time::Duration;
 use futures::FutureExt;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope, ListPoolVms};
 use nodewright_activities::kube::{KubeActivities, ListPoolNodes, MachineNode, MarkOutdated};
+use nodewright_model::cancel::delete_finished_anyway;
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::machine_name::MachineName;
 use nodewright_model::pool::RolloutStrategy;
 use nodewright_model::rollout::{
-    Budget, ChildFailure, ChildKind, Counts, Holdup, InFlight, MachineView, ObservedMachine,
+    Budget, ChildFailure, ChildKind, Counts, Holdup, InFlight, MachineView, ObservedMachine, Plan,
     PlanInput, RolloutOutcome, RolloutPhase, RolloutRequest, RolloutResult, RolloutStatus, Running,
     StrategyChange, StrategyView, TemplateRecord, made_progress, observe, plan,
 };
@@ -21,8 +22,8 @@ use nodewright_model::{Operation, WorkflowId};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::select;
 use temporalio_sdk::{
-    ContinueAsNewOptions, StartChildWorkflowExecutionFailedCause, SyncWorkflowContext,
-    WorkflowContext, WorkflowContextView, WorkflowResult, WorkflowTermination,
+    ActivityOptions, ContinueAsNewOptions, StartChildWorkflowExecutionFailedCause,
+    SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult, WorkflowTermination,
 };
 
 use crate::create_machine::CreateMachineWorkflow;
@@ -56,7 +57,13 @@ impl RollingUpdateWorkflow {
     ) -> WorkflowResult<RolloutResult> {
         announce(ctx, &request);
         let scope = ctx
-            .execute_activity(ArmReadActivities::scope, (), activity_options::read())
+            .execute_activity(
+                ArmReadActivities::scope,
+                (),
+                // Reads the worker's configuration: let it answer even after a request, so the
+                // cancellation path runs with it.
+                cancellation::shielded(activity_options::read()),
+            )
             .await?;
         match roll(ctx, &request, &scope).await {
             Finish::Ended(result) => Ok(*result),
@@ -225,29 +232,12 @@ async fn roll(
 
         if let Some(machines) = &observed {
             mark_outdated(ctx, request, scope, machines, &mut tainted).await;
-            let (phase, strategy, canary_open) = ctx.state(|s| {
-                let status = s.status.as_ref();
-                (
-                    status.map_or(RolloutPhase::Progressing, |st| st.phase),
-                    s.strategy.clone().unwrap_or_else(default_strategy),
-                    status.is_some_and(|st| st.approved_by.is_some()),
-                )
+            let phase = ctx.state(|s| {
+                s.status
+                    .as_ref()
+                    .map_or(RolloutPhase::Progressing, |st| st.phase)
             });
-            let replicas = request.pool.replicas;
-            let budget = Budget::resolve(strategy.max_surge, strategy.max_unavailable, replicas);
-            let new_target = match request.canary {
-                Some(n) if !canary_open => n.min(replicas),
-                _ => replicas,
-            };
-            let decided = plan(&PlanInput {
-                replicas,
-                template_hash: &request.pool.template_hash,
-                budget,
-                new_target,
-                machines,
-                now: at,
-                health_timeout_secs: secs(request.pool.timeouts.health),
-            });
+            let decided = decide(ctx, request, machines, at);
             record_look(ctx, request, machines, &decided.counts, decided.holdup, at);
 
             if phase == RolloutPhase::Aborting && children.is_empty() {
@@ -294,6 +284,36 @@ async fn roll(
     }
 }
 
+/// The plan for what a look saw, under the strategy in force and the canary's state.
+fn decide(
+    ctx: &WorkflowContext<RollingUpdateWorkflow>,
+    request: &RolloutRequest,
+    machines: &[ObservedMachine],
+    at: i64,
+) -> Plan {
+    let (strategy, canary_open) = ctx.state(|s| {
+        (
+            s.strategy.clone().unwrap_or_else(default_strategy),
+            s.status.as_ref().is_some_and(|st| st.approved_by.is_some()),
+        )
+    });
+    let replicas = request.pool.replicas;
+    let budget = Budget::resolve(strategy.max_surge, strategy.max_unavailable, replicas);
+    let new_target = match request.canary {
+        Some(n) if !canary_open => n.min(replicas),
+        _ => replicas,
+    };
+    plan(&PlanInput {
+        replicas,
+        template_hash: &request.pool.template_hash,
+        budget,
+        new_target,
+        machines,
+        now: at,
+        health_timeout_secs: secs(request.pool.timeouts.health),
+    })
+}
+
 /// The cancellation path: nothing new starts; the children in flight were asked to cancel with
 /// this run (their cancellation inherits it) and each ends by its own runbook; once all have
 /// ended, the rollout ends Canceled with what was done.
@@ -312,11 +332,52 @@ async fn cancel(
         }
     });
     show_in_flight(ctx, &children);
+    let mut canceled_deletes = Vec::new();
     while !children.is_empty() {
         let (index, outcome) = first_finished(&mut children).await;
         let child = children.remove(index);
-        child_finished(ctx, request, child.entry, outcome);
+        match outcome {
+            // Booked after the last look: past its point of no return it finished the deletion.
+            ChildEnd::Canceled(reason) if child.entry.kind == ChildKind::Delete => {
+                canceled_deletes.push((child.entry, reason));
+            }
+            outcome => child_finished(ctx, request, child.entry, outcome),
+        }
         show_in_flight(ctx, &children);
+    }
+    // A last look, shielded from the cancellation: the status shows the pool as the rollout
+    // leaves it, and counts the deletions that finished.
+    match look_with(
+        ctx,
+        request,
+        &[],
+        cancellation::shielded(activity_options::read()),
+    )
+    .await
+    {
+        Ok(machines) => {
+            let at = now(ctx).timestamp();
+            let decided = decide(ctx, request, &machines, at);
+            record_look(ctx, request, &machines, &decided.counts, decided.holdup, at);
+            let left: Vec<&str> = machines.iter().map(|m| m.name.as_str()).collect();
+            for (entry, reason) in canceled_deletes {
+                let outcome = if delete_finished_anyway(&entry.machine, &left) {
+                    ChildEnd::Succeeded
+                } else {
+                    ChildEnd::Canceled(reason)
+                };
+                child_finished(ctx, request, entry, outcome);
+            }
+        }
+        Err(reason) => {
+            note(
+                ctx,
+                format!("could not look at the pool after the cancellation ({reason})"),
+            );
+            for (entry, reason) in canceled_deletes {
+                child_finished(ctx, request, entry, ChildEnd::Canceled(reason));
+            }
+        }
     }
     Finish::Canceled(Box::new(finish(ctx, request, RolloutOutcome::Canceled)))
 }
@@ -339,6 +400,16 @@ async fn look(
     request: &RolloutRequest,
     running: &[Running<'_>],
 ) -> Result<Vec<ObservedMachine>, String> {
+    look_with(ctx, request, running, activity_options::read()).await
+}
+
+/// [`look`] with the reads' `options`.
+async fn look_with(
+    ctx: &mut WorkflowContext<RollingUpdateWorkflow>,
+    request: &RolloutRequest,
+    running: &[Running<'_>],
+    options: ActivityOptions,
+) -> Result<Vec<ObservedMachine>, String> {
     let vms = ctx
         .execute_activity(
             ArmReadActivities::list_pool_vms,
@@ -346,7 +417,7 @@ async fn look(
                 cluster: request.cluster.clone(),
                 pool: request.pool.name.clone(),
             },
-            activity_options::read(),
+            options.clone(),
         )
         .await
         .map_err(|e| activity_failure_text(&e))?;
@@ -356,7 +427,7 @@ async fn look(
             ListPoolNodes {
                 pool: request.pool.name.clone(),
             },
-            activity_options::read(),
+            options,
         )
         .await
         .map_err(|e| activity_failure_text(&e))?;

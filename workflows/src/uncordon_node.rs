@@ -50,15 +50,14 @@ impl UncordonNodeWorkflow {
         ctx.state_mut(|s| s.status = Some(status));
 
         let scope = ctx
-            .execute_activity(ArmReadActivities::scope, (), activity_options::read())
-            .await;
-        // A request before the write (even one that came before any worker picked the run up,
-        // and so cut the read above short): nothing changed.
-        if cancellation::requested(ctx) {
-            let canceled = Canceled::at("none", cancellation::reason(ctx));
-            return Err(cancellation::end(ctx, canceled));
-        }
-        let scope = scope?;
+            .execute_activity(
+                ArmReadActivities::scope,
+                (),
+                // Reads the worker's configuration: let it answer even after a request.
+                cancellation::shielded(activity_options::read()),
+            )
+            .await?;
+        cancellation::before_first_step(ctx)?;
         begin(ctx, Step::Uncordon);
         let changed = ctx
             .execute_activity(

@@ -4,9 +4,9 @@
 //! step and what was undone and kept, and the world is as its runbook says: nothing a cancelled
 //! create made is left; a delete cancelled during its drain gives the machine back; a drain
 //! cancelled leaves a Node cordoned before it cordoned, and uncordons one it cordoned itself; a
-//! volume move in flight finishes before the Node is given back; an uncordon cancelled before a
-//! worker took it, and the runs that only read (InspectPool, Preflight) cancelled mid-read,
-//! change nothing and end Canceled too.
+//! volume move in flight finishes before the Node is given back; runs cancelled before any worker
+//! took them, and the runs that only read (InspectPool, Preflight) cancelled mid-read, change
+//! nothing and end Canceled too.
 
 mod create;
 mod delete;
@@ -14,7 +14,7 @@ mod drain;
 mod reads;
 mod rollout;
 mod sweep;
-mod uncordon;
+mod unclaimed;
 mod volume;
 
 use anyhow::{Result, ensure};

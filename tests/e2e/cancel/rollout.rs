@@ -7,8 +7,8 @@
 //! And with a delete in flight: a pool of 2 rolled to a new template (maxSurge 1,
 //! maxUnavailable 0), its first delete held while it sends its VM delete (throttled). The
 //! rollout cancelled then ends Canceled once its delete has finished the deletion (past its
-//! point of no return), and the pool has 2 machines, one of each template, within
-//! maxSurge/maxUnavailable.
+//! point of no return), counting it as deleted (not as a failure), and the pool has 2
+//! machines, one of each template, within maxSurge/maxUnavailable.
 
 use std::time::Duration;
 
@@ -169,6 +169,13 @@ async fn a_rollout_cancelled_with_a_delete_in_flight_stays_within_its_budget() -
         let extremes = sampler.stop().await?;
         ensure_bounds(&extremes, 2, 3)?;
         ensure!(in_flight(&ended) == 0, "nothing in flight: {ended}");
+        let status = &ended;
+        ensure!(
+            num(&status["created"]) == 1
+                && num(&status["deleted"]) == 1
+                && status["failures"].as_array().is_none_or(Vec::is_empty),
+            "the delete that finished past its point of no return counts as deleted, not as a failure: {ended}"
+        );
         let machines = pool_machines(&stack, &pool).await?;
         ensure!(
             machines.len() == 2,
