@@ -48,7 +48,8 @@ pub struct CreateMachineRequest {
     pub template_hash: String,
     /// From the start of the run until the Node is Ready; past it the machine is removed again.
     pub creation_timeout: Duration,
-    /// Leave the VM, NIC, disk and Node in place when the create fails (for debugging).
+    /// Leave the VM, NIC, disk and Node in place when the create fails (for debugging), marked
+    /// with the `nodewright.io-kept` tag so that the orphan sweep leaves them too.
     #[serde(default)]
     pub keep_on_failure: bool,
     /// The pool's drain settings, recorded on the Node so a later drain follows them.
@@ -164,6 +165,9 @@ pub enum Step {
     WaitReady,
     /// CreateMachine, failure path: remove what was created.
     Compensate,
+    /// CreateMachine, failure path with `keepOnFailure`: mark what was created as kept for
+    /// debugging, so the orphan sweep leaves it.
+    Keep,
     /// DrainNode: cordon, taint and mark the Node (and DeleteMachine with `--skip-drain`).
     Cordon,
     /// DeleteMachine: drain the Node (the DrainNode child workflow).
@@ -227,6 +231,7 @@ impl Step {
             Step::LabelNode => "label-node",
             Step::WaitReady => "wait-ready",
             Step::Compensate => "compensate",
+            Step::Keep => "keep",
             Step::Cordon => "cordon",
             Step::Drain => "drain",
             Step::SelectPods => "select-pods",

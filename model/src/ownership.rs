@@ -16,8 +16,21 @@ pub const TAG_POOL: &str = "nodewright.io-pool";
 pub const TAG_MACHINE: &str = "nodewright.io-machine";
 /// Tag: the hash of the pool template the machine was built from.
 pub const TAG_TEMPLATE: &str = "nodewright.io-template";
-/// Tag: when nodewright created the resource, RFC 3339.
+/// Tag: when nodewright created the resource, RFC 3339 (the start of the create that made it).
 pub const TAG_CREATED: &str = "nodewright.io-created";
+/// Tag: the deadline of the create that made the resource (its start plus its creation timeout),
+/// RFC 3339: until then that create may still be running.
+pub const TAG_CREATION_DEADLINE: &str = "nodewright.io-creation-deadline";
+/// Tag: when the create that made the resource ended, RFC 3339 (written when a failed create
+/// keeps the machine for debugging).
+pub const TAG_CREATION_ENDED: &str = "nodewright.io-creation-ended";
+/// Tag: the machine is kept for debugging (`machine create --keep-on-failure`), as
+/// `<RFC 3339 time>: <reason>`. The orphan sweep never removes a resource that carries it, nor
+/// the Node of its machine; removing the tag lets the sweep judge the resource again.
+pub const TAG_KEPT: &str = "nodewright.io-kept";
+
+/// The longest tag value Azure accepts, in characters.
+pub const MAX_TAG_VALUE_CHARS: usize = 256;
 
 /// Node label: the pool.
 pub const LABEL_POOL: &str = "nodewright.io/pool";
@@ -39,6 +52,8 @@ pub struct Ownership<'a> {
     pub template: &'a str,
     /// Creation time, RFC 3339 (the workflow's time, never the activity's clock).
     pub created: &'a str,
+    /// The create's deadline (creation time plus the creation timeout), RFC 3339.
+    pub creation_deadline: &'a str,
 }
 
 impl Ownership<'_> {
@@ -51,6 +66,7 @@ impl Ownership<'_> {
             (TAG_MACHINE, self.machine),
             (TAG_TEMPLATE, self.template),
             (TAG_CREATED, self.created),
+            (TAG_CREATION_DEADLINE, self.creation_deadline),
         ] {
             tags.insert(name.to_owned(), value.to_owned());
         }
@@ -69,6 +85,46 @@ impl Ownership<'_> {
         }
         labels
     }
+}
+
+/// The tags a failed create that keeps its machine merges into the machine's VM, NIC and OS
+/// disk: the kept marker ([`kept_marker`]) and the create's end.
+pub fn kept_tags(marker: String, ended: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (TAG_KEPT.to_owned(), marker),
+        (TAG_CREATION_ENDED.to_owned(), ended.to_owned()),
+    ])
+}
+
+/// The value of the [`TAG_KEPT`] marker, `<time>: <reason>`, cut (on a character boundary, with
+/// `…`) to the [`MAX_TAG_VALUE_CHARS`] Azure accepts.
+pub fn kept_marker(time: &str, reason: &str) -> String {
+    bounded(&format!("{time}: {reason}"), MAX_TAG_VALUE_CHARS)
+}
+
+/// The kept marker among `tags` (its name compared ignoring case, as Azure compares tag names),
+/// made fit for a message: control characters become spaces and it is cut to
+/// [`MAX_TAG_VALUE_CHARS`]. `None`: the resource is not kept.
+pub fn kept(tags: &BTreeMap<String, String>) -> Option<String> {
+    tags.iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(TAG_KEPT))
+        .map(|(_, value)| bounded(value, MAX_TAG_VALUE_CHARS))
+}
+
+/// `text` with control characters as spaces, at most `max` characters (the last one `…` when
+/// cut).
+fn bounded(text: &str, max: usize) -> String {
+    let clean = |c: char| if c.is_control() { ' ' } else { c };
+    if text.chars().count() <= max {
+        return text.chars().map(clean).collect();
+    }
+    let mut cut: String = text
+        .chars()
+        .take(max.saturating_sub(1))
+        .map(clean)
+        .collect();
+    cut.push('…');
+    cut
 }
 
 /// Whether `tags` say the resource belongs to `cluster`: the exact cluster tag, exact value.
@@ -126,6 +182,7 @@ mod tests {
             machine: "web-a1b2c",
             template: "7f3a9c",
             created: "2026-11-21T03:00:00Z",
+            creation_deadline: "2026-11-21T03:20:00Z",
         }
     }
 
@@ -161,6 +218,38 @@ mod tests {
         assert_eq!(tags[TAG_MACHINE], "web-a1b2c");
         assert_eq!(tags[TAG_TEMPLATE], "7f3a9c");
         assert_eq!(tags[TAG_CREATED], "2026-11-21T03:00:00Z");
+        assert_eq!(tags[TAG_CREATION_DEADLINE], "2026-11-21T03:20:00Z");
+        assert!(!tags.contains_key(TAG_KEPT), "a new machine is not kept");
+    }
+
+    #[test]
+    fn the_kept_marker_is_time_and_reason_within_azures_value_limit() {
+        let marker = kept_marker(
+            "2026-11-21T03:20:00Z",
+            "create failed at step register-node",
+        );
+        assert_eq!(
+            marker,
+            "2026-11-21T03:20:00Z: create failed at step register-node"
+        );
+        let long = kept_marker("2026-11-21T03:20:00Z", &"é".repeat(400));
+        assert_eq!(long.chars().count(), MAX_TAG_VALUE_CHARS);
+        assert!(long.ends_with('…'));
+        let tags = kept_tags(marker.clone(), "2026-11-21T03:20:00Z");
+        assert_eq!(kept(&tags), Some(marker));
+        assert_eq!(tags[TAG_CREATION_ENDED], "2026-11-21T03:20:00Z");
+    }
+
+    #[test]
+    fn the_kept_marker_is_found_whatever_the_case_and_read_safely() {
+        let tags = |name: &str, value: &str| BTreeMap::from([(name.to_owned(), value.to_owned())]);
+        assert_eq!(kept(&tags("Nodewright.IO-Kept", "x")), Some("x".to_owned()));
+        assert_eq!(kept(&tags(TAG_KEPT, "")), Some(String::new()));
+        assert_eq!(kept(&tags(TAG_KEPT, "a\nb")), Some("a b".to_owned()));
+        assert_eq!(kept(&tags("nodewright.io-kept-not", "x")), None);
+        assert_eq!(kept(&tags(TAG_CREATED, "x")), None);
+        let huge = kept(&tags(TAG_KEPT, &"x".repeat(100_000))).unwrap_or_default();
+        assert_eq!(huge.chars().count(), MAX_TAG_VALUE_CHARS);
     }
 
     #[test]
@@ -171,6 +260,9 @@ mod tests {
             TAG_MACHINE,
             TAG_TEMPLATE,
             TAG_CREATED,
+            TAG_CREATION_DEADLINE,
+            TAG_CREATION_ENDED,
+            TAG_KEPT,
         ] {
             assert!(
                 !name.contains(['/', '<', '>', '%', '&', '\\', '?']),
@@ -243,7 +335,7 @@ mod tests {
             prop_assert_eq!(&tags[TAG_MACHINE], &name);
             prop_assert_eq!(&owner.labels(&user)[LABEL_POOL], "web");
             for (key, value) in &user {
-                if ![TAG_CLUSTER, TAG_POOL, TAG_MACHINE, TAG_TEMPLATE, TAG_CREATED].contains(&key.as_str()) {
+                if ![TAG_CLUSTER, TAG_POOL, TAG_MACHINE, TAG_TEMPLATE, TAG_CREATED, TAG_CREATION_DEADLINE].contains(&key.as_str()) {
                     prop_assert_eq!(&tags[key], value);
                 }
             }

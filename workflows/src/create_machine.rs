@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use nodewright_activities::azure::machines::{
-    ArmReadActivities, ArmWriteActivities, AwaitVm, BeginVmCreate, EnsureNic, TagOsDisk,
-    VmCreateStarted, VmProvisioned,
+    ArmReadActivities, ArmWriteActivities, AwaitVm, BeginVmCreate, EnsureNic, TagMachine,
+    TagOsDisk, VmCreateStarted, VmProvisioned,
 };
 use nodewright_activities::kube::{AwaitNode, KubeActivities, NodeMetadata, NodeTaint, NodeWait};
 use nodewright_model::Operation;
@@ -15,13 +15,13 @@ use nodewright_model::machine::{
     CreateMachineRequest, CreatedMachine, MachineStatus, Step, os_disk_name, zone_for,
 };
 use nodewright_model::names::arm_write_task_queue;
-use nodewright_model::ownership::Ownership;
+use nodewright_model::ownership::{Ownership, TAG_KEPT, kept_marker, kept_tags};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
 use crate::progress::{
-    HasStatus, StepFailed, begin, done, fact, fail, later, left_until, now, record_failure,
-    rfc3339, succeed,
+    HasStatus, StepFailed, activity_failure_text, begin, done, fact, fail, later, left_until, now,
+    record_failure, rfc3339, succeed,
 };
 use crate::removal::{Removal, remove_machine};
 use crate::search;
@@ -86,7 +86,7 @@ impl CreateMachineWorkflow {
             Err(failed) => {
                 record_failure(ctx, &failed);
                 let cleanup = if request.keep_on_failure {
-                    "kept the VM, NIC, disk and Node for debugging (--keep-on-failure)".to_owned()
+                    keep(ctx, &request, &failed).await
                 } else {
                     match compensate(ctx, &request, vm_id).await {
                         Ok(removed) => removed.summary(),
@@ -142,15 +142,16 @@ async fn create(
 ) -> Result<CreatedMachine, StepFailed> {
     let writes = arm_write_task_queue(ctx.task_queue());
     let created_at = rfc3339(started);
+    let deadline_text = rfc3339(deadline);
     let ownership = Ownership {
         cluster: &request.cluster,
         pool: &request.pool,
         machine: &request.machine,
         template: &request.template_hash,
         created: &created_at,
+        creation_deadline: &deadline_text,
     };
     let tags = ownership.tags(&request.template.tags);
-    let deadline_text = rfc3339(deadline);
     let timeout_text = humanize(request.creation_timeout);
 
     cancellation::guard(ctx, Step::EnsureNic)?;
@@ -253,7 +254,7 @@ async fn create(
     let await_node = AwaitNode {
         node: request.machine.clone(),
         vm_id: vm_id.clone(),
-        deadline: deadline_text,
+        deadline: deadline_text.clone(),
     };
     let registered = ctx
         .execute_activity(
@@ -387,6 +388,51 @@ async fn compensate(
             );
             record_failure(ctx, &StepFailed::new(Step::Compensate, reason.clone()));
             Err(reason)
+        }
+    }
+}
+
+/// Marks what a failed create keeps (`keepOnFailure`) so that the orphan sweep leaves it: the
+/// kept marker (`<time>: <reason>`) and the create's end merged into the tags of the machine's
+/// VM, NIC and OS disk (shielded from cancellation, as compensation is). Returns what the
+/// failure message says of it; a marking that fails is said there, the run fails either way.
+async fn keep(
+    ctx: &mut WorkflowContext<CreateMachineWorkflow>,
+    request: &CreateMachineRequest,
+    failed: &StepFailed,
+) -> String {
+    begin(ctx, Step::Keep);
+    let writes = arm_write_task_queue(ctx.task_queue());
+    let ended = rfc3339(now(ctx));
+    let reason = format!("create failed at step {}: {}", failed.step, failed.reason);
+    let input = TagMachine {
+        cluster: request.cluster.clone(),
+        machine: request.machine.clone(),
+        tags: kept_tags(kept_marker(&ended, &reason), &ended),
+    };
+    let kept = "kept the VM, NIC, disk and Node for debugging (--keep-on-failure)";
+    match ctx
+        .execute_activity(
+            ArmWriteActivities::tag_machine,
+            input,
+            cancellation::shielded(activity_options::arm_write(&writes)),
+        )
+        .await
+    {
+        Ok(tagged) => {
+            let detail = tagged.summary();
+            done(ctx, Step::Keep, detail.clone());
+            format!(
+                "{kept}: {detail} with the {TAG_KEPT} tag, which the orphan sweep respects until it is removed"
+            )
+        }
+        Err(error) => {
+            let reason = format!(
+                "marking them with the {TAG_KEPT} tag failed: {}; the orphan sweep may remove them",
+                activity_failure_text(&error)
+            );
+            record_failure(ctx, &StepFailed::new(Step::Keep, reason.clone()));
+            format!("{kept}, but {reason}")
         }
     }
 }

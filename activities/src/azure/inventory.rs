@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use nodewright_model::ownership::TAG_CREATED;
+use nodewright_model::ownership::{TAG_CREATED, TAG_CREATION_DEADLINE, TAG_CREATION_ENDED};
 use nodewright_model::sweep::{ArmResource, ResourceKind, name_from_id};
 use serde::{Deserialize, Serialize};
 use url::Url;
@@ -122,11 +122,16 @@ fn first_page(client: &ArmClient, kind: ResourceKind) -> Url {
 /// The resource as the classifier sees it (none without a name).
 fn reduce(kind: ResourceKind, listed: Listed) -> Option<ArmResource> {
     let name = listed.name?;
-    let created_at = listed
-        .tags
-        .get(TAG_CREATED)
-        .and_then(|text| chrono::DateTime::parse_from_rfc3339(text).ok())
-        .map(|time| time.timestamp());
+    let time = |tag: &str| {
+        listed
+            .tags
+            .get(tag)
+            .and_then(|text| chrono::DateTime::parse_from_rfc3339(text).ok())
+            .map(|time| time.timestamp())
+    };
+    let created_at = time(TAG_CREATED);
+    let creation_deadline = time(TAG_CREATION_DEADLINE);
+    let creation_ended = time(TAG_CREATION_ENDED);
     let attached_to = match kind {
         ResourceKind::Vm => None,
         ResourceKind::Nic => listed.properties.virtual_machine.and_then(|vm| vm.id),
@@ -146,6 +151,8 @@ fn reduce(kind: ResourceKind, listed: Listed) -> Option<ArmResource> {
         provisioning_state: listed.properties.provisioning_state.unwrap_or_default(),
         attached_to,
         created_at,
+        creation_deadline,
+        creation_ended,
     })
 }
 
@@ -189,5 +196,34 @@ mod tests {
         let reduced = reduce(ResourceKind::Vm, vm).unwrap();
         assert!(reduced.tags.is_empty() && reduced.attached_to.is_none());
         assert!(reduce(ResourceKind::Vm, listed(json!({ "tags": {} }))).is_none());
+    }
+
+    #[test]
+    fn a_listed_resource_keeps_its_creation_deadline_end_and_kept_marker() {
+        let vm = listed(json!({
+            "name": "web-a1b2c",
+            "tags": {
+                TAG_CREATED: "2026-01-02T03:04:05Z",
+                TAG_CREATION_DEADLINE: "2026-01-02T03:24:05Z",
+                TAG_CREATION_ENDED: "2026-01-02T03:10:05+00:00",
+                "nodewright.io-kept": "2026-01-02T03:10:05Z: create failed",
+            },
+        }));
+        let reduced = reduce(ResourceKind::Vm, vm).unwrap();
+        assert_eq!(reduced.creation_deadline, Some(1_767_323_045 + 20 * 60));
+        assert_eq!(reduced.creation_ended, Some(1_767_323_045 + 6 * 60));
+        assert_eq!(
+            reduced.tags["nodewright.io-kept"],
+            "2026-01-02T03:10:05Z: create failed"
+        );
+        let garbled = listed(json!({
+            "name": "web-a1b2c",
+            "tags": { TAG_CREATION_DEADLINE: "soon", TAG_CREATION_ENDED: "" },
+        }));
+        let reduced = reduce(ResourceKind::Vm, garbled).unwrap();
+        assert_eq!(
+            (reduced.creation_deadline, reduced.creation_ended),
+            (None, None)
+        );
     }
 }

@@ -3,12 +3,21 @@
 //!
 //! The rules, in the order they are tried (the first that applies decides):
 //! - a VM, NIC or disk without exactly this cluster's `nodewright.io-cluster` tag is **not ours**;
+//! - a VM, NIC or disk carrying the `nodewright.io-kept` marker (a machine a failed create kept
+//!   for debugging) is **kept**, whatever else holds, and so is every other resource and the
+//!   Node of its machine, until the tag is removed from all of them;
 //! - a disk a PersistentVolume uses, or any disk that is not a machine's OS disk as nodewright
 //!   names and tags it, was **not created by nodewright** and is never deleted;
 //! - a NIC or disk attached to a VM is kept (the VM decides);
 //! - anything of a machine with a **running nodewright workflow** is kept;
 //! - a resource whose ARM operation is still running is kept (the next sweep looks again);
-//! - without a creation time, or **inside the grace period**, it is kept;
+//! - without a creation time it is kept; its age counts from the end of its create
+//!   (`nodewright.io-creation-ended`) when that is recorded, else from its creation
+//!   (`nodewright.io-created`): younger than the grace period, it is kept (**inside grace**);
+//! - while its create **may still be running** it is kept: before its
+//!   `nodewright.io-creation-deadline` (the create's start plus its creation timeout), or,
+//!   without that tag, before its creation plus the longest creation timeout there is
+//!   ([`limits::MAX_CREATION_TIMEOUT`]);
 //! - a VM with no Node, a NIC or a disk with no VM, past grace, is an **orphan**: deleted;
 //! - a Node labelled by nodewright whose VM is not in the resource group, not Ready, and silent
 //!   longer than grace, is an **orphan Node**: deleted;
@@ -26,9 +35,11 @@ use super::inventory::{
     ArmResource, Inventory, NodeReadiness, NodeRecord, ResourceKind, name_from_id,
 };
 use crate::ClusterName;
+use crate::limits;
 use crate::machine::os_disk_name;
 use crate::names::Operation;
-use crate::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_POOL, is_owned_by};
+use crate::ownership::{TAG_CLUSTER, TAG_KEPT, TAG_MACHINE, TAG_POOL, is_owned_by, kept};
+use crate::time::deadline_after;
 
 /// What a sweep decides about: a VM, NIC, disk or Node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -78,6 +89,9 @@ impl From<ResourceKind> for SubjectKind {
 pub enum Rule {
     /// No exact `nodewright.io-cluster=<cluster>` tag: another cluster's or nobody's.
     NotOurs,
+    /// Kept for debugging: it carries the `nodewright.io-kept` marker, or another resource of
+    /// its machine does (for a Node: a resource of its machine).
+    Kept,
     /// A disk a PersistentVolume refers to.
     BacksVolume,
     /// A disk that is not a nodewright machine's OS disk (name and machine tag).
@@ -92,8 +106,10 @@ pub enum Rule {
     Busy,
     /// No readable `nodewright.io-created` tag: its age is unknown.
     NoCreationTime,
-    /// Created less than the grace period ago.
+    /// Created, or its create ended, less than the grace period ago.
     InsideGrace,
+    /// Its create may still be running: its creation deadline has not passed.
+    CreateMayRun,
     /// A VM with its Node Ready.
     Healthy,
     /// A VM whose Node is NotReady, for less than the health timeout.
@@ -124,6 +140,7 @@ impl Rule {
     pub fn as_str(self) -> &'static str {
         match self {
             Rule::NotOurs => "not-ours",
+            Rule::Kept => "kept",
             Rule::BacksVolume => "backs-volume",
             Rule::NotCreatedByNodewright => "not-created-by-nodewright",
             Rule::TagsDisagree => "tags-disagree",
@@ -132,6 +149,7 @@ impl Rule {
             Rule::Busy => "busy",
             Rule::NoCreationTime => "no-creation-time",
             Rule::InsideGrace => "inside-grace",
+            Rule::CreateMayRun => "create-may-run",
             Rule::Healthy => "healthy",
             Rule::NotReadyWithinTimeout => "not-ready-within-timeout",
             Rule::RolloutRunning => "rollout-running",
@@ -254,6 +272,9 @@ struct Context<'a> {
     pool_rollouts: BTreeMap<&'a str, &'a str>,
     /// Every VM listed, by name (whoever owns it).
     vms: BTreeSet<&'a str>,
+    /// Machines kept for debugging: the machine tag (and a VM's name) of every resource of this
+    /// cluster carrying the kept marker.
+    kept_machines: BTreeSet<&'a str>,
     /// VM name → the Node registered for it (by providerID in this resource group).
     node_of_vm: BTreeMap<String, &'a NodeRecord>,
 }
@@ -278,12 +299,22 @@ impl<'a> Context<'a> {
             .filter(|resource| resource.kind == ResourceKind::Vm)
             .map(|resource| resource.name.as_str())
             .collect();
+        let mut kept_machines = BTreeSet::new();
+        for resource in &inventory.resources {
+            if is_owned_by(&resource.tags, &policy.cluster) && kept(&resource.tags).is_some() {
+                kept_machines.extend(resource.tags.get(TAG_MACHINE).map(String::as_str));
+                if resource.kind == ResourceKind::Vm {
+                    kept_machines.insert(resource.name.as_str());
+                }
+            }
+        }
         let mut context = Self {
             policy,
             volume_disks: &inventory.volume_disks,
             machine_workflows,
             pool_rollouts,
             vms,
+            kept_machines,
             node_of_vm: BTreeMap::new(),
         };
         for node in &inventory.nodes {
@@ -321,6 +352,12 @@ impl<'a> Context<'a> {
             return keep(Rule::NotOurs, found);
         }
         let machine = resource.tags.get(TAG_MACHINE).map(String::as_str);
+        if let Some(marker) = kept(&resource.tags) {
+            return keep(Rule::Kept, format!("kept for debugging: {marker}"));
+        }
+        if let Some(machine) = machine.filter(|machine| self.kept_machines.contains(machine)) {
+            return keep(Rule::Kept, kept_machine(machine));
+        }
         if resource.kind == ResourceKind::Disk {
             if self
                 .volume_disks
@@ -371,16 +408,26 @@ impl<'a> Context<'a> {
                 "no readable nodewright.io-created tag".to_owned(),
             );
         };
-        let age = age(self.policy.now, created_at);
-        if age < self.policy.grace {
+        // The age counts from the create's end when it is recorded (an end before the
+        // creation is no end), else from the creation.
+        let (since, since_what) = match resource.creation_ended.filter(|end| *end >= created_at) {
+            Some(ended) => (ended, "its create ended"),
+            None => (created_at, "created"),
+        };
+        let now = self.policy.now;
+        let age = age(now, since);
+        if now < since || age < self.policy.grace {
             return keep(
                 Rule::InsideGrace,
                 format!(
-                    "created {} ago (grace {})",
+                    "{since_what} {} ago (grace {})",
                     human(age),
                     human(self.policy.grace)
                 ),
             );
+        }
+        if let Some(detail) = create_may_run(resource, created_at, now) {
+            return keep(Rule::CreateMayRun, detail);
         }
         let (rule, what) = match resource.kind {
             ResourceKind::Vm => (Rule::OrphanVm, "no Node, no workflow"),
@@ -390,7 +437,7 @@ impl<'a> Context<'a> {
         decide(
             rule,
             Action::Delete,
-            format!("{what}, created {} ago", human(age)),
+            format!("{what}, {since_what} {} ago", human(age)),
         )
     }
 
@@ -452,6 +499,12 @@ impl<'a> Context<'a> {
                     .to_owned(),
             );
         };
+        if let Some(kept) = [machine, vm]
+            .into_iter()
+            .find(|name| self.kept_machines.contains(name))
+        {
+            return keep(Rule::Kept, kept_machine(kept));
+        }
         if let Some(workflow) = [machine, vm]
             .iter()
             .find_map(|name| self.machine_workflows.get(name))
@@ -487,6 +540,33 @@ impl<'a> Context<'a> {
             ),
         )
     }
+}
+
+/// The detail of a subject kept because another resource of its machine carries the marker.
+fn kept_machine(machine: &str) -> String {
+    format!("machine {machine} is kept for debugging ({TAG_KEPT} on its resources)")
+}
+
+/// Why the create that made `resource` (created at `created_at`) may still be running at `now`,
+/// or `None` once its deadline has passed: the `nodewright.io-creation-deadline` tag, or without
+/// a readable one (or one before the creation), the creation plus the longest creation timeout.
+fn create_may_run(resource: &ArmResource, created_at: i64, now: i64) -> Option<String> {
+    let tagged = resource
+        .creation_deadline
+        .filter(|deadline| *deadline >= created_at);
+    let deadline =
+        tagged.unwrap_or_else(|| deadline_after(created_at, limits::MAX_CREATION_TIMEOUT));
+    if now >= deadline {
+        return None;
+    }
+    let left = human(age(deadline, now));
+    Some(match tagged {
+        Some(_) => format!("its create may still be running: its deadline is {left} from now"),
+        None => format!(
+            "its create may still be running: without a creation-deadline tag, until the longest creation timeout ({}) after its creation, {left} from now",
+            human(limits::MAX_CREATION_TIMEOUT)
+        ),
+    })
 }
 
 /// Whether an ARM provisioning state means an operation is still running.

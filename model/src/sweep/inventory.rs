@@ -59,6 +59,14 @@ pub struct ArmResource {
     /// The `nodewright.io-created` tag as Unix seconds, when present and readable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<i64>,
+    /// The `nodewright.io-creation-deadline` tag as Unix seconds, when present and readable:
+    /// until then the create that made it may still be running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_deadline: Option<i64>,
+    /// The `nodewright.io-creation-ended` tag as Unix seconds, when present and readable: the
+    /// create that made it has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_ended: Option<i64>,
 }
 
 /// Whether a Node's kubelet reports it Ready.

@@ -1,6 +1,8 @@
 //! The classifier's table (one case per rule, the end-to-end scenario among them) and its
-//! property: whatever the inventory, nothing that is not ours, no disk nodewright did not make,
-//! nothing of a machine with a running workflow and nothing inside grace is ever removed.
+//! properties: whatever the inventory, nothing that is not ours, no disk nodewright did not make,
+//! nothing of a machine with a running workflow, nothing kept for debugging (nor the Node of a
+//! kept machine), nothing inside grace and nothing whose create may still be running is ever
+//! removed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -9,8 +11,9 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::ClusterName;
+use crate::limits::MAX_CREATION_TIMEOUT;
 use crate::machine::os_disk_name;
-use crate::ownership::{TAG_CLUSTER, TAG_CREATED, TAG_MACHINE, TAG_POOL};
+use crate::ownership::{TAG_CLUSTER, TAG_CREATED, TAG_KEPT, TAG_MACHINE, TAG_POOL};
 
 const NOW: i64 = 1_800_000_000;
 
@@ -25,6 +28,8 @@ impl<T, E: std::fmt::Debug> Must<T> for Result<T, E> {
     }
 }
 const HOUR: i64 = 3600;
+/// The creation timeout of the fixtures' creates (the default).
+const CREATION_TIMEOUT: i64 = 20 * 60;
 const PREFIX: &str =
     "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/";
 
@@ -65,6 +70,8 @@ fn resource(
         provisioning_state: "Succeeded".to_owned(),
         attached_to: None,
         created_at: Some(NOW - age),
+        creation_deadline: Some(NOW - age + CREATION_TIMEOUT),
+        creation_ended: None,
     }
 }
 
@@ -360,6 +367,192 @@ fn unhealthy_machines_are_replaced_only_when_remediating() {
     );
 }
 
+/// A machine's resources kept for debugging, and resources whose create may still be running or
+/// has just ended: (resource, its Node if any, rule, action, detail).
+#[test]
+fn kept_machines_and_creates_that_may_still_run_are_kept() {
+    let marker = "2027-01-15T08:00:00Z: create failed at step register-node";
+    let kept = |mut resource: ArmResource| {
+        resource.tags.insert(TAG_KEPT.to_owned(), marker.to_owned());
+        resource
+    };
+    // Kept: would be an orphan VM, an unhealthy machine to replace, an orphan NIC.
+    let kept_vm = kept(vm("web-kkkk1", 3 * HOUR));
+    let kept_unhealthy = kept(vm("web-kkkk2", 3 * HOUR));
+    let kept_nic = kept(resource(
+        ResourceKind::Nic,
+        "web-kkkk3-nic",
+        ours("web-kkkk3"),
+        3 * HOUR,
+    ));
+    let mut kept_busy = kept(vm("web-kkkk4", 3 * HOUR));
+    kept_busy.provisioning_state = "Updating".to_owned();
+    // Created 3h ago, its create ended (kept, then released) 5 minutes ago.
+    let mut released = vm("web-rel01", 3 * HOUR);
+    released.creation_ended = Some(NOW - 5 * 60);
+    // Its create ended 30 minutes ago: the age counts from there.
+    let mut ended = vm("web-end01", 3 * HOUR);
+    ended.creation_ended = Some(NOW - 30 * 60);
+    // Created 40 minutes ago by a create with a 2h timeout: may still be running.
+    let mut long_create = vm("web-long1", 40 * 60);
+    long_create.creation_deadline = Some(NOW - 40 * 60 + 2 * HOUR);
+    // No deadline tag (made before nodewright wrote one): the longest creation timeout.
+    let mut untagged_recent = vm("web-old01", HOUR);
+    untagged_recent.creation_deadline = None;
+    let mut untagged_old = vm("web-old02", 3 * HOUR);
+    untagged_old.creation_deadline = None;
+    // A deadline before the creation is unreadable: the longest creation timeout again.
+    let mut garbled = vm("web-gbl01", HOUR);
+    garbled.creation_deadline = Some(NOW - 2 * HOUR);
+    // A Node whose VM is gone, silent for hours, of a machine whose NIC is kept.
+    let kept_nic_node = node("web-kkkk3", "web-kkkk3", not_ready(5 * HOUR));
+    // Not marked itself, but of a machine whose VM is: kept with it.
+    let sibling_nic = resource(
+        ResourceKind::Nic,
+        "web-kkkk1-nic",
+        ours("web-kkkk1"),
+        3 * HOUR,
+    );
+    // Kept but another cluster's: not ours first.
+    let mut foreign_kept = kept(vm("web-frgn1", 3 * HOUR));
+    foreign_kept
+        .tags
+        .insert(TAG_CLUSTER.to_owned(), "staging".to_owned());
+    let inventory = Inventory {
+        resources: vec![
+            kept_vm,
+            kept_unhealthy,
+            kept_nic,
+            kept_busy,
+            released,
+            ended,
+            long_create,
+            untagged_recent,
+            untagged_old,
+            garbled,
+            foreign_kept,
+            sibling_nic,
+        ],
+        nodes: vec![
+            node("web-kkkk2", "web-kkkk2", not_ready(5 * HOUR)),
+            kept_nic_node,
+        ],
+        ..Inventory::default()
+    };
+    let kept_detail = format!("kept for debugging: {marker}");
+    let table: [(SubjectKind, &str, Rule, Action, &str); 14] = [
+        (
+            SubjectKind::Nic,
+            "web-kkkk1-nic",
+            Rule::Kept,
+            Action::Keep,
+            "machine web-kkkk1 is kept for debugging (nodewright.io-kept on its resources)",
+        ),
+        (
+            SubjectKind::Vm,
+            "web-kkkk1",
+            Rule::Kept,
+            Action::Keep,
+            &kept_detail,
+        ),
+        (
+            SubjectKind::Vm,
+            "web-kkkk2",
+            Rule::Kept,
+            Action::Keep,
+            &kept_detail,
+        ),
+        (
+            SubjectKind::Nic,
+            "web-kkkk3-nic",
+            Rule::Kept,
+            Action::Keep,
+            &kept_detail,
+        ),
+        (
+            SubjectKind::Vm,
+            "web-kkkk4",
+            Rule::Kept,
+            Action::Keep,
+            &kept_detail,
+        ),
+        (
+            SubjectKind::Vm,
+            "web-rel01",
+            Rule::InsideGrace,
+            Action::Keep,
+            "its create ended 5m ago (grace 20m)",
+        ),
+        (
+            SubjectKind::Vm,
+            "web-end01",
+            Rule::OrphanVm,
+            Action::Delete,
+            "no Node, no workflow, its create ended 30m ago",
+        ),
+        (
+            SubjectKind::Vm,
+            "web-long1",
+            Rule::CreateMayRun,
+            Action::Keep,
+            "its create may still be running: its deadline is 1h 20m from now",
+        ),
+        (
+            SubjectKind::Vm,
+            "web-old01",
+            Rule::CreateMayRun,
+            Action::Keep,
+            "its create may still be running: without a creation-deadline tag, until the longest creation timeout (2h) after its creation, 1h from now",
+        ),
+        (
+            SubjectKind::Vm,
+            "web-old02",
+            Rule::OrphanVm,
+            Action::Delete,
+            "no Node, no workflow, created 3h ago",
+        ),
+        (
+            SubjectKind::Vm,
+            "web-gbl01",
+            Rule::CreateMayRun,
+            Action::Keep,
+            "its create may still be running: without a creation-deadline tag, until the longest creation timeout (2h) after its creation, 1h from now",
+        ),
+        (
+            SubjectKind::Vm,
+            "web-frgn1",
+            Rule::NotOurs,
+            Action::Keep,
+            "staging",
+        ),
+        (
+            SubjectKind::Node,
+            "web-kkkk2",
+            Rule::Kept,
+            Action::Keep,
+            "machine web-kkkk2 is kept for debugging (nodewright.io-kept on its resources)",
+        ),
+        (
+            SubjectKind::Node,
+            "web-kkkk3",
+            Rule::Kept,
+            Action::Keep,
+            "machine web-kkkk3 is kept for debugging (nodewright.io-kept on its resources)",
+        ),
+    ];
+    for remediate in [false, true] {
+        let decisions = classify(&inventory, &policy(remediate));
+        for (kind, name, rule, action, detail) in table {
+            let decision = decision_of(&decisions, kind, name);
+            assert_eq!(
+                (decision.rule, decision.action, decision.detail.as_str()),
+                (rule, action, detail),
+                "{kind} {name}"
+            );
+        }
+    }
+}
+
 #[test]
 fn provider_ids_match_the_resource_group_case_insensitively() {
     let mut inventory = Inventory {
@@ -454,20 +647,33 @@ fn tags() -> impl Strategy<Value = BTreeMap<String, String>> {
         Just(Some("Prod".to_owned())),
         Just(Some("staging".to_owned())),
     ];
-    (cluster, prop::option::of(machine()), any::<bool>()).prop_map(|(cluster, machine, pool)| {
-        let mut tags = BTreeMap::new();
-        if let Some(cluster) = cluster {
-            tags.insert(TAG_CLUSTER.to_owned(), cluster);
-        }
-        if let Some(machine) = machine {
-            tags.insert(TAG_MACHINE.to_owned(), machine);
-        }
-        if pool {
-            tags.insert(TAG_POOL.to_owned(), "web".to_owned());
-            tags.insert(TAG_CREATED.to_owned(), "2027-01-15T08:00:00Z".to_owned());
-        }
-        tags
-    })
+    let kept = prop_oneof![
+        4 => Just(None),
+        1 => Just(Some(TAG_KEPT)),
+        1 => Just(Some("Nodewright.io-Kept")),
+    ];
+    (cluster, prop::option::of(machine()), any::<bool>(), kept).prop_map(
+        |(cluster, machine, pool, kept)| {
+            let mut tags = BTreeMap::new();
+            if let Some(kept) = kept {
+                tags.insert(
+                    kept.to_owned(),
+                    "2027-01-15T08:00:00Z: create failed".to_owned(),
+                );
+            }
+            if let Some(cluster) = cluster {
+                tags.insert(TAG_CLUSTER.to_owned(), cluster);
+            }
+            if let Some(machine) = machine {
+                tags.insert(TAG_MACHINE.to_owned(), machine);
+            }
+            if pool {
+                tags.insert(TAG_POOL.to_owned(), "web".to_owned());
+                tags.insert(TAG_CREATED.to_owned(), "2027-01-15T08:00:00Z".to_owned());
+            }
+            tags
+        },
+    )
 }
 
 fn name_for(kind: ResourceKind) -> impl Strategy<Value = String> {
@@ -493,14 +699,23 @@ fn arm_resource() -> impl Strategy<Value = ArmResource> {
             prop::sample::select(&["Succeeded", "Failed", "Creating", "Deleting", ""][..]),
             prop::option::of(machine()),
             prop::option::of(0..10 * HOUR),
+            // The deadline, from the creation: before it (unreadable), within the longest
+            // creation timeout, or far beyond.
+            prop::option::of(-HOUR..4 * HOUR),
+            // The create's end, from now: in the past or (a clock off) in the future.
+            prop::option::of(-10 * HOUR..HOUR),
         )
-            .prop_map(move |(name, tags, state, attached, age)| ArmResource {
-                kind,
-                name,
-                tags,
-                provisioning_state: state.to_owned(),
-                attached_to: attached.filter(|_| kind != ResourceKind::Vm),
-                created_at: age.map(|age| NOW - age),
+            .prop_map(move |(name, tags, state, attached, age, deadline, ended)| {
+                ArmResource {
+                    kind,
+                    name,
+                    tags,
+                    provisioning_state: state.to_owned(),
+                    attached_to: attached.filter(|_| kind != ResourceKind::Vm),
+                    created_at: age.map(|age| NOW - age),
+                    creation_deadline: deadline.map(|after| NOW - age.unwrap_or(0) + after),
+                    creation_ended: ended.map(|from_now| NOW + from_now),
+                }
             })
     })
 }
@@ -572,6 +787,34 @@ fn inventory() -> impl Strategy<Value = Inventory> {
         )
 }
 
+/// The latest instant the create that made `resource` may run to: its deadline tag when it is not
+/// before its creation, else its creation plus the longest creation timeout.
+fn latest_create_end(resource: &ArmResource, created: i64) -> i64 {
+    resource
+        .creation_deadline
+        .filter(|deadline| *deadline >= created)
+        .unwrap_or(created + MAX_CREATION_TIMEOUT.as_secs() as i64)
+}
+
+/// The machines kept for debugging: those of this cluster's resources carrying the marker.
+fn kept_machines(inventory: &Inventory) -> BTreeSet<String> {
+    let mut kept = BTreeSet::new();
+    for resource in &inventory.resources {
+        let ours = resource.tags.get(TAG_CLUSTER).map(String::as_str) == Some("prod");
+        let marked = resource
+            .tags
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case(TAG_KEPT));
+        if ours && marked {
+            kept.extend(resource.tags.get(TAG_MACHINE).cloned());
+            if resource.kind == ResourceKind::Vm {
+                kept.insert(resource.name.clone());
+            }
+        }
+    }
+    kept
+}
+
 /// The machine a subject belongs to, by every link the classifier could follow.
 fn machines_of(decision: &Decision, inventory: &Inventory) -> Vec<String> {
     let mut machines = Vec::new();
@@ -612,6 +855,7 @@ proptest! {
         let decisions = classify(&inventory, &policy);
         prop_assert_eq!(decisions.len(), inventory.resources.len() + inventory.nodes.len());
         let (resource_decisions, node_decisions) = decisions.split_at(inventory.resources.len());
+        let kept = kept_machines(&inventory);
         for (resource, decision) in inventory.resources.iter().zip(resource_decisions) {
             prop_assert_eq!(&resource.name, &decision.name);
             if !decision.action.removes() {
@@ -629,11 +873,28 @@ proptest! {
             if resource.kind == ResourceKind::Nic {
                 prop_assert!(resource.attached_to.is_none());
             }
-            // Never inside grace, never without a creation time (an unhealthy machine is old
-            // by its Node, not by its tag).
+            // Never what a failed create kept for debugging, nor another resource of its
+            // machine, whatever else holds.
+            prop_assert!(
+                !resource.tags.keys().any(|name| name.eq_ignore_ascii_case(TAG_KEPT)),
+                "{} {} is kept, yet {} ({})",
+                decision.kind, decision.name, decision.action, decision.detail
+            );
+            let of_kept_machine = resource
+                .tags
+                .get(TAG_MACHINE)
+                .is_some_and(|machine| kept.contains(machine));
+            prop_assert!(!of_kept_machine, "{} {} of a kept machine removed", decision.kind, decision.name);
+            // Never inside grace (from the create's end when recorded), never without a creation
+            // time, never while its create may still run (an unhealthy machine is old by its
+            // Node, not by its tag).
             if decision.action == Action::Delete {
                 let created = resource.created_at;
-                prop_assert!(created.is_some_and(|c| NOW - c >= policy.grace.as_secs() as i64));
+                prop_assert!(created.is_some());
+                let created = created.unwrap_or_default();
+                let since = resource.creation_ended.filter(|e| *e >= created).unwrap_or(created);
+                prop_assert!(NOW - since >= policy.grace.as_secs() as i64);
+                prop_assert!(NOW >= latest_create_end(resource, created));
             }
         }
         for (node, decision) in inventory.nodes.iter().zip(node_decisions) {
@@ -641,6 +902,10 @@ proptest! {
             prop_assert!(decision.action == Action::Keep || decision.action == Action::Delete);
             if decision.action == Action::Delete {
                 prop_assert!(node.machine.is_some());
+                // Never the Node of a machine kept for debugging.
+                for machine in machines_of(decision, &inventory) {
+                    prop_assert!(!kept.contains(&machine), "Node {} of kept machine {}", node.name, machine);
+                }
                 let not_ready = matches!(node.readiness, NodeReadiness::NotReady { .. });
                 prop_assert!(not_ready);
                 let vm = node.provider_id.as_deref().map(name_from_id).unwrap_or_default();
@@ -667,7 +932,8 @@ proptest! {
 
 proptest! {
     /// Whatever the clock and the durations say — a clock far off, a grace or health timeout
-    /// of any size — classifying never panics and never removes anything inside grace.
+    /// of any size — classifying never panics, and never removes anything inside grace, kept, or
+    /// whose create may still be running.
     #[test]
     fn any_clock_and_durations_classify_without_panicking(
         inventory in inventory(),
@@ -685,9 +951,17 @@ proptest! {
         let decisions = classify(&inventory, &policy);
         prop_assert_eq!(decisions.len(), inventory.resources.len() + inventory.nodes.len());
         for (resource, decision) in inventory.resources.iter().zip(&decisions) {
+            if decision.action.removes() {
+                prop_assert!(!resource.tags.keys().any(|name| name.eq_ignore_ascii_case(TAG_KEPT)));
+            }
             if decision.action == Action::Delete {
-                let age = resource.created_at.map(|c| now.saturating_sub(c));
-                prop_assert!(age.is_some_and(|age| age >= 0 && age.unsigned_abs() >= grace));
+                let created = resource.created_at;
+                prop_assert!(created.is_some());
+                let created = created.unwrap_or_default();
+                let since = resource.creation_ended.filter(|e| *e >= created).unwrap_or(created);
+                let age = now.saturating_sub(since);
+                prop_assert!(age >= 0 && age.unsigned_abs() >= grace);
+                prop_assert!(now >= latest_create_end(resource, created));
             }
         }
     }

@@ -1,5 +1,5 @@
-//! The Azure side of a machine's life: NIC, VM, OS disk tags, deletion and leftovers, as
-//! Temporal activities.
+//! The Azure side of a machine's life: NIC, VM, OS disk tags, the kept marker, deletion and
+//! leftovers, as Temporal activities.
 //!
 //! Writes (PUT, PATCH, DELETE) are on [`ArmWriteActivities`], registered on the ARM-write task
 //! queue whose server-side rate limit keeps the whole deployment under the subscription's write
@@ -11,6 +11,7 @@ pub mod body;
 mod data_disks;
 mod error;
 pub mod pool;
+mod tags;
 pub mod types;
 mod wait;
 
@@ -145,6 +146,27 @@ impl ArmWriteActivities {
     ) -> Result<bool, ActivityError> {
         lifetime::heartbeating(&ctx, async {
             self.tag_os_disk_inner(&input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
+    }
+
+    /// Merges tags into the machine's VM, NIC and OS disk — the kept marker and the create's end,
+    /// when a failed create keeps the machine for debugging — each only when it carries this
+    /// cluster's and the machine's tags.
+    ///
+    /// # Idempotency
+    /// GET, merge, write only when a tag differs: a rerun finds the tags set and writes nothing;
+    /// an absent resource is reported absent, a resource of someone else is left alone.
+    #[activity(name = "azure.tag_machine")]
+    pub async fn tag_machine(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: TagMachine,
+    ) -> Result<MachineTagged, ActivityError> {
+        lifetime::heartbeating(&ctx, async {
+            tags::tag_machine(&self.client, &input)
                 .await
                 .map_err(MachineError::into_activity_error)
         })

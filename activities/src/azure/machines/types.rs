@@ -213,3 +213,51 @@ impl ArmScope {
         nodewright_model::ownership::vm_id(&self.subscription_id, &self.resource_group, name)
     }
 }
+
+/// Merge tags into a machine's VM, NIC and OS disk (a failed create that keeps its machine:
+/// the kept marker and the create's end).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TagMachine {
+    /// The owning cluster: a resource without its tag (and the machine's) is left alone.
+    pub cluster: ClusterName,
+    /// The machine (= VM name; NIC `<machine>-nic`, OS disk `<machine>-osdisk`).
+    pub machine: String,
+    /// The tags to merge in (a tag of the same name is overwritten, the others are kept).
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What `azure.tag_machine` found, by resource (`VM web-a1b2c`, `NIC web-a1b2c-nic`, `disk
+/// web-a1b2c-osdisk`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineTagged {
+    /// Tagged now, or already carrying the tags.
+    pub tagged: Vec<String>,
+    /// Not there.
+    pub absent: Vec<String>,
+    /// There, but without this cluster's and machine's tags: left alone.
+    pub not_ours: Vec<String>,
+}
+
+impl MachineTagged {
+    /// In words: `VM web-a1b2c, NIC web-a1b2c-nic marked; disk web-a1b2c-osdisk absent`.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        if self.tagged.is_empty() {
+            parts.push("nothing marked".to_owned());
+        } else {
+            parts.push(format!("{} marked", self.tagged.join(", ")));
+        }
+        if !self.absent.is_empty() {
+            parts.push(format!("{} absent", self.absent.join(", ")));
+        }
+        if !self.not_ours.is_empty() {
+            parts.push(format!(
+                "{} not this cluster's machine's, left alone",
+                self.not_ours.join(", ")
+            ));
+        }
+        parts.join("; ")
+    }
+}
