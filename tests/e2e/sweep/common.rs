@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use chrono::{SecondsFormat, Utc};
 use nodewright_model::arm::Disposition;
-use nodewright_model::ownership::{TAG_CLUSTER, TAG_CREATED, TAG_MACHINE, TAG_POOL};
+use nodewright_model::ownership::{
+    TAG_CLUSTER, TAG_CREATED, TAG_CREATION_DEADLINE, TAG_MACHINE, TAG_POOL,
+};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, cli};
@@ -76,13 +78,18 @@ impl SweepCluster {
         Ok((result.code, audit))
     }
 
-    /// The ownership tags of machine `machine` of this cluster's pool, created `age` ago.
+    /// The ownership tags of machine `machine` of this cluster's pool, created `age` ago by a
+    /// create with the default creation timeout (20m).
     pub fn ours(&self, machine: &str, age: Duration) -> Value {
+        let age = chrono::Duration::from_std(age).unwrap_or_default();
+        let created = Utc::now() - age;
+        let deadline = created + chrono::Duration::minutes(20);
         json!({
             TAG_CLUSTER: self.cluster,
             TAG_POOL: self.pool,
             TAG_MACHINE: machine,
-            TAG_CREATED: ago(age),
+            TAG_CREATED: created.to_rfc3339_opts(SecondsFormat::Secs, true),
+            TAG_CREATION_DEADLINE: deadline.to_rfc3339_opts(SecondsFormat::Secs, true),
         })
     }
 
