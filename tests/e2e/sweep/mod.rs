@@ -1,11 +1,12 @@
 //! OrphanSweep end to end: what it deletes and keeps in a seeded resource group and cluster,
-//! the freeze, the approval gate, the plausibility brake, the fresh plan after an approval, dry
-//! run, the schedule, and a 10,000-resource benchmark.
+//! the freeze, the approval gate, the plausibility brake, the fresh plan after an approval, one
+//! sweep per cluster, dry run, the schedule, and a 10,000-resource benchmark.
 
 mod approval;
 mod brake;
 pub(crate) mod common;
 mod freeze;
+mod overlap;
 mod remediate;
 mod replan;
 mod scale;
