@@ -88,6 +88,15 @@ pub const MAX_SWEEP_INTERVAL: Duration = Duration::from_secs(31 * 24 * 3600);
 /// the worker's rate-limited queue, so more in flight only wait there.
 pub const MAX_SWEEP_PARALLELISM: u32 = 50;
 
+/// The largest `sweep --brake-percent`: a sweep removes at most this share of the cluster's
+/// machines (VMs deleted or replaced) without an approval naming its run. More would let one
+/// wrong listing take half a cluster.
+pub const MAX_SWEEP_BRAKE_PERCENT: u32 = 50;
+
+/// The most list pages a sweep follows per kind (VMs, NICs, disks: about 1,000 resources a
+/// page; Nodes: 500): past it the sweep freezes instead of growing its history without end.
+pub const MAX_SWEEP_LIST_PAGES: u32 = 100;
+
 /// The longest `pool rollout --observe-interval` (a hidden test knob, default 15 s): a rollout
 /// that looks at its pool less than hourly notices nothing in time.
 pub const MAX_OBSERVE_INTERVAL: Duration = HOUR;

@@ -14,8 +14,10 @@ use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::machine_name::MachineName;
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_model::sweep::{
-    Action, AuditEntry, Decision, Inventory, Outcome, ResourceKind, Seen, SubjectKind, SweepAudit,
-    SweepOutcome, SweepPhase, SweepPolicy, SweepRequest, SweepStatus, classify,
+    Action, ApprovalVerdict, ApproveSignal, AuditEntry, Brake, BrakeDecision, Decision, Inventory,
+    Outcome, PageGuard, PageStep, RefusedApproval, ResourceKind, Seen, SubjectKind, SweepAudit,
+    SweepOutcome, SweepPhase, SweepPolicy, SweepRequest, SweepStatus, changed_while_waiting,
+    classify, decide_approval, decide_brake, record_refusal, yield_to_running_sweep,
 };
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_macros::{workflow, workflow_methods};
@@ -41,8 +43,12 @@ const NODES_PER_PAGE: u32 = 500;
 #[derive(Default)]
 pub struct OrphanSweepWorkflow {
     status: Option<SweepStatus>,
-    /// Who approved the deletions (the `approve` signal).
+    /// Who approved the deletions (the `approve` signal accepted while waiting).
     approved_by: Option<String>,
+    /// While waiting for approval: the planned count an approval must name.
+    waiting: Option<u32>,
+    /// Approvals refused, the newest last.
+    refused: Vec<RefusedApproval>,
 }
 
 #[workflow_methods]
@@ -76,11 +82,23 @@ impl OrphanSweepWorkflow {
         Ok(audit)
     }
 
-    /// Lets a sweep that plans more than `max_deletions` removals go on.
+    /// Lets a sweep waiting for approval (more than `max_deletions` removals, or braked) go
+    /// on: only an approval naming this run and its planned count, sent while it waits;
+    /// anything else is recorded as refused, with why, and ignored.
     #[signal(name = "approve")]
-    pub fn approve(&mut self, _ctx: &mut SyncWorkflowContext<Self>, by: String) {
-        if self.approved_by.is_none() {
-            self.approved_by = Some(by);
+    pub fn approve(&mut self, ctx: &mut SyncWorkflowContext<Self>, signal: ApproveSignal) {
+        match decide_approval(ctx.run_id(), self.waiting, &signal) {
+            ApprovalVerdict::Accept { by } => {
+                if self.approved_by.is_none() {
+                    self.approved_by = Some(by);
+                }
+            }
+            ApprovalVerdict::Refuse(refused) => {
+                record_refusal(&mut self.refused, refused);
+                if let Some(status) = self.status.as_mut() {
+                    status.refused_approvals = self.refused.clone();
+                }
+            }
         }
     }
 
@@ -91,25 +109,32 @@ impl OrphanSweepWorkflow {
     }
 }
 
-/// The runbook: freeze check → inventory → classify → approval → act → audit.
+/// The runbook: overlap check → freeze check → inventory → classify → brake → approval →
+/// fresh plan → act → audit.
 async fn sweep(
     ctx: &mut WorkflowContext<OrphanSweepWorkflow>,
     request: &SweepRequest,
 ) -> SweepAudit {
     let started_at = rfc3339(now(ctx));
-    let frozen = |ctx: &mut WorkflowContext<OrphanSweepWorkflow>, reason: String, seen: Seen| {
+    let ended = |ctx: &mut WorkflowContext<OrphanSweepWorkflow>, outcome: SweepOutcome| {
         let audit = SweepAudit::of(
             request.cluster.clone(),
             started_at.clone(),
-            SweepOutcome::Frozen { reason },
-            seen,
+            outcome,
+            Seen::default(),
             Vec::new(),
         );
         finished(ctx, audit)
     };
+    let frozen = |ctx: &mut WorkflowContext<OrphanSweepWorkflow>, reason: String| {
+        ended(ctx, SweepOutcome::Frozen { reason })
+    };
 
+    if let Some(outcome) = another_sweep_runs(ctx, request).await {
+        return ended(ctx, outcome);
+    }
     if let Err(reason) = kube_health(ctx).await {
-        return frozen(ctx, reason, Seen::default());
+        return frozen(ctx, reason);
     }
     set_status(ctx, SweepPhase::Listing, "listing".to_owned(), |_| {});
     let scope = match ctx
@@ -124,17 +149,20 @@ async fn sweep(
                     "reading the worker's Azure scope failed: {}",
                     activity_failure_text(&e)
                 ),
-                Seen::default(),
             );
         }
     };
     let inventory = match take_inventory(ctx, request).await {
         Ok(inventory) => inventory,
-        Err(reason) => return frozen(ctx, reason, Seen::default()),
+        Err(reason) => return frozen(ctx, reason),
     };
     let seen = seen(&inventory);
     let policy = policy(ctx, request, &scope);
     let decisions = classify(&inventory, &policy);
+    let brake = match decide_brake(&inventory, &policy, &decisions, request.brake_share()) {
+        BrakeDecision::Proceed(_) => None,
+        BrakeDecision::Hold(brake) => Some(brake),
+    };
     let outcome = if request.dry_run {
         SweepOutcome::DryRun
     } else {
@@ -147,10 +175,14 @@ async fn sweep(
         seen,
         decisions,
     );
+    audit.brake = brake.clone();
     let planned = audit.planned();
+    let plan = plan_by_kind(&audit);
     set_status(ctx, SweepPhase::Listing, audit.summary(), |status| {
         status.seen = seen.vms + seen.nics + seen.disks + seen.nodes;
         status.planned = planned;
+        status.plan = plan;
+        status.brake = brake.clone();
     });
     if planned == 0 {
         return finished(ctx, audit);
@@ -159,48 +191,126 @@ async fn sweep(
         audit.settle_removals(&Outcome::Planned);
         return finished(ctx, audit);
     }
-    if planned > request.max_deletions {
-        match await_approval(ctx, request, planned).await {
+    if brake.is_some() || planned > request.max_deletions {
+        match await_approval(ctx, request, planned, brake.as_ref()).await {
             Some(by) => audit.approved_by = Some(by),
             None if cancellation::requested(ctx) => return finished(ctx, audit),
             None => {
-                audit.outcome = SweepOutcome::NotApproved {
-                    planned,
-                    max_deletions: request.max_deletions,
+                let wait = nodewright_model::sweep::human(request.approval_wait());
+                let reason = match &brake {
+                    Some(brake) => {
+                        audit.outcome = SweepOutcome::Braked {
+                            reason: brake.message.clone(),
+                        };
+                        format!(
+                            "braked ({}) and not approved within {wait}",
+                            brake.reason.as_str()
+                        )
+                    }
+                    None => {
+                        audit.outcome = SweepOutcome::NotApproved {
+                            planned,
+                            max_deletions: request.max_deletions,
+                        };
+                        format!(
+                            "not approved within {wait} ({planned} removals, max_deletions {})",
+                            request.max_deletions
+                        )
+                    }
                 };
-                audit.settle_removals(&Outcome::Skipped {
-                    reason: format!(
-                        "not approved within {} ({planned} removals, max_deletions {})",
-                        nodewright_model::sweep::human(request.approval_wait()),
-                        request.max_deletions
-                    ),
-                });
+                audit.settle_removals(&Outcome::Skipped { reason });
                 return finished(ctx, audit);
             }
         }
-        // Time passed: look again at what could have changed the plan.
-        if let Err(reason) = kube_health(ctx).await {
-            audit.outcome = SweepOutcome::Frozen {
-                reason: reason.clone(),
-            };
-            audit.settle_removals(&Outcome::Skipped { reason });
-            return finished(ctx, audit);
-        }
-        if let Err(reason) = recheck(ctx, request, &policy, inventory, &mut audit).await {
-            audit.outcome = SweepOutcome::Frozen {
-                reason: reason.clone(),
-            };
-            audit.settle_removals(&Outcome::Skipped { reason });
-            return finished(ctx, audit);
+        // Time passed: check the API, list everything again, and act only on what the fresh
+        // plan still removes the same way.
+        let fresh = match kube_health(ctx).await {
+            Ok(()) => fresh_decisions(ctx, request, &policy).await,
+            Err(reason) => Err(reason),
+        };
+        match fresh {
+            Ok(fresh) => {
+                for (index, outcome) in changed_while_waiting(&audit.entries, &fresh) {
+                    audit.record(index, outcome);
+                }
+            }
+            Err(reason) => {
+                audit.outcome = SweepOutcome::Frozen {
+                    reason: reason.clone(),
+                };
+                audit.settle_removals(&Outcome::Skipped { reason });
+                return finished(ctx, audit);
+            }
         }
     }
     act(ctx, request, &mut audit).await;
     finished(ctx, audit)
 }
 
+/// A scheduled run that finds another sweep of the cluster running ends at once (an
+/// on-demand run never gives way); the outcome when it does.
+async fn another_sweep_runs(
+    ctx: &mut WorkflowContext<OrphanSweepWorkflow>,
+    request: &SweepRequest,
+) -> Option<SweepOutcome> {
+    let own = ctx.workflow_id().to_owned();
+    if own == WorkflowId::for_cluster(Operation::Sweep, &request.cluster).as_str() {
+        return None;
+    }
+    let listed = ctx
+        .execute_activity(
+            TemporalActivities::running_workflows,
+            ListRunning {
+                cluster: request.cluster.clone(),
+            },
+            activity_options::read(),
+        )
+        .await;
+    match listed {
+        Ok(running) => yield_to_running_sweep(&request.cluster, &own, &running)
+            .map(|reason| SweepOutcome::Skipped { reason }),
+        Err(e) => Some(SweepOutcome::Frozen {
+            reason: format!(
+                "listing the running sweeps failed: {}",
+                activity_failure_text(&e)
+            ),
+        }),
+    }
+}
+
+/// After an approval wait: everything listed again and classified again at the new time.
+async fn fresh_decisions(
+    ctx: &mut WorkflowContext<OrphanSweepWorkflow>,
+    request: &SweepRequest,
+    policy: &SweepPolicy,
+) -> Result<Vec<Decision>, String> {
+    set_status(
+        ctx,
+        SweepPhase::Listing,
+        "approved: listing again before acting".to_owned(),
+        |_| {},
+    );
+    let inventory = take_inventory(ctx, request).await?;
+    let mut later = policy.clone();
+    later.now = now(ctx).timestamp();
+    Ok(classify(&inventory, &later))
+}
+
+/// The planned removals counted by action and kind: `delete vm`, `delete nic`, `replace vm`.
+fn plan_by_kind(audit: &SweepAudit) -> std::collections::BTreeMap<String, u32> {
+    let mut plan = std::collections::BTreeMap::new();
+    for entry in audit.removals() {
+        let key = format!("{} {}", entry.decision.action, entry.decision.kind);
+        let count = plan.entry(key).or_insert(0u32);
+        *count = count.saturating_add(1);
+    }
+    plan
+}
+
 /// Ends the audit: its finishing time, and the status.
 fn finished(ctx: &mut WorkflowContext<OrphanSweepWorkflow>, mut audit: SweepAudit) -> SweepAudit {
     audit.finished_at = rfc3339(now(ctx));
+    audit.refused_approvals = ctx.state(|s| s.refused.clone());
     audit
 }
 
@@ -265,6 +375,7 @@ async fn list_kind(
 ) -> Result<Vec<nodewright_model::sweep::ArmResource>, String> {
     let mut resources = Vec::new();
     let mut next_link = None;
+    let mut guard = PageGuard::new();
     loop {
         let page: InventoryPage = ctx
             .execute_activity(
@@ -279,9 +390,10 @@ async fn list_kind(
             .await
             .map_err(|e| format!("listing {kind}s failed: {}", activity_failure_text(&e)))?;
         resources.extend(page.resources);
-        match page.next_link {
-            Some(link) => next_link = Some(link),
-            None => return Ok(resources),
+        match guard.after_page(&format!("{kind}s"), page.next_link) {
+            PageStep::Follow(link) => next_link = Some(link),
+            PageStep::Done => return Ok(resources),
+            PageStep::Stop(reason) => return Err(reason),
         }
     }
 }
@@ -292,6 +404,7 @@ async fn list_nodes(
 ) -> Result<Vec<nodewright_model::sweep::NodeRecord>, String> {
     let mut nodes = Vec::new();
     let mut continue_token = None;
+    let mut guard = PageGuard::new();
     loop {
         let page: NodesPage = ctx
             .execute_activity(
@@ -305,9 +418,10 @@ async fn list_nodes(
             .await
             .map_err(|e| format!("listing Nodes failed: {}", activity_failure_text(&e)))?;
         nodes.extend(page.nodes);
-        match page.continue_token {
-            Some(token) => continue_token = Some(token),
-            None => return Ok(nodes),
+        match guard.after_page("Nodes", page.continue_token) {
+            PageStep::Follow(token) => continue_token = Some(token),
+            PageStep::Done => return Ok(nodes),
+            PageStep::Stop(reason) => return Err(reason),
         }
     }
 }
@@ -370,61 +484,51 @@ fn policy(
     }
 }
 
-/// Waits for `approve` until the approval timeout; who approved, or none.
+/// Waits for an `approve` naming this run and `planned` until the approval timeout (phase
+/// `braked` when `brake` holds the plan, else `awaiting-approval`); who approved, or none.
+/// Only an approval that comes during the wait counts.
 async fn await_approval(
     ctx: &mut WorkflowContext<OrphanSweepWorkflow>,
     request: &SweepRequest,
     planned: u32,
+    brake: Option<&Brake>,
 ) -> Option<String> {
     let timeout = request.approval_wait();
     let deadline = later(now(ctx), timeout);
+    let (phase, why) = match brake {
+        Some(brake) => (
+            SweepPhase::Braked,
+            format!("braked ({}): {}", brake.reason.as_str(), brake.message),
+        ),
+        None => (
+            SweepPhase::AwaitingApproval,
+            format!(
+                "{planned} removals planned, more than max_deletions {}",
+                request.max_deletions
+            ),
+        ),
+    };
     let summary = format!(
-        "{planned} removals planned, more than max_deletions {}: waiting for `nodewright sweep approve` until {}",
-        request.max_deletions,
+        "{why}; waiting for `nodewright sweep approve` naming this run and its {planned} planned removals until {}",
         rfc3339(deadline)
     );
     ctx.set_current_details(summary.clone());
-    set_status(ctx, SweepPhase::AwaitingApproval, summary, |status| {
+    set_status(ctx, phase, summary, |status| {
         status.approval_deadline = Some(rfc3339(deadline));
+    });
+    ctx.state_mut(|s| {
+        s.approved_by = None;
+        s.waiting = Some(planned);
     });
     select! {
         _ = ctx.wait_condition(|s: &OrphanSweepWorkflow| s.approved_by.is_some()).fuse() => {},
         _ = ctx.timer(timeout).fuse() => {},
     };
+    ctx.state_mut(|s| s.waiting = None);
     if cancellation::requested(ctx) {
         return None;
     }
     ctx.state(|s| s.approved_by.clone())
-}
-
-/// After waiting for approval: lists the running workflows again and skips every planned
-/// removal the classifier would no longer make.
-async fn recheck(
-    ctx: &mut WorkflowContext<OrphanSweepWorkflow>,
-    request: &SweepRequest,
-    policy: &SweepPolicy,
-    mut inventory: Inventory,
-    audit: &mut SweepAudit,
-) -> Result<(), String> {
-    inventory.running = running_workflows(ctx, request).await?;
-    let mut later = policy.clone();
-    later.now = now(ctx).timestamp();
-    let again = classify(&inventory, &later);
-    for entry in audit
-        .entries
-        .iter_mut()
-        .filter(|e| e.decision.action.removes())
-    {
-        let now_decided = again
-            .iter()
-            .find(|d| d.kind == entry.decision.kind && d.name == entry.decision.name);
-        if let Some(decision) = now_decided.filter(|d| !d.action.removes()) {
-            entry.outcome = Some(Outcome::Skipped {
-                reason: format!("now kept: {} ({})", decision.rule, decision.detail),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// Removes what the plan says, `parallelism` at a time, recording each outcome.
@@ -552,14 +656,15 @@ async fn delete_vm(
 }
 
 /// An unhealthy machine: DeleteMachine (drained, force mode as the Node is NotReady) and, for a
-/// pool machine, CreateMachine from the pool's last completed rollout. Started, not awaited.
+/// pool machine, CreateMachine from the pool's last completed rollout, started only once the
+/// DeleteMachine has started (a machine someone else is deleting gets no second replacement).
+/// Started, not awaited.
 async fn replace(
     ctx: &WorkflowContext<OrphanSweepWorkflow>,
     request: &SweepRequest,
     decision: &Decision,
     replacement: Option<String>,
 ) -> Outcome {
-    let mut started = Vec::new();
     let create = match (&decision.pool, replacement) {
         (Some(pool), Some(machine)) => {
             let looked = ctx
@@ -603,11 +708,33 @@ async fn replace(
         }
         _ => None,
     };
+    let delete_id = WorkflowId::for_subject(Operation::Delete, &request.cluster, &decision.name);
+    let input = DeleteMachineRequest {
+        cluster: request.cluster.clone(),
+        machine: decision.name.clone(),
+        skip_drain: false,
+        force: false,
+        drain_policy: None,
+    };
+    let options = cancellation::shielded_child(child_options(
+        &delete_id,
+        format!(
+            "orphan sweep: replace unhealthy machine {} ({})",
+            decision.name, decision.detail
+        ),
+    ));
+    if let Err(error) = ctx
+        .start_child_workflow(DeleteMachineWorkflow::run, input, options)
+        .await
+    {
+        return start_failed(&delete_id, &error);
+    }
+    let mut started = vec![delete_id.to_string()];
     if let Some(input) = create {
-        let workflow_id =
+        let create_id =
             WorkflowId::for_subject(Operation::Create, &request.cluster, &input.machine);
         let options = cancellation::shielded_child(child_options(
-            &workflow_id,
+            &create_id,
             format!(
                 "orphan sweep: replacement for unhealthy machine {} (pool {})",
                 decision.name, input.pool
@@ -617,40 +744,14 @@ async fn replace(
             .start_child_workflow(CreateMachineWorkflow::run, input, options)
             .await
         {
-            Ok(_) => started.push(workflow_id.to_string()),
-            Err(error) => return start_failed(&workflow_id, &error),
-        }
-    }
-    let workflow_id = WorkflowId::for_subject(Operation::Delete, &request.cluster, &decision.name);
-    let input = DeleteMachineRequest {
-        cluster: request.cluster.clone(),
-        machine: decision.name.clone(),
-        skip_drain: false,
-        force: false,
-        drain_policy: None,
-    };
-    let options = cancellation::shielded_child(child_options(
-        &workflow_id,
-        format!(
-            "orphan sweep: replace unhealthy machine {} ({})",
-            decision.name, decision.detail
-        ),
-    ));
-    match ctx
-        .start_child_workflow(DeleteMachineWorkflow::run, input, options)
-        .await
-    {
-        Ok(_) => started.push(workflow_id.to_string()),
-        Err(error) => {
-            if started.is_empty() {
-                return start_failed(&workflow_id, &error);
+            Ok(_) => started.push(create_id.to_string()),
+            Err(error) => {
+                return Outcome::Failed {
+                    error: format!(
+                        "started {delete_id} but its replacement {create_id} did not start: {error}"
+                    ),
+                };
             }
-            return Outcome::Failed {
-                error: format!(
-                    "started {} but {workflow_id} did not start: {error}",
-                    started.join(", ")
-                ),
-            };
         }
     }
     Outcome::Replacing { workflows: started }

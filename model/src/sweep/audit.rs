@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::approval::RefusedApproval;
+use super::brake::Brake;
 use super::classify::{Action, Decision, Rule, SubjectKind};
 use super::inventory::ResourceKind;
 use crate::ClusterName;
@@ -137,6 +139,18 @@ pub enum SweepOutcome {
         /// The cap.
         max_deletions: u32,
     },
+    /// The plausibility brake held the plan and no approval naming the run came in time:
+    /// nothing deleted (the brake and its counts are in the audit's `brake`).
+    Braked {
+        /// Why it braked, with its numbers.
+        reason: String,
+    },
+    /// Another sweep of the cluster was running when this scheduled run started: it did
+    /// nothing.
+    Skipped {
+        /// Which sweep ran.
+        reason: String,
+    },
     /// A cancellation request ended it: no removal started after the request; those under
     /// way finished and are in the entries.
     Canceled {
@@ -147,13 +161,16 @@ pub enum SweepOutcome {
 }
 
 impl SweepOutcome {
-    /// One word: `completed`, `dry-run`, `frozen`, `not-approved`, `canceled`.
+    /// One word: `completed`, `dry-run`, `frozen`, `not-approved`, `braked`, `skipped`,
+    /// `canceled`.
     pub fn word(&self) -> &'static str {
         match self {
             SweepOutcome::Completed => "completed",
             SweepOutcome::DryRun => "dry-run",
             SweepOutcome::Frozen { .. } => "frozen",
             SweepOutcome::NotApproved { .. } => "not-approved",
+            SweepOutcome::Braked { .. } => "braked",
+            SweepOutcome::Skipped { .. } => "skipped",
             SweepOutcome::Canceled { .. } => "canceled",
         }
     }
@@ -190,6 +207,12 @@ pub struct SweepAudit {
     /// Who approved the deletions, when approval was needed and given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// When the plausibility brake held the plan: why, and its counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brake: Option<Brake>,
+    /// Approvals refused (another run, another count, not waiting), with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_approvals: Vec<RefusedApproval>,
     /// Every removal and report, with its decision, the facts behind it and its outcome.
     pub entries: Vec<AuditEntry>,
     /// Resources of this cluster and Nodes kept, by kind and rule.
@@ -250,6 +273,8 @@ impl SweepAudit {
             outcome,
             seen,
             approved_by: None,
+            brake: None,
+            refused_approvals: Vec::new(),
             entries,
             kept,
             not_ours,
@@ -338,6 +363,18 @@ impl SweepAudit {
             } => format!(
                 "not approved, nothing deleted: {planned} removals planned, more than max_deletions {max_deletions}, and no approve came in time; {tail}; {seen}"
             ),
+            SweepOutcome::Braked { reason } => {
+                let counts = self
+                    .brake
+                    .as_ref()
+                    .map(|brake| brake.counts)
+                    .unwrap_or_default();
+                format!(
+                    "braked, nothing deleted: {reason}; no approval naming the run came in time ({} machines, {} with a Node, {} removals planned); {tail}; {seen}",
+                    counts.machines, counts.matched, counts.planned
+                )
+            }
+            SweepOutcome::Skipped { reason } => format!("skipped, nothing done: {reason}"),
             SweepOutcome::Canceled { reason } => {
                 let why = reason
                     .as_deref()

@@ -1,9 +1,12 @@
 //! How an orphan sweep is asked for, and the progress it answers its `status` query with.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::approval::RefusedApproval;
+use super::brake::{Brake, DEFAULT_BRAKE_PERCENT};
 use crate::ClusterName;
 use crate::limits;
 
@@ -45,6 +48,10 @@ pub struct SweepRequest {
     /// Deletions in flight at once.
     #[serde(default = "default_parallelism")]
     pub parallelism: u32,
+    /// The plausibility brake: removing more than this percentage of the cluster's machines
+    /// (and more than [`super::brake::BRAKE_MIN_COUNT`]) needs an approval naming the run.
+    #[serde(default = "default_brake_percent")]
+    pub brake_percent: u32,
 }
 
 impl SweepRequest {
@@ -59,6 +66,7 @@ impl SweepRequest {
             grace: DEFAULT_GRACE,
             health_timeout: DEFAULT_HEALTH_TIMEOUT,
             parallelism: DEFAULT_PARALLELISM,
+            brake_percent: DEFAULT_BRAKE_PERCENT,
         }
     }
 }
@@ -72,6 +80,17 @@ impl SweepRequest {
         self.approval_timeout
             .clamp(Duration::from_secs(1), limits::MAX_APPROVAL_TIMEOUT)
     }
+
+    /// The brake's share in percent: `brake_percent` brought within
+    /// [`limits::MAX_SWEEP_BRAKE_PERCENT`] (the CLI refuses more; a request started by other
+    /// means is clamped rather than trusted).
+    pub fn brake_share(&self) -> u32 {
+        self.brake_percent.min(limits::MAX_SWEEP_BRAKE_PERCENT)
+    }
+}
+
+fn default_brake_percent() -> u32 {
+    DEFAULT_BRAKE_PERCENT
 }
 
 fn default_max_deletions() -> u32 {
@@ -115,6 +134,8 @@ pub enum SweepPhase {
     Listing,
     /// More deletions than `max_deletions`: waiting for `approve`.
     AwaitingApproval,
+    /// The plausibility brake holds the plan: waiting for an `approve` naming the run.
+    Braked,
     /// Deleting orphans and replacing machines.
     Acting,
     /// Done.
@@ -128,9 +149,15 @@ impl SweepPhase {
             SweepPhase::Checking => "checking",
             SweepPhase::Listing => "listing",
             SweepPhase::AwaitingApproval => "awaiting-approval",
+            SweepPhase::Braked => "braked",
             SweepPhase::Acting => "acting",
             SweepPhase::Done => "done",
         }
+    }
+
+    /// Whether the sweep waits for an approval in this phase.
+    pub const fn waits_for_approval(self) -> bool {
+        matches!(self, SweepPhase::AwaitingApproval | SweepPhase::Braked)
     }
 }
 
@@ -153,6 +180,15 @@ pub struct SweepStatus {
     /// When awaiting approval: until when (RFC 3339), after which the deletions are skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_deadline: Option<String>,
+    /// The planned removals by action and kind (`delete vm`, `delete nic`, `replace vm`...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub plan: BTreeMap<String, u32>,
+    /// When the plausibility brake holds (or held) the plan: why, and its counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brake: Option<Brake>,
+    /// Approvals refused (another run, another count, not waiting), the newest last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_approvals: Vec<RefusedApproval>,
 }
 
 impl SweepStatus {
@@ -166,6 +202,9 @@ impl SweepStatus {
             done: 0,
             failed: 0,
             approval_deadline: None,
+            plan: BTreeMap::new(),
+            brake: None,
+            refused_approvals: Vec::new(),
         }
     }
 }

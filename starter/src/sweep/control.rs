@@ -1,12 +1,11 @@
-//! The running sweep of the cluster: `sweep approve [RUN]` (the `approve` signal), `sweep
-//! cancel [RUN]` (a cancellation request) and `sweep status` (its `status` query, or the newest
-//! closed sweep when none runs).
+//! The running sweep of the cluster: `sweep cancel [RUN]` (a cancellation request) and `sweep
+//! status` (its `status` query, or the newest closed sweep when none runs). `sweep approve` is
+//! in [`super::approve`].
 
 use nodewright_model::ClusterName;
 use nodewright_model::sweep::SweepStatus;
-use nodewright_workflows::OrphanSweepWorkflow;
 use temporalio_client::errors::WorkflowInteractionError;
-use temporalio_client::{Client, WorkflowCancelOptions, WorkflowSignalOptions};
+use temporalio_client::{Client, WorkflowCancelOptions};
 
 use super::find::{self, SweepRun};
 use super::render::status_lines;
@@ -70,43 +69,6 @@ pub async fn cancel(
         Output::Text => println!(
             "asked {workflow_id} to cancel: no removal starts from now, those under way finish; `nodewright sweep report` shows its audit once it has ended"
         ),
-    }
-    Ok(())
-}
-
-/// Signals `approve` (as `$USER@cli`) to `run`, or to the cluster's running sweep.
-pub async fn approve(
-    settings: &Settings,
-    output: Output,
-    run: Option<&str>,
-) -> Result<(), CliError> {
-    let (client, workflow_id, run_id) = target(settings, run, "approve").await?;
-    let handle = sweep_handle(&client, &workflow_id, run_id.as_deref());
-    let by = who();
-    handle
-        .signal(
-            OrphanSweepWorkflow::approve,
-            by.clone(),
-            WorkflowSignalOptions::default(),
-        )
-        .await
-        .map_err(|error| match error {
-            WorkflowInteractionError::NotFound(_) => CliError::RunFailed(format!(
-                "{workflow_id} is not running: there is nothing to approve; `nodewright sweep status` shows the sweep running, if any"
-            )),
-            other => CliError::RunFailed(format!(
-                "signalling approve to {workflow_id} failed: {}",
-                error_chain(&other)
-            )),
-        })?;
-    match output {
-        Output::Json => {
-            let document = serde_json::json!({
-                "workflowId": workflow_id, "runId": run_id, "approvedBy": by,
-            });
-            println!("{document}");
-        }
-        Output::Text => println!("approved {workflow_id}"),
     }
     Ok(())
 }
@@ -263,14 +225,14 @@ mod tests {
     }
 
     #[test]
-    fn approving_needs_exactly_one_running_sweep() {
+    fn cancelling_needs_exactly_one_running_sweep() {
         assert!(matches!(
-            only_running(&cluster(), Vec::new(), "approve"),
+            only_running(&cluster(), Vec::new(), "cancel"),
             Err(CliError::RunFailed(message)) if message.starts_with("no sweep of cluster prod is running")
         ));
         let one = run("sweep/prod", WorkflowExecutionStatus::Running);
         assert_eq!(
-            only_running(&cluster(), vec![one.clone()], "approve").ok(),
+            only_running(&cluster(), vec![one.clone()], "cancel").ok(),
             Some(one)
         );
         let two = vec![
@@ -280,10 +242,10 @@ mod tests {
                 WorkflowExecutionStatus::Running,
             ),
         ];
-        match only_running(&cluster(), two, "approve") {
+        match only_running(&cluster(), two, "cancel") {
             Err(CliError::InvalidInput(message)) => assert_eq!(
                 message,
-                "2 sweeps of cluster prod are running (sweep/prod, sweep/prod-2026-04-01T10:15:00Z); name the one to approve: nodewright sweep approve RUN"
+                "2 sweeps of cluster prod are running (sweep/prod, sweep/prod-2026-04-01T10:15:00Z); name the one to cancel: nodewright sweep cancel RUN"
             ),
             other => panic!("{other:?}"),
         }

@@ -73,7 +73,8 @@ impl SweepFlags {
     /// # Errors
     ///
     /// A duration that is not one or is longer than its maximum ([`limits`]), or a
-    /// `--parallelism` of 0 or more than [`limits::MAX_SWEEP_PARALLELISM`].
+    /// `--parallelism` of 0 or more than [`limits::MAX_SWEEP_PARALLELISM`], or a
+    /// `--brake-percent` over [`limits::MAX_SWEEP_BRAKE_PERCENT`].
     pub fn request(&self, cluster: &ClusterName) -> Result<SweepRequest, CliError> {
         let mut request = SweepRequest::new(cluster.clone());
         request.dry_run = self.dry_run;
@@ -93,6 +94,16 @@ impl SweepFlags {
             )));
         }
         request.parallelism = self.parallelism;
+        if self.brake_percent > limits::MAX_SWEEP_BRAKE_PERCENT {
+            return Err(CliError::InvalidInput(format!(
+                "--brake-percent: {} is more than the maximum {}; give at most {} (default {}): a sweep must not remove half a cluster on a wrong listing",
+                self.brake_percent,
+                limits::MAX_SWEEP_BRAKE_PERCENT,
+                limits::MAX_SWEEP_BRAKE_PERCENT,
+                nodewright_model::sweep::brake::DEFAULT_BRAKE_PERCENT
+            )));
+        }
+        request.brake_percent = self.brake_percent;
         if let Some(text) = &self.grace {
             request.grace = duration("--grace", text, limits::MAX_SWEEP_GRACE)?;
         }
@@ -165,6 +176,7 @@ mod tests {
             health_timeout: None,
             approval_timeout: None,
             parallelism: 5,
+            brake_percent: 20,
         }
     }
 
@@ -289,6 +301,7 @@ mod tests {
             health_timeout: Some("2m".to_owned()),
             approval_timeout: Some("30m".to_owned()),
             parallelism: 2,
+            brake_percent: 35,
         };
         let request = typed.request(&cluster()).unwrap_or_else(|e| panic!("{e}"));
         assert!(request.dry_run && request.remediate);
@@ -316,6 +329,22 @@ mod tests {
         assert_eq!(
             message(none_at_once.request(&cluster())),
             "--parallelism: 0 would remove nothing; give at least 1 (default 5)"
+        );
+        let half_and_more = SweepFlags {
+            brake_percent: 51,
+            ..flags()
+        };
+        assert_eq!(
+            message(half_and_more.request(&cluster())),
+            "--brake-percent: 51 is more than the maximum 50; give at most 50 (default 20): a sweep must not remove half a cluster on a wrong listing"
+        );
+        let ten = SweepFlags {
+            brake_percent: 10,
+            ..flags()
+        };
+        assert_eq!(
+            ten.request(&cluster()).map(|r| r.brake_percent).ok(),
+            Some(10)
         );
     }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use nodewright_model::sweep::{SweepPhase, SweepStatus};
+use nodewright_model::sweep::SweepStatus;
 use temporalio_client::{Client, WorkflowGetResultOptions};
 
 use super::render::{audit_lines, progress_line};
@@ -38,7 +38,7 @@ impl Progress {
 
     /// What the sweep waits for and how to approve, the first time it awaits approval.
     pub fn approval(&mut self, status: &SweepStatus) -> Option<String> {
-        if self.told_approval || status.phase != SweepPhase::AwaitingApproval {
+        if self.told_approval || !status.phase.waits_for_approval() {
             return None;
         }
         self.told_approval = true;
@@ -46,6 +46,12 @@ impl Progress {
             .approval_deadline
             .as_deref()
             .map_or_else(|| "its approval timeout".to_owned(), str::to_owned);
+        if let Some(brake) = &status.brake {
+            return Some(format!(
+                "braked: {}. Look at the plan and approve it with `nodewright sweep approve` before {deadline}; without it nothing is removed",
+                brake.message
+            ));
+        }
         Some(format!(
             "awaiting approval: {} removals planned, more than --max-deletions allows. Approve them with `nodewright sweep approve` before {deadline}; without it every removal is skipped",
             status.planned
@@ -137,6 +143,8 @@ pub async fn follow(
 
 #[cfg(test)]
 mod tests {
+    use nodewright_model::sweep::SweepPhase;
+
     use super::*;
 
     #[test]

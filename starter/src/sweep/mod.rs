@@ -2,10 +2,12 @@
 //! removals, follow it, and read its audit.
 //!
 //! One job per module: [`flags`] checks what was typed, [`find`] finds the cluster's sweeps,
-//! [`start`] starts one, [`follow`] follows it to its end, [`control`] approves and shows the one
-//! running, [`report`] prints an audit, [`schedule`] manages the Temporal Schedule, [`render`]
-//! turns sweeps into text and [`verdict`] turns an audit into an exit code.
+//! [`start`] starts one, [`follow`] follows it to its end, [`approve`] shows the plan of the one
+//! waiting for approval and approves it, [`control`] cancels and shows the one running,
+//! [`report`] prints an audit, [`schedule`] manages the Temporal Schedule, [`render`] turns
+//! sweeps into text and [`verdict`] turns an audit into an exit code.
 
+mod approve;
 mod control;
 mod find;
 mod flags;
@@ -18,6 +20,7 @@ mod verdict;
 
 use clap::{Args, Subcommand};
 use nodewright_model::sweep::SweepStatus;
+use nodewright_model::sweep::brake::DEFAULT_BRAKE_PERCENT;
 use nodewright_model::sweep::request::{DEFAULT_MAX_DELETIONS, DEFAULT_PARALLELISM};
 use nodewright_model::{ClusterName, Operation, WorkflowId};
 use nodewright_workflows::OrphanSweepWorkflow;
@@ -31,9 +34,11 @@ pub enum SweepCommand {
     /// Start an orphan sweep of the cluster now (`sweep/<cluster>`): find the VMs, NICs, OS
     /// disks and Node objects nothing owns and remove those carrying this cluster's tag.
     Run(RunArgs),
-    /// Let the running sweep remove more than its --max-deletions (signal `approve`).
+    /// Approve the plan of the sweep waiting for approval (over --max-deletions, or held by the
+    /// brake): shows what it would remove, counted by kind, and sends `approve` naming the run
+    /// and that count.
     Approve {
-        /// The sweep's workflow ID (default: the one running in this cluster).
+        /// The sweep's workflow ID (default: the one of this cluster waiting for approval).
         #[arg(value_name = "RUN")]
         run: Option<String>,
     },
@@ -81,6 +86,11 @@ pub struct SweepFlags {
     /// Removals in flight at once (at least 1).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_PARALLELISM)]
     parallelism: u32,
+    /// The plausibility brake: removing more than this percentage of the cluster's machines
+    /// (and more than 3), or replacing machines while more Nodes than that are NotReady, waits
+    /// for `nodewright sweep approve` naming the run (at most 50).
+    #[arg(long, value_name = "PERCENT", default_value_t = DEFAULT_BRAKE_PERCENT)]
+    brake_percent: u32,
 }
 
 /// The flags of `sweep run`.
@@ -126,7 +136,7 @@ pub async fn run(
 ) -> Result<(), CliError> {
     match command {
         SweepCommand::Run(args) => start::run(settings, output, args).await,
-        SweepCommand::Approve { run } => control::approve(settings, output, run.as_deref()).await,
+        SweepCommand::Approve { run } => approve::approve(settings, output, run.as_deref()).await,
         SweepCommand::Cancel { run } => control::cancel(settings, output, run.as_deref()).await,
         SweepCommand::Status => control::status(settings, output).await,
         SweepCommand::Report(args) => report::run(settings, output, args).await,

@@ -3,7 +3,8 @@
 //! they show.
 
 use nodewright_model::sweep::{
-    Action, AuditEntry, ForeignGroup, KeptGroup, Rule, SweepAudit, SweepStatus,
+    Action, AuditEntry, Brake, ForeignGroup, KeptGroup, RefusedApproval, Rule, SweepAudit,
+    SweepStatus,
 };
 
 /// The table's column headers.
@@ -16,6 +17,10 @@ type Row = [String; 6];
 /// then kept; with `all` also every resource that is not ours), and the not-ours counts.
 pub fn audit_lines(workflow_id: &str, audit: &SweepAudit, all: bool) -> Vec<String> {
     let mut lines = vec![header(workflow_id, audit), audit.summary()];
+    if let Some(brake) = &audit.brake {
+        lines.push(brake_line(brake));
+    }
+    lines.extend(audit.refused_approvals.iter().map(refused_line));
     let mut rows: Vec<Row> = ordered(&audit.entries).into_iter().map(row).collect();
     rows.extend(audit.kept.iter().flat_map(kept_rows));
     if all {
@@ -163,6 +168,47 @@ fn table(rows: &[Row]) -> Vec<String> {
     lines
 }
 
+/// `brake: too-many-removals — 4 machines, 1 with a Node, 0 NotReady; 4 removals planned (4
+/// machines, 0 replacements), at most 3 without an approval: …`.
+pub fn brake_line(brake: &Brake) -> String {
+    let c = brake.counts;
+    format!(
+        "brake: {} — {} machines, {} with a Node, {} NotReady; {} removals planned ({} machines, {} replacements), at most {} machines without an approval: {}",
+        brake.reason.as_str(),
+        c.machines,
+        c.matched,
+        c.not_ready,
+        c.planned,
+        c.machine_removals,
+        c.replacements,
+        c.allowed,
+        brake.message
+    )
+}
+
+/// `approval refused (by ann@cli): it approves 11 planned removals, …`.
+fn refused_line(refused: &RefusedApproval) -> String {
+    let by = if refused.by.is_empty() {
+        String::new()
+    } else {
+        format!(" (by {})", refused.by)
+    };
+    format!("approval refused{by}: {}", refused.reason)
+}
+
+/// `3 delete nic, 1 delete vm`: the plan counted by action and kind.
+pub fn plan_line(status: &SweepStatus) -> String {
+    if status.plan.is_empty() {
+        return "nothing".to_owned();
+    }
+    status
+        .plan
+        .iter()
+        .map(|(what, count)| format!("{count} {what}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The line following prints when the status changes: `listing            listing`.
 pub fn progress_line(status: &SweepStatus) -> String {
     format!("{:<17}  {}", status.phase.as_str(), status.summary)
@@ -179,10 +225,19 @@ pub fn status_lines(workflow_id: &str, run_id: &str, status: &SweepStatus) -> Ve
             status.seen, status.planned, status.done, status.failed
         ),
     ];
+    if status.planned > 0 {
+        lines.push(format!("  plan         {}", plan_line(status)));
+    }
+    if let Some(brake) = &status.brake {
+        lines.push(format!("  {}", brake_line(brake)));
+    }
     if let Some(deadline) = &status.approval_deadline {
         lines.push(format!(
-            "  approval     needed by {deadline}: `nodewright sweep approve` lets it remove; without it every removal is skipped"
+            "  approval     needed by {deadline}: `nodewright sweep approve {workflow_id}` shows the plan and lets it remove; without it every removal is skipped"
         ));
+    }
+    for refused in &status.refused_approvals {
+        lines.push(format!("  {}", refused_line(refused)));
     }
     lines
 }
@@ -420,25 +475,49 @@ mod tests {
     }
 
     #[test]
-    fn the_status_shows_phase_counts_and_the_approval_deadline() {
+    fn the_status_shows_phase_counts_the_plan_the_brake_and_the_approval_deadline() {
         let mut status = SweepStatus::starting();
         assert_eq!(
             progress_line(&status),
             "checking           checking the Kubernetes API"
         );
-        status.phase = SweepPhase::AwaitingApproval;
-        status.summary = "12 removals planned, more than max_deletions 10".to_owned();
+        status.phase = SweepPhase::Braked;
+        status.summary = "braked".to_owned();
         status.seen = 40;
         status.planned = 12;
+        status.plan = std::collections::BTreeMap::from([
+            ("delete nic".to_owned(), 2),
+            ("delete vm".to_owned(), 10),
+        ]);
+        status.brake = Some(Brake {
+            reason: nodewright_model::sweep::BrakeReason::NoNodeMatched,
+            message: "none of this cluster's 10 VMs has a Node".to_owned(),
+            counts: nodewright_model::sweep::BrakeCounts {
+                machines: 10,
+                matched: 0,
+                not_ready: 0,
+                planned: 12,
+                machine_removals: 10,
+                replacements: 0,
+                allowed: 3,
+            },
+        });
         status.approval_deadline = Some("2026-04-01T11:00:00Z".to_owned());
+        status.refused_approvals = vec![RefusedApproval {
+            by: "ann@cli".to_owned(),
+            reason: "it approves 11 planned removals, but this run's plan holds 12".to_owned(),
+        }];
         assert_eq!(
             status_lines("sweep/prod", "r1", &status),
             [
                 "sweep/prod (run r1): running",
-                "  phase        awaiting-approval",
-                "  summary      12 removals planned, more than max_deletions 10",
+                "  phase        braked",
+                "  summary      braked",
                 "  progress     seen 40, planned 12, done 0, failed 0",
-                "  approval     needed by 2026-04-01T11:00:00Z: `nodewright sweep approve` lets it remove; without it every removal is skipped",
+                "  plan         2 delete nic, 10 delete vm",
+                "  brake: no-node-matched — 10 machines, 0 with a Node, 0 NotReady; 12 removals planned (10 machines, 0 replacements), at most 3 machines without an approval: none of this cluster's 10 VMs has a Node",
+                "  approval     needed by 2026-04-01T11:00:00Z: `nodewright sweep approve sweep/prod` shows the plan and lets it remove; without it every removal is skipped",
+                "  approval refused (by ann@cli): it approves 11 planned removals, but this run's plan holds 12",
             ]
         );
     }

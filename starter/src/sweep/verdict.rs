@@ -1,6 +1,6 @@
 //! How a finished sweep maps to the CLI's exit code: a sweep that did what it planned (or a dry
-//! run) is success; a frozen sweep, one nobody approved, or one with a failed removal is exit 3
-//! with the audit's summary.
+//! run) is success; a frozen sweep, a braked one or one nobody approved, a scheduled run that
+//! gave way to another sweep, or one with a failed removal is exit 3 with the audit's summary.
 
 use nodewright_model::sweep::{Outcome, SweepAudit, SweepOutcome};
 
@@ -16,6 +16,8 @@ pub fn verdict(audit: &SweepAudit) -> Result<(), CliError> {
         SweepOutcome::Completed | SweepOutcome::DryRun => !failed_removal,
         SweepOutcome::Frozen { .. }
         | SweepOutcome::NotApproved { .. }
+        | SweepOutcome::Braked { .. }
+        | SweepOutcome::Skipped { .. }
         | SweepOutcome::Canceled { .. } => false,
     };
     if clean {
@@ -120,6 +122,24 @@ mod tests {
                     Some(Outcome::Skipped {
                         reason: "not approved".to_owned(),
                     }),
+                ),
+                3,
+            ),
+            (
+                audit(
+                    SweepOutcome::Braked {
+                        reason: "none of this cluster's 4 VMs has a Node".to_owned(),
+                    },
+                    None,
+                ),
+                3,
+            ),
+            (
+                audit(
+                    SweepOutcome::Skipped {
+                        reason: "another sweep runs".to_owned(),
+                    },
+                    None,
                 ),
                 3,
             ),

@@ -207,17 +207,96 @@ pub fn outcome(audit: &Value) -> &str {
 
 /// Waits until the cluster's running sweep waits for approval (`sweep status`).
 pub async fn await_approval_wait(sweep: &SweepCluster) -> Result<()> {
+    await_phase(sweep, "awaiting-approval").await.map(|_| ())
+}
+
+/// Waits until the cluster's running sweep is in `phase`; its `sweep status --output json`.
+pub async fn await_phase(sweep: &SweepCluster, phase: &str) -> Result<Value> {
     nodewright_tests::poll::eventually(
-        "a sweep to wait for approval",
+        &format!("a sweep to be {phase}"),
         Duration::from_secs(120),
         Duration::from_millis(500),
         || async {
             let status = sweep.cli(&["--output", "json", "sweep", "status"]).await?;
-            let phase = serde_json::from_str::<Value>(status.stdout.trim())
-                .ok()
-                .and_then(|s| s["phase"].as_str().map(str::to_owned));
-            Ok((phase.as_deref() == Some("awaiting-approval")).then_some(()))
+            let status = serde_json::from_str::<Value>(status.stdout.trim()).ok();
+            Ok(status.filter(|s| s["phase"].as_str() == Some(phase)))
         },
     )
     .await
+}
+
+/// Starts `sweep run --wait --output json` plus `extra` in the background: its exit code and
+/// audit when it ends.
+pub fn sweep_in_background(
+    sweep: &SweepCluster,
+    extra: &[&str],
+) -> tokio::task::JoinHandle<Result<(Option<i32>, Value)>> {
+    let (stack, task_queue) = (sweep.stack.clone(), sweep.task_queue.clone());
+    let mut args: Vec<String> = ["--output", "json", "sweep", "run", "--wait"]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    tokio::spawn(async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let result = cli(&stack, &task_queue, &args).await?;
+        let audit: Value = serde_json::from_str(result.stdout.trim()).with_context(|| {
+            format!(
+                "no audit (exit {:?}): {} {}",
+                result.code, result.stdout, result.stderr
+            )
+        })?;
+        Ok((result.code, audit))
+    })
+}
+
+/// Registers a Node for this cluster's VM `name` (providerID naming it), Ready, heard from now:
+/// the machine has joined.
+pub async fn joined_node(sweep: &SweepCluster, name: &str) -> Result<()> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::Api;
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let nodes: Api<Node> = Api::all(sweep.stack.kube_client().await?);
+    let provider_id = format!(
+        "azure:///subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines/{name}",
+        sweep.stack.arm.subscription_id, sweep.stack.arm.resource_group
+    );
+    let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": { "nodewright.io/machine": name, "nodewright.io/pool": sweep.pool },
+        },
+        "spec": { "providerID": provider_id },
+    }))?;
+    nodes.create(&PostParams::default(), &node).await?;
+    let now = ago(Duration::ZERO);
+    let status = json!({ "status": { "conditions": [{
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "kubelet is posting ready status",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }]}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .context("writing the Node's status")?;
+    Ok(())
+}
+
+/// Deletes the Nodes `names` (clean-up; a missing one is no error).
+pub async fn remove_nodes(sweep: &SweepCluster, names: &[String]) -> Result<()> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::Api;
+    use kube::api::DeleteParams;
+
+    let nodes: Api<Node> = Api::all(sweep.stack.kube_client().await?);
+    for name in names {
+        let _ = nodes.delete(name, &DeleteParams::default()).await;
+    }
+    Ok(())
 }

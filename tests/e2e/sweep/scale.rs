@@ -1,6 +1,7 @@
 //! The scale benchmark (ignored by default; run it alone, it prints figures):
 //! 10,000 VMs + 10,000 NICs + 10,000 disks of this cluster in the sandbox — every machine young
-//! with its NIC and OS disk attached, plus ten orphans of each kind — swept once. Prints the
+//! with its NIC and OS disk attached (one with its Node, so the brake does not hold the plan), plus
+//! ten orphans of each kind — swept once. Prints the
 //! wall time, the ARM requests by operation (list pages, no per-resource GET), the worker's peak
 //! memory and the audit's size, against a baseline measured in the same run: the three paged
 //! lists alone.
@@ -13,7 +14,7 @@ use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
 use serde_json::{Value, json};
 
-use super::common::{OLD, SweepCluster, outcome, own_removals};
+use super::common::{OLD, SweepCluster, joined_node, outcome, own_removals, remove_nodes};
 
 const MACHINES: usize = 10_000;
 const ORPHANS_PER_KIND: usize = 10;
@@ -25,6 +26,7 @@ async fn sweep_of_ten_thousand_machines() -> Result<()> {
     let stack = Stack::load()?;
     let sweep = SweepCluster::start(&stack, None)?;
     let result = benchmark(&sweep).await;
+    remove_nodes(&sweep, &[format!("{}-00000", sweep.pool)]).await?;
     sweep.clean_up().await?;
     result
 }
@@ -58,6 +60,8 @@ async fn benchmark(sweep: &SweepCluster) -> Result<()> {
         resources.len(),
         seeding.elapsed().as_secs_f64()
     );
+    // One machine has joined: a sweep that sees no Node for any VM brakes (see `brake.rs`).
+    joined_node(sweep, &format!("{}-00000", sweep.pool)).await?;
 
     // Baseline: the three lists alone, side by side, from this process (the least any sweep
     // must do).

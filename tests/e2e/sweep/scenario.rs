@@ -1,7 +1,8 @@
 //! The seeded scenario: one of each kind of orphan, and one of each thing a sweep must keep, in
 //! the same resource group and cluster. A dry run plans exactly the four orphans and the Node
 //! and deletes nothing; the sweep then deletes exactly those and keeps the rest, each with the
-//! right rule in the audit.
+//! right rule in the audit. A machine with its Node is among them: a sweep that sees no Node
+//! for any of the cluster's VMs brakes (see `brake.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,7 +16,9 @@ use nodewright_tests::machines::write_pool_file;
 use nodewright_tests::poll::eventually;
 use serde_json::{Value, json};
 
-use super::common::{OLD, SweepCluster, ago, foreign_tag, kept_rule, outcome, own_removals};
+use super::common::{
+    OLD, SweepCluster, ago, foreign_tag, joined_node, kept_rule, outcome, own_removals,
+};
 use crate::rollout::common::terminate;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,9 +35,9 @@ async fn a_sweep_deletes_exactly_the_orphans_and_keeps_everything_else_for_its_r
     sweep.sandbox.remove_fault(fault).await?;
     let kube = stack.kube_client().await?;
     let nodes: Api<Node> = Api::all(kube.clone());
-    let _ = nodes
-        .delete(&sweep.machine("gonen"), &DeleteParams::default())
-        .await;
+    for name in [sweep.machine("gonen"), sweep.machine("hlthy")] {
+        let _ = nodes.delete(&name, &DeleteParams::default()).await;
+    }
     let volumes: Api<PersistentVolume> = Api::all(kube);
     let _ = volumes
         .delete(&format!("pv-{}", sweep.pool), &DeleteParams::default())
@@ -60,6 +63,7 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
         sweep.machine("runng"),
     );
     let (other, untagged) = (sweep.machine("other"), sweep.machine("untag"));
+    let healthy = sweep.machine("hlthy");
     let (pv_bound, pv_released) = (
         format!("pvc-{}-bound", sweep.pool),
         format!("pvc-{}-released", sweep.pool),
@@ -83,8 +87,10 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
             json!({ "type": "disk", "name": pv_bound, "tags": csi_tags("pv-bound") }),
             json!({ "type": "disk", "name": pv_released, "tags": csi_tags("pv-released") }),
             json!({ "type": "vm", "name": running, "tags": sweep.ours(&running, OLD) }),
+            json!({ "type": "vm", "name": healthy, "tags": sweep.ours(&healthy, OLD) }),
         ])
         .await?;
+    joined_node(sweep, &healthy).await?;
     let kube = sweep.stack.kube_client().await?;
     gone_vm_node(&kube, sweep, &gone).await?;
     bound_volume(&kube, sweep, &pv_bound).await?;
