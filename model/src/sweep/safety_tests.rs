@@ -47,6 +47,8 @@ fn vm(name: &str) -> ArmResource {
         provisioning_state: "Succeeded".to_owned(),
         attached_to: None,
         created_at: Some(NOW - 2 * HOUR),
+        creation_deadline: Some(NOW - 2 * HOUR + 20 * 60),
+        creation_ended: None,
     }
 }
 
