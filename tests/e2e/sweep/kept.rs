@@ -1,6 +1,7 @@
 //! A machine kept by a failed create (`machine create --keep-on-failure`) stays kept: its VM,
 //! NIC and OS disk carry the `nodewright.io-kept` marker, the sweep reports them `kept` and
-//! deletes nothing of the machine; once the marker is removed, the next sweep removes it.
+//! deletes nothing of the machine; once the marker is removed, the next sweep removes it (after
+//! an approval: with no Node for the cluster's only VM, the plausibility brake holds it).
 
 use std::time::Duration;
 
@@ -11,7 +12,9 @@ use nodewright_tests::Stack;
 use nodewright_tests::machines::{create_machine, write_pool_file};
 use serde_json::json;
 
-use super::common::{SweepCluster, kept_rule, outcome, own_removals};
+use super::common::{
+    SweepCluster, await_phase, kept_rule, outcome, own_removals, sweep_in_background,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_kept_by_a_failed_create_stays_until_its_marker_is_removed() -> Result<()> {
@@ -83,9 +86,13 @@ async fn kept(sweep: &SweepCluster, machine: &str) -> Result<()> {
         ensure!(sweep.exists(kind, name).await?, "{kind} {name} was deleted");
     }
 
-    // The marker removed from the VM, NIC and disk, the next sweep removes the machine.
+    // The marker removed from the VM, NIC and disk, the next sweep removes the machine — once
+    // approved: this cluster's only VM has no Node, so the plausibility brake holds the plan.
     release(&arm, machine).await?;
-    let (code, audit) = sweep.sweep(&grace).await?;
+    let running = sweep_in_background(sweep, &grace);
+    await_phase(sweep, "braked").await?;
+    sweep.cli(&["sweep", "approve"]).await?.expect_code(0)?;
+    let (code, audit) = running.await??;
     ensure!(code == Some(0), "sweep exit {code:?}: {audit}");
     let removals = own_removals(&audit, &sweep.pool);
     let vm_removal = removals.get(&("vm".to_owned(), machine.to_owned()));
