@@ -9,6 +9,8 @@
 //! - With both workers explicitly on one shared queue and the `local` worker gone, a `local` run
 //!   reaches the `other` worker, which refuses its activity: the run fails with `WrongCluster`
 //!   naming both clusters, and nothing is created in either resource group.
+//! - A sweep whose API's identity names another cluster, or that has none, freezes and deletes
+//!   nothing, saying why.
 //! - A worker whose identity ConfigMap names another cluster, or another apiserver's kube-system
 //!   uid, or whose identity namespace does not exist, stops at start with one line naming the
 //!   setting and both values.
@@ -20,10 +22,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use nodewright_model::identity::{IDENTITY_CONFIG_MAP, KEY_CLUSTER, KEY_KUBE_SYSTEM_UID};
 use nodewright_model::ownership::{LABEL_MACHINE, LABEL_POOL, TAG_CLUSTER, provider_id};
-use nodewright_tests::identity::ensure_namespace;
+use nodewright_tests::identity::{ensure_namespace, namespace_for};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox, cli, node, write_pool_file};
 use nodewright_tests::stack::temporal_cli;
@@ -337,7 +339,7 @@ async fn a_worker_on_another_clusters_api_stops_at_start_up_naming_both_clusters
                 Duration::from_millis(200),
                 || {
                     let exited = worker.try_exit();
-                    async move { Ok(exited?) }
+                    async move { exited }
                 },
             )
             .await?;
@@ -363,6 +365,81 @@ async fn a_worker_on_another_clusters_api_stops_at_start_up_naming_both_clusters
         delete_namespace(&kube, namespace).await;
     }
     result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_whose_api_is_another_cluster_or_has_no_identity_freezes() -> Result<()> {
+    let shared = Stack::load()?;
+    let mut stack = shared.clone();
+    stack.cluster = format!("swid-{}", unique_suffix());
+    let task_queue = unique_task_queue("isolation-sweep");
+    let worker = KillableWorker::start(&stack, &task_queue)?;
+    // The cluster's own identity namespace (never the stack's shared one).
+    let namespace = namespace_for(&shared, &stack.cluster);
+    ensure!(
+        namespace != nodewright_model::identity::DEFAULT_IDENTITY_NAMESPACE,
+        "the test's cluster has its own identity namespace"
+    );
+    let kube = stack.kube_client().await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(kube.clone(), &namespace);
+    eventually(
+        "the worker to record its cluster identity",
+        Duration::from_secs(60),
+        Duration::from_millis(250),
+        || async { Ok(config_maps.get_opt(IDENTITY_CONFIG_MAP).await?.map(|_| ())) },
+    )
+    .await
+    .with_context(|| worker.log_tail())?;
+
+    // The API now says it is another cluster.
+    let patch = serde_json::json!({ "data": { "cluster": "someone-else" } });
+    config_maps
+        .patch(
+            IDENTITY_CONFIG_MAP,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    let reason = frozen_sweep(&stack, &task_queue).await?;
+    for fragment in ["\"someone-else\"", &format!("\"{}\"", stack.cluster)] {
+        ensure!(
+            reason.contains(fragment),
+            "{fragment} missing from {reason}"
+        );
+    }
+
+    // And now it carries no identity at all.
+    config_maps
+        .delete(IDENTITY_CONFIG_MAP, &DeleteParams::default())
+        .await?;
+    let reason = frozen_sweep(&stack, &task_queue).await?;
+    ensure!(
+        reason.contains("carries no cluster identity"),
+        "the reason names the missing identity: {reason}"
+    );
+    Ok(())
+}
+
+/// Runs a sweep that must freeze, deleting nothing; returns its reason.
+async fn frozen_sweep(stack: &Stack, task_queue: &str) -> Result<String> {
+    let result = cli(
+        stack,
+        task_queue,
+        &["--output", "json", "sweep", "run", "--wait"],
+    )
+    .await?;
+    let audit: Value = serde_json::from_str(result.stdout.trim())
+        .with_context(|| format!("no audit: {}{}", result.stdout, result.stderr))?;
+    ensure!(result.code == Some(3), "a frozen sweep exits 3: {audit}");
+    ensure!(audit["outcome"]["state"] == "frozen", "{audit}");
+    ensure!(
+        audit["entries"].as_array().is_some_and(Vec::is_empty),
+        "nothing decided while frozen: {audit}"
+    );
+    Ok(audit["outcome"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned())
 }
 
 /// The identities of the workers that started the activities of `workflow_id`'s latest run.
