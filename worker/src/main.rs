@@ -30,6 +30,7 @@ mod temporal;
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::anyhow;
 use clap::Parser;
@@ -149,9 +150,11 @@ async fn start(config: &ClusterConfig, health: Arc<Health>) -> anyhow::Result<St
         .connect()
         .await?;
     let kube = kubernetes::client(&config.kubernetes).await?;
-    identity::establish(&kube, &identity::expected(config)).await?;
+    let established = Arc::new(AtomicBool::new(false));
+    identity::establish(&kube, &identity::expected(config), established.clone()).await?;
     let clients = Clients {
         kube,
+        identity_established: established,
         arm: azure::arm_client(&config.azure)?,
         temporal: client.clone(),
     };

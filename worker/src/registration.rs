@@ -4,6 +4,9 @@
 //! subscription's ARM write budget (architecture §5). Both refuse the activities of another
 //! cluster's runs ([`crate::isolation`]).
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use anyhow::Context;
 use nodewright_activities::azure::ArmClient;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmWriteActivities};
@@ -23,6 +26,8 @@ use crate::isolation::ClusterGuard;
 pub struct Clients {
     /// The cluster's apiserver.
     pub kube: kube::Client,
+    /// Whether the apiserver's cluster identity has been verified since the start.
+    pub identity_established: Arc<AtomicBool>,
     /// Azure Resource Manager, for the configured subscription and resource group.
     pub arm: ArmClient,
     /// Temporal itself (visibility and results, for the orphan sweep).
@@ -42,6 +47,7 @@ pub struct WorkerSet {
 pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Result<WorkerSet> {
     let Clients {
         kube,
+        identity_established,
         arm,
         temporal,
     } = clients;
@@ -66,6 +72,7 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         .register_activities(KubeActivities::with_identity(
             kube,
             crate::identity::expected(config),
+            identity_established,
         ))
         .register_activities(ArmReadActivities::new(arm.clone()))
         .register_activities(TemporalActivities::new(temporal))

@@ -10,6 +10,7 @@ pub mod pool;
 pub mod sweep;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nodewright_model::identity::ExpectedIdentity;
 use nodewright_model::preflight::KubernetesReport;
@@ -34,6 +35,8 @@ use std::result::Result as StdResult;
 pub struct KubeActivities {
     client: ::kube::Client,
     identity: Option<ExpectedIdentity>,
+    /// Whether this worker has verified (or recorded) the identity since it started.
+    established: Arc<AtomicBool>,
 }
 
 /// Builds the Kubernetes client nodewright uses from `config`, with kube's own retries off.
@@ -64,15 +67,23 @@ impl KubeActivities {
         Self {
             client,
             identity: None,
+            established: Arc::default(),
         }
     }
 
     /// Like [`Self::new`], and `kube.api_health` also verifies that the API carries `identity`
-    /// (an orphan sweep freezes otherwise). The worker uses this.
-    pub fn with_identity(client: ::kube::Client, identity: ExpectedIdentity) -> Self {
+    /// (an orphan sweep freezes otherwise). `established` says whether the worker has verified or
+    /// recorded it since it started; until then (its API did not answer at start) the first
+    /// check records an absent identity, as the start would have. The worker uses this.
+    pub fn with_identity(
+        client: ::kube::Client,
+        identity: ExpectedIdentity,
+        established: Arc<AtomicBool>,
+    ) -> Self {
         Self {
             client,
             identity: Some(identity),
+            established,
         }
     }
 }
@@ -412,7 +423,17 @@ impl KubeActivities {
         let Some(identity) = self.identity.as_ref().filter(|_| health.healthy) else {
             return Ok(health);
         };
-        Ok(match identity::verify(&self.client, identity).await {
+        let checked = if self.established.load(Ordering::SeqCst) {
+            identity::verify(&self.client, identity).await
+        } else {
+            identity::establish(&self.client, identity)
+                .await
+                .map(|_| ())
+        };
+        if checked.is_ok() {
+            self.established.store(true, Ordering::SeqCst);
+        }
+        Ok(match checked {
             Ok(()) => ApiHealth {
                 healthy: true,
                 detail: format!(
