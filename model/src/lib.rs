@@ -8,6 +8,8 @@ pub mod cancel;
 pub mod cluster;
 pub mod config;
 pub mod drain;
+pub mod identity;
+pub mod isolation;
 pub mod limits;
 pub mod machine;
 pub mod machine_name;

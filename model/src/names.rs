@@ -9,8 +9,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::ClusterName;
 
-/// The task queue nodewright's workers poll unless configured otherwise.
-pub const DEFAULT_TASK_QUEUE: &str = "nodewright";
+/// The prefix of the task queue a cluster's workers poll unless configured otherwise.
+pub const DEFAULT_TASK_QUEUE_PREFIX: &str = "nodewright";
+
+/// The task queue of `cluster` unless `temporal.task_queue` says otherwise: `nodewright-<cluster>`.
+/// Each cluster polls its own queue, so two clusters on one Temporal namespace never run each
+/// other's activities (a worker refuses them anyway: see [`crate::isolation`]).
+pub fn default_task_queue(cluster: &ClusterName) -> String {
+    format!("{DEFAULT_TASK_QUEUE_PREFIX}-{cluster}")
+}
 
 /// The task queue of ARM write activities (PUT, PATCH, DELETE, POST) for workers polling
 /// `task_queue`. Its server-enforced rate limit keeps every worker of a deployment together
@@ -157,6 +164,15 @@ mod tests {
         for (id, expected) in table {
             assert_eq!(id.as_str(), expected);
         }
+    }
+
+    #[test]
+    fn default_task_queues_are_derived_from_the_cluster() {
+        assert_eq!(default_task_queue(&cluster("dev")), "nodewright-dev");
+        assert_eq!(
+            arm_write_task_queue(&default_task_queue(&cluster("prod-weu"))),
+            "nodewright-prod-weu-arm-writes"
+        );
     }
 
     #[test]

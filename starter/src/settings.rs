@@ -28,7 +28,8 @@ pub struct SettingsArgs {
     /// Temporal API key; turns TLS on [env: NODEWRIGHT_TEMPORAL_API_KEY, TEMPORAL_API_KEY]
     #[arg(long, global = true)]
     pub temporal_api_key: Option<String>,
-    /// Task queue the workers poll [env: NODEWRIGHT_TASK_QUEUE] [default: nodewright]
+    /// Task queue the workers of the cluster poll [env: NODEWRIGHT_TASK_QUEUE]
+    /// [default: nodewright-<cluster>]
     #[arg(long, global = true)]
     pub task_queue: Option<String>,
     /// The cluster's name, as the workers are configured [env: NODEWRIGHT_CLUSTER]
@@ -185,7 +186,7 @@ mod tests {
         let settings = Settings {
             cluster: ClusterName::parse("cluster", "dev").expect("valid"),
             temporal: TemporalSettings::plaintext("127.0.0.1:7233", "prod", "cli"),
-            task_queue: "nodewright".to_owned(),
+            task_queue: "nodewright-dev".to_owned(),
             ui_url: "http://ui:8233/".to_owned(),
         };
         let id = WorkflowId::for_cluster(nodewright_model::Operation::Preflight, &settings.cluster);

@@ -20,11 +20,15 @@ fn cli(stack: &Stack, task_queue: &str) -> Result<Command> {
     Ok(command)
 }
 
-/// Starts the `nodewright-worker` binary on the stack, polling `task_queue`, configured by a file
-/// (with free ports for its health and metrics endpoints, so several can run at once).
-fn spawn_worker(stack: &Stack, task_queue: &str) -> Result<WorkerProcess> {
+/// Starts the `nodewright-worker` binary of `cluster` on the stack, polling `task_queue`,
+/// configured by a file (with free ports for its health and metrics endpoints, so several can run
+/// at once). A worker runs only its own cluster's runs, so it is started for the cluster the
+/// test's preflight names (with that cluster's own identity namespace).
+fn spawn_worker(stack: &Stack, task_queue: &str, cluster: &str) -> Result<WorkerProcess> {
     let (health, metrics) = (free_address()?, free_address()?);
-    let config = stack_config(stack, task_queue, health, metrics);
+    let mut cluster_stack = stack.clone();
+    cluster_stack.cluster = cluster.to_owned();
+    let config = stack_config(&cluster_stack, task_queue, health, metrics);
     WorkerProcess::spawn(&scratch_dir("cli-worker")?, &config, health, metrics, &[])
 }
 
@@ -56,7 +60,7 @@ async fn cli_runs_preflight_through_the_worker_binary_which_stops_on_sigterm() -
     let stack = Stack::load()?;
     let task_queue = unique_task_queue("cli");
     let cluster = format!("cli-{}", unique_suffix());
-    let mut worker = spawn_worker(&stack, &task_queue)?;
+    let mut worker = spawn_worker(&stack, &task_queue, &cluster)?;
 
     let document = preflight_json(&stack, &task_queue, &cluster)?;
     ensure_eq(
@@ -135,7 +139,7 @@ async fn preflight_without_a_worker_times_out_with_a_hint_and_a_later_call_joins
     );
 
     // The run waits durably; once a worker polls, a second call joins it and gets the report.
-    let _worker = spawn_worker(&stack, &task_queue)?;
+    let _worker = spawn_worker(&stack, &task_queue, &cluster)?;
     let document = preflight_json(&stack, &task_queue, &cluster)?;
     ensure_eq(
         "reported cluster",

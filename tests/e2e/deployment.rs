@@ -23,6 +23,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container as ContainerSpec, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::config::Kubeconfig;
+use nodewright_tests::identity::IdentityNamespace;
 use nodewright_tests::images::{Container, Images};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{
@@ -71,6 +72,8 @@ async fn run_deployment(
         .context("the Deployment has no container")?;
     let suffix = unique_suffix();
     let task_queue = format!("deploy-{suffix}");
+    // The worker records or checks its cluster identity in the namespace deploy/ runs it in.
+    let _identity = IdentityNamespace::hold(&stack.cluster)?;
 
     let mut args = vec![
         "--network=host".to_owned(),

@@ -64,6 +64,8 @@ async fn the_worker_image_runs_hardened_as_nonroot_and_with_its_cli_creates_and_
     let suffix = unique_suffix();
     let name = format!("nw-image-{suffix}");
     let task_queue = format!("image-{suffix}");
+    // The worker records or checks its cluster identity in the default namespace.
+    let _identity = nodewright_tests::identity::IdentityNamespace::hold(&stack.cluster)?;
     let dir = scratch_dir("image")?;
     let kubeconfig = write_portable_kubeconfig(&stack.kubeconfig, &dir)?;
     let health = free_address()?;

@@ -8,6 +8,7 @@ mod cli;
 mod deployment;
 mod drain;
 mod image;
+mod isolation;
 mod kubernetes_smoke;
 mod machines;
 mod preflight;

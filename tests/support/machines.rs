@@ -12,14 +12,21 @@ use nodewright_model::ownership::TAG_MACHINE;
 use serde_json::Value;
 
 use crate::binaries::{KillOnDrop, binary};
+use crate::identity::IdentityNamespace;
 use crate::stack::{Stack, repo_root};
 
-/// A `nodewright-worker` process on its own task queue; killed when dropped.
+/// A `nodewright-worker` process on its own task queue; killed when dropped. Its identity
+/// namespace is the stack's shared one for the stack's cluster, its own for any other
+/// ([`IdentityNamespace`]).
 pub struct KillableWorker {
     child: Option<KillOnDrop>,
     stack: Stack,
     task_queue: String,
     log: PathBuf,
+    /// Variables set on top of the stack's.
+    env: Vec<(String, String)>,
+    /// The identity namespace held for the worker, unless `env` names one.
+    identity: Option<IdentityNamespace>,
 }
 
 impl KillableWorker {
@@ -32,6 +39,18 @@ impl KillableWorker {
     /// Like [`Self::start`], the log in `target/e2e-logs/<log_name>.log`: for several workers
     /// on one task queue.
     pub fn start_logging_to(stack: &Stack, task_queue: &str, log_name: &str) -> Result<Self> {
+        Self::start_with_env(stack, task_queue, log_name, &[])
+    }
+
+    /// Like [`Self::start_logging_to`], with the variables `env` set on top of the stack's (e.g.
+    /// `NODEWRIGHT_IDENTITY_NAMESPACE`). An empty `task_queue` leaves the task queue to its
+    /// default, `nodewright-<cluster>` (an empty variable counts as unset).
+    pub fn start_with_env(
+        stack: &Stack,
+        task_queue: &str,
+        log_name: &str,
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
         let dir = repo_root().join("target").join("e2e-logs");
         std::fs::create_dir_all(&dir)?;
         let mut worker = Self {
@@ -39,19 +58,40 @@ impl KillableWorker {
             stack: stack.clone(),
             task_queue: task_queue.to_owned(),
             log: dir.join(format!("{log_name}.log")),
+            env: env
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+                .collect(),
+            identity: None,
         };
         worker.restart()?;
         Ok(worker)
     }
 
+    /// The process id, while it runs: the worker's Temporal identity ends with `:<pid>`.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|child| child.0.id())
+    }
+
     /// Starts the process again (after [`Self::kill`]), appending to the same log.
     pub fn restart(&mut self) -> Result<()> {
+        let named = self
+            .env
+            .iter()
+            .any(|(name, _)| name == "NODEWRIGHT_IDENTITY_NAMESPACE");
+        if !named && self.identity.is_none() {
+            self.identity = Some(IdentityNamespace::hold(&self.stack.cluster)?);
+        }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)?;
         let mut command = Command::new(binary("nodewright-worker")?);
         apply_stack_env(&mut command, &self.stack, &self.task_queue);
+        if let Some(identity) = &self.identity {
+            command.env("NODEWRIGHT_IDENTITY_NAMESPACE", identity.name());
+        }
+        command.envs(self.env.iter().map(|(name, value)| (name, value)));
         command
             .env("NODEWRIGHT_HEALTH_ADDRESS", "127.0.0.1:0")
             .env("NODEWRIGHT_METRICS_ADDRESS", "127.0.0.1:0")

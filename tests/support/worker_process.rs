@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use crate::binaries::{KillOnDrop, binary};
+use crate::identity::IdentityNamespace;
 use crate::stack::Stack;
 
 /// A running (or exited) `nodewright-worker`, killed when dropped.
@@ -23,6 +24,8 @@ pub struct WorkerProcess {
     pub metrics: SocketAddr,
     /// The scratch directory with the config file and the captured output.
     pub dir: PathBuf,
+    /// The identity namespace held for the worker, when the config names none.
+    _identity: Option<IdentityNamespace>,
 }
 
 /// A scratch directory under the system's temp directory, unique to this call.
@@ -89,7 +92,9 @@ shutdown_grace = "5s"
 impl WorkerProcess {
     /// Writes `config` to `<dir>/nodewright.toml` and starts the worker with `--config` and
     /// `args`. Every variable nodewright reads is removed from its environment, so only the file
-    /// and `args` configure it. Its stdout and stderr go to files in `dir`.
+    /// and `args` configure it, except that a config without `kubernetes.identity_namespace`
+    /// gets its cluster's test identity namespace ([`IdentityNamespace`], created when missing)
+    /// through `NODEWRIGHT_IDENTITY_NAMESPACE`. Its stdout and stderr go to files in `dir`.
     pub fn spawn(
         dir: &Path,
         config: &str,
@@ -97,12 +102,16 @@ impl WorkerProcess {
         metrics: SocketAddr,
         args: &[&str],
     ) -> Result<Self> {
+        let identity = identity_for(config)?;
         let config_path = dir.join("nodewright.toml");
         std::fs::write(&config_path, config)?;
         let mut command = Command::new(binary("nodewright-worker")?);
         command.arg("--config").arg(&config_path).args(args);
         for var in nodewright_model::config::ENV_VARS {
             command.env_remove(var.name());
+        }
+        if let Some(identity) = &identity {
+            command.env("NODEWRIGHT_IDENTITY_NAMESPACE", identity.name());
         }
         command
             .env_remove("NODEWRIGHT_CONFIG")
@@ -114,6 +123,7 @@ impl WorkerProcess {
             health,
             metrics,
             dir: dir.to_owned(),
+            _identity: identity,
         })
     }
 
@@ -141,6 +151,22 @@ impl WorkerProcess {
             bail!("kill -TERM {} failed: {status}", self.process.0.id());
         }
         Ok(())
+    }
+}
+
+/// The identity namespace to hold for a worker configured by `config`: none when the config
+/// names one (or names no cluster, which the worker refuses anyway).
+fn identity_for(config: &str) -> Result<Option<IdentityNamespace>> {
+    let Ok(table) = config.parse::<toml::Table>() else {
+        return Ok(None);
+    };
+    let named = table
+        .get("kubernetes")
+        .and_then(|kubernetes| kubernetes.get("identity_namespace"))
+        .is_some();
+    match table.get("cluster").and_then(toml::Value::as_str) {
+        Some(cluster) if !named => Ok(Some(IdentityNamespace::hold(cluster)?)),
+        _ => Ok(None),
     }
 }
 

@@ -1,8 +1,9 @@
 //! `nodewright-worker`: connects to Temporal and runs nodewright's workflows and activities.
 //!
 //! Start-up, in order: load the configuration (`--config FILE`, the environment, flags), start
-//! logging, serve `/healthz` + `/readyz` and the Prometheus `/metrics`, build the Kubernetes and
-//! ARM clients, connect to Temporal, then poll. `/readyz` turns 200 once Temporal lists this
+//! logging, serve `/healthz` + `/readyz` and the Prometheus `/metrics`, connect to Temporal,
+//! build the Kubernetes and ARM clients, check that the Kubernetes API is the configured cluster
+//! (recording its identity on the first start), then poll. `/readyz` turns 200 once Temporal lists this
 //! worker among the task queue's pollers. SIGTERM or Ctrl-C turns `/readyz` to 503 and lets
 //! running activities finish within `worker.shutdown_grace`; the process then exits 0.
 //!
@@ -12,9 +13,13 @@
 //! - [`registration`]: the workflows and activities the worker runs.
 //! - [`health`], [`metrics`], [`telemetry`], [`shutdown`]: the process's operational edges.
 //! - [`azure`], [`kubernetes`], [`temporal`]: the outside systems' clients.
+//! - [`identity`]: the Kubernetes API must be the configured cluster (checked after connecting).
+//! - [`isolation`]: activities of another cluster's runs are refused.
 
 mod azure;
 mod health;
+mod identity;
+mod isolation;
 mod kubernetes;
 mod metrics;
 mod registration;
@@ -25,6 +30,7 @@ mod temporal;
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::anyhow;
 use clap::Parser;
@@ -143,8 +149,12 @@ async fn start(config: &ClusterConfig, health: Arc<Health>) -> anyhow::Result<St
     let client = temporal::settings(&config.temporal, &identity)?
         .connect()
         .await?;
+    let kube = kubernetes::client(&config.kubernetes).await?;
+    let established = Arc::new(AtomicBool::new(false));
+    identity::establish(&kube, &identity::expected(config), established.clone()).await?;
     let clients = Clients {
-        kube: kubernetes::client(&config.kubernetes).await?,
+        kube,
+        identity_established: established,
         arm: azure::arm_client(&config.azure)?,
         temporal: client.clone(),
     };

@@ -1,7 +1,11 @@
 //! What the worker runs, in one place: the main task queue (every workflow, the Kubernetes
 //! activities, ARM reads and waits, Temporal reads) and the ARM-write task queue (PUT, PATCH, DELETE), whose
 //! server-enforced rate limit keeps every worker of the deployment together under the
-//! subscription's ARM write budget (architecture §5).
+//! subscription's ARM write budget (architecture §5). Both refuse the activities of another
+//! cluster's runs ([`crate::isolation`]).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use nodewright_activities::azure::ArmClient;
@@ -16,10 +20,14 @@ use nodewright_workflows::{
 };
 use temporalio_sdk::WorkerOptions;
 
+use crate::isolation::ClusterGuard;
+
 /// The outside clients the activities use, built once at start-up.
 pub struct Clients {
     /// The cluster's apiserver.
     pub kube: kube::Client,
+    /// Whether the apiserver's cluster identity has been verified since the start.
+    pub identity_established: Arc<AtomicBool>,
     /// Azure Resource Manager, for the configured subscription and resource group.
     pub arm: ArmClient,
     /// Temporal itself (visibility and results, for the orphan sweep).
@@ -39,6 +47,7 @@ pub struct WorkerSet {
 pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Result<WorkerSet> {
     let Clients {
         kube,
+        identity_established,
         arm,
         temporal,
     } = clients;
@@ -60,14 +69,20 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         .context("registering InspectPool")?
         .register_workflow::<OrphanSweepWorkflow>()
         .context("registering OrphanSweep")?
-        .register_activities(KubeActivities::new(kube))
+        .register_activities(KubeActivities::with_identity(
+            kube,
+            crate::identity::expected(config),
+            identity_established,
+        ))
         .register_activities(ArmReadActivities::new(arm.clone()))
         .register_activities(TemporalActivities::new(temporal))
+        .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))
         .graceful_shutdown_period(config.worker.shutdown_grace)
         .build();
     let arm_writes = WorkerOptions::new(arm_write_task_queue(&task_queue))
         .register_activities(ArmWriteActivities::new(arm, config.azure.location.clone()))
         .max_task_queue_activities_per_second(config.azure.arm_writes_per_second)
+        .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))
         .graceful_shutdown_period(config.worker.shutdown_grace)
         .build();
     Ok(WorkerSet { main, arm_writes })

@@ -30,7 +30,7 @@ pub struct Args {
     /// (temporal.api_key, NODEWRIGHT_TEMPORAL_API_KEY).
     #[arg(long)]
     pub temporal_api_key: Option<String>,
-    /// Task queue to poll (temporal.task_queue, NODEWRIGHT_TASK_QUEUE).
+    /// Task queue to poll; default nodewright-<cluster> (temporal.task_queue, NODEWRIGHT_TASK_QUEUE).
     #[arg(long)]
     pub task_queue: Option<String>,
     /// Log format: text or json (worker.log_format, NODEWRIGHT_LOG_FORMAT).

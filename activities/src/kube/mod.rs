@@ -2,6 +2,7 @@
 
 pub mod drain;
 mod error;
+pub mod identity;
 mod inspect;
 mod node_spec;
 pub mod nodes;
@@ -9,7 +10,9 @@ pub mod pool;
 pub mod sweep;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use nodewright_model::identity::ExpectedIdentity;
 use nodewright_model::preflight::KubernetesReport;
 use nodewright_model::rollout::PoolNode;
 use temporalio_macros::activities;
@@ -28,9 +31,12 @@ pub use sweep::{ApiHealth, DeleteOrphanNode, ListNodesPage, NodesPage, OrphanNod
 
 use std::result::Result as StdResult;
 
-/// The Kubernetes activities. Holds the client only.
+/// The Kubernetes activities. Holds the client, and the cluster identity the API must carry.
 pub struct KubeActivities {
     client: ::kube::Client,
+    identity: Option<ExpectedIdentity>,
+    /// Whether this worker has verified (or recorded) the identity since it started.
+    established: Arc<AtomicBool>,
 }
 
 /// Builds the Kubernetes client nodewright uses from `config`, with kube's own retries off.
@@ -55,9 +61,30 @@ pub(crate) fn deadline_from_rfc3339(text: &str) -> chrono::DateTime<chrono::Utc>
 }
 
 impl KubeActivities {
-    /// Activities that act on the cluster behind `client` (build it with [`client_from_config`]).
+    /// Activities that act on the cluster behind `client` (build it with [`client_from_config`]),
+    /// without checking the API's cluster identity (in-test workers).
     pub fn new(client: ::kube::Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            identity: None,
+            established: Arc::default(),
+        }
+    }
+
+    /// Like [`Self::new`], and `kube.api_health` also verifies that the API carries `identity`
+    /// (an orphan sweep freezes otherwise). `established` says whether the worker has verified or
+    /// recorded it since it started; until then (its API did not answer at start) the first
+    /// check records an absent identity, as the start would have. The worker uses this.
+    pub fn with_identity(
+        client: ::kube::Client,
+        identity: ExpectedIdentity,
+        established: Arc<AtomicBool>,
+    ) -> Self {
+        Self {
+            client,
+            identity: Some(identity),
+            established,
+        }
     }
 }
 
@@ -379,8 +406,10 @@ impl KubeActivities {
             .map_err(Error::into_activity_error)
     }
 
-    /// Whether the Kubernetes API is healthy: `/readyz` answers `ok` and a Node read answers
-    /// (a 404 is the healthy answer). Never fails: an unhealthy API is the answer, not an error.
+    /// Whether the Kubernetes API is healthy: `/readyz` answers `ok`, a Node read answers
+    /// (a 404 is the healthy answer) and, on the worker, the API carries the identity of the
+    /// worker's cluster (`nodewright_model::identity`): an API that is another cluster, or carries
+    /// no identity, is not healthy. Never fails: an unhealthy API is the answer, not an error.
     ///
     /// # Idempotency
     /// Read-only.
@@ -390,7 +419,35 @@ impl KubeActivities {
         _ctx: ActivityContext,
         _input: (),
     ) -> Result<ApiHealth, ActivityError> {
-        Ok(sweep::api_health(&self.client).await)
+        let health = sweep::api_health(&self.client).await;
+        let Some(identity) = self.identity.as_ref().filter(|_| health.healthy) else {
+            return Ok(health);
+        };
+        let checked = if self.established.load(Ordering::SeqCst) {
+            identity::verify(&self.client, identity).await
+        } else {
+            identity::establish(&self.client, identity)
+                .await
+                .map(|_| ())
+        };
+        if checked.is_ok() {
+            self.established.store(true, Ordering::SeqCst);
+        }
+        Ok(match checked {
+            Ok(()) => ApiHealth {
+                healthy: true,
+                detail: format!(
+                    "{}; the API is cluster {} ({})",
+                    health.detail,
+                    nodewright_model::text::quoted(identity.cluster.as_str()),
+                    identity.config_map()
+                ),
+            },
+            Err(error) => ApiHealth {
+                healthy: false,
+                detail: nodewright_model::text::error_chain(&error),
+            },
+        })
     }
 
     /// One page of Nodes (name, uid, providerID, nodewright labels, Ready condition), and the

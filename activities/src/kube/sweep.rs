@@ -21,7 +21,8 @@ const PROBE_NODE: &str = "nodewright-health-probe.invalid";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiHealth {
-    /// `/readyz` answered `ok` and a Node read answered (404 counts).
+    /// `/readyz` answered `ok`, a Node read answered (404 counts) and, when the activities
+    /// know their cluster, the API carries that cluster's identity.
     pub healthy: bool,
     /// What was wrong, or what answered.
     pub detail: String,

@@ -182,6 +182,12 @@ pub static ENV_VARS: &[EnvVar] = &[
         "the kubeconfig context to use (default: its current context)",
         text!(kubernetes.context),
     ),
+    var(
+        "NODEWRIGHT_IDENTITY_NAMESPACE",
+        "kubernetes.identity_namespace",
+        "the namespace of the cluster's identity ConfigMap nodewright-cluster (default: nodewright)",
+        text!(kubernetes.identity_namespace),
+    ),
     fallback(
         "TEMPORAL_ADDRESS",
         "temporal.address",
@@ -209,7 +215,7 @@ pub static ENV_VARS: &[EnvVar] = &[
     var(
         "NODEWRIGHT_TASK_QUEUE",
         "temporal.task_queue",
-        "task queue the workers poll",
+        "task queue the workers poll (default: nodewright-<cluster>)",
         text!(temporal.task_queue),
     ),
     fallback(

@@ -164,6 +164,7 @@ pub(crate) struct AuthLayer {
 pub(crate) struct KubernetesLayer {
     pub(crate) kubeconfig: Option<Sourced<String>>,
     pub(crate) context: Option<Sourced<String>>,
+    pub(crate) identity_namespace: Option<Sourced<String>>,
 }
 
 /// `[temporal]`.

@@ -127,13 +127,26 @@ pub enum AzureAuth {
 }
 
 /// `[kubernetes]`: the cluster's apiserver.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubernetesConfig {
     /// A kubeconfig file (`KUBECONFIG` may list several, separated like `PATH`); `None` means the
     /// in-cluster configuration, or `~/.kube/config` outside a pod.
     pub kubeconfig: Option<PathBuf>,
     /// The context to use instead of the kubeconfig's current one.
     pub context: Option<String>,
+    /// The namespace of the cluster's identity ConfigMap (`nodewright-cluster`, see
+    /// [`crate::identity`]).
+    pub identity_namespace: String,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        Self {
+            kubeconfig: None,
+            context: None,
+            identity_namespace: crate::identity::DEFAULT_IDENTITY_NAMESPACE.to_owned(),
+        }
+    }
 }
 
 /// `[temporal]`: the Temporal frontend, namespace and task queue.
@@ -143,7 +156,7 @@ pub struct TemporalConfig {
     pub address: String,
     /// The namespace.
     pub namespace: String,
-    /// The task queue the workers poll.
+    /// The task queue the workers poll: `nodewright-<cluster>` unless configured.
     pub task_queue: String,
     /// An API key (Temporal Cloud); implies TLS.
     pub api_key: Option<Secret>,
@@ -208,12 +221,13 @@ impl ClusterConfig {
     ) -> Result<Self> {
         let layer = Layer::read(file_text, file_name, &env)?;
         let resolve = Resolve::new(file_text.map(|_| file_name));
+        let cluster = resolve.cluster(&layer)?;
         Ok(Self {
-            cluster: resolve.cluster(&layer)?,
             azure: resolve.azure(&layer.azure)?,
-            kubernetes: resolve.kubernetes(&layer),
-            temporal: resolve.temporal(&layer.temporal)?,
+            kubernetes: resolve.kubernetes(&layer)?,
+            temporal: resolve.temporal(&layer.temporal, &cluster)?,
             worker: resolve.worker(&layer.worker),
+            cluster,
         })
     }
 }
@@ -229,9 +243,10 @@ impl ClientConfig {
     ) -> Result<Self> {
         let layer = Layer::read(file_text, file_name, &env)?;
         let resolve = Resolve::new(file_text.map(|_| file_name));
+        let cluster = resolve.cluster(&layer)?;
         Ok(Self {
-            cluster: resolve.cluster(&layer)?,
-            temporal: resolve.temporal(&layer.temporal)?,
+            temporal: resolve.temporal(&layer.temporal, &cluster)?,
+            cluster,
         })
     }
 }
@@ -472,21 +487,37 @@ impl<'a> Resolve<'a> {
         }
     }
 
-    fn kubernetes(&self, layer: &Layer) -> KubernetesConfig {
+    fn kubernetes(&self, layer: &Layer) -> Result<KubernetesConfig> {
         let kubernetes = &layer.kubernetes;
+        let identity_namespace = self.or_default(
+            &kubernetes.identity_namespace,
+            "kubernetes.identity_namespace",
+            crate::identity::DEFAULT_IDENTITY_NAMESPACE,
+        )?;
+        if let (Some(value), Some(problem)) = (
+            &kubernetes.identity_namespace,
+            crate::cluster::label_problem(&identity_namespace, 63, "is longer than 63 characters"),
+        ) {
+            return Err(value.invalid(
+                "kubernetes.identity_namespace",
+                self.file_label(),
+                format!("{problem}; write a namespace name, e.g. nodewright"),
+            ));
+        }
         let text = |value: &Option<Sourced<String>>| {
             value
                 .as_ref()
                 .map(|value| value.value.trim().to_owned())
                 .filter(|value| !value.is_empty())
         };
-        KubernetesConfig {
+        Ok(KubernetesConfig {
             kubeconfig: text(&kubernetes.kubeconfig).map(PathBuf::from),
             context: text(&kubernetes.context),
-        }
+            identity_namespace,
+        })
     }
 
-    fn temporal(&self, temporal: &TemporalLayer) -> Result<TemporalConfig> {
+    fn temporal(&self, temporal: &TemporalLayer, cluster: &ClusterName) -> Result<TemporalConfig> {
         let address = self.or_default(
             &temporal.address,
             "temporal.address",
@@ -506,7 +537,7 @@ impl<'a> Resolve<'a> {
             task_queue: self.or_default(
                 &temporal.task_queue,
                 "temporal.task_queue",
-                crate::names::DEFAULT_TASK_QUEUE,
+                &crate::names::default_task_queue(cluster),
             )?,
             ui_url: self.http_url(&temporal.ui_url, "temporal.ui_url", DEFAULT_TEMPORAL_UI)?,
             address,

@@ -102,7 +102,7 @@ fn unset_keys_take_their_defaults() {
         TemporalConfig {
             address: "127.0.0.1:7233".to_owned(),
             namespace: "default".to_owned(),
-            task_queue: "nodewright".to_owned(),
+            task_queue: format!("nodewright-{}", config.cluster),
             api_key: None,
             ui_url: "http://127.0.0.1:8233".to_owned(),
             tls: None,
@@ -117,6 +117,21 @@ fn unset_keys_take_their_defaults() {
             shutdown_grace: Duration::from_secs(20),
         }
     );
+}
+
+#[test]
+fn the_identity_namespace_must_be_a_namespace_name() {
+    let file = format!("{MINIMAL}\n[kubernetes]\nidentity_namespace = \"Node_Wright\"\n");
+    let error =
+        load(Some(&file), &[]).map_or_else(|error| error, |config| panic!("invalid: {config:?}"));
+    let message = chain(&error);
+    assert!(
+        message.contains("kubernetes.identity_namespace") && message.contains("Node_Wright"),
+        "{message}"
+    );
+    let config = load(Some(MINIMAL), &[("NODEWRIGHT_IDENTITY_NAMESPACE", "ops")])
+        .unwrap_or_else(|error| panic!("valid: {error}"));
+    assert_eq!(config.kubernetes.identity_namespace, "ops");
 }
 
 #[test]
@@ -138,6 +153,7 @@ client_secret = "s3cret"
 [kubernetes]
 kubeconfig = "/etc/kubeconfig"
 context = "admin"
+identity_namespace = "platform"
 [temporal]
 address = "ns.acct.tmprl.cloud:7233"
 namespace = "ns.acct"
@@ -170,6 +186,7 @@ shutdown_grace = "1m 30s"
         KubernetesConfig {
             kubeconfig: Some(PathBuf::from("/etc/kubeconfig")),
             context: Some("admin".to_owned()),
+            identity_namespace: "platform".to_owned(),
         }
     );
     assert_eq!(
@@ -546,8 +563,15 @@ fn the_cli_needs_only_the_cluster_and_temporal() {
     let config = ClientConfig::load(None, "nodewright.toml", env_of(&env))
         .unwrap_or_else(|error| panic!("valid: {error}"));
     assert_eq!(config.cluster.as_str(), "dev");
-    assert_eq!(config.temporal.task_queue, "nodewright");
+    assert_eq!(config.temporal.task_queue, "nodewright-dev");
     assert!(load(None, &env).is_err(), "the worker needs Azure");
+    let explicit = [("NODEWRIGHT_TASK_QUEUE", "shared"), env[0], env[1]];
+    let config = ClientConfig::load(None, "nodewright.toml", env_of(&explicit))
+        .unwrap_or_else(|error| panic!("valid: {error}"));
+    assert_eq!(
+        config.temporal.task_queue, "shared",
+        "an explicit queue wins"
+    );
 
     let error = ClientConfig::load(
         Some("cluster = \"dev\"\n[temporal]\nnamespce = \"x\"\n"),
