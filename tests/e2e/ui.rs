@@ -21,9 +21,8 @@ use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{
     CliResult, KillableWorker, Sandbox, allocation_failure, create_machine, write_pool_file,
 };
-use nodewright_tests::stack::{repo_root, temporal_cli};
+use nodewright_tests::stack::repo_root;
 use nodewright_tests::temporal_worker::unique_task_queue;
-use serde_json::Value;
 
 /// Where Debian's `chromium` package puts the browser; `NODEWRIGHT_CHROMIUM` overrides it.
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -430,26 +429,7 @@ impl Browser {
 
 /// The run id of the latest run of `workflow_id`, from `temporal workflow describe`.
 async fn run_id(stack: &Stack, workflow_id: &str) -> Result<String> {
-    let mut command = Command::new(temporal_cli()?);
-    command.args([
-        "workflow",
-        "describe",
-        "--workflow-id",
-        workflow_id,
-        "--address",
-        &stack.temporal_address,
-        "--namespace",
-        &stack.temporal_namespace,
-        "--output",
-        "json",
-    ]);
-    let output = tokio::task::spawn_blocking(move || command.output()).await??;
-    ensure!(
-        output.status.success(),
-        "temporal workflow describe {workflow_id}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let described: Value = serde_json::from_slice(&output.stdout)?;
+    let described = nodewright_tests::stack::describe_workflow(stack, workflow_id).await?;
     described["workflowExecutionInfo"]["execution"]["runId"]
         .as_str()
         .map(str::to_owned)

@@ -155,6 +155,31 @@ pub fn temporal_cli() -> Result<PathBuf> {
     stack_tool("NODEWRIGHT_TEMPORAL_CLI")
 }
 
+/// `temporal workflow describe --output json` of the latest run of `workflow_id`.
+pub async fn describe_workflow(stack: &Stack, workflow_id: &str) -> Result<serde_json::Value> {
+    let mut command = std::process::Command::new(temporal_cli()?);
+    command.args([
+        "workflow",
+        "describe",
+        "--workflow-id",
+        workflow_id,
+        "--address",
+        &stack.temporal_address,
+        "--namespace",
+        &stack.temporal_namespace,
+        "--output",
+        "json",
+    ]);
+    let output = tokio::task::spawn_blocking(move || command.output()).await??;
+    if !output.status.success() {
+        bail!(
+            "temporal workflow describe {workflow_id}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
 /// The stack's kubectl (`NODEWRIGHT_KUBECTL`, from the environment or the stack's env file).
 pub fn kubectl() -> Result<PathBuf> {
     stack_tool("NODEWRIGHT_KUBECTL")

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::Node;
 use nodewright_model::drain::{CONDITION_TERMINATING, TAINT_DRAINING};
 use nodewright_tests::Stack;
 use nodewright_tests::machines::node;
-use nodewright_tests::stack::temporal_cli;
+use nodewright_tests::stack::{describe_workflow, temporal_cli};
 use serde_json::Value;
 
 /// Sends a cancellation request to `workflow_id` the way the Temporal UI does:
@@ -97,26 +97,7 @@ async fn state_of(stack: &Stack, name: &str) -> Result<NodeState> {
 
 /// The run status of the latest run of `workflow_id` (`temporal workflow describe`).
 async fn run_status(stack: &Stack, workflow_id: &str) -> Result<String> {
-    let mut command = std::process::Command::new(temporal_cli()?);
-    command.args([
-        "workflow",
-        "describe",
-        "--workflow-id",
-        workflow_id,
-        "--address",
-        &stack.temporal_address,
-        "--namespace",
-        &stack.temporal_namespace,
-        "--output",
-        "json",
-    ]);
-    let output = tokio::task::spawn_blocking(move || command.output()).await??;
-    ensure!(
-        output.status.success(),
-        "temporal workflow describe {workflow_id}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let document: Value = serde_json::from_slice(&output.stdout)?;
+    let document = describe_workflow(stack, workflow_id).await?;
     Ok(document["workflowExecutionInfo"]["status"]
         .as_str()
         .unwrap_or_default()
