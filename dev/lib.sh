@@ -29,7 +29,11 @@ running_pid() {
   [[ -f $pidfile ]] || return 1
   pid=$(<"$pidfile")
   [[ -r /proc/$pid/cmdline ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$(head -n1 "$PIDS/$1.cmd" 2>/dev/null || echo "$1")" || return 1
+  # No pipeline into `grep -q` here: under pipefail its early exit can fail the check (SIGPIPE).
+  local cmdline expected
+  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  expected=$(head -n1 "$PIDS/$1.cmd" 2>/dev/null || echo "$1")
+  [[ $cmdline == *"$expected"* ]] || return 1
   echo "$pid"
 }
 

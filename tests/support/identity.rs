@@ -118,3 +118,28 @@ fn kubectl_run(stack: &Stack, args: &[&str]) -> Result<Output> {
         .args(args)
         .output()?)
 }
+
+/// Waits (up to a minute) until a worker of `cluster` has recorded its identity ConfigMap on
+/// the stack's apiserver (read with the admin kubeconfig): from then on the worker has checked
+/// its API once, and a test may take that API away.
+pub async fn await_identity_recorded(cluster: &str) -> Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use nodewright_model::identity::IDENTITY_CONFIG_MAP;
+
+    let stack = Stack::load()?;
+    let namespace = namespace_for(&stack, cluster);
+    let config_maps: kube::Api<ConfigMap> =
+        kube::Api::namespaced(stack.kube_client().await?, &namespace);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if config_maps.get_opt(IDENTITY_CONFIG_MAP).await?.is_some() {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "no worker of cluster {cluster} recorded {namespace}/{IDENTITY_CONFIG_MAP} within 60s"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

@@ -141,11 +141,23 @@ fn apply_stack_env(command: &mut Command, stack: &Stack, task_queue: &str) {
         .env_remove("NODEWRIGHT_CONFIG");
 }
 
-/// Runs the `nodewright` CLI with the stack's settings on `task_queue`.
+/// The longest one CLI call may take in a test (the longest `--wait` of a rollout under a loaded
+/// CI machine takes a few minutes): past it the CLI is killed and the test fails naming the
+/// command, instead of the suite hanging until CI's own limit cuts every result.
+pub const CLI_LIMIT: Duration = Duration::from_secs(600);
+
+/// Runs the `nodewright` CLI with the stack's settings on `task_queue`; fails (the process
+/// killed, its output so far in the message) when it runs longer than [`CLI_LIMIT`].
 pub fn run_cli(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<Output> {
     let mut command = Command::new(binary("nodewright")?);
     apply_stack_env(&mut command, stack, task_queue);
-    Ok(command.args(args).output()?)
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    crate::binaries::output_within(command, CLI_LIMIT)
+        .with_context(|| format!("nodewright {}", args.join(" ")))
 }
 
 /// Runs the CLI with [`CliResult::run`] off the async threads.

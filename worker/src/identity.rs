@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use nodewright_activities::kube::identity::{self, Established, IdentityError};
+use nodewright_activities::kube::identity::{self, Established};
 use nodewright_model::config::ClusterConfig;
 use nodewright_model::identity::ExpectedIdentity;
 use nodewright_model::text::error_chain;
@@ -93,9 +93,7 @@ async fn check(client: &kube::Client, expected: &ExpectedIdentity) -> Result<(),
             );
             Ok(())
         }
-        Err(IdentityError::GetKubeSystem(source)) if !matches!(source, kube::Error::Api(_)) => {
-            Err(Checked::Unreachable(error_chain(&source)))
-        }
+        Err(error) if error.is_unreachable() => Err(Checked::Unreachable(error_chain(&error))),
         Err(error) => Err(Checked::Refused(anyhow::anyhow!("{}", error_chain(&error)))),
     }
 }

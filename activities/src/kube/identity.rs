@@ -68,6 +68,32 @@ pub enum IdentityError {
     Mismatch(String),
 }
 
+impl IdentityError {
+    /// Whether the API did not answer (a transport error, a timeout, a 5xx or a 429) at any step
+    /// of the check, rather than answering that it is not this cluster: worth checking again
+    /// later, and nothing can act on such an API in the meantime either. A create whose answer
+    /// was lost is found on the next check (its 409 leads to a verify).
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Self::GetKubeSystem(source)
+            | Self::GetConfigMap { source, .. }
+            | Self::CreateConfigMap { source, .. } => is_transient(source),
+            Self::KubeSystemWithoutUid
+            | Self::NoNamespace { .. }
+            | Self::Absent { .. }
+            | Self::Mismatch(_) => false,
+        }
+    }
+}
+
+/// A failure that says nothing about which cluster the API is: no answer, or a server error.
+fn is_transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        _ => true,
+    }
+}
+
 /// What a worker's start found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Established {
@@ -193,4 +219,70 @@ async fn kube_system_uid(client: &kube::Client) -> Result<String, IdentityError>
         .uid
         .filter(|uid| !uid.is_empty())
         .ok_or(IdentityError::KubeSystemWithoutUid)
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+
+    use super::IdentityError;
+
+    fn answered(code: u16) -> kube::Error {
+        kube::Error::Api(Status::failure("answer", "Reason").with_code(code).boxed())
+    }
+
+    fn no_answer() -> kube::Error {
+        kube::Error::Service("connection refused".into())
+    }
+
+    #[test]
+    fn no_answer_or_a_server_error_at_any_step_is_unreachable() {
+        let config_map = || "nodewright/nodewright-cluster".to_owned();
+        let cases = [
+            (IdentityError::GetKubeSystem(no_answer()), true),
+            (IdentityError::GetKubeSystem(answered(503)), true),
+            (IdentityError::GetKubeSystem(answered(429)), true),
+            (IdentityError::GetKubeSystem(answered(403)), false),
+            (
+                IdentityError::GetConfigMap {
+                    config_map: config_map(),
+                    source: no_answer(),
+                },
+                true,
+            ),
+            (
+                IdentityError::GetConfigMap {
+                    config_map: config_map(),
+                    source: answered(403),
+                },
+                false,
+            ),
+            (
+                IdentityError::CreateConfigMap {
+                    config_map: config_map(),
+                    source: no_answer(),
+                },
+                true,
+            ),
+            (
+                IdentityError::CreateConfigMap {
+                    config_map: config_map(),
+                    source: answered(422),
+                },
+                false,
+            ),
+            (IdentityError::KubeSystemWithoutUid, false),
+            (IdentityError::Mismatch("another cluster".to_owned()), false),
+            (
+                IdentityError::Absent {
+                    config_map: config_map(),
+                    cluster: "local".to_owned(),
+                },
+                false,
+            ),
+        ];
+        for (error, unreachable) in cases {
+            assert_eq!(error.is_unreachable(), unreachable, "{error:?}");
+        }
+    }
 }

@@ -62,20 +62,33 @@ impl SweepCluster {
     pub async fn sweep(&self, extra: &[&str]) -> Result<(Option<i32>, Value)> {
         let mut args = vec!["--output", "json", "sweep", "run", "--wait"];
         args.extend_from_slice(extra);
-        let result = self.cli(&args).await?;
+        let result = self
+            .cli(&args)
+            .await
+            .with_context(|| format!("worker log:\n{}", self.worker_log()))?;
         let audit: Value = serde_json::from_str(result.stdout.trim()).with_context(|| {
             format!(
                 "sweep run printed no audit (exit {:?}): {}\n{}\nworker log:\n{}",
                 result.code,
                 result.stdout,
                 result.stderr,
-                self.worker
-                    .as_ref()
-                    .map(KillableWorker::log_tail)
-                    .unwrap_or_default()
+                self.worker_log()
             )
         })?;
         Ok((result.code, audit))
+    }
+
+    /// Whether the worker process still runs.
+    pub fn worker_running(&mut self) -> bool {
+        self.worker.as_mut().is_some_and(KillableWorker::is_running)
+    }
+
+    /// The end of the worker's log, for failure messages.
+    pub fn worker_log(&self) -> String {
+        self.worker
+            .as_ref()
+            .map(KillableWorker::log_tail)
+            .unwrap_or_default()
     }
 
     /// The ownership tags of machine `machine` of this cluster's pool, created `age` ago by a

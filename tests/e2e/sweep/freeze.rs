@@ -1,11 +1,15 @@
 //! The freeze: the worker's Kubernetes API stops answering (its kubeconfig points at a proxy the
 //! test stops, so the other tests keep their apiserver). The sweep deletes nothing and says it
-//! froze; with the API back, the same orphans are deleted.
+//! froze; with the API back, the same orphans are deleted. A worker started while its API does
+//! not answer keeps running and checks its cluster identity once the API is back.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
+use nodewright_tests::identity::await_identity_recorded;
 use nodewright_tests::stack::repo_root;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
@@ -75,31 +79,86 @@ impl ApiProxy {
     }
 }
 
+impl ApiProxy {
+    /// A proxy to the stack's apiserver and an admin kubeconfig that goes through it.
+    async fn for_stack(stack: &Stack) -> Result<(Self, PathBuf)> {
+        let admin = std::fs::read_to_string(&stack.kubeconfig)?;
+        let server = admin
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("server: https://"))
+            .context("no server in the admin kubeconfig")?
+            .to_owned();
+        let proxy = Self::start(&server).await?;
+        let dir = repo_root().join("target").join("e2e-kubeconfigs");
+        std::fs::create_dir_all(&dir)?;
+        let kubeconfig = dir.join(format!("proxy-{}.kubeconfig", proxy.port));
+        std::fs::write(
+            &kubeconfig,
+            admin.replace(
+                &format!("https://{server}"),
+                &format!("https://127.0.0.1:{}", proxy.port),
+            ),
+        )?;
+        Ok((proxy, kubeconfig))
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_kubernetes_api_down_a_sweep_deletes_nothing_and_says_it_froze() -> Result<()> {
     let stack = Stack::load()?;
-    let admin = std::fs::read_to_string(&stack.kubeconfig)?;
-    let server = admin
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("server: https://"))
-        .context("no server in the admin kubeconfig")?
-        .to_owned();
-    let proxy = ApiProxy::start(&server).await?;
-    let dir = repo_root().join("target").join("e2e-kubeconfigs");
-    std::fs::create_dir_all(&dir)?;
-    let kubeconfig = dir.join(format!("proxy-{}.kubeconfig", proxy.port));
-    std::fs::write(
-        &kubeconfig,
-        admin.replace(
-            &format!("https://{server}"),
-            &format!("https://127.0.0.1:{}", proxy.port),
-        ),
-    )?;
+    let (proxy, kubeconfig) = ApiProxy::for_stack(&stack).await?;
     let sweep = SweepCluster::start(&stack, Some(kubeconfig))?;
-    let result = freeze(&sweep, &proxy).await;
+    // The API goes away while the worker runs, after its start-up check (a start without the
+    // API is the next test).
+    let result = match await_identity_recorded(&sweep.cluster).await {
+        Ok(()) => freeze(&sweep, &proxy).await,
+        Err(e) => Err(e.context(sweep.worker_log())),
+    };
     proxy.stop();
     sweep.clean_up().await?;
     result
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_started_with_its_api_down_checks_the_identity_once_it_answers() -> Result<()> {
+    let stack = Stack::load()?;
+    let (proxy, kubeconfig) = ApiProxy::for_stack(&stack).await?;
+    proxy.stop();
+    let mut sweep = SweepCluster::start(&stack, Some(kubeconfig))?;
+    let result = start_without_api(&mut sweep, &proxy).await;
+    proxy.stop();
+    sweep.clean_up().await?;
+    result
+}
+
+/// The worker keeps running without its API (nothing can act on it), records its identity once
+/// the API answers, and then sweeps.
+async fn start_without_api(sweep: &mut SweepCluster, proxy: &ApiProxy) -> Result<()> {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ensure!(
+        sweep.worker_running(),
+        "the worker stopped while its API did not answer:\n{}",
+        sweep.worker_log()
+    );
+    let (code, audit) = sweep.sweep(&[]).await?;
+    ensure!(
+        code == Some(3),
+        "sweep without the API exit {code:?}: {audit}"
+    );
+    ensure!(outcome(&audit) == "frozen", "outcome {}", audit["outcome"]);
+
+    proxy.resume().await?;
+    await_identity_recorded(&sweep.cluster)
+        .await
+        .with_context(|| sweep.worker_log())?;
+    let (code, audit) = sweep.sweep(&[]).await?;
+    ensure!(code == Some(0), "sweep exit {code:?}: {audit}");
+    ensure!(
+        outcome(&audit) == "completed",
+        "outcome {}",
+        audit["outcome"]
+    );
+    Ok(())
 }
 
 async fn freeze(sweep: &SweepCluster, proxy: &ApiProxy) -> Result<()> {
