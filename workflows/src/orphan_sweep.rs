@@ -17,7 +17,8 @@ use nodewright_model::sweep::{
     Action, ApprovalVerdict, ApproveSignal, AuditEntry, Brake, BrakeDecision, Decision, Inventory,
     Outcome, PageGuard, PageStep, RefusedApproval, ResourceKind, Seen, SubjectKind, SweepAudit,
     SweepOutcome, SweepPhase, SweepPolicy, SweepRequest, SweepStatus, changed_while_waiting,
-    classify, decide_approval, decide_brake, record_refusal, yield_to_running_sweep,
+    check_grace, classify, decide_approval, decide_brake, grace_floor, record_refusal,
+    yield_to_running_sweep,
 };
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_macros::{workflow, workflow_methods};
@@ -109,8 +110,12 @@ impl OrphanSweepWorkflow {
     }
 }
 
-/// The runbook: overlap check → freeze check → inventory → classify → brake → approval →
-/// fresh plan → act → audit.
+/// The patch marker of the grace floor (a sweep refused for a grace below it), recorded only
+/// by runs it refuses.
+const GRACE_FLOOR_PATCH: &str = "sweep-grace-floor";
+
+/// The runbook: overlap check → freeze check → inventory → grace floor → classify → brake →
+/// approval → fresh plan → act → audit.
 async fn sweep(
     ctx: &mut WorkflowContext<OrphanSweepWorkflow>,
     request: &SweepRequest,
@@ -156,6 +161,14 @@ async fn sweep(
         Ok(inventory) => inventory,
         Err(reason) => return frozen(ctx, reason),
     };
+    // Behind a patch marker: a sweep started by an older worker replays its old path.
+    if let Err(reason) = check_grace(
+        request.grace,
+        grace_floor(&inventory, &request.cluster).as_ref(),
+    ) && ctx.patched(GRACE_FLOOR_PATCH)
+    {
+        return ended(ctx, SweepOutcome::Refused { reason });
+    }
     let seen = seen(&inventory);
     let policy = policy(ctx, request, &scope);
     let decisions = classify(&inventory, &policy);

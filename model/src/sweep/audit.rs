@@ -145,6 +145,12 @@ pub enum SweepOutcome {
         /// Why it braked, with its numbers.
         reason: String,
     },
+    /// Its settings cannot be safe for this cluster (a `--grace` shorter than the longest
+    /// creation timeout of the cluster's pools): nothing deleted.
+    Refused {
+        /// What is wrong and the fix.
+        reason: String,
+    },
     /// Another sweep of the cluster was running when this scheduled run started: it did
     /// nothing.
     Skipped {
@@ -162,7 +168,7 @@ pub enum SweepOutcome {
 
 impl SweepOutcome {
     /// One word: `completed`, `dry-run`, `frozen`, `not-approved`, `braked`, `skipped`,
-    /// `canceled`.
+    /// `refused`, `canceled`.
     pub fn word(&self) -> &'static str {
         match self {
             SweepOutcome::Completed => "completed",
@@ -171,6 +177,7 @@ impl SweepOutcome {
             SweepOutcome::NotApproved { .. } => "not-approved",
             SweepOutcome::Braked { .. } => "braked",
             SweepOutcome::Skipped { .. } => "skipped",
+            SweepOutcome::Refused { .. } => "refused",
             SweepOutcome::Canceled { .. } => "canceled",
         }
     }
@@ -375,6 +382,7 @@ impl SweepAudit {
                 )
             }
             SweepOutcome::Skipped { reason } => format!("skipped, nothing done: {reason}"),
+            SweepOutcome::Refused { reason } => format!("refused, nothing deleted: {reason}"),
             SweepOutcome::Canceled { reason } => {
                 let why = reason
                     .as_deref()

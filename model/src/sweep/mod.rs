@@ -7,6 +7,7 @@ pub mod approval;
 pub mod audit;
 pub mod brake;
 pub mod classify;
+pub mod grace;
 pub mod inventory;
 pub mod overlap;
 pub mod paging;
@@ -23,6 +24,7 @@ pub use approval::{
 pub use audit::{AuditEntry, ForeignGroup, KeptGroup, Outcome, Seen, SweepAudit, SweepOutcome};
 pub use brake::{Brake, BrakeCounts, BrakeDecision, BrakeReason, decide_brake};
 pub use classify::{Action, Decision, Rule, SubjectKind, SweepPolicy, classify, human};
+pub use grace::{GraceFloor, check_grace, grace_floor};
 pub use inventory::{
     ArmResource, Inventory, NodeReadiness, NodeRecord, ResourceKind, RunningWorkflow, name_from_id,
 };

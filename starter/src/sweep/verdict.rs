@@ -1,23 +1,29 @@
 //! How a finished sweep maps to the CLI's exit code: a sweep that did what it planned (or a dry
 //! run) is success; a frozen sweep, a braked one or one nobody approved, a scheduled run that
-//! gave way to another sweep, or one with a failed removal is exit 3 with the audit's summary.
+//! gave way to another sweep, or one with a failed removal is exit 3 with the audit's summary;
+//! one refused for its settings (a grace below the cluster's floor) is exit 2, bad input.
 
 use nodewright_model::sweep::{Outcome, SweepAudit, SweepOutcome};
 
 use crate::CliError;
 
-/// `Ok` for a completed sweep without a failed removal and for a dry run; otherwise
-/// [`CliError::RunFailed`] with the audit's summary.
+/// `Ok` for a completed sweep without a failed removal and for a dry run; a refused one is
+/// [`CliError::InvalidInput`] with its reason; otherwise [`CliError::RunFailed`] with the
+/// audit's summary.
 pub fn verdict(audit: &SweepAudit) -> Result<(), CliError> {
     let failed_removal = audit
         .removals()
         .any(|entry| matches!(entry.outcome, Some(Outcome::Failed { .. })));
+    if let SweepOutcome::Refused { reason } = &audit.outcome {
+        return Err(CliError::InvalidInput(reason.clone()));
+    }
     let clean = match audit.outcome {
         SweepOutcome::Completed | SweepOutcome::DryRun => !failed_removal,
         SweepOutcome::Frozen { .. }
         | SweepOutcome::NotApproved { .. }
         | SweepOutcome::Braked { .. }
         | SweepOutcome::Skipped { .. }
+        | SweepOutcome::Refused { .. }
         | SweepOutcome::Canceled { .. } => false,
     };
     if clean {
@@ -76,6 +82,10 @@ mod tests {
             Err(CliError::RunFailed(message)) => {
                 assert_eq!(message, audit.summary());
                 3
+            }
+            Err(CliError::InvalidInput(message)) => {
+                assert!(message.starts_with("--grace"), "{message}");
+                2
             }
             Err(other) => panic!("unexpected {other:?}"),
         }
@@ -142,6 +152,15 @@ mod tests {
                     None,
                 ),
                 3,
+            ),
+            (
+                audit(
+                    SweepOutcome::Refused {
+                        reason: "--grace 1m is shorter than ...".to_owned(),
+                    },
+                    None,
+                ),
+                2,
             ),
         ];
         for (audit, expected) in table {

@@ -1,7 +1,8 @@
 //! A machine kept by a failed create (`machine create --keep-on-failure`) stays kept: its VM,
 //! NIC and OS disk carry the `nodewright.io-kept` marker, the sweep reports them `kept` and
 //! deletes nothing of the machine; once the marker is removed, the next sweep removes it (after
-//! an approval: with no Node for the cluster's only VM, the plausibility brake holds it).
+//! an approval: with no Node for the cluster's only VM, the plausibility brake holds it). A
+//! `--grace` shorter than the creation timeout the machine's pool recorded is refused.
 
 use std::time::Duration;
 
@@ -67,8 +68,31 @@ async fn kept(sweep: &SweepCluster, machine: &str) -> Result<()> {
     ensure!(arm.get_nic(&nic).await?.tags.contains_key(TAG_KEPT));
     ensure!(arm.get_disk(&disk).await?.tags.contains_key(TAG_KEPT));
 
-    // Past any grace, the kept machine is reported kept and nothing of it is removed.
-    let grace = ["--grace", "1s"];
+    // A grace shorter than the creation timeout its pool recorded (10s) is refused, naming
+    // both; nothing is deleted.
+    let (code, audit) = sweep.sweep(&["--grace", "1s"]).await?;
+    let reason = audit["outcome"]["reason"].as_str().unwrap_or_default();
+    ensure!(
+        code == Some(2)
+            && outcome(&audit) == "refused"
+            && reason.contains("--grace 1s")
+            && reason.contains("10s")
+            && reason.contains(&sweep.pool),
+        "a grace below the floor: exit {code:?}: {audit}"
+    );
+    for (kind, name) in [("vm", machine), ("nic", &nic), ("disk", &disk)] {
+        ensure!(sweep.exists(kind, name).await?, "{kind} {name} was deleted");
+    }
+    // Ages count from the create's end: past the grace after it, nothing is young.
+    let ended = vm.tags.get(TAG_CREATION_ENDED).cloned().unwrap_or_default();
+    let ended = chrono::DateTime::parse_from_rfc3339(&ended).context("the end tag")?;
+    let past_grace = ended.with_timezone(&chrono::Utc) + chrono::Duration::seconds(12);
+    if let Ok(wait) = (past_grace - chrono::Utc::now()).to_std() {
+        tokio::time::sleep(wait).await;
+    }
+
+    // Past the grace, the kept machine is reported kept and nothing of it is removed.
+    let grace = ["--grace", "10s"];
     let (code, audit) = sweep.sweep(&grace).await?;
     ensure!(code == Some(0), "sweep exit {code:?}: {audit}");
     ensure!(
