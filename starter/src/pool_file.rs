@@ -22,10 +22,53 @@ pub fn load(path: &Path) -> Result<ValidPool, CliError> {
             error.rendered
         ))
     })?;
-    pool::validate(&parsed).map_err(|invalid| {
+    let valid = pool::validate(&parsed).map_err(|invalid| {
         CliError::InvalidInput(format!(
             "pool file {} is not valid; nothing was started:\n{invalid}",
             path.display()
         ))
+    })?;
+    if let Some(warning) = credential_warning(&valid) {
+        eprintln!("warning: {warning}");
+    }
+    Ok(valid)
+}
+
+/// One line when the inline bootstrap looks like it holds a credential: what it seems to hold
+/// (never the text), where it ends up, and the fix.
+pub fn credential_warning(pool: &ValidPool) -> Option<String> {
+    let hints = pool::credential_hints(pool.template.bootstrap.as_deref()?);
+    (!hints.is_empty()).then(|| {
+        format!(
+            "spec.template.bootstrap looks like it holds {}: an inline bootstrap is stored in plain text in the history of every run of this pool; put it in a Kubernetes Secret and name it in spec.template.bootstrapSecretRef instead (README: Bootstrap secrets)",
+            hints.join(" and ")
+        )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(bootstrap: &str) -> ValidPool {
+        let text = format!(
+            "apiVersion: nodewright.io/v1alpha1\nkind: Pool\nmetadata:\n  name: workers\nspec:\n  replicas: 1\n  template:\n    vmSize: Standard_D2s_v5\n    image: {{ publisher: Canonical, offer: ubuntu-24_04-lts, sku: server, version: latest }}\n    subnetId: /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/n\n    bootstrap: {bootstrap:?}\n"
+        );
+        let parsed = pool::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+        pool::validate(&parsed).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn an_inline_credential_is_warned_about_without_being_printed() {
+        let token = "abcdef.0123456789abcdef";
+        let warning =
+            credential_warning(&pool(&format!("kubeadm join --token {token}"))).expect("a warning");
+        assert!(
+            warning.contains("a Kubernetes bootstrap token"),
+            "{warning}"
+        );
+        assert!(warning.contains("bootstrapSecretRef"), "{warning}");
+        assert!(!warning.contains(token), "{warning}");
+        assert_eq!(credential_warning(&pool("#!/bin/bash\nexec kubelet")), None);
+    }
 }

@@ -15,6 +15,7 @@ mod preflight;
 mod rbac;
 mod rollout;
 mod sandbox;
+mod secrets;
 mod sweep;
 mod temporal_smoke;
 mod ui;

@@ -11,6 +11,7 @@ pub mod images;
 pub mod kube_objects;
 pub mod machines;
 pub mod poll;
+pub mod secrets;
 pub mod stack;
 pub mod temporal_server;
 pub mod temporal_worker;

@@ -27,6 +27,8 @@ pub struct KillableWorker {
     env: Vec<(String, String)>,
     /// The identity namespace held for the worker, unless `env` names one.
     identity: Option<IdentityNamespace>,
+    /// Whether standard output (the JSON log lines) goes to the log file too, not only stderr.
+    full_log: bool,
 }
 
 impl KillableWorker {
@@ -51,9 +53,31 @@ impl KillableWorker {
         log_name: &str,
         env: &[(&str, &str)],
     ) -> Result<Self> {
+        let mut worker = Self::prepared(stack, task_queue, log_name, env, false)?;
+        worker.restart()?;
+        Ok(worker)
+    }
+
+    /// Like [`Self::start`], logging at debug level, with every log line (standard output too)
+    /// in the log file: for tests that read what the worker logged.
+    pub fn start_with_full_log(stack: &Stack, task_queue: &str) -> Result<Self> {
+        let env = [("RUST_LOG", "debug")];
+        let mut worker = Self::prepared(stack, task_queue, task_queue, &env, true)?;
+        worker.restart()?;
+        Ok(worker)
+    }
+
+    /// The worker, not started yet.
+    fn prepared(
+        stack: &Stack,
+        task_queue: &str,
+        log_name: &str,
+        env: &[(&str, &str)],
+        full_log: bool,
+    ) -> Result<Self> {
         let dir = repo_root().join("target").join("e2e-logs");
         std::fs::create_dir_all(&dir)?;
-        let mut worker = Self {
+        Ok(Self {
             child: None,
             stack: stack.clone(),
             task_queue: task_queue.to_owned(),
@@ -63,9 +87,13 @@ impl KillableWorker {
                 .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
                 .collect(),
             identity: None,
-        };
-        worker.restart()?;
-        Ok(worker)
+            full_log,
+        })
+    }
+
+    /// The whole log file.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The process id, while it runs: the worker's Temporal identity ends with `:<pid>`.
@@ -96,7 +124,11 @@ impl KillableWorker {
             .env("NODEWRIGHT_HEALTH_ADDRESS", "127.0.0.1:0")
             .env("NODEWRIGHT_METRICS_ADDRESS", "127.0.0.1:0")
             .env("NODEWRIGHT_SHUTDOWN_SECONDS", "2")
-            .stdout(Stdio::null())
+            .stdout(if self.full_log {
+                Stdio::from(log.try_clone()?)
+            } else {
+                Stdio::null()
+            })
             .stderr(log);
         self.child = Some(KillOnDrop(command.spawn()?));
         Ok(())

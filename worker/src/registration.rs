@@ -11,6 +11,7 @@ use anyhow::Context;
 use nodewright_activities::azure::ArmClient;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmWriteActivities};
 use nodewright_activities::kube::KubeActivities;
+use nodewright_activities::kube::bootstrap::BootstrapSource;
 use nodewright_activities::temporal::TemporalActivities;
 use nodewright_model::config::ClusterConfig;
 use nodewright_model::names::arm_write_task_queue;
@@ -52,6 +53,7 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         temporal,
     } = clients;
     let task_queue = config.temporal.task_queue.clone();
+    let bootstrap = BootstrapSource::kubernetes(kube.clone());
     let main = WorkerOptions::new(task_queue.clone())
         .register_workflow::<PreflightWorkflow>()
         .context("registering PreflightWorkflow")?
@@ -80,7 +82,9 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         .graceful_shutdown_period(config.worker.shutdown_grace)
         .build();
     let arm_writes = WorkerOptions::new(arm_write_task_queue(&task_queue))
-        .register_activities(ArmWriteActivities::new(arm, config.azure.location.clone()))
+        .register_activities(
+            ArmWriteActivities::new(arm, config.azure.location.clone()).with_bootstrap(bootstrap),
+        )
         .max_task_queue_activities_per_second(config.azure.arm_writes_per_second)
         .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))
         .graceful_shutdown_period(config.worker.shutdown_grace)

@@ -1,5 +1,6 @@
 //! Kubernetes activities, over `kube` and `k8s-openapi`.
 
+pub mod bootstrap;
 pub mod drain;
 mod error;
 pub mod identity;

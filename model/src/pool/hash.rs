@@ -73,7 +73,7 @@ mod tests {
     use std::io::Write;
 
     use super::*;
-    use crate::pool::{ImageSource, OsDiskSpec, TaintSpec};
+    use crate::pool::{BootstrapSecretRef, ImageSource, OsDiskSpec, TaintSpec};
 
     fn template() -> MachineTemplate {
         MachineTemplate {
@@ -97,6 +97,7 @@ mod tests {
             admin_username: "nodewright".to_owned(),
             ssh_public_key: None,
             bootstrap: Some("#!/bin/bash\n".to_owned()),
+            bootstrap_secret_ref: None,
         }
     }
 
@@ -133,7 +134,7 @@ mod tests {
     fn hash_changes_with_every_part_of_the_template() {
         let base = template_hash(&template());
         type Change = (&'static str, fn(&mut MachineTemplate));
-        let changes: [Change; 9] = [
+        let changes: [Change; 10] = [
             ("vm size", |t| t.vm_size = "Standard_D4s_v5".to_owned()),
             ("image version", |t| {
                 t.image.version = Some("24.04.202411030".to_owned())
@@ -163,6 +164,14 @@ mod tests {
             }),
             ("zones", |t| t.zones.push("3".to_owned())),
             ("bootstrap", |t| t.bootstrap = None),
+            ("a bootstrap Secret reference", |t| {
+                t.bootstrap = None;
+                t.bootstrap_secret_ref = Some(BootstrapSecretRef {
+                    namespace: "nodewright".to_owned(),
+                    name: "workers-bootstrap-v2".to_owned(),
+                    key: "bootstrap".to_owned(),
+                });
+            }),
         ];
         for (what, change) in changes {
             let mut changed = template();

@@ -12,12 +12,14 @@
 //! # }
 //! ```
 
+pub mod credentials;
 mod hash;
 mod parse;
 pub mod spec;
 mod valid;
 mod validate;
 
+pub use credentials::credential_hints;
 pub use hash::{TEMPLATE_HASH_LEN, template_hash};
 pub use parse::{PoolFileError, parse};
 pub use spec::*;

@@ -89,9 +89,47 @@ pub struct MachineTemplate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_public_key: Option<String>,
     /// What the machine runs on first boot to join the cluster (cloud-init or a script), as text;
-    /// nodewright base64-encodes it into the VM's customData.
+    /// nodewright base64-encodes it into the VM's customData. It travels with the pool through
+    /// every run's input: a text holding a credential belongs in [`Self::bootstrap_secret_ref`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<String>,
+    /// The bootstrap by reference (instead of `bootstrap`): a key of a Kubernetes Secret that
+    /// the worker reads when it builds the VM. The text never enters a run's input, result,
+    /// failure, log or the CLI's output; only the reference does, and the template hash covers
+    /// the reference, not the Secret's content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_secret_ref: Option<BootstrapSecretRef>,
+}
+
+/// A key of a Kubernetes Secret holding a machine's bootstrap text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BootstrapSecretRef {
+    /// The Secret's namespace (the worker needs `get` on Secrets there).
+    pub namespace: String,
+    /// The Secret's name.
+    pub name: String,
+    /// The key in the Secret's data (default `bootstrap`).
+    #[serde(default = "default_bootstrap_key")]
+    pub key: String,
+}
+
+/// The key a [`BootstrapSecretRef`] reads unless it names another.
+pub const DEFAULT_BOOTSTRAP_KEY: &str = "bootstrap";
+
+fn default_bootstrap_key() -> String {
+    DEFAULT_BOOTSTRAP_KEY.to_owned()
+}
+
+impl std::fmt::Display for BootstrapSecretRef {
+    /// `Secret nodewright/workers-bootstrap, key bootstrap`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Secret {}/{}, key {}",
+            self.namespace, self.name, self.key
+        )
+    }
 }
 
 fn default_admin_username() -> String {

@@ -65,6 +65,8 @@ invalid_pool_tests!(
     admin_username_reserved,
     admin_username_syntax,
     api_version,
+    bootstrap_secret_ref_both,
+    bootstrap_secret_ref_name,
     bootstrap_size,
     drain_force_after_unhealthy,
     drain_local_data,

@@ -33,11 +33,13 @@ pub fn nic_body(
 }
 
 /// The VM `machine`: size, image, OS disk `<machine>-osdisk` and the NIC, both deleted with the
-/// VM (`deleteOption: Delete`), computer name = machine name, the bootstrap as customData.
+/// VM (`deleteOption: Delete`), computer name = machine name, `bootstrap` (the template's text,
+/// inline or read from its Secret) as customData.
 pub fn vm_body(
     location: &str,
     machine: &str,
     template: &MachineTemplate,
+    bootstrap: Option<&str>,
     nic_id: &str,
     zone: Option<&str>,
     tags: &BTreeMap<String, String>,
@@ -72,7 +74,7 @@ pub fn vm_body(
         "adminUsername": template.admin_username,
         "linuxConfiguration": linux,
     });
-    if let Some(bootstrap) = &template.bootstrap {
+    if let Some(bootstrap) = bootstrap {
         os_profile["customData"] =
             Value::String(base64::engine::general_purpose::STANDARD.encode(bootstrap));
     }
@@ -122,6 +124,7 @@ mod tests {
             admin_username: "nodewright".to_owned(),
             ssh_public_key: Some("ssh-ed25519 AAAA test".to_owned()),
             bootstrap: Some("#!/bin/bash\necho hi\n".to_owned()),
+            bootstrap_secret_ref: None,
         }
     }
 
@@ -132,6 +135,7 @@ mod tests {
             "westeurope",
             "web-b2c4d",
             &template(),
+            template().bootstrap.as_deref(),
             "/nic/id",
             Some("2"),
             &tags,
@@ -173,7 +177,8 @@ mod tests {
             id: Some("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/galleries/g/images/i/versions/1.0.0".to_owned()),
             ..ImageSource::default()
         };
-        let vm = vm_body("westeurope", "m", &t, "/nic", None, &BTreeMap::new()).expect("builds");
+        let vm =
+            vm_body("westeurope", "m", &t, None, "/nic", None, &BTreeMap::new()).expect("builds");
         let json = serde_json::to_value(&vm).expect("serializes");
         let image = &json["properties"]["storageProfile"]["imageReference"];
         assert!(

@@ -5,6 +5,7 @@ use temporalio_sdk::activities::ActivityError;
 
 use crate::azure::Error as ArmError;
 use crate::failure::{Failure, Retry};
+use crate::kube::bootstrap::BootstrapError;
 
 /// Why a machine activity failed.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +38,10 @@ pub enum MachineError {
         /// The tag's value, if any.
         found: Option<String>,
     },
+    /// The bootstrap Secret the template names cannot be used (its message never carries the
+    /// Secret's content).
+    #[error("{0}")]
+    Bootstrap(#[from] BootstrapError),
     /// A response that cannot be: ARM answered without a field it always sends.
     #[error("{0}")]
     Unexpected(String),
@@ -77,6 +82,15 @@ impl MachineError {
                 ("ProvisioningFailed", Retry::NonRetryable, None)
             }
             MachineError::NotOwned { .. } => ("NotOwned", Retry::NonRetryable, None),
+            MachineError::Bootstrap(error) => (
+                "BootstrapSecret",
+                if error.is_retryable() {
+                    Retry::Retryable
+                } else {
+                    Retry::NonRetryable
+                },
+                None,
+            ),
             MachineError::Unexpected(_) => ("Unexpected", Retry::Retryable, None),
         };
         Failure {

@@ -34,6 +34,7 @@ pub use types::*;
 
 use crate::azure::inventory::{InventoryPage, ListInventoryPage, list_inventory_page};
 use crate::azure::{ArmClient, Deletion, Error as ArmError};
+use crate::kube::bootstrap::BootstrapSource;
 use crate::lifetime;
 
 /// How long an ARM write's own short operation (a NIC, a disk's tags) may take inside the
@@ -44,6 +45,7 @@ const SHORT_OPERATION_WAIT: std::time::Duration = std::time::Duration::from_secs
 pub struct ArmWriteActivities {
     client: ArmClient,
     location: String,
+    bootstrap: BootstrapSource,
 }
 
 /// ARM reads and waits: registered on the main task queue.
@@ -57,7 +59,15 @@ impl ArmWriteActivities {
         Self {
             client,
             location: location.into(),
+            bootstrap: BootstrapSource::none(),
         }
+    }
+
+    /// Reads the bootstrap Secrets templates name from `source` (without one, a template that
+    /// names its bootstrap by reference fails its create).
+    pub fn with_bootstrap(mut self, source: BootstrapSource) -> Self {
+        self.bootstrap = source;
+        self
     }
 }
 
@@ -284,10 +294,13 @@ impl ArmWriteActivities {
             Err(error) if is_gone(&error) => {}
             Err(error) => return Err(error.into()),
         }
+        // Read now, held only in this activity's memory and the PUT below.
+        let bootstrap = self.bootstrap.text(&input.template).await?;
         let body = body::vm_body(
             &self.location,
             &input.machine,
             &input.template,
+            bootstrap.as_deref(),
             &input.nic_id,
             input.zone.as_deref(),
             &input.tags,

@@ -152,7 +152,7 @@ fn is_label_name(name: &str) -> bool {
 }
 
 /// A lowercase DNS subdomain (RFC 1123) of at most 253 characters.
-fn is_dns_subdomain(value: &str) -> bool {
+pub(super) fn is_dns_subdomain(value: &str) -> bool {
     !value.is_empty()
         && value.len() <= MAX_LABEL_PREFIX_LEN
         && value.split('.').all(|label| {

@@ -89,6 +89,7 @@ pub(super) fn check(problems: &mut Problems, field: &str, template: &MachineTemp
     if let Some(bootstrap) = &template.bootstrap {
         bootstrap_size(problems, &format!("{field}.bootstrap"), bootstrap);
     }
+    super::bootstrap::check(problems, field, template);
 }
 
 /// `Standard_<size>` or `Basic_<size>`: `^(Standard|Basic)_[A-Za-z0-9]+(_[A-Za-z0-9]+)*$`.

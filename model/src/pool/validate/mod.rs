@@ -8,6 +8,7 @@
 //! [`rollout`] (strategy, drain and timeouts).
 
 mod arm_id;
+mod bootstrap;
 mod kube;
 mod machine;
 mod rollout;

@@ -1,0 +1,233 @@
+//! A machine's bootstrap text, read from the Kubernetes Secret its template names, at the moment
+//! the VM body is built (inside `azure.begin_vm_create`). The text lives only in that activity's
+//! memory and in the PUT it sends to Azure: it is never an activity's input, result or failure,
+//! never logged, and every error here names the Secret and what is wrong, never its content.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use nodewright_model::pool::{BootstrapSecretRef, MachineTemplate};
+
+/// The largest bootstrap text, in bytes, as the pool file's rule for an inline one (Azure's
+/// customData limit).
+const MAX_BOOTSTRAP_BYTES: usize = 65_535;
+
+/// Reads bootstrap Secrets with the worker's Kubernetes client.
+#[derive(Clone)]
+pub struct BootstrapSource {
+    client: Option<kube::Client>,
+}
+
+/// Why the bootstrap Secret could not be used. None of these carries the Secret's content.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// The worker has no Kubernetes client to read Secrets with.
+    #[error(
+        "the template names its bootstrap by reference ({reference}), but this worker reads no Kubernetes Secrets"
+    )]
+    NoClient {
+        /// The reference.
+        reference: BootstrapSecretRef,
+    },
+    /// No such Secret.
+    #[error(
+        "the bootstrap {reference} does not exist: create it (kubectl create secret generic {} -n {} --from-file={}=<file>) or correct spec.template.bootstrapSecretRef",
+        .reference.name, .reference.namespace, .reference.key
+    )]
+    NotFound {
+        /// The reference.
+        reference: BootstrapSecretRef,
+    },
+    /// The worker may not read it.
+    #[error(
+        "the worker may not read the bootstrap {reference}: grant its service account get on secrets in namespace {} (deploy/rbac: Role nodewright-bootstrap-reader)",
+        .reference.namespace
+    )]
+    Forbidden {
+        /// The reference.
+        reference: BootstrapSecretRef,
+    },
+    /// The Secret has no such key.
+    #[error(
+        "the bootstrap {reference} has no such key (its keys: {keys}): correct spec.template.bootstrapSecretRef.key"
+    )]
+    NoKey {
+        /// The reference.
+        reference: BootstrapSecretRef,
+        /// The keys it has, comma-separated (names only).
+        keys: String,
+    },
+    /// The value is not UTF-8 text, or longer than customData holds.
+    #[error("the bootstrap {reference} {problem}")]
+    Unusable {
+        /// The reference.
+        reference: BootstrapSecretRef,
+        /// What is wrong, e.g. `is 70000 bytes, more than Azure's customData holds (65,535)`.
+        problem: String,
+    },
+    /// The API did not answer, or failed: worth retrying.
+    #[error("reading the bootstrap {reference} failed: {detail}")]
+    Unavailable {
+        /// The reference.
+        reference: BootstrapSecretRef,
+        /// The client's error (it never carries a response body of a Secret).
+        detail: String,
+    },
+}
+
+impl BootstrapError {
+    /// Whether a retry may find it different: only an API that did not answer. The rest needs a
+    /// person (create the Secret, grant RBAC, fix the key), so the create fails and cleans up.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, BootstrapError::Unavailable { .. })
+    }
+}
+
+impl BootstrapSource {
+    /// Secrets read with `client`.
+    pub fn kubernetes(client: kube::Client) -> Self {
+        Self {
+            client: Some(client),
+        }
+    }
+
+    /// No Kubernetes client: a template that names its bootstrap by reference fails.
+    pub fn none() -> Self {
+        Self { client: None }
+    }
+
+    /// The template's bootstrap text: the inline one, the Secret's key, or none.
+    pub async fn text(&self, template: &MachineTemplate) -> Result<Option<String>, BootstrapError> {
+        if let Some(inline) = &template.bootstrap {
+            return Ok(Some(inline.clone()));
+        }
+        let Some(reference) = &template.bootstrap_secret_ref else {
+            return Ok(None);
+        };
+        let Some(client) = &self.client else {
+            return Err(BootstrapError::NoClient {
+                reference: reference.clone(),
+            });
+        };
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &reference.namespace);
+        let secret = match secrets.get_opt(&reference.name).await {
+            Ok(Some(secret)) => secret,
+            Ok(None) => {
+                return Err(BootstrapError::NotFound {
+                    reference: reference.clone(),
+                });
+            }
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                return Err(BootstrapError::Forbidden {
+                    reference: reference.clone(),
+                });
+            }
+            Err(error) => {
+                return Err(BootstrapError::Unavailable {
+                    reference: reference.clone(),
+                    detail: error.to_string(),
+                });
+            }
+        };
+        value_of(reference, secret)
+    }
+}
+
+/// The key's value as text, checked.
+fn value_of(
+    reference: &BootstrapSecretRef,
+    secret: Secret,
+) -> Result<Option<String>, BootstrapError> {
+    let mut data = secret.data.unwrap_or_default();
+    let Some(bytes) = data.remove(&reference.key) else {
+        let mut keys: Vec<String> = data.into_keys().collect();
+        keys.extend(secret.string_data.unwrap_or_default().into_keys());
+        let keys = if keys.is_empty() {
+            "none".to_owned()
+        } else {
+            keys.join(", ")
+        };
+        return Err(BootstrapError::NoKey {
+            reference: reference.clone(),
+            keys,
+        });
+    };
+    let unusable = |problem: String| BootstrapError::Unusable {
+        reference: reference.clone(),
+        problem,
+    };
+    if bytes.0.len() > MAX_BOOTSTRAP_BYTES {
+        return Err(unusable(format!(
+            "is {} bytes, more than Azure's customData holds (65,535)",
+            bytes.0.len()
+        )));
+    }
+    String::from_utf8(bytes.0)
+        .map(Some)
+        .map_err(|_| unusable("is not UTF-8 text".to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::ByteString;
+
+    use super::*;
+
+    fn reference() -> BootstrapSecretRef {
+        BootstrapSecretRef {
+            namespace: "nodewright".to_owned(),
+            name: "workers-bootstrap".to_owned(),
+            key: "bootstrap".to_owned(),
+        }
+    }
+
+    fn secret(entries: &[(&str, &[u8])]) -> Secret {
+        Secret {
+            data: Some(
+                entries
+                    .iter()
+                    .map(|(key, value)| ((*key).to_owned(), ByteString(value.to_vec())))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..Secret::default()
+        }
+    }
+
+    const MARKER: &str = "abcdef.0123456789abcdef";
+
+    #[test]
+    fn the_keys_text_is_read_and_no_error_carries_a_value() {
+        let text = format!("kubeadm join --token {MARKER}");
+        assert_eq!(
+            value_of(&reference(), secret(&[("bootstrap", text.as_bytes())])).ok(),
+            Some(Some(text.clone()))
+        );
+        let errors = [
+            value_of(&reference(), secret(&[("other", text.as_bytes())])),
+            value_of(&reference(), secret(&[])),
+            value_of(&reference(), secret(&[("bootstrap", &[0xff, 0xfe, b'a'])])),
+            value_of(
+                &reference(),
+                secret(&[(
+                    "bootstrap",
+                    format!("{MARKER}{}", "x".repeat(70_000)).as_bytes(),
+                )]),
+            ),
+        ];
+        let messages: Vec<String> = errors
+            .into_iter()
+            .map(|result| result.expect_err("refused").to_string())
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "the bootstrap Secret nodewright/workers-bootstrap, key bootstrap has no such key (its keys: other): correct spec.template.bootstrapSecretRef.key",
+                "the bootstrap Secret nodewright/workers-bootstrap, key bootstrap has no such key (its keys: none): correct spec.template.bootstrapSecretRef.key",
+                "the bootstrap Secret nodewright/workers-bootstrap, key bootstrap is not UTF-8 text",
+                "the bootstrap Secret nodewright/workers-bootstrap, key bootstrap is 70023 bytes, more than Azure's customData holds (65,535)",
+            ]
+        );
+        assert!(messages.iter().all(|m| !m.contains(MARKER)));
+    }
+}
