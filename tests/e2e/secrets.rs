@@ -2,7 +2,8 @@
 //! (`bootstrapSecretRef`). The Secret's text reaches the VM (the sandbox's kubelet reads the
 //! `--node-labels` it carries, so the Node shows it), and its join token is in no history (every
 //! payload decoded), no worker log line and no CLI output, after a create, a failed create and a
-//! rollout. The scan itself is checked: the histories do carry the Secret's name.
+//! rollout. The scan itself is checked: the histories do carry the Secret's name. A Secret that
+//! does not exist fails the create before its VM, naming the Secret, and leaves nothing.
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Secret;
@@ -56,14 +57,32 @@ async fn a_bootstrap_secret_reaches_the_vm_and_no_history_log_or_output() -> Res
     result
 }
 
-async fn scenario(
-    stack: &Stack,
-    task_queue: &str,
-    pool: &str,
-    secret_name: &str,
-    token: &str,
-    worker: &KillableWorker,
-) -> Result<()> {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_bootstrap_secret_fails_the_create_naming_it_and_leaves_nothing() -> Result<()> {
+    let stack = Stack::load()?;
+    let suffix = unique_suffix();
+    let pool = format!("bm{}", &suffix[..6]);
+    let task_queue = unique_task_queue("secrets-missing");
+    let _worker = KillableWorker::start(&stack, &task_queue)?;
+    let pool_file = by_reference(&stack, &pool, &format!("absent-{pool}"))?;
+    let machine = format!("{pool}-nosecret");
+    let created = create_machine(&stack, &task_queue, &pool_file, &machine, &["--wait"])?;
+    let left = Sandbox::new(&stack)?.machine_resources(&machine).await?;
+    created.expect_code(3)?;
+    ensure!(
+        created.stderr.contains(&format!(
+            "the bootstrap Secret nodewright/absent-{pool}, key bootstrap does not exist"
+        )),
+        "the failure names the Secret and the fix: {}",
+        created.stderr
+    );
+    ensure!(left.is_empty(), "the failed create left {left:?}");
+    Ok(())
+}
+
+/// The pool file of `pool` (the stack's test template, creation timeout 30s) with its bootstrap
+/// given by reference to the Secret `secret_name`'s key `bootstrap` in `nodewright`.
+fn by_reference(stack: &Stack, pool: &str, secret_name: &str) -> Result<std::path::PathBuf> {
     let pool_file = write_pool_file(stack, pool, "30s")?;
     let inline = std::fs::read_to_string(&pool_file)?;
     let by_reference = inline.replace(
@@ -77,6 +96,18 @@ async fn scenario(
         "the pool file's bootstrap was not replaced"
     );
     std::fs::write(&pool_file, by_reference)?;
+    Ok(pool_file)
+}
+
+async fn scenario(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    secret_name: &str,
+    token: &str,
+    worker: &KillableWorker,
+) -> Result<()> {
+    let pool_file = by_reference(stack, pool, secret_name)?;
     let mut outputs: Vec<(String, CliResult)> = Vec::new();
 
     // A create: the Secret's kubelet flags reach the VM, so its Node carries their label.
