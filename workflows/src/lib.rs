@@ -7,6 +7,7 @@
 
 pub mod activity_options;
 pub mod cancellation;
+pub mod codec;
 pub mod connect;
 pub mod create_machine;
 pub mod delete_machine;
