@@ -47,15 +47,16 @@ pub fn duration(flag: &str, text: &str, max: Duration) -> Result<Duration, CliEr
     Ok(parsed)
 }
 
-/// `--every` of `sweep schedule`: a duration of at least 1s and at most
-/// [`limits::MAX_SWEEP_INTERVAL`], default 15m.
+/// `--every` of `sweep schedule` when given: a duration of at least 1s and at most
+/// [`limits::MAX_SWEEP_INTERVAL`]. Not given, the schedule keeps its interval (a new one takes
+/// [`DEFAULT_EVERY`]).
 ///
 /// # Errors
 ///
 /// Not a duration, shorter than 1s or longer than the maximum.
-pub fn every(text: Option<&str>) -> Result<Duration, CliError> {
+pub fn every(text: Option<&str>) -> Result<Option<Duration>, CliError> {
     let Some(text) = text else {
-        return Ok(DEFAULT_EVERY);
+        return Ok(None);
     };
     let every = duration("--every", text, limits::MAX_SWEEP_INTERVAL)?;
     if every < MIN_EVERY {
@@ -64,58 +65,123 @@ pub fn every(text: Option<&str>) -> Result<Duration, CliError> {
             quoted(text)
         )));
     }
-    Ok(every)
+    Ok(Some(every))
+}
+
+/// The sweep flags as typed and checked: `None` where the flag was not given (a new sweep takes
+/// the default, a schedule keeps its value).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TypedSweep {
+    /// `--dry-run` / `--dry-run=false`.
+    pub dry_run: Option<bool>,
+    /// `--remediate` / `--remediate=false`.
+    pub remediate: Option<bool>,
+    /// `--max-deletions`.
+    pub max_deletions: Option<u32>,
+    /// `--grace`.
+    pub grace: Option<Duration>,
+    /// `--health-timeout`.
+    pub health_timeout: Option<Duration>,
+    /// `--approval-timeout`.
+    pub approval_timeout: Option<Duration>,
+    /// `--parallelism`.
+    pub parallelism: Option<u32>,
+    /// `--brake-percent`.
+    pub brake_percent: Option<u32>,
+}
+
+impl TypedSweep {
+    /// `base` with every flag given put in; the others keep `base`'s value.
+    pub fn over(&self, base: SweepRequest) -> SweepRequest {
+        SweepRequest {
+            dry_run: self.dry_run.unwrap_or(base.dry_run),
+            remediate: self.remediate.unwrap_or(base.remediate),
+            max_deletions: self.max_deletions.unwrap_or(base.max_deletions),
+            grace: self.grace.unwrap_or(base.grace),
+            health_timeout: self.health_timeout.unwrap_or(base.health_timeout),
+            approval_timeout: self.approval_timeout.unwrap_or(base.approval_timeout),
+            parallelism: self.parallelism.unwrap_or(base.parallelism),
+            brake_percent: self.brake_percent.unwrap_or(base.brake_percent),
+            cluster: base.cluster,
+        }
+    }
+}
+
+/// Why `--parallelism` `n` is refused, if it is (at least 1, at most
+/// [`limits::MAX_SWEEP_PARALLELISM`]).
+fn parallelism_problem(n: u32) -> Option<String> {
+    if n == 0 {
+        return Some("0 would remove nothing; give at least 1 (default 5)".to_owned());
+    }
+    (n > limits::MAX_SWEEP_PARALLELISM).then(|| {
+        format!(
+            "{n} is more than the maximum {max}; give at most {max} (default 5): ARM writes queue up beyond that",
+            max = limits::MAX_SWEEP_PARALLELISM
+        )
+    })
+}
+
+/// Why `--brake-percent` `percent` is refused, if it is (at most
+/// [`limits::MAX_SWEEP_BRAKE_PERCENT`]).
+fn brake_percent_problem(percent: u32) -> Option<String> {
+    (percent > limits::MAX_SWEEP_BRAKE_PERCENT).then(|| {
+        format!(
+            "{percent} is more than the maximum {max}; give at most {max} (default {default}): a sweep must not remove half a cluster on a wrong listing",
+            max = limits::MAX_SWEEP_BRAKE_PERCENT,
+            default = nodewright_model::sweep::brake::DEFAULT_BRAKE_PERCENT
+        )
+    })
 }
 
 impl SweepFlags {
-    /// The sweep of `cluster` the flags ask for: every default the flags leave alone.
+    /// The flags given, each checked.
     ///
     /// # Errors
     ///
     /// A duration that is not one or is longer than its maximum ([`limits`]), or a
     /// `--parallelism` of 0 or more than [`limits::MAX_SWEEP_PARALLELISM`], or a
     /// `--brake-percent` over [`limits::MAX_SWEEP_BRAKE_PERCENT`].
+    pub fn checked(&self) -> Result<TypedSweep, CliError> {
+        let refused =
+            |flag: &str, problem: String| CliError::InvalidInput(format!("{flag}: {problem}"));
+        if let Some(problem) = self.parallelism.and_then(parallelism_problem) {
+            return Err(refused("--parallelism", problem));
+        }
+        if let Some(problem) = self.brake_percent.and_then(brake_percent_problem) {
+            return Err(refused("--brake-percent", problem));
+        }
+        let duration_of = |flag: &str, text: &Option<String>, max: Duration| {
+            text.as_deref()
+                .map(|text| duration(flag, text, max))
+                .transpose()
+        };
+        Ok(TypedSweep {
+            dry_run: self.dry_run,
+            remediate: self.remediate,
+            max_deletions: self.max_deletions,
+            grace: duration_of("--grace", &self.grace, limits::MAX_SWEEP_GRACE)?,
+            health_timeout: duration_of(
+                "--health-timeout",
+                &self.health_timeout,
+                limits::MAX_SWEEP_HEALTH_TIMEOUT,
+            )?,
+            approval_timeout: duration_of(
+                "--approval-timeout",
+                &self.approval_timeout,
+                limits::MAX_APPROVAL_TIMEOUT,
+            )?,
+            parallelism: self.parallelism,
+            brake_percent: self.brake_percent,
+        })
+    }
+
+    /// The sweep of `cluster` the flags ask for: every default the flags leave alone.
+    ///
+    /// # Errors
+    ///
+    /// As [`SweepFlags::checked`].
     pub fn request(&self, cluster: &ClusterName) -> Result<SweepRequest, CliError> {
-        let mut request = SweepRequest::new(cluster.clone());
-        request.dry_run = self.dry_run;
-        request.remediate = self.remediate;
-        request.max_deletions = self.max_deletions;
-        if self.parallelism == 0 {
-            return Err(CliError::InvalidInput(
-                "--parallelism: 0 would remove nothing; give at least 1 (default 5)".to_owned(),
-            ));
-        }
-        if self.parallelism > limits::MAX_SWEEP_PARALLELISM {
-            return Err(CliError::InvalidInput(format!(
-                "--parallelism: {} is more than the maximum {}; give at most {} (default 5): ARM writes queue up beyond that",
-                self.parallelism,
-                limits::MAX_SWEEP_PARALLELISM,
-                limits::MAX_SWEEP_PARALLELISM
-            )));
-        }
-        request.parallelism = self.parallelism;
-        if self.brake_percent > limits::MAX_SWEEP_BRAKE_PERCENT {
-            return Err(CliError::InvalidInput(format!(
-                "--brake-percent: {} is more than the maximum {}; give at most {} (default {}): a sweep must not remove half a cluster on a wrong listing",
-                self.brake_percent,
-                limits::MAX_SWEEP_BRAKE_PERCENT,
-                limits::MAX_SWEEP_BRAKE_PERCENT,
-                nodewright_model::sweep::brake::DEFAULT_BRAKE_PERCENT
-            )));
-        }
-        request.brake_percent = self.brake_percent;
-        if let Some(text) = &self.grace {
-            request.grace = duration("--grace", text, limits::MAX_SWEEP_GRACE)?;
-        }
-        if let Some(text) = &self.health_timeout {
-            request.health_timeout =
-                duration("--health-timeout", text, limits::MAX_SWEEP_HEALTH_TIMEOUT)?;
-        }
-        if let Some(text) = &self.approval_timeout {
-            request.approval_timeout =
-                duration("--approval-timeout", text, limits::MAX_APPROVAL_TIMEOUT)?;
-        }
-        Ok(request)
+        Ok(self.checked()?.over(SweepRequest::new(cluster.clone())))
     }
 }
 
@@ -169,14 +235,14 @@ mod tests {
 
     fn flags() -> SweepFlags {
         SweepFlags {
-            dry_run: false,
-            remediate: false,
-            max_deletions: 10,
+            dry_run: None,
+            remediate: None,
+            max_deletions: None,
             grace: None,
             health_timeout: None,
             approval_timeout: None,
-            parallelism: 5,
-            brake_percent: 20,
+            parallelism: None,
+            brake_percent: None,
         }
     }
 
@@ -248,7 +314,7 @@ mod tests {
             ),
             (
                 SweepFlags {
-                    parallelism: 51,
+                    parallelism: Some(51),
                     ..flags()
                 },
                 "--parallelism: 51 is more than the maximum 50; give at most 50 (default 5): ARM writes queue up beyond that",
@@ -261,11 +327,14 @@ mod tests {
             grace: Some("7days".to_owned()),
             health_timeout: Some("24h".to_owned()),
             approval_timeout: Some("1day".to_owned()),
-            parallelism: 50,
+            parallelism: Some(50),
             ..flags()
         };
         assert!(longest.request(&cluster()).is_ok());
-        assert_eq!(every(Some("31days")).ok(), Some(limits::MAX_SWEEP_INTERVAL));
+        assert_eq!(
+            every(Some("31days")).ok(),
+            Some(Some(limits::MAX_SWEEP_INTERVAL))
+        );
         assert_eq!(
             message(every(Some("32days"))),
             r#"--every: "32days" is longer than the maximum 744h; give at most 744h (e.g. 90s, 20m, 1h)"#
@@ -273,10 +342,18 @@ mod tests {
     }
 
     #[test]
-    fn the_interval_defaults_to_15m_and_is_at_least_1s() {
-        assert_eq!(every(None).ok(), Some(Duration::from_secs(900)));
-        assert_eq!(every(Some("1h")).ok(), Some(Duration::from_secs(3600)));
-        assert_eq!(every(Some("1s")).ok(), Some(Duration::from_secs(1)));
+    fn the_interval_is_optional_and_at_least_1s() {
+        assert_eq!(
+            every(None).ok(),
+            Some(None),
+            "not given: kept, or the default"
+        );
+        assert_eq!(DEFAULT_EVERY, Duration::from_secs(900));
+        assert_eq!(
+            every(Some("1h")).ok(),
+            Some(Some(Duration::from_secs(3600)))
+        );
+        assert_eq!(every(Some("1s")).ok(), Some(Some(Duration::from_secs(1))));
         assert_eq!(
             message(every(Some("0s"))),
             r#"--every: "0s" is shorter than 1s (e.g. 15m, 1h)"#
@@ -294,14 +371,14 @@ mod tests {
             Some(SweepRequest::new(cluster()))
         );
         let typed = SweepFlags {
-            dry_run: true,
-            remediate: true,
-            max_deletions: 0,
+            dry_run: Some(true),
+            remediate: Some(true),
+            max_deletions: Some(0),
             grace: Some("5m".to_owned()),
             health_timeout: Some("2m".to_owned()),
             approval_timeout: Some("30m".to_owned()),
-            parallelism: 2,
-            brake_percent: 35,
+            parallelism: Some(2),
+            brake_percent: Some(35),
         };
         let request = typed.request(&cluster()).unwrap_or_else(|e| panic!("{e}"));
         assert!(request.dry_run && request.remediate);
@@ -323,7 +400,7 @@ mod tests {
             r#"--grace: "soon" is not a duration (e.g. 90s, 20m, 1h)"#
         );
         let none_at_once = SweepFlags {
-            parallelism: 0,
+            parallelism: Some(0),
             ..flags()
         };
         assert_eq!(
@@ -331,7 +408,7 @@ mod tests {
             "--parallelism: 0 would remove nothing; give at least 1 (default 5)"
         );
         let half_and_more = SweepFlags {
-            brake_percent: 51,
+            brake_percent: Some(51),
             ..flags()
         };
         assert_eq!(
@@ -339,7 +416,7 @@ mod tests {
             "--brake-percent: 51 is more than the maximum 50; give at most 50 (default 20): a sweep must not remove half a cluster on a wrong listing"
         );
         let ten = SweepFlags {
-            brake_percent: 10,
+            brake_percent: Some(10),
             ..flags()
         };
         assert_eq!(

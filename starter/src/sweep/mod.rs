@@ -4,14 +4,16 @@
 //! One job per module: [`flags`] checks what was typed, [`find`] finds the cluster's sweeps,
 //! [`start`] starts one, [`follow`] follows it to its end, [`approve`] shows the plan of the one
 //! waiting for approval and approves it, [`control`] cancels and shows the one running,
-//! [`report`] prints an audit, [`schedule`] manages the Temporal Schedule, [`render`] turns
-//! sweeps into text and [`verdict`] turns an audit into an exit code.
+//! [`report`] prints an audit, [`schedule`] manages the Temporal Schedule (and [`merge`] decides
+//! what an existing one keeps), [`render`] turns sweeps into text and [`verdict`] turns an audit
+//! into an exit code.
 
 mod approve;
 mod control;
 mod find;
 mod flags;
 mod follow;
+mod merge;
 mod render;
 mod report;
 mod schedule;
@@ -20,8 +22,6 @@ mod verdict;
 
 use clap::{Args, Subcommand};
 use nodewright_model::sweep::SweepStatus;
-use nodewright_model::sweep::brake::DEFAULT_BRAKE_PERCENT;
-use nodewright_model::sweep::request::{DEFAULT_MAX_DELETIONS, DEFAULT_PARALLELISM};
 use nodewright_model::{ClusterName, Operation, WorkflowId};
 use nodewright_workflows::OrphanSweepWorkflow;
 use temporalio_client::{Client, WorkflowHandle, WorkflowQueryOptions};
@@ -53,26 +53,32 @@ pub enum SweepCommand {
     Status,
     /// Print a sweep's audit: every resource it saw, the rule that decided and what was done.
     Report(ReportArgs),
-    /// Sweep the cluster on a Temporal Schedule `sweep/<cluster>` (created, or updated when it
-    /// exists; overlapping runs are skipped).
+    /// Sweep the cluster on a Temporal Schedule `sweep/<cluster>` (overlapping runs are skipped):
+    /// created with the flags given and the defaults, or, when it exists, only the flags given
+    /// change and every other setting keeps the schedule's value.
     Schedule(ScheduleArgs),
     /// Delete the schedule `sweep/<cluster>` (runs under way go on).
     Unschedule,
 }
 
-/// What a sweep does: the flags `sweep run` and `sweep schedule` share.
-#[derive(Debug, Clone, Args)]
+/// What a sweep does: the flags `sweep run` and `sweep schedule` share. Each is `None` when not
+/// given: `sweep run` and a new schedule take the default, an existing schedule keeps its value.
+#[derive(Debug, Clone, Default, Args)]
 pub struct SweepFlags {
-    /// Only report what would be removed: delete and replace nothing.
-    #[arg(long)]
-    dry_run: bool,
+    /// Only report what would be removed: delete and replace nothing (`--dry-run=false` turns it
+    /// off on a schedule that has it) [default: false].
+    #[arg(long, value_name = "true|false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    dry_run: Option<bool>,
     /// Replace machines whose Node has been NotReady longer than --health-timeout (otherwise
-    /// they are reported).
-    #[arg(long)]
-    remediate: bool,
-    /// More removals than this wait for `nodewright sweep approve` (0: every removal does).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_DELETIONS)]
-    max_deletions: u32,
+    /// they are reported; `--remediate=false` turns it off on a schedule) [default: false].
+    #[arg(long, value_name = "true|false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true")]
+    remediate: Option<bool>,
+    /// More removals than this wait for `nodewright sweep approve` (0: every removal does)
+    /// [default: 10].
+    #[arg(long, value_name = "N")]
+    max_deletions: Option<u32>,
     /// Nothing younger than this is an orphan (e.g. 20m) [default: 20m].
     #[arg(long, value_name = "DURATION")]
     grace: Option<String>,
@@ -83,14 +89,14 @@ pub struct SweepFlags {
     /// [default: 1h].
     #[arg(long, value_name = "DURATION")]
     approval_timeout: Option<String>,
-    /// Removals in flight at once (at least 1).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_PARALLELISM)]
-    parallelism: u32,
+    /// Removals in flight at once (at least 1) [default: 5].
+    #[arg(long, value_name = "N")]
+    parallelism: Option<u32>,
     /// The plausibility brake: removing more than this percentage of the cluster's machines
     /// (and more than 3), or replacing machines while more Nodes than that are NotReady, waits
-    /// for `nodewright sweep approve` naming the run (at most 50).
-    #[arg(long, value_name = "PERCENT", default_value_t = DEFAULT_BRAKE_PERCENT)]
-    brake_percent: u32,
+    /// for `nodewright sweep approve` naming the run (at most 50) [default: 20].
+    #[arg(long, value_name = "PERCENT")]
+    brake_percent: Option<u32>,
 }
 
 /// The flags of `sweep run`.
@@ -118,10 +124,10 @@ pub struct ReportArgs {
     all: bool,
 }
 
-/// The flags of `sweep schedule`.
+/// The flags of `sweep schedule`: on an existing schedule, only those given change.
 #[derive(Debug, Args)]
 pub struct ScheduleArgs {
-    /// How often a sweep starts (at least 1s) [default: 15m].
+    /// How often a sweep starts (at least 1s) [default: 15m, or the schedule's interval].
     #[arg(long, value_name = "DURATION")]
     every: Option<String>,
     #[command(flatten)]
@@ -195,9 +201,14 @@ mod tests {
     fn run_takes_the_sweep_flags_with_their_defaults() {
         match parse(&["run"]) {
             Ok(SweepCommand::Run(args)) => {
-                assert!(!args.wait && !args.flags.dry_run && !args.flags.remediate);
-                assert_eq!(args.flags.max_deletions, 10);
-                assert_eq!(args.flags.parallelism, 5);
+                assert!(!args.wait);
+                assert_eq!(args.flags.dry_run, None);
+                assert_eq!(args.flags.remediate, None);
+                assert_eq!(
+                    args.flags.max_deletions, None,
+                    "the default comes from flags"
+                );
+                assert_eq!(args.flags.parallelism, None);
                 assert_eq!(args.flags.grace, None);
             }
             other => panic!("{other:?}"),
@@ -215,11 +226,13 @@ mod tests {
             "--wait",
         ]) {
             Ok(SweepCommand::Run(args)) => {
-                assert!(args.wait && args.flags.dry_run && args.flags.remediate);
-                assert_eq!(args.flags.max_deletions, 0);
+                assert!(args.wait);
+                assert_eq!(args.flags.dry_run, Some(true));
+                assert_eq!(args.flags.remediate, Some(true));
+                assert_eq!(args.flags.max_deletions, Some(0));
                 // Checked by `flags`, which names the flag and the syntax.
                 assert_eq!(args.flags.grace.as_deref(), Some("soon"));
-                assert_eq!(args.flags.parallelism, 0);
+                assert_eq!(args.flags.parallelism, Some(0));
             }
             other => panic!("{other:?}"),
         }
@@ -262,16 +275,50 @@ mod tests {
         ]) {
             Ok(SweepCommand::Schedule(args)) => {
                 assert_eq!(args.every.as_deref(), Some("1h"));
-                assert!(args.flags.dry_run);
-                assert_eq!(args.flags.max_deletions, 3);
+                assert_eq!(args.flags.dry_run, Some(true));
+                assert_eq!(args.flags.max_deletions, Some(3));
+                assert_eq!(args.flags.remediate, None, "not given: kept");
             }
             other => panic!("{other:?}"),
         }
+        match parse(&["schedule", "--dry-run=false", "--remediate=true"]) {
+            Ok(SweepCommand::Schedule(args)) => {
+                assert_eq!(args.every, None);
+                assert_eq!(args.flags.dry_run, Some(false), "turned off");
+                assert_eq!(args.flags.remediate, Some(true));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A boolean's value is attached with `=`: `--dry-run false` is refused, not read as on.
+        assert!(parse(&["schedule", "--dry-run", "false"]).is_err());
+        assert!(parse(&["schedule", "--dry-run=maybe"]).is_err());
         assert!(parse(&["schedule", "--wait"]).is_err());
         assert!(matches!(
             parse(&["unschedule"]),
             Ok(SweepCommand::Unschedule)
         ));
+    }
+
+    #[test]
+    fn the_help_states_the_defaults_the_request_takes() {
+        use clap::CommandFactory;
+        use nodewright_model::sweep::brake::DEFAULT_BRAKE_PERCENT;
+        use nodewright_model::sweep::request::{DEFAULT_MAX_DELETIONS, DEFAULT_PARALLELISM};
+        let mut command = Cli::command();
+        let help = match command.find_subcommand_mut("schedule") {
+            Some(schedule) => schedule.render_long_help().to_string(),
+            None => panic!("no schedule subcommand"),
+        };
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for expected in [
+            format!("[default: {DEFAULT_MAX_DELETIONS}]"),
+            format!("[default: {DEFAULT_PARALLELISM}]"),
+            format!("[default: {DEFAULT_BRAKE_PERCENT}]"),
+            "--dry-run[=<true|false>]".to_owned(),
+            "`--dry-run=false` turns it off".to_owned(),
+        ] {
+            assert!(help.contains(&expected), "{expected} in {help}");
+        }
     }
 
     #[test]
