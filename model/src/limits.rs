@@ -73,6 +73,15 @@ pub const MAX_DRAIN_EXTENSION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// only lets orphans cost money.
 pub const MAX_SWEEP_GRACE: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// The shortest `sweep --grace`: the shortest creation timeout a pool may have. A grace of
+/// nothing would make a resource an orphan the moment it exists; the grace floor
+/// (`model::sweep::grace`) raises this to the cluster's longest creation timeout.
+pub const MIN_SWEEP_GRACE: Duration = Duration::from_secs(10);
+
+/// The shortest `sweep --health-timeout`: as the pool's shortest `spec.timeouts.health`. A Node
+/// NotReady for an instant (a kubelet restart) is not broken.
+pub const MIN_SWEEP_HEALTH_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The longest `sweep --health-timeout`: as the pool's [`MAX_HEALTH_TIMEOUT`].
 pub const MAX_SWEEP_HEALTH_TIMEOUT: Duration = MAX_HEALTH_TIMEOUT;
 

@@ -150,24 +150,42 @@ impl SweepFlags {
         if let Some(problem) = self.brake_percent.and_then(brake_percent_problem) {
             return Err(refused("--brake-percent", problem));
         }
-        let duration_of = |flag: &str, text: &Option<String>, max: Duration| {
+        let duration_of = |flag: &str, text: &Option<String>, min: Duration, max: Duration| {
             text.as_deref()
-                .map(|text| duration(flag, text, max))
+                .map(|text| {
+                    let value = duration(flag, text, max)?;
+                    if value < min {
+                        return Err(CliError::InvalidInput(format!(
+                            "{flag}: {} is shorter than the minimum {}; give at least {} (e.g. 90s, 20m, 1h)",
+                            quoted(text),
+                            limits::short(min),
+                            limits::short(min)
+                        )));
+                    }
+                    Ok(value)
+                })
                 .transpose()
         };
         Ok(TypedSweep {
             dry_run: self.dry_run,
             remediate: self.remediate,
             max_deletions: self.max_deletions,
-            grace: duration_of("--grace", &self.grace, limits::MAX_SWEEP_GRACE)?,
+            grace: duration_of(
+                "--grace",
+                &self.grace,
+                limits::MIN_SWEEP_GRACE,
+                limits::MAX_SWEEP_GRACE,
+            )?,
             health_timeout: duration_of(
                 "--health-timeout",
                 &self.health_timeout,
+                limits::MIN_SWEEP_HEALTH_TIMEOUT,
                 limits::MAX_SWEEP_HEALTH_TIMEOUT,
             )?,
             approval_timeout: duration_of(
                 "--approval-timeout",
                 &self.approval_timeout,
+                Duration::from_secs(1),
                 limits::MAX_APPROVAL_TIMEOUT,
             )?,
             parallelism: self.parallelism,
@@ -318,6 +336,20 @@ mod tests {
                     ..flags()
                 },
                 "--parallelism: 51 is more than the maximum 50; give at most 50 (default 5): ARM writes queue up beyond that",
+            ),
+            (
+                SweepFlags {
+                    grace: Some("0s".to_owned()),
+                    ..flags()
+                },
+                r#"--grace: "0s" is shorter than the minimum 10s; give at least 10s (e.g. 90s, 20m, 1h)"#,
+            ),
+            (
+                SweepFlags {
+                    health_timeout: Some("5s".to_owned()),
+                    ..flags()
+                },
+                r#"--health-timeout: "5s" is shorter than the minimum 10s; give at least 10s (e.g. 90s, 20m, 1h)"#,
             ),
         ];
         for (typed, expected) in table {

@@ -239,22 +239,36 @@ fn out_of_bounds(every: Duration, request: &SweepRequest) -> Vec<(usize, String)
         span("1s", limits::MAX_SWEEP_INTERVAL),
     );
     let durations = [
-        (4, "grace", request.grace, limits::MAX_SWEEP_GRACE),
+        (
+            4,
+            "grace",
+            request.grace,
+            limits::MIN_SWEEP_GRACE,
+            limits::MAX_SWEEP_GRACE,
+        ),
         (
             5,
             "health-timeout",
             request.health_timeout,
+            limits::MIN_SWEEP_HEALTH_TIMEOUT,
             limits::MAX_SWEEP_HEALTH_TIMEOUT,
         ),
         (
             6,
             "approval-timeout",
             request.approval_timeout,
+            Duration::from_secs(1),
             limits::MAX_APPROVAL_TIMEOUT,
         ),
     ];
-    for (index, flag, value, max) in durations {
-        check(index, flag, value > max, human(value), span("0s", max));
+    for (index, flag, value, min, max) in durations {
+        check(
+            index,
+            flag,
+            value < min || value > max,
+            human(value),
+            span(&limits::short(min), max),
+        );
     }
     let parallelism = request.parallelism;
     check(
@@ -559,7 +573,7 @@ mod tests {
         current.request.grace = Duration::from_secs(8 * 24 * 3600);
         assert_eq!(
             message(merge(&cluster(), &Typed::default(), Some(&current))),
-            "--grace: 8days is not within 0s–168h (the schedule sweep/prod has it); give the flag to replace it"
+            "--grace: 8days is not within 10s–168h (the schedule sweep/prod has it); give the flag to replace it"
         );
         // ... and replaced when the flag is given.
         let replaced = Typed {

@@ -34,7 +34,7 @@ async fn a_machine_kept_by_a_failed_create_stays_until_its_marker_is_removed() -
 }
 
 async fn kept(sweep: &SweepCluster, machine: &str) -> Result<()> {
-    let pool_file = write_pool_file(&sweep.stack, &sweep.pool, "10s")?;
+    let pool_file = write_pool_file(&sweep.stack, &sweep.pool, "20s")?;
     let created = create_machine(
         &sweep.stack,
         &sweep.task_queue,
@@ -68,15 +68,15 @@ async fn kept(sweep: &SweepCluster, machine: &str) -> Result<()> {
     ensure!(arm.get_nic(&nic).await?.tags.contains_key(TAG_KEPT));
     ensure!(arm.get_disk(&disk).await?.tags.contains_key(TAG_KEPT));
 
-    // A grace shorter than the creation timeout its pool recorded (10s) is refused, naming
+    // A grace shorter than the creation timeout its pool recorded (20s) is refused, naming
     // both; nothing is deleted.
-    let (code, audit) = sweep.sweep(&["--grace", "1s"]).await?;
+    let (code, audit) = sweep.sweep(&["--grace", "10s"]).await?;
     let reason = audit["outcome"]["reason"].as_str().unwrap_or_default();
     ensure!(
         code == Some(2)
             && outcome(&audit) == "refused"
-            && reason.contains("--grace 1s")
-            && reason.contains("10s")
+            && reason.contains("--grace 10s")
+            && reason.contains("20s")
             && reason.contains(&sweep.pool),
         "a grace below the floor: exit {code:?}: {audit}"
     );
@@ -86,13 +86,13 @@ async fn kept(sweep: &SweepCluster, machine: &str) -> Result<()> {
     // Ages count from the create's end: past the grace after it, nothing is young.
     let ended = vm.tags.get(TAG_CREATION_ENDED).cloned().unwrap_or_default();
     let ended = chrono::DateTime::parse_from_rfc3339(&ended).context("the end tag")?;
-    let past_grace = ended.with_timezone(&chrono::Utc) + chrono::Duration::seconds(12);
+    let past_grace = ended.with_timezone(&chrono::Utc) + chrono::Duration::seconds(22);
     if let Ok(wait) = (past_grace - chrono::Utc::now()).to_std() {
         tokio::time::sleep(wait).await;
     }
 
     // Past the grace, the kept machine is reported kept and nothing of it is removed.
-    let grace = ["--grace", "10s"];
+    let grace = ["--grace", "20s"];
     let (code, audit) = sweep.sweep(&grace).await?;
     ensure!(code == Some(0), "sweep exit {code:?}: {audit}");
     ensure!(
