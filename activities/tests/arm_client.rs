@@ -8,6 +8,7 @@
 mod scripted_arm {
     use std::time::{Duration, Instant};
 
+    use nodewright_activities::azure::inventory::{ListInventoryPage, list_inventory_page};
     use nodewright_activities::azure::virtual_machines::{
         AttachDetachDataDisks, DataDisk, DataDiskToDetach, VirtualMachine,
     };
@@ -15,6 +16,7 @@ mod scripted_arm {
         ArmClient, ArmConfig, CallError, Credential, Deletion, Error, PollProtocol, Progress,
     };
     use nodewright_model::arm::Disposition;
+    use nodewright_model::sweep::ResourceKind;
     use serde_json::{Value, json};
     use wiremock::matchers::{header, method, path, query_param};
     use wiremock::{Mock, MockServer, Request, ResponseTemplate};
@@ -322,6 +324,41 @@ mod scripted_arm {
         let names: Vec<_> = listed.into_iter().filter_map(|d| d.name).collect();
         assert_eq!(names, ["d-1", "d-2"]);
         assert_eq!(requests(&server).await.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_inventory_call_ends_at_a_next_link_back_to_a_page_it_read_and_returns_it() {
+        let server = MockServer::start().await;
+        let first = format!("{}{DISKS}?api-version=2024-03-02", server.uri());
+        Mock::given(method("GET"))
+            .and(path(DISKS))
+            .respond_with(
+                ResponseTemplate::new(200).set_body_json(json!({ "value": [], "nextLink": first })),
+            )
+            .mount(&server)
+            .await;
+        let input = ListInventoryPage {
+            kind: ResourceKind::Disk,
+            next_link: None,
+            max_items: 1000,
+        };
+        let page = tokio::time::timeout(WAIT, list_inventory_page(&client(&server), &input))
+            .await
+            .expect("the call ends")
+            .expect("listed");
+        assert!(page.resources.is_empty());
+        assert_eq!(page.next_link.as_deref(), Some(first.as_str()));
+        assert_eq!(page.pages, 1);
+        let again = ListInventoryPage {
+            next_link: page.next_link,
+            ..input
+        };
+        let page = tokio::time::timeout(WAIT, list_inventory_page(&client(&server), &again))
+            .await
+            .expect("the call ends")
+            .expect("listed");
+        assert_eq!(page.next_link.as_deref(), Some(first.as_str()));
+        assert_eq!(requests(&server).await.len(), 2, "one request a call");
     }
 
     #[tokio::test]

@@ -316,6 +316,17 @@ pub fn allocation_failure(pool: &str) -> Value {
     })
 }
 
+/// A sandbox fault rule: every page of the list `operation` (`vm.list`, `nic.list`,
+/// `disk.list`) of resource group `resource_group` links back to itself (its `nextLink` is the
+/// page's own URL), so a client following `nextLink` reads the same page without end. Lists of
+/// other resource groups are untouched.
+pub fn repeating_list(resource_group: &str, operation: &str) -> Value {
+    serde_json::json!({
+        "kind": "repeat_next_link", "operation": operation,
+        "path": format!("*/resourceGroups/{resource_group}/providers/*"),
+    })
+}
+
 /// The resources Azure (the sandbox) holds for a machine, found by the machine tag or by name.
 #[derive(Debug, Default)]
 pub struct MachineResources {

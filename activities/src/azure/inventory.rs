@@ -1,7 +1,7 @@
 //! The orphan sweep's inventory of the resource group: VMs, NICs and disks, a bounded number of
 //! list pages per call, each resource reduced to what the classifier needs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use nodewright_model::ownership::{TAG_CREATED, TAG_CREATION_DEADLINE, TAG_CREATION_ENDED};
 use nodewright_model::sweep::{ArmResource, ResourceKind, name_from_id};
@@ -68,7 +68,10 @@ struct SubResource {
     id: Option<String>,
 }
 
-/// Lists pages of `input.kind` until `max_items` resources or the end of the list.
+/// Lists pages of `input.kind` until `max_items` resources, the end of the list, or a
+/// `nextLink` back to a page this call read: that link is returned as `next_link`, so the
+/// sweep's page guard sees it repeat and freezes (instead of this call reading the same page,
+/// perhaps an empty one, until it times out).
 pub async fn list_inventory_page(
     client: &ArmClient,
     input: &ListInventoryPage,
@@ -84,8 +87,13 @@ pub async fn list_inventory_page(
     };
     let mut resources = Vec::new();
     let mut pages = 0;
+    let mut read = HashSet::new();
     while let Some(url) = next.take() {
-        let (items, following) = client.list_page::<Listed>(url).await.map_err(wrap)?;
+        let (items, following) = client
+            .list_page::<Listed>(url.clone())
+            .await
+            .map_err(wrap)?;
+        read.insert(url);
         pages += 1;
         resources.extend(
             items
@@ -93,7 +101,8 @@ pub async fn list_inventory_page(
                 .filter_map(|item| reduce(input.kind, item)),
         );
         next = following;
-        if resources.len() >= input.max_items as usize {
+        let repeats = next.as_ref().is_some_and(|link| read.contains(link));
+        if repeats || resources.len() >= input.max_items as usize {
             break;
         }
     }

@@ -8,7 +8,7 @@
 //! state_file = "/var/lib/sandbox/state.json"
 //!
 //! [[faults]]
-//! kind = "fail_operation"    # throttle | server_error | conflict | fail_operation | hang_detach | never_joins
+//! kind = "fail_operation"    # throttle | server_error | conflict | fail_operation | hang_detach | never_joins | repeat_next_link
 //! operation = "vm.put"       # glob over operation names
 //! vm = "pool-a-*"            # glob over VM names
 //! code = "AllocationFailed"

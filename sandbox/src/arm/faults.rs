@@ -1,4 +1,5 @@
-//! Fault injection: rules that make matching requests or operations fail, hang or throttle.
+//! Fault injection: rules that make matching requests or operations fail, hang or throttle, or
+//! list pages link back to themselves.
 //!
 //! A rule matches on the operation name (`vm.put`, `disk.delete`, `csi.detach`, ...), the request
 //! path (for [`crate::compute::Compute`] calls: the VM id) and the VM name, each a case-insensitive
@@ -30,6 +31,9 @@ pub enum FaultKind {
     HangDetach,
     /// The matching VMs' nodes never join the cluster.
     NeverJoins,
+    /// A list page (`vm.list`, `nic.list`, `disk.list`) answers with its items and a `nextLink`
+    /// that points back at that same page, so a client following it never reaches the end.
+    RepeatNextLink,
 }
 
 /// One fault rule, as written in the config file or sent to `/sandbox/faults`.

@@ -380,13 +380,20 @@ pub fn fault_error(
     }
 }
 
-/// One page of a list answer: `{"value":[...],"nextLink":<absolute URL>}`.
+/// One page of a list answer: `{"value":[...],"nextLink":<absolute URL>}`. When a
+/// `repeat_next_link` rule fires, the `nextLink` is this page's own URL instead.
 pub fn list_response(
     em: &Emulator,
     ctx: &Ctx,
     collection_key: &str,
     render: impl Fn(&EmState, &Resource) -> Value,
 ) -> Result<Response, ArmError> {
+    let repeat = em.repeats_page(Target {
+        operation: &ctx.operation,
+        method: ctx.method.as_str(),
+        path: &ctx.path,
+        vm: None,
+    });
     let after = match ctx.query.get("$skiptoken") {
         None => None,
         Some(token) => Some(
@@ -405,14 +412,18 @@ pub fn list_response(
         (value, next)
     });
     let mut body = serde_json::json!({ "value": value });
-    if let Some(last) = next {
-        body["nextLink"] = Value::from(format!(
-            "{}{}?api-version={}&$skiptoken={}",
-            ctx.base,
-            ctx.path,
-            ctx.api_version,
-            page_token(&last)
-        ));
+    let link = |after: Option<&str>| {
+        let mut link = format!("{}{}?api-version={}", ctx.base, ctx.path, ctx.api_version);
+        if let Some(after) = after {
+            link.push_str("&$skiptoken=");
+            link.push_str(&page_token(after));
+        }
+        link
+    };
+    if repeat {
+        body["nextLink"] = Value::from(link(after.as_deref()));
+    } else if let Some(last) = next {
+        body["nextLink"] = Value::from(link(Some(&last)));
     }
     Ok(json_response(StatusCode::OK, body, None))
 }

@@ -480,6 +480,25 @@ impl Emulator {
         http::fault_error(fired.rule.kind, &fired.rule, target.path)
     }
 
+    /// Whether a `repeat_next_link` rule fires for the list request `target`: its page then
+    /// links back to itself.
+    pub(crate) fn repeats_page(&self, target: Target<'_>) -> bool {
+        let Some(fired) = self
+            .inner
+            .lock()
+            .faults
+            .fire(&[FaultKind::RepeatNextLink], target)
+        else {
+            return false;
+        };
+        tracing::info!(
+            rule = fired.id,
+            path = target.path,
+            "injected fault: the page links back to itself"
+        );
+        true
+    }
+
     /// The name of the VM the operation of a polling URL (`…/operations/{id}` or
     /// `…/operationResults/{id}`) works on, when it works on a VM.
     pub(crate) fn operation_vm(&self, path: &str) -> Option<String> {

@@ -200,3 +200,73 @@ async fn fault_rules_load_from_the_toml_config_and_are_listed_by_the_admin_endpo
     assert_eq!(sb.get(&disk("any")).await?.status, 404);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_repeat_next_link_rule_makes_a_list_page_link_back_to_itself_in_its_resource_group_only()
+-> TestResult {
+    let mut config = instant();
+    config.page_size = 2;
+    let sb = Sandbox::start_with(config).await?;
+    for name in ["r-1", "r-2", "r-3"] {
+        sb.create_nic(name).await?;
+    }
+    let other = format!(
+        "/subscriptions/{SUB}/resourceGroups/rg-other/providers/Microsoft.Network/networkInterfaces"
+    );
+    let resp = sb
+        .put(
+            &format!("{other}/o-1?api-version={NIC_API}"),
+            &json!({"location": "westeurope", "properties": {"ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": "/subscriptions/x/subnets/s"}}}]}}),
+        )
+        .await?;
+    sb.finish(&resp).await?;
+    add_rule(
+        &sb,
+        json!({"kind": "repeat_next_link", "operation": "nic.list", "path": format!("*/resourceGroups/{RG}/*")}),
+    )
+    .await?;
+    let first = format!(
+        "{}/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Network/networkInterfaces?api-version={NIC_API}",
+        sb.base
+    );
+    let names = |resp: &Resp| -> Vec<String> {
+        resp.body["value"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| item["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    // The first page links back to the first page, again and again.
+    let page = sb.get(&first).await?;
+    assert_eq!(page.status, 200);
+    assert_eq!(names(&page), ["r-1", "r-2"]);
+    assert_eq!(page.body["nextLink"], first.as_str(), "{:?}", page.body);
+    let again = sb.get(&first).await?;
+    assert_eq!(names(&again), ["r-1", "r-2"]);
+    assert_eq!(again.body["nextLink"], first.as_str());
+    // A later page (a skip token the emulator issued) links back to itself too.
+    let resp = sb.put("/sandbox/faults", &json!({"rules": []})).await?;
+    assert_eq!(resp.status, 200);
+    let second = sb.get(&first).await?.body["nextLink"]
+        .as_str()
+        .ok_or("no nextLink without the rule")?
+        .to_owned();
+    add_rule(
+        &sb,
+        json!({"kind": "repeat_next_link", "operation": "nic.list", "path": format!("*/resourceGroups/{RG}/*")}),
+    )
+    .await?;
+    let page = sb.get(&second).await?;
+    assert_eq!(names(&page), ["r-3"]);
+    assert_eq!(page.body["nextLink"], second.as_str());
+    // Another resource group's list is not touched.
+    let elsewhere = sb.get(&format!("{other}?api-version={NIC_API}")).await?;
+    assert_eq!(names(&elsewhere), ["o-1"]);
+    assert!(
+        elsewhere.body.get("nextLink").is_none(),
+        "{:?}",
+        elsewhere.body
+    );
+    Ok(())
+}

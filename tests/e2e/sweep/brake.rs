@@ -3,8 +3,19 @@
 //! counts in `sweep status` and `sweep report`, and without an approval deletes nothing; a late
 //! approval of that run, sent to the next one, and an approval of another count are refused and
 //! recorded, and that run deletes nothing either.
+//!
+//! A cluster-wide NotReady: five machines whose Nodes are all NotReady, three past the health
+//! timeout. `sweep run --remediate` would replace only those three (within the share), but more
+//! Nodes are NotReady than the share allows (a control-plane or network fault, not broken
+//! machines): the brake holds, its counts are in the audit and the report, and nothing is
+//! deleted or created.
+
+use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
 use nodewright_model::sweep::{Approval, ApproveSignal};
 use nodewright_tests::Stack;
 use nodewright_workflows::OrphanSweepWorkflow;
@@ -13,7 +24,10 @@ use temporalio_client::{
     NamespacedClient, WorkflowExecutionInfo, WorkflowHandle, WorkflowSignalOptions,
 };
 
-use super::common::{OLD, SweepCluster, await_phase, outcome, own_removals, sweep_in_background};
+use super::common::{
+    OLD, SweepCluster, ago, await_phase, joined_node, outcome, own_removals, remove_nodes,
+    sweep_in_background,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_that_sees_no_node_for_its_vms_brakes_and_refuses_approvals_of_other_runs()
@@ -163,5 +177,130 @@ async fn nothing_deleted(sweep: &SweepCluster, audit: &Value, vms: &[String]) ->
             "VM {vm} deleted while braked"
         );
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remediation_is_braked_while_more_nodes_than_the_share_are_not_ready() -> Result<()> {
+    let stack = Stack::load()?;
+    let sweep = SweepCluster::start(&stack, None)?;
+    let machines: Vec<String> = ["nrdy1", "nrdy2", "nrdy3", "nrdy4", "nrdy5"]
+        .iter()
+        .map(|five| sweep.machine(five))
+        .collect();
+    let result = cluster_wide_not_ready(&sweep, &machines).await;
+    remove_nodes(&sweep, &machines).await?;
+    sweep.clean_up().await?;
+    result
+}
+
+async fn cluster_wide_not_ready(sweep: &SweepCluster, machines: &[String]) -> Result<()> {
+    // Five old machines, each with its Node, every Node silent (Ready Unknown): the first three
+    // for two hours, past the health timeout (10m), the other two for a minute.
+    sweep
+        .seed(
+            machines
+                .iter()
+                .map(|vm| json!({ "type": "vm", "name": vm, "tags": sweep.ours(vm, OLD) }))
+                .collect(),
+        )
+        .await?;
+    for (index, machine) in machines.iter().enumerate() {
+        joined_node(sweep, machine).await?;
+        let since = if index < 3 {
+            OLD
+        } else {
+            Duration::from_secs(60)
+        };
+        silent_since(sweep, machine, since).await?;
+    }
+
+    let (code, audit) = sweep
+        .sweep(&["--remediate", "--approval-timeout", "5s"])
+        .await?;
+    ensure!(code == Some(3), "braked sweep exit {code:?}: {audit}");
+    ensure!(outcome(&audit) == "braked", "outcome {}", audit["outcome"]);
+    let brake = &audit["brake"];
+    ensure!(brake["reason"] == "cluster-wide-not-ready", "brake {brake}");
+    let counts = &brake["counts"];
+    ensure!(
+        counts["machines"] == 5
+            && counts["matched"] == 5
+            && counts["notReady"] == 5
+            && counts["planned"] == 3
+            && counts["machineRemovals"] == 3
+            && counts["replacements"] == 3,
+        "counts {counts}"
+    );
+    let own = own_removals(&audit, &sweep.pool);
+    ensure!(
+        own.len() == 3
+            && machines[..3].iter().all(|m| {
+                own.get(&("vm".to_owned(), m.clone()))
+                    == Some(&("unhealthy".to_owned(), "skipped".to_owned()))
+            }),
+        "removals {own:?}"
+    );
+    let report = sweep.cli(&["sweep", "report"]).await?;
+    ensure!(
+        report.stdout.contains(
+            "brake: cluster-wide-not-ready — 5 machines, 5 with a Node, 5 NotReady; 3 removals planned (3 machines, 3 replacements)"
+        ),
+        "sweep report:\n{}",
+        report.stdout
+    );
+
+    // Nothing was deleted or created: every VM and Node is there, and the cluster's only runs
+    // are the sweep's.
+    let nodes: Api<Node> = Api::all(sweep.stack.kube_client().await?);
+    for machine in machines {
+        ensure!(
+            sweep.exists("vm", machine).await?,
+            "VM {machine} deleted while braked"
+        );
+        ensure!(
+            nodes.get_opt(machine).await?.is_some(),
+            "Node {machine} deleted while braked"
+        );
+    }
+    let runs = sweep.cli(&["--output", "json", "runs"]).await?;
+    ensure!(
+        runs.code == Some(0),
+        "runs exit {:?}: {}",
+        runs.code,
+        runs.stderr
+    );
+    let runs: Value = serde_json::from_str(runs.stdout.trim())?;
+    let ids: Vec<&str> = runs
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|run| run["workflowId"].as_str())
+        .collect();
+    ensure!(
+        !ids.is_empty() && ids.iter().all(|id| id.starts_with("sweep/")),
+        "runs of the cluster {ids:?}"
+    );
+    Ok(())
+}
+
+/// Makes Node `name` silent since `since` ago, as the node controller leaves a Node whose
+/// kubelet stopped posting: `Ready` `Unknown` (the controller keeps an `Unknown` condition's
+/// transition time).
+async fn silent_since(sweep: &SweepCluster, name: &str, since: Duration) -> Result<()> {
+    let nodes: Api<Node> = Api::all(sweep.stack.kube_client().await?);
+    let since = ago(since);
+    let status = json!({ "status": { "conditions": [{
+        "type": "Ready",
+        "status": "Unknown",
+        "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting node status.",
+        "lastHeartbeatTime": since,
+        "lastTransitionTime": since,
+    }]}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .with_context(|| format!("making Node {name} silent"))?;
     Ok(())
 }

@@ -9,6 +9,7 @@ pub(crate) mod common;
 mod freeze;
 mod kept;
 mod overlap;
+mod paging;
 mod remediate;
 mod replan;
 mod scale;

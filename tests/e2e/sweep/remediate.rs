@@ -1,15 +1,18 @@
 //! Remediation: a pool machine whose Node has been NotReady longer than the health timeout is
 //! reported by a plain sweep, and replaced by `sweep run --remediate` — a CreateMachine from the
-//! pool's last completed rollout, and a DeleteMachine of the broken one.
+//! pool's last completed rollout, and a DeleteMachine of the broken one, the create started only
+//! once the delete had started (the sweep's history says so).
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::is_node_ready;
 use nodewright_tests::poll::eventually;
+use nodewright_tests::stack::temporal_cli;
+use serde_json::Value;
 
 use super::common::{SweepCluster, kept_rule, outcome};
 use crate::rollout::common::{PoolShape, clean_up_pool, pool_machines, roll, rollout_pool_file};
@@ -111,6 +114,34 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
             && workflows.contains(&format!("delete/{}/{broken}", sweep.cluster)),
         "workflows {workflows:?}"
     );
+    // The replacement's create was started only once its machine's delete had started: in the
+    // sweep's history, the CreateMachine's start is initiated after the DeleteMachine started.
+    let delete_id = format!("delete/{}/{broken}", sweep.cluster);
+    let create_id = workflows
+        .iter()
+        .find(|w| w.starts_with("create/"))
+        .context("no create among the workflows")?;
+    let events = history_events(sweep, &format!("sweep/{}", sweep.cluster)).await?;
+    let position = |attributes: &str, id: &str| {
+        events.iter().position(|event| {
+            let attributes = &event[attributes];
+            attributes["workflowId"].as_str() == Some(id)
+                || attributes["workflowExecution"]["workflowId"].as_str() == Some(id)
+        })
+    };
+    let delete_started = position("childWorkflowExecutionStartedEventAttributes", &delete_id)
+        .with_context(|| format!("the sweep's history has no start of {delete_id}"))?;
+    let create_initiated = position(
+        "startChildWorkflowExecutionInitiatedEventAttributes",
+        create_id,
+    )
+    .with_context(|| format!("the sweep's history does not start {create_id}"))?;
+    ensure!(
+        delete_started < create_initiated,
+        "{create_id} was initiated (event {}) before {delete_id} had started (event {})",
+        events[create_initiated]["eventId"],
+        events[delete_started]["eventId"]
+    );
     let replacement = eventually(
         "the replacement to be Ready and the broken machine gone",
         Duration::from_secs(300),
@@ -137,4 +168,31 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
     );
     println!("replaced {broken} with {replacement}");
     Ok(())
+}
+
+/// The events of the latest run of `workflow_id` (`temporal workflow show --output json`), in
+/// history order.
+async fn history_events(sweep: &SweepCluster, workflow_id: &str) -> Result<Vec<Value>> {
+    let mut command = std::process::Command::new(temporal_cli()?);
+    command.args([
+        "workflow",
+        "show",
+        "--workflow-id",
+        workflow_id,
+        "--address",
+        &sweep.stack.temporal_address,
+        "--namespace",
+        &sweep.stack.temporal_namespace,
+        "--output",
+        "json",
+    ]);
+    let output = tokio::task::spawn_blocking(move || command.output()).await??;
+    if !output.status.success() {
+        bail!(
+            "temporal workflow show {workflow_id}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let history: Value = serde_json::from_slice(&output.stdout)?;
+    Ok(history["events"].as_array().cloned().unwrap_or_default())
 }
