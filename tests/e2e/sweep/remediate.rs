@@ -74,7 +74,7 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
     let mut last_rule = None;
     let mut reported = None;
     for _ in 0..10 {
-        let (code, audit) = sweep.sweep(&["--health-timeout", "1s"]).await?;
+        let (code, audit) = sweep.sweep(&["--health-timeout", "10s"]).await?;
         ensure!(code == Some(0), "report-only sweep exit {code:?}: {audit}");
         reported = entry(&audit);
         if reported.is_some() {
@@ -92,7 +92,7 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
     );
 
     let (code, audit) = sweep
-        .sweep(&["--remediate", "--health-timeout", "1s"])
+        .sweep(&["--remediate", "--health-timeout", "10s"])
         .await?;
     ensure!(code == Some(0), "remediating sweep exit {code:?}: {audit}");
     ensure!(outcome(&audit) == "completed");
