@@ -293,17 +293,26 @@ fn resource_args(container: &ContainerSpec) -> Result<Vec<String>> {
     Ok(args)
 }
 
-/// The container's plain `env` entries as podman flags.
+/// The container's `env` entries as podman flags: plain values, and an optional Secret key as
+/// a kubelet treats it when the Secret does not exist (none exists here): not set.
 fn env_args(container: &ContainerSpec) -> Result<Vec<String>> {
-    container
-        .env
-        .iter()
-        .flatten()
-        .map(|var| match &var.value {
-            Some(value) => Ok(format!("--env={}={value}", var.name)),
-            None => bail!("env {}: only plain values are translated", var.name),
-        })
-        .collect()
+    let mut args = Vec::new();
+    for var in container.env.iter().flatten() {
+        let optional_secret = var
+            .value_from
+            .as_ref()
+            .and_then(|from| from.secret_key_ref.as_ref())
+            .is_some_and(|key| key.optional == Some(true));
+        match &var.value {
+            Some(value) => args.push(format!("--env={}={value}", var.name)),
+            None if optional_secret => {}
+            None => bail!(
+                "env {}: only plain values and optional Secret keys are translated",
+                var.name
+            ),
+        }
+    }
+    Ok(args)
 }
 
 /// The container's volume mounts as podman flags: a ConfigMap volume becomes a directory of its

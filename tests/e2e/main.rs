@@ -7,6 +7,7 @@ mod chaos;
 mod cli;
 mod deployment;
 mod drain;
+mod encryption;
 mod image;
 mod isolation;
 mod kubernetes_smoke;

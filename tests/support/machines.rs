@@ -181,8 +181,19 @@ pub const CLI_LIMIT: Duration = Duration::from_secs(600);
 /// Runs the `nodewright` CLI with the stack's settings on `task_queue`; fails (the process
 /// killed, its output so far in the message) when it runs longer than [`CLI_LIMIT`].
 pub fn run_cli(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<Output> {
+    run_cli_with_env(stack, task_queue, args, &[])
+}
+
+/// Like [`run_cli`], with the variables `env` set on top of the stack's.
+pub fn run_cli_with_env(
+    stack: &Stack,
+    task_queue: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<Output> {
     let mut command = Command::new(binary("nodewright")?);
     apply_stack_env(&mut command, stack, task_queue);
+    command.envs(env.iter().copied());
     command
         .args(args)
         .stdin(Stdio::null())
@@ -216,7 +227,17 @@ pub struct CliResult {
 impl CliResult {
     /// Runs the CLI and captures everything.
     pub fn run(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<Self> {
-        let output = run_cli(stack, task_queue, args)?;
+        Self::run_with_env(stack, task_queue, args, &[])
+    }
+
+    /// Like [`Self::run`], with the variables `env` set on top of the stack's.
+    pub fn run_with_env(
+        stack: &Stack,
+        task_queue: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
+        let output = run_cli_with_env(stack, task_queue, args, env)?;
         Ok(Self {
             code: output.status.code(),
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -108,6 +108,7 @@ impl Stack {
             api_key: None,
             identity: "nodewright-e2e".to_owned(),
             tls: None,
+            encryption: None,
         };
         Ok(settings.connect().await?)
     }

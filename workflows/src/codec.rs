@@ -79,6 +79,14 @@ pub enum CodecError {
         /// The key id the payload names.
         id: String,
     },
+    /// The payload is encrypted and this process has no keys at all.
+    #[error(
+        "a payload is encrypted (key {id:?}) and this process has no payload encryption keys: give it the namespace's key file (temporal.encryption_keys_file, NODEWRIGHT_ENCRYPTION_KEYS_FILE, or NODEWRIGHT_ENCRYPTION_KEYS)"
+    )]
+    NoKeys {
+        /// The key id the payload names.
+        id: String,
+    },
     /// The payload does not open with the key it names.
     #[error(
         "a payload does not decrypt with key {id:?}: the key of that id differs from the one that encrypted it, or the payload was altered"
@@ -200,8 +208,7 @@ impl KeyRing {
 
     /// Decrypts `payload` when it is encrypted; returns it unchanged otherwise.
     pub fn open(&self, payload: Payload) -> Result<Payload, CodecError> {
-        let encoding = payload.metadata.get(METADATA_ENCODING);
-        if encoding.map(Vec::as_slice) != Some(ENCODING_ENCRYPTED.as_bytes()) {
+        if !is_encrypted(&payload) {
             return Ok(payload);
         }
         let id = payload
@@ -239,17 +246,46 @@ fn is_key_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// The codec the SDK calls: every payload out is sealed, every payload in opened.
+/// The codec the SDK calls: with keys, every payload out is sealed and every payload in opened;
+/// without, payloads go out as they are and an encrypted one coming in is refused, naming its
+/// key and the setting (a process without the key never passes encrypted bytes on as data).
 #[derive(Clone, Debug)]
 pub struct EncryptionCodec {
-    keys: Arc<KeyRing>,
+    keys: Option<Arc<KeyRing>>,
 }
 
 impl EncryptionCodec {
     /// A codec over `keys`.
     pub fn new(keys: Arc<KeyRing>) -> Self {
-        Self { keys }
+        Self { keys: Some(keys) }
     }
+
+    /// A codec without keys: plain payloads pass both ways, encrypted ones are refused.
+    pub fn without_keys() -> Self {
+        Self { keys: None }
+    }
+}
+
+/// Opens `payload` with `keys`, or, without keys, passes a plain one and refuses an encrypted
+/// one naming its key.
+fn open_with(keys: Option<&KeyRing>, payload: Payload) -> Result<Payload, CodecError> {
+    match keys {
+        Some(keys) => keys.open(payload),
+        None if is_encrypted(&payload) => Err(CodecError::NoKeys {
+            id: payload
+                .metadata
+                .get(METADATA_KEY_ID)
+                .map(|id| String::from_utf8_lossy(id).into_owned())
+                .unwrap_or_default(),
+        }),
+        None => Ok(payload),
+    }
+}
+
+/// Whether `payload` is one this codec (or a compatible one) encrypted.
+pub fn is_encrypted(payload: &Payload) -> bool {
+    payload.metadata.get(METADATA_ENCODING).map(Vec::as_slice)
+        == Some(ENCODING_ENCRYPTED.as_bytes())
 }
 
 impl PayloadCodec for EncryptionCodec {
@@ -258,12 +294,15 @@ impl PayloadCodec for EncryptionCodec {
         _context: &SerializationContextData,
         payloads: Vec<Payload>,
     ) -> BoxFuture<'static, Result<Vec<Payload>, PayloadConversionError>> {
-        let keys = Arc::clone(&self.keys);
+        let keys = self.keys.clone();
         Box::pin(async move {
-            payloads
-                .iter()
-                .map(|payload| keys.seal(payload).map_err(conversion_error))
-                .collect()
+            match keys {
+                None => Ok(payloads),
+                Some(keys) => payloads
+                    .iter()
+                    .map(|payload| keys.seal(payload).map_err(conversion_error))
+                    .collect(),
+            }
         })
     }
 
@@ -272,11 +311,11 @@ impl PayloadCodec for EncryptionCodec {
         _context: &SerializationContextData,
         payloads: Vec<Payload>,
     ) -> BoxFuture<'static, Result<Vec<Payload>, PayloadConversionError>> {
-        let keys = Arc::clone(&self.keys);
+        let keys = self.keys.clone();
         Box::pin(async move {
             payloads
                 .into_iter()
-                .map(|payload| keys.open(payload).map_err(conversion_error))
+                .map(|payload| open_with(keys.as_deref(), payload).map_err(conversion_error))
                 .collect()
         })
     }
@@ -377,6 +416,17 @@ mod tests {
         let mut short = ring.seal(&json_payload("x")).expect("sealed");
         short.data.truncate(10);
         assert!(matches!(ring.open(short), Err(CodecError::Malformed(_))));
+    }
+
+    #[test]
+    fn without_keys_plain_payloads_pass_and_encrypted_ones_are_refused_by_key_id() {
+        let ring = KeyRing::parse(&format!("k1={}", key(1)), "keys").expect("ring");
+        let sealed = ring.seal(&json_payload("x")).expect("sealed");
+        assert_eq!(
+            open_with(None, sealed),
+            Err(CodecError::NoKeys { id: "k1".to_owned() })
+        );
+        assert_eq!(open_with(None, json_payload("x")), Ok(json_payload("x")));
     }
 
     #[test]

@@ -9,20 +9,26 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use nodewright_model::config::{TemporalConfig, env_var};
+use nodewright_model::config::{EncryptionKeys, TemporalConfig, env_var};
 use nodewright_model::text::quoted;
 use temporalio_client::{
     Client, ClientOptions, ClientTlsOptions, Connection, ConnectionOptions, TlsOptions,
 };
+use temporalio_common::data_converters::{
+    DataConverter, DefaultFailureConverter, PayloadConverter,
+};
 use url::Url;
+
+use crate::codec::{EncryptionCodec, KeyRing, KeyRingError};
 
 /// How long establishing the TCP/TLS connection may take before `connect` gives up.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the Temporal frontend is and how to talk to it.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct TemporalSettings {
     /// `host:port` (the `TEMPORAL_ADDRESS` convention) or a full URL.
     pub address: String,
@@ -35,6 +41,8 @@ pub struct TemporalSettings {
     /// TLS settings; `None` means plaintext, unless an API key or an `https://` address asks for
     /// TLS (then with the system's roots).
     pub tls: Option<TlsSettings>,
+    /// The payload encryption keys; `None` sends payloads as they are.
+    pub encryption: Option<Arc<KeyRing>>,
 }
 
 /// TLS to the Temporal frontend, with the PEM contents already read.
@@ -106,6 +114,20 @@ pub enum ConnectError {
         #[source]
         source: temporalio_client::errors::ClientConnectError,
     },
+    /// The configured encryption key file could not be read.
+    #[error(
+        "cannot read the payload encryption keys {path} given as `temporal.encryption_keys_file` (NODEWRIGHT_ENCRYPTION_KEYS_FILE): fix the path or the file's permissions"
+    )]
+    ReadKeys {
+        /// The path as configured.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The encryption keys are not a key ring (the message never shows a key).
+    #[error("{0}")]
+    Keys(#[from] KeyRingError),
     /// The client could not be built over the connection.
     #[error(
         "could not create a Temporal client for namespace {}",
@@ -133,6 +155,7 @@ impl TemporalSettings {
             api_key: None,
             identity: identity.into(),
             tls: None,
+            encryption: None,
         }
     }
 
@@ -165,13 +188,45 @@ impl TemporalSettings {
                 server_name: tls.server_name.clone(),
             }),
         };
+        let encryption = match &config.encryption_keys {
+            None => None,
+            Some(EncryptionKeys::Inline(text)) => Some(KeyRing::parse(
+                text.expose(),
+                "NODEWRIGHT_ENCRYPTION_KEYS (temporal.encryption_keys)",
+            )?),
+            Some(EncryptionKeys::File(path)) => {
+                let shown = path.display().to_string();
+                let bytes = read_file(path).map_err(|source| ConnectError::ReadKeys {
+                    path: shown.clone(),
+                    source,
+                })?;
+                Some(KeyRing::parse(&String::from_utf8_lossy(&bytes), &shown)?)
+            }
+        };
         Ok(Self {
             address: config.address.clone(),
             namespace: config.namespace.clone(),
             api_key: config.api_key.as_ref().map(|key| key.expose().to_owned()),
             identity: identity.into(),
             tls,
+            encryption: encryption.map(Arc::new),
         })
+    }
+
+    /// How payloads are converted: JSON, encrypted when keys are configured; without keys an
+    /// encrypted payload is refused with a message naming its key and the setting. Failure
+    /// messages stay plain (readable in the UI without the key): nodewright never puts a secret
+    /// in one.
+    pub fn data_converter(&self) -> DataConverter {
+        let codec = match &self.encryption {
+            None => EncryptionCodec::without_keys(),
+            Some(keys) => EncryptionCodec::new(Arc::clone(keys)),
+        };
+        DataConverter::new(
+            PayloadConverter::default(),
+            DefaultFailureConverter::default(),
+            codec,
+        )
     }
 
     /// Whether the connection uses TLS: TLS settings, an API key or an `https://` address.
@@ -235,7 +290,9 @@ impl TemporalSettings {
             })?;
         Client::new(
             connection,
-            ClientOptions::new(self.namespace.clone()).build(),
+            ClientOptions::new(self.namespace.clone())
+                .data_converter(self.data_converter())
+                .build(),
         )
         .map_err(|source| ConnectError::Client {
             namespace: self.namespace.clone(),
@@ -276,6 +333,7 @@ impl fmt::Debug for TemporalSettings {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("identity", &self.identity)
             .field("tls", &self.tls)
+            .field("encryption", &self.encryption)
             .finish()
     }
 }
@@ -332,6 +390,7 @@ mod tests {
             api_key: api_key.map(Secret::new),
             ui_url: "http://127.0.0.1:8233".to_owned(),
             tls,
+            encryption_keys: None,
         }
     }
 
@@ -489,5 +548,45 @@ mod tests {
                     .expect_err("refused");
             assert!(error.to_string().starts_with(expected), "{error}");
         }
+    }
+
+    #[test]
+    fn encryption_keys_come_from_the_file_or_the_text_and_a_bad_one_names_its_source() {
+        use base64::Engine;
+        let key = base64::engine::general_purpose::STANDARD.encode([3_u8; 32]);
+        let from_file = TemporalConfig {
+            encryption_keys: Some(EncryptionKeys::File(PathBuf::from("/keys/nodewright"))),
+            ..config("127.0.0.1:7233", None, None)
+        };
+        let keys = format!("2026-11={key}\n");
+        let settings = TemporalSettings::from_config(&from_file, "test", |path| {
+            assert_eq!(path, Path::new("/keys/nodewright"));
+            Ok(keys.clone().into_bytes())
+        })
+        .expect("settings");
+        assert_eq!(
+            settings.encryption.as_deref().map(KeyRing::current),
+            Some("2026-11")
+        );
+        let inline = TemporalConfig {
+            encryption_keys: Some(EncryptionKeys::Inline(Secret::new("k1=AAAA"))),
+            ..config("127.0.0.1:7233", None, None)
+        };
+        let error = TemporalSettings::from_config(&inline, "test", |_| Ok(Vec::new()))
+            .expect_err("a 3-byte key");
+        assert_eq!(
+            error.to_string(),
+            "NODEWRIGHT_ENCRYPTION_KEYS (temporal.encryption_keys) line 1: the key of \"k1\" is 3 bytes, not 32; write `<key id>=<base64 of 32 random bytes>`, the id of letters, digits, '.', '_' or '-' (at most 64)"
+        );
+        let unreadable = TemporalSettings::from_config(&from_file, "test", |_| {
+            Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+        })
+        .expect_err("no file");
+        assert!(
+            unreadable
+                .to_string()
+                .starts_with("cannot read the payload encryption keys /keys/nodewright"),
+            "{unreadable}"
+        );
     }
 }

@@ -231,6 +231,18 @@ pub static ENV_VARS: &[EnvVar] = &[
         parsed!(secret, temporal.api_key),
     ),
     var(
+        "NODEWRIGHT_ENCRYPTION_KEYS_FILE",
+        "temporal.encryption_keys_file",
+        "file of payload encryption keys (id=base64 per line, the first encrypts); turns encryption on",
+        text!(temporal.encryption_keys_file),
+    ),
+    var(
+        "NODEWRIGHT_ENCRYPTION_KEYS",
+        "temporal.encryption_keys",
+        "payload encryption keys as text (id=base64 per line); turns encryption on",
+        parsed!(secret, temporal.encryption_keys),
+    ),
+    var(
         "NODEWRIGHT_TEMPORAL_UI",
         "temporal.ui_url",
         "Temporal Web UI base URL, for links to runs",

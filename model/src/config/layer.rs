@@ -176,6 +176,8 @@ pub(crate) struct TemporalLayer {
     pub(crate) task_queue: Option<Sourced<String>>,
     pub(crate) api_key: Option<Sourced<Secret>>,
     pub(crate) ui_url: Option<Sourced<String>>,
+    pub(crate) encryption_keys_file: Option<Sourced<String>>,
+    pub(crate) encryption_keys: Option<Sourced<Secret>>,
     #[serde(default)]
     pub(crate) tls: TlsLayer,
 }

@@ -164,6 +164,18 @@ pub struct TemporalConfig {
     pub ui_url: String,
     /// TLS settings; `Some` whenever the connection uses TLS (also for an API key alone).
     pub tls: Option<TemporalTls>,
+    /// The keys that encrypt payloads, when payload encryption is on.
+    pub encryption_keys: Option<EncryptionKeys>,
+}
+
+/// Where the payload encryption keys come from: one `<key id>=<base64 of 32 bytes>` per line,
+/// the first the key to encrypt with (see `nodewright_workflows::codec`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EncryptionKeys {
+    /// A file (`temporal.encryption_keys_file`, e.g. a mounted Secret).
+    File(PathBuf),
+    /// The text itself (`NODEWRIGHT_ENCRYPTION_KEYS`, e.g. from a Secret's `secretKeyRef`).
+    Inline(Secret),
 }
 
 /// `[temporal.tls]`: how to verify the server and, for mTLS, who the client is.
@@ -528,6 +540,25 @@ impl<'a> Resolve<'a> {
             Some(_) => Some(self.secret(&temporal.api_key, "temporal.api_key")?),
         };
         let tls = self.tls(temporal, &address)?;
+        let encryption_keys = match (&temporal.encryption_keys_file, &temporal.encryption_keys) {
+            (None, None) => None,
+            (Some(file), Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    setting: self.setting(file, "temporal.encryption_keys_file"),
+                    value: None,
+                    problem: "is set together with temporal.encryption_keys (NODEWRIGHT_ENCRYPTION_KEYS); set one of the two".to_owned(),
+                });
+            }
+            (Some(_), None) => self
+                .optional(
+                    &temporal.encryption_keys_file,
+                    "temporal.encryption_keys_file",
+                )?
+                .map(|path| EncryptionKeys::File(PathBuf::from(path))),
+            (None, Some(_)) => Some(EncryptionKeys::Inline(
+                self.secret(&temporal.encryption_keys, "temporal.encryption_keys")?,
+            )),
+        };
         Ok(TemporalConfig {
             namespace: self.or_default(
                 &temporal.namespace,
@@ -543,6 +574,7 @@ impl<'a> Resolve<'a> {
             address,
             api_key,
             tls,
+            encryption_keys,
         })
     }
 

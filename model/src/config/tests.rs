@@ -106,6 +106,7 @@ fn unset_keys_take_their_defaults() {
             api_key: None,
             ui_url: "http://127.0.0.1:8233".to_owned(),
             tls: None,
+            encryption_keys: None,
         }
     );
     assert_eq!(
@@ -272,6 +273,39 @@ fn the_environment_wins_over_the_file_and_primaries_over_fallbacks() {
         Some(TemporalTls::default()),
         "an API key implies TLS"
     );
+}
+
+#[test]
+fn encryption_keys_come_from_a_file_or_a_variable_never_both() {
+    let file = "cluster = \"c\"\n[azure]\nsubscription_id = \"s\"\nresource_group = \"r\"\nlocation = \"l\"\n";
+    let config = load(Some(file), &[]).unwrap_or_else(|error| panic!("valid: {error}"));
+    assert_eq!(config.temporal.encryption_keys, None);
+    let config = load(
+        Some(file),
+        &[("NODEWRIGHT_ENCRYPTION_KEYS_FILE", "/keys/nodewright")],
+    )
+    .unwrap_or_else(|error| panic!("valid: {error}"));
+    assert_eq!(
+        config.temporal.encryption_keys,
+        Some(EncryptionKeys::File(PathBuf::from("/keys/nodewright")))
+    );
+    let config = load(Some(file), &[("NODEWRIGHT_ENCRYPTION_KEYS", "k1=abc")])
+        .unwrap_or_else(|error| panic!("valid: {error}"));
+    assert_eq!(
+        config.temporal.encryption_keys,
+        Some(EncryptionKeys::Inline(Secret::new("k1=abc")))
+    );
+    let both = load(
+        Some(file),
+        &[
+            ("NODEWRIGHT_ENCRYPTION_KEYS_FILE", "/keys/nodewright"),
+            ("NODEWRIGHT_ENCRYPTION_KEYS", "k1=abc"),
+        ],
+    )
+    .expect_err("both");
+    let message = both.to_string();
+    assert!(message.contains("set one of the two"), "{message}");
+    assert!(!message.contains("k1=abc"), "{message}");
 }
 
 #[test]
