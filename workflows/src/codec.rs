@@ -23,6 +23,7 @@ use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKe
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use base64::Engine;
 use futures::future::BoxFuture;
+use nodewright_model::text::quoted;
 use prost::Message;
 use temporalio_common::data_converters::{
     PayloadCodec, PayloadConversionError, SerializationContextData,
@@ -73,7 +74,8 @@ pub enum KeyRingError {
 pub enum CodecError {
     /// The payload names a key this process does not hold.
     #[error(
-        "a payload is encrypted with key {id:?}, which this process does not hold: add that key to the key file (keep old keys while histories use them)"
+        "a payload is encrypted with key {}, which this process does not hold: add that key to the key file (keep old keys while histories use them)",
+        quoted(id)
     )]
     UnknownKey {
         /// The key id the payload names.
@@ -89,7 +91,8 @@ pub enum CodecError {
     },
     /// The payload does not open with the key it names.
     #[error(
-        "a payload does not decrypt with key {id:?}: the key of that id differs from the one that encrypted it, or the payload was altered"
+        "a payload does not decrypt with key {}: the key of that id differs from the one that encrypted it, or the payload was altered",
+        quoted(id)
     )]
     DoesNotOpen {
         /// The key id.
@@ -140,21 +143,22 @@ impl KeyRing {
                 .ok_or_else(|| problem("no `=` between the key id and the key".to_owned()))?;
             let id = id.trim();
             if !is_key_id(id) {
-                return Err(problem(format!("the key id {id:?} is not valid")));
+                return Err(problem(format!("the key id {} is not valid", quoted(id))));
             }
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(encoded.trim())
-                .map_err(|_| problem(format!("the key of {id:?} is not base64")))?;
+                .map_err(|_| problem(format!("the key of {} is not base64", quoted(id))))?;
             if bytes.len() != KEY_LEN {
                 return Err(problem(format!(
-                    "the key of {id:?} is {} bytes, not 32",
+                    "the key of {} is {} bytes, not 32",
+                    quoted(id),
                     bytes.len()
                 )));
             }
             let key = UnboundKey::new(&AES_256_GCM, &bytes)
-                .map_err(|_| problem(format!("the key of {id:?} is not an AES-256 key")))?;
+                .map_err(|_| problem(format!("the key of {} is not an AES-256 key", quoted(id))))?;
             if keys.insert(id.to_owned(), LessSafeKey::new(key)).is_some() {
-                return Err(problem(format!("the key id {id:?} is given twice")));
+                return Err(problem(format!("the key id {} is given twice", quoted(id))));
             }
             current.get_or_insert_with(|| id.to_owned());
         }
