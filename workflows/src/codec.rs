@@ -83,7 +83,8 @@ pub enum CodecError {
     },
     /// The payload is encrypted and this process has no keys at all.
     #[error(
-        "a payload is encrypted (key {id:?}) and this process has no payload encryption keys: give it the namespace's key file (temporal.encryption_keys_file, NODEWRIGHT_ENCRYPTION_KEYS_FILE, or NODEWRIGHT_ENCRYPTION_KEYS)"
+        "a payload is encrypted (key {}) and this process has no payload encryption keys: give it the namespace's key file (temporal.encryption_keys_file, NODEWRIGHT_ENCRYPTION_KEYS_FILE, or NODEWRIGHT_ENCRYPTION_KEYS)",
+        quoted(id)
     )]
     NoKeys {
         /// The key id the payload names.
