@@ -429,7 +429,9 @@ mod tests {
         let sealed = ring.seal(&json_payload("x")).expect("sealed");
         assert_eq!(
             open_with(None, sealed),
-            Err(CodecError::NoKeys { id: "k1".to_owned() })
+            Err(CodecError::NoKeys {
+                id: "k1".to_owned()
+            })
         );
         assert_eq!(open_with(None, json_payload("x")), Ok(json_payload("x")));
     }

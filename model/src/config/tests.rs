@@ -277,7 +277,7 @@ fn the_environment_wins_over_the_file_and_primaries_over_fallbacks() {
 
 #[test]
 fn encryption_keys_come_from_a_file_or_a_variable_never_both() {
-    let file = "cluster = \"c\"\n[azure]\nsubscription_id = \"s\"\nresource_group = \"r\"\nlocation = \"l\"\n";
+    let file = MINIMAL;
     let config = load(Some(file), &[]).unwrap_or_else(|error| panic!("valid: {error}"));
     assert_eq!(config.temporal.encryption_keys, None);
     let config = load(
