@@ -5,6 +5,7 @@
 //! finish in time, 4 Temporal could not be reached, 5 the same job is already running (nothing
 //! new was started).
 
+mod codec_server;
 mod handles;
 mod machine;
 mod pool;
@@ -59,6 +60,9 @@ enum Command {
     /// approve its removals, and read its audit.
     #[command(subcommand)]
     Sweep(sweep::SweepCommand),
+    /// Serve Temporal's codec server protocol with the payload encryption keys, so that the
+    /// Temporal UI shows decoded inputs to those who reach it.
+    CodecServer(codec_server::Args),
 }
 
 /// A failure of a command, mapped to the CLI's exit codes.
@@ -97,6 +101,7 @@ async fn run(settings: &Settings, output: Output, command: Command) -> Result<()
         Command::Pool(command) => pool::run(settings, output, command).await,
         Command::Runs(args) => runs::run(settings, output, args).await,
         Command::Sweep(command) => sweep::run(settings, output, command).await,
+        Command::CodecServer(args) => codec_server::run(settings, args).await,
     }
 }
 

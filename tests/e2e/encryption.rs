@@ -2,16 +2,20 @@
 //! encrypted. A create whose pool holds its bootstrap inline (a join token in it) leaves no token
 //! and no plain spec in its history as `temporal workflow show` prints it without the key, while
 //! the CLI with the key works as usual; a CLI without the key, or with a wrong one, is refused
-//! with a message naming the key and the setting.
+//! with a message naming the key and the setting. `nodewright codec-server` with the key decodes
+//! for the real Temporal CLI (`--codec-endpoint`), and refuses a request without its token.
+
+use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use base64::Engine;
-use nodewright_tests::Stack;
+use nodewright_tests::binaries::{KillOnDrop, binary};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{CliResult, KillableWorker, write_pool_file};
-use nodewright_tests::secrets::{history_json, json_mentions};
+use nodewright_tests::secrets::{history_json, history_json_with, json_mentions};
 use nodewright_tests::stack::repo_root;
 use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::{Stack, eventually};
 
 /// A key file holding one key `id`, of 32 bytes from `seed`.
 fn key_file(id: &str, seed: &str) -> Result<std::path::PathBuf> {
@@ -121,6 +125,14 @@ async fn scenario(
         without.code,
         without.stderr
     );
+    // The codec server with the key: the real Temporal CLI, pointed at it, shows the input
+    // decoded (the join line is back); a request without its token is refused.
+    let decoded = show_through_codec_server(stack, &id, with_keys).await?;
+    ensure!(
+        !json_mentions(&decoded, "kubeadm join").is_empty(),
+        "`temporal workflow show --codec-endpoint` did not decode the input"
+    );
+
     let wrong = key_file(key_id, "wrongwrongwrong")?;
     let wrong = wrong.to_string_lossy().into_owned();
     let with_wrong = [("NODEWRIGHT_ENCRYPTION_KEYS_FILE", wrong.as_str())];
@@ -135,4 +147,55 @@ async fn scenario(
         refused.stderr
     );
     Ok(())
+}
+
+/// `temporal workflow show --codec-endpoint` through `nodewright codec-server` (with the keys
+/// in `env` and a bearer token), after checking that a request without the token is refused.
+async fn show_through_codec_server(
+    stack: &Stack,
+    workflow_id: &str,
+    env: &[(&str, &str)],
+) -> Result<serde_json::Value> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut command = std::process::Command::new(binary("nodewright")?);
+    command
+        .args(["codec-server", "--listen", &listen])
+        .envs(env.iter().copied())
+        .env("NODEWRIGHT_CLUSTER", &stack.cluster)
+        .env("NODEWRIGHT_CODEC_TOKEN", "e2e-token")
+        .env_remove("NODEWRIGHT_CONFIG");
+    let _server = KillOnDrop::spawn(&mut command)?;
+    let endpoint = format!("http://{listen}");
+    let http = reqwest::Client::new();
+    eventually(
+        "the codec server to listen",
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        || async { Ok(http.get(&endpoint).send().await.ok().map(|_| ())) },
+    )
+    .await?;
+    let refused = http
+        .post(format!("{endpoint}/decode"))
+        .body(r#"{"payloads":[]}"#)
+        .send()
+        .await?;
+    ensure!(
+        refused.status() == reqwest::StatusCode::UNAUTHORIZED,
+        "a request without the token: {}",
+        refused.status()
+    );
+    history_json_with(
+        stack,
+        workflow_id,
+        &[
+            "--codec-endpoint",
+            &endpoint,
+            "--codec-auth",
+            "Bearer e2e-token",
+        ],
+    )
+    .await
 }

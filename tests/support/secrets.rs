@@ -46,6 +46,11 @@ fn decoded(text: &str) -> Option<String> {
 
 /// `temporal workflow show --output json` of the latest run of `workflow_id`: every event.
 pub async fn history_json(stack: &Stack, workflow_id: &str) -> Result<Value> {
+    history_json_with(stack, workflow_id, &[]).await
+}
+
+/// Like [`history_json`], with more flags for the Temporal CLI (e.g. `--codec-endpoint`).
+pub async fn history_json_with(stack: &Stack, workflow_id: &str, extra: &[&str]) -> Result<Value> {
     let mut command = std::process::Command::new(temporal_cli()?);
     command.args([
         "workflow",
@@ -59,6 +64,7 @@ pub async fn history_json(stack: &Stack, workflow_id: &str) -> Result<Value> {
         "--output",
         "json",
     ]);
+    command.args(extra);
     let output = tokio::task::spawn_blocking(move || command.output()).await??;
     if !output.status.success() {
         bail!(
