@@ -1,21 +1,23 @@
 //! Bootstrap by reference: a pool whose template names its bootstrap in a Kubernetes Secret
 //! (`bootstrapSecretRef`). The Secret's text reaches the VM (the sandbox's kubelet reads the
 //! `--node-labels` it carries, so the Node shows it), and its join token is in no history (every
-//! payload decoded), no worker log line and no CLI output, after a create, a failed create and a
-//! rollout. The scan itself is checked: the histories do carry the Secret's name. A Secret that
+//! payload decoded), no worker log line and no CLI output, after a create, a failed create, a
+//! cancelled create and a rollout. The scan itself is checked: the histories do carry the Secret's name. A Secret that
 //! does not exist fails the create before its VM, naming the Secret, and leaves nothing.
+
+use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{
     CliResult, KillableWorker, Sandbox, cli, create_machine, node, write_pool_file,
 };
 use nodewright_tests::secrets::{history_json, json_mentions};
 use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::{Stack, eventually};
 use serde_json::json;
 
 use crate::rollout::common::clean_up_pool;
@@ -44,14 +46,17 @@ async fn a_bootstrap_secret_reaches_the_vm_and_no_history_log_or_output() -> Res
     }))?;
     secrets.create(&PostParams::default(), &secret).await?;
     let sandbox = Sandbox::new(&stack)?;
-    let failing = format!("{pool}-fails");
-    let fault = sandbox
-        .add_fault(json!({ "kind": "never_joins", "vm": failing }))
-        .await?;
+    let mut faults = Vec::new();
+    for machine in [format!("{pool}-fails"), format!("{pool}-cancel")] {
+        let rule = json!({ "kind": "never_joins", "vm": machine });
+        faults.push(sandbox.add_fault(rule).await?);
+    }
 
     let result = scenario(&stack, &task_queue, &pool, &secret_name, &token, &worker).await;
 
-    sandbox.remove_fault(fault).await?;
+    for fault in faults {
+        sandbox.remove_fault(fault).await?;
+    }
     clean_up_pool(&stack, &task_queue, &pool).await;
     let _ = secrets.delete(&secret_name, &DeleteParams::default()).await;
     result
@@ -130,6 +135,32 @@ async fn scenario(
     failed.expect_code(3)?;
     outputs.push(("failed machine create".to_owned(), failed));
 
+    // A create cancelled once its VM exists (the Secret read), its Node never joining: it
+    // undoes everything, the token nowhere.
+    let cancelled = format!("{pool}-cancel");
+    create_machine(stack, task_queue, &pool_file, &cancelled, &[])?.expect_code(0)?;
+    let sandbox = Sandbox::new(stack)?;
+    eventually(
+        &format!("{cancelled}'s VM to exist"),
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        || async {
+            let made = sandbox.machine_resources(&cancelled).await?;
+            Ok((!made.vms.is_empty()).then_some(()))
+        },
+    )
+    .await?;
+    let cancel = cli(
+        stack,
+        task_queue,
+        &["machine", "cancel", &cancelled, "--wait"],
+    )
+    .await?;
+    cancel.expect_code(0)?;
+    outputs.push(("machine cancel".to_owned(), cancel));
+    let left = sandbox.machine_resources(&cancelled).await?;
+    ensure!(left.is_empty(), "the cancelled create left {left:?}");
+
     // A rollout to two machines: it creates one more from the same template.
     let path = pool_file.to_string_lossy().into_owned();
     let rolled = cli(
@@ -177,8 +208,8 @@ async fn scenario(
         .filter_map(|run| run["workflowId"].as_str().map(str::to_owned))
         .collect();
     ensure!(
-        ids.len() >= 4,
-        "expected two creates, the rollout and its create among {ids:?}"
+        ids.len() >= 5,
+        "expected three creates, the rollout and its create among {ids:?}"
     );
     for id in &ids {
         let history = history_json(stack, id).await?;
