@@ -8,7 +8,9 @@
 mod scripted_arm {
     use std::time::{Duration, Instant};
 
-    use nodewright_activities::azure::inventory::{ListInventoryPage, list_inventory_page};
+    use nodewright_activities::azure::inventory::{
+        ListInventoryPage, MAX_PAGES_PER_CALL, list_inventory_page,
+    };
     use nodewright_activities::azure::virtual_machines::{
         AttachDetachDataDisks, DataDisk, DataDiskToDetach, VirtualMachine,
     };
@@ -359,6 +361,45 @@ mod scripted_arm {
             .expect("listed");
         assert_eq!(page.next_link.as_deref(), Some(first.as_str()));
         assert_eq!(requests(&server).await.len(), 2, "one request a call");
+    }
+
+    #[tokio::test]
+    async fn an_inventory_call_follows_at_most_twenty_pages_of_an_endless_chain() {
+        let server = MockServer::start().await;
+        let uri = server.uri();
+        // Every page is empty and links to a new one: page=1, page=2, ...
+        Mock::given(method("GET"))
+            .and(path(DISKS))
+            .respond_with(move |request: &Request| {
+                let page: u32 = request
+                    .url
+                    .query_pairs()
+                    .find(|(name, _)| name == "page")
+                    .and_then(|(_, value)| value.parse().ok())
+                    .unwrap_or(0);
+                let next = format!("{uri}{DISKS}?api-version=2024-03-02&page={}", page + 1);
+                ResponseTemplate::new(200).set_body_json(json!({ "value": [], "nextLink": next }))
+            })
+            .mount(&server)
+            .await;
+        let input = ListInventoryPage {
+            kind: ResourceKind::Disk,
+            next_link: None,
+            max_items: 1000,
+        };
+        let page = tokio::time::timeout(WAIT, list_inventory_page(&client(&server), &input))
+            .await
+            .expect("the call ends")
+            .expect("listed");
+        assert_eq!(page.pages, MAX_PAGES_PER_CALL);
+        assert_eq!(requests(&server).await.len(), 20);
+        assert!(
+            page.next_link
+                .as_deref()
+                .is_some_and(|link| link.ends_with("page=20")),
+            "{:?}",
+            page.next_link
+        );
     }
 
     #[tokio::test]

@@ -68,10 +68,16 @@ struct SubResource {
     id: Option<String>,
 }
 
-/// Lists pages of `input.kind` until `max_items` resources, the end of the list, or a
-/// `nextLink` back to a page this call read: that link is returned as `next_link`, so the
-/// sweep's page guard sees it repeat and freezes (instead of this call reading the same page,
-/// perhaps an empty one, until it times out).
+/// The most ARM list pages one call follows. A listing whose pages hold few resources (or none:
+/// a chain of distinct links to empty pages) returns after this many with its next link, so
+/// that each call stays short and the sweep's page guard, which counts calls, ends an endless
+/// chain; pages of real listings hold hundreds of resources, so this rarely splits one.
+pub const MAX_PAGES_PER_CALL: u32 = 20;
+
+/// Lists pages of `input.kind` until `max_items` resources, [`MAX_PAGES_PER_CALL`] pages, the
+/// end of the list, or a `nextLink` back to a page this call read: that link is returned as
+/// `next_link`, so the sweep's page guard sees it repeat and freezes (instead of this call
+/// reading the same page, perhaps an empty one, until it times out).
 pub async fn list_inventory_page(
     client: &ArmClient,
     input: &ListInventoryPage,
@@ -102,7 +108,8 @@ pub async fn list_inventory_page(
         );
         next = following;
         let repeats = next.as_ref().is_some_and(|link| read.contains(link));
-        if repeats || resources.len() >= input.max_items as usize {
+        let enough = resources.len() >= input.max_items as usize || pages >= MAX_PAGES_PER_CALL;
+        if repeats || enough {
             break;
         }
     }
