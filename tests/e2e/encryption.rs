@@ -12,8 +12,9 @@ use base64::Engine;
 use nodewright_tests::binaries::{KillOnDrop, binary};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{CliResult, KillableWorker, write_pool_file};
-use nodewright_tests::secrets::{history_json, history_json_with, json_mentions};
+use nodewright_tests::secrets::json_mentions;
 use nodewright_tests::stack::repo_root;
+use nodewright_tests::stack::{history_json, history_json_with};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
 

@@ -15,7 +15,8 @@ use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{
     CliResult, KillableWorker, Sandbox, cli, create_machine, node, write_pool_file,
 };
-use nodewright_tests::secrets::{history_json, json_mentions};
+use nodewright_tests::secrets::json_mentions;
+use nodewright_tests::stack::history_json;
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
 use serde_json::json;

@@ -1,11 +1,8 @@
 //! Looking for a secret where it must never be: in a run's history (its payloads are base64 JSON,
 //! so every string is searched as written and decoded), a log or a CLI's output.
 
-use anyhow::{Result, bail};
 use base64::Engine;
 use serde_json::Value;
-
-use crate::stack::{Stack, temporal_cli};
 
 /// Where `needle` occurs in `value`: the JSON path of each string that holds it, as written or
 /// base64-decoded (how Temporal's JSON carries payload data).
@@ -42,37 +39,6 @@ fn decoded(text: &str) -> Option<String> {
         .decode(text.trim())
         .ok()?;
     Some(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// `temporal workflow show --output json` of the latest run of `workflow_id`: every event.
-pub async fn history_json(stack: &Stack, workflow_id: &str) -> Result<Value> {
-    history_json_with(stack, workflow_id, &[]).await
-}
-
-/// Like [`history_json`], with more flags for the Temporal CLI (e.g. `--codec-endpoint`).
-pub async fn history_json_with(stack: &Stack, workflow_id: &str, extra: &[&str]) -> Result<Value> {
-    let mut command = std::process::Command::new(temporal_cli()?);
-    command.args([
-        "workflow",
-        "show",
-        "--workflow-id",
-        workflow_id,
-        "--address",
-        &stack.temporal_address,
-        "--namespace",
-        &stack.temporal_namespace,
-        "--output",
-        "json",
-    ]);
-    command.args(extra);
-    let output = tokio::task::spawn_blocking(move || command.output()).await??;
-    if !output.status.success() {
-        bail!(
-            "temporal workflow show {workflow_id}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(serde_json::from_slice(&output.stdout)?)
 }
 
 #[cfg(test)]

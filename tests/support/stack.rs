@@ -158,10 +158,20 @@ pub fn temporal_cli() -> Result<PathBuf> {
 
 /// `temporal workflow describe --output json` of the latest run of `workflow_id`.
 pub async fn describe_workflow(stack: &Stack, workflow_id: &str) -> Result<serde_json::Value> {
+    workflow_json(stack, "describe", workflow_id, &[]).await
+}
+
+/// `temporal workflow <verb> --workflow-id ID --output json` plus `extra` against the stack.
+async fn workflow_json(
+    stack: &Stack,
+    verb: &str,
+    workflow_id: &str,
+    extra: &[&str],
+) -> Result<serde_json::Value> {
     let mut command = std::process::Command::new(temporal_cli()?);
     command.args([
         "workflow",
-        "describe",
+        verb,
         "--workflow-id",
         workflow_id,
         "--address",
@@ -171,14 +181,29 @@ pub async fn describe_workflow(stack: &Stack, workflow_id: &str) -> Result<serde
         "--output",
         "json",
     ]);
+    command.args(extra);
     let output = tokio::task::spawn_blocking(move || command.output()).await??;
     if !output.status.success() {
         bail!(
-            "temporal workflow describe {workflow_id}: {}",
+            "temporal workflow {verb} {workflow_id}: {}",
             String::from_utf8_lossy(&output.stderr)
         );
     }
     Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+/// `temporal workflow show --output json` of the latest run of `workflow_id`: every event.
+pub async fn history_json(stack: &Stack, workflow_id: &str) -> Result<serde_json::Value> {
+    history_json_with(stack, workflow_id, &[]).await
+}
+
+/// Like [`history_json`], with more flags for the Temporal CLI (e.g. `--codec-endpoint`).
+pub async fn history_json_with(
+    stack: &Stack,
+    workflow_id: &str,
+    extra: &[&str],
+) -> Result<serde_json::Value> {
+    workflow_json(stack, "show", workflow_id, extra).await
 }
 
 /// The stack's kubectl (`NODEWRIGHT_KUBECTL`, from the environment or the stack's env file).

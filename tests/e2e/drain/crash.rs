@@ -22,7 +22,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use base64::Engine;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
@@ -31,6 +31,7 @@ use nodewright_activities::azure::ArmClient;
 use nodewright_model::arm::Disposition;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, node};
+use nodewright_tests::stack::history_json;
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::timeline::{Timeline, What};
 use nodewright_tests::workloads::{Workloads, disk_managed_by, set_unschedulable};
@@ -41,7 +42,7 @@ use tokio::task::JoinHandle;
 use super::common::{create_machines, delete_machines};
 use super::stateful::{
     check_all_moved, check_drain_status, check_parallel_evictions, check_serial_moves, drain_of,
-    entry, machine_status, place_on_a, temporal_cli, terminate_drains, write_drain_pool_file,
+    entry, machine_status, place_on_a, terminate_drains, write_drain_pool_file,
 };
 
 /// How often A's VM is read to see its data disks.
@@ -527,27 +528,7 @@ impl ScheduledActivity {
 /// workflow show --output json`: the type, the input payload, the attempt from the matching
 /// ActivityTaskStarted event.
 async fn activities_in_history(stack: &Stack, workflow_id: &str) -> Result<Vec<ScheduledActivity>> {
-    let mut command = std::process::Command::new(temporal_cli()?);
-    command.args([
-        "workflow",
-        "show",
-        "--workflow-id",
-        workflow_id,
-        "--address",
-        &stack.temporal_address,
-        "--namespace",
-        &stack.temporal_namespace,
-        "--output",
-        "json",
-    ]);
-    let output = tokio::task::spawn_blocking(move || command.output()).await??;
-    if !output.status.success() {
-        bail!(
-            "temporal workflow show {workflow_id}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let history: Value = serde_json::from_slice(&output.stdout)?;
+    let history = history_json(stack, workflow_id).await?;
     let number = |value: &Value| {
         value
             .as_u64()

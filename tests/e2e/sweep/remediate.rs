@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::is_node_ready;
 use nodewright_tests::poll::eventually;
-use nodewright_tests::stack::temporal_cli;
+use nodewright_tests::stack::history_json;
 use serde_json::Value;
 
 use super::common::{SweepCluster, kept_rule, outcome};
@@ -173,26 +173,6 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
 /// The events of the latest run of `workflow_id` (`temporal workflow show --output json`), in
 /// history order.
 async fn history_events(sweep: &SweepCluster, workflow_id: &str) -> Result<Vec<Value>> {
-    let mut command = std::process::Command::new(temporal_cli()?);
-    command.args([
-        "workflow",
-        "show",
-        "--workflow-id",
-        workflow_id,
-        "--address",
-        &sweep.stack.temporal_address,
-        "--namespace",
-        &sweep.stack.temporal_namespace,
-        "--output",
-        "json",
-    ]);
-    let output = tokio::task::spawn_blocking(move || command.output()).await??;
-    if !output.status.success() {
-        bail!(
-            "temporal workflow show {workflow_id}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let history: Value = serde_json::from_slice(&output.stdout)?;
+    let history = history_json(&sweep.stack, workflow_id).await?;
     Ok(history["events"].as_array().cloned().unwrap_or_default())
 }
