@@ -182,6 +182,37 @@ mod kube_nodes {
     }
 
     #[tokio::test]
+    async fn a_cordon_says_whether_the_node_was_cordoned_already() -> TestResult {
+        let Some(client) = client().await? else {
+            return Ok(());
+        };
+        let run = Run::new("cordon");
+        with_cleanup(&client, &run, cordon_scenario(&client, &run)).await
+    }
+
+    /// `--skip-drain`'s cordon tells a Node it cordoned from one that was cordoned before, so that
+    /// a cancelled delete gives back only what it changed.
+    async fn cordon_scenario(client: &kube::Client, run: &Run) -> TestResult {
+        let name = run.name("web");
+        create_node(client, run, &name, &[]).await?;
+        nodes::apply_metadata(client, &metadata(&name, &[], &[])).await?;
+        let machine = MachineNode {
+            node: name.clone(),
+            vm_id: vm_id(&name),
+        };
+        assert_eq!(nodes::cordon(client, &machine).await?, NodeChange::Done);
+        let node: Node = Api::all(client.clone()).get(&name).await?;
+        assert_eq!(node.spec.and_then(|s| s.unschedulable), Some(true));
+        assert_eq!(nodes::cordon(client, &machine).await?, NodeChange::Already);
+        let foreign = MachineNode {
+            node: name.clone(),
+            vm_id: vm_id("another-vm"),
+        };
+        assert_eq!(nodes::cordon(client, &foreign).await?, NodeChange::NotOurs);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_node_changed_between_read_and_write_is_read_again_and_the_change_kept() -> TestResult
     {
         let Some(client) = client().await? else {

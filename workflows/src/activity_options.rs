@@ -29,6 +29,14 @@ pub fn read() -> ActivityOptions {
     .build()
 }
 
+/// A read that follows pages (an ARM list of up to 20 pages, every page of a pool's VMs, a page
+/// of Nodes): `options` (a [`read`], shielded or not) whose attempt heartbeats, so that a lost
+/// worker's read is retried on another after [`HEARTBEAT_TIMEOUT`].
+pub fn paged(mut options: ActivityOptions) -> ActivityOptions {
+    options.heartbeat_timeout = Some(HEARTBEAT_TIMEOUT);
+    options
+}
+
 /// A Kubernetes write (apply, cordon, delete): like [`read`]; 409 conflicts and 429s retry.
 pub fn kube_write() -> ActivityOptions {
     read()

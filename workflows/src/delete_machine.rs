@@ -28,6 +28,8 @@ pub struct DeleteMachineWorkflow {
     vm_delete_sent: bool,
     /// What the drain child returned, once it has.
     drained: Option<DrainedNode>,
+    /// `--skip-drain` found the Node cordoned already: a cancellation keeps it cordoned.
+    cordoned_before: bool,
 }
 
 impl HasStatus for DeleteMachineWorkflow {
@@ -129,13 +131,20 @@ async fn delete(
             Step::Drain,
             match cordon {
                 NodeChange::Done => "skipped (--skip-drain): cordoned only",
+                NodeChange::Already => {
+                    "skipped (--skip-drain): the Node was cordoned already (it stays so if this run is canceled)"
+                }
                 NodeChange::Absent => "skipped (--skip-drain): no Node",
                 NodeChange::NotOurs => {
                     "skipped (--skip-drain): a Node of that name belongs to another VM: left alone"
                 }
             },
         );
-        (cordon == NodeChange::Done, None)
+        ctx.state_mut(|s| s.cordoned_before = cordon == NodeChange::Already);
+        (
+            matches!(cordon, NodeChange::Done | NodeChange::Already),
+            None,
+        )
     } else {
         let drained = drain_first(ctx, request).await?;
         let detail = if !drained.node_found {
@@ -246,7 +255,7 @@ async fn restore(
             }
             drained.cordoned_before
         }
-        (None, true) => false,
+        (None, true) => ctx.state(|s| s.cordoned_before),
         (None, false) => {
             canceled.undone.push(
                 "the drain was canceled with this run and gave the Node back itself".to_owned(),
@@ -267,7 +276,7 @@ async fn restore(
         )
         .await;
     match restored {
-        Ok(NodeChange::Done) => {
+        Ok(NodeChange::Done | NodeChange::Already) => {
             let what = if keep_cordoned {
                 "removed the draining taint and the Terminating condition (the Node stays cordoned: it was before)"
             } else {
@@ -314,7 +323,8 @@ async fn cordon(
             node: request.machine.clone(),
             vm_id: vm_id.to_owned(),
         },
-        activity_options::kube_write(),
+        // A cordon sent is let finish, so that a cancellation's restore comes after it.
+        cancellation::shielded(activity_options::kube_write()),
     )
     .await
     .map_err(|e| StepFailed::from_activity(Step::Drain, &e))

@@ -17,7 +17,7 @@ use nodewright_model::drain::{
     DrainMode, DrainPlan, DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode,
     ForceReason, LocalDataPolicy, NodeHealth, PodFacts, PodRef, PodState, VolumePod,
     VolumeProgress, VolumeState, detach_budget, force_reason, is_misconfigured, plan_drain,
-    pod_disappearance_budget, policy_from_annotation, refusal,
+    pod_disappearance_budget, policy_from_annotation, refusal, salvage_policy,
 };
 use nodewright_model::machine::{MachineStatus, Step, StepState};
 use nodewright_model::names::arm_write_task_queue;
@@ -47,6 +47,10 @@ const MIN_WAIT: Duration = Duration::from_secs(1);
 /// that planned before it evicts such pods as it did then, and a drain without local data
 /// records no marker.
 const PATCH_LOCAL_DATA: &str = "local-data-policy";
+
+/// The patch that keeps the readable fields of a refused drain-policy annotation (the pool's
+/// settings) instead of all defaults: asked only when the annotation is refused.
+const PATCH_SALVAGE_ANNOTATION: &str = "drain-annotation-per-field";
 
 /// Drains one node; see the runbook above.
 #[workflow]
@@ -425,7 +429,7 @@ async fn give_back(
         )
         .await;
     match restored {
-        Ok(NodeChange::Done) => {
+        Ok(NodeChange::Done | NodeChange::Already) => {
             let what = if keep_cordoned {
                 format!(
                     "removed the draining taint from {} (it stays cordoned: it was before the drain)",
@@ -471,13 +475,30 @@ fn start_state(
     annotation: Option<&str>,
     health: NodeHealth,
 ) -> Drain {
-    let (mut chosen, source, bad_annotation) =
-        match (&request.policy, annotation.map(policy_from_annotation)) {
-            (Some(policy), _) => (policy.clone(), "request", None),
-            (None, Some(Ok(policy))) => (policy, "the Node's pool", None),
-            (None, Some(Err(bad))) => (DrainPolicy::default(), "defaults", Some(bad)),
-            (None, None) => (DrainPolicy::default(), "defaults", None),
-        };
+    let (mut chosen, source, bad_annotation) = match (
+        &request.policy,
+        annotation.map(policy_from_annotation),
+    ) {
+        (Some(policy), _) => (policy.clone(), "request", None),
+        (None, Some(Ok(policy))) => (policy, "the Node's pool", None),
+        (None, Some(Err(bad))) => match annotation {
+            Some(text) if ctx.patched(PATCH_SALVAGE_ANNOTATION) => {
+                let (policy, problems) = salvage_policy(text);
+                let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                let warning = format!(
+                    "{}; drained with the pool's other settings from the annotation and the default for those",
+                    said.join("; ")
+                );
+                (policy, "the Node's pool, partly defaults", Some(warning))
+            }
+            _ => (
+                DrainPolicy::default(),
+                "defaults",
+                Some(format!("{bad}; drained with the default settings instead")),
+            ),
+        },
+        (None, None) => (DrainPolicy::default(), "defaults", None),
+    };
     chosen.local_data = request.local_data.or(chosen.local_data);
     let (policy, started_at, deadline, result) = match &request.resume {
         Some(resume) => (
@@ -510,10 +531,8 @@ fn start_state(
                 describe_policy(&policy, request.purpose)
             ),
         );
-        if let Some(bad) = bad_annotation.filter(|_| request.resume.is_none()) {
-            status
-                .warnings
-                .push(format!("{bad}; drained with the default settings instead"));
+        if let Some(warning) = bad_annotation.filter(|_| request.resume.is_none()) {
+            status.warnings.push(warning);
         }
     });
     Drain {
@@ -869,10 +888,11 @@ async fn evict_without_volumes(
             return Ok(Lane::Forced(reason));
         }
         let attempts = to_evict.iter().map(|pod| {
+            // An eviction sent is let finish: what it evicted is known and reported.
             ctx.execute_activity(
                 KubeActivities::evict_pod,
                 PodAction { pod: pod.clone() },
-                activity_options::kube_write(),
+                cancellation::shielded(activity_options::kube_write()),
             )
         });
         let outcomes = join_all(attempts).await;
@@ -1244,7 +1264,7 @@ async fn force_drain(
         ctx.execute_activity(
             KubeActivities::delete_pod,
             PodAction { pod: pod.clone() },
-            activity_options::kube_write(),
+            cancellation::shielded(activity_options::kube_write()),
         )
     });
     let outcomes = join_all(deletions).await;
@@ -1273,7 +1293,7 @@ async fn force_drain(
             NodeAttachments {
                 node: state.request.node.clone(),
             },
-            activity_options::kube_write(),
+            cancellation::shielded(activity_options::kube_write()),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
@@ -1286,7 +1306,7 @@ async fn force_drain(
                 cluster: state.request.cluster.clone(),
                 machine: state.request.node.clone(),
             },
-            activity_options::arm_cleanup_write(&writes),
+            cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;

@@ -39,7 +39,7 @@ impl InspectPoolWorkflow {
                     cluster: request.cluster.clone(),
                     pool: request.pool.clone(),
                 },
-                activity_options::read(),
+                activity_options::paged(activity_options::read()),
             )
             .await;
         let vms = cancellation::read(ctx, "list-pool-vms", vms)?;

@@ -398,7 +398,7 @@ async fn list_kind(
                     next_link: next_link.take(),
                     max_items: ARM_ITEMS_PER_CALL,
                 },
-                activity_options::read(),
+                activity_options::paged(activity_options::read()),
             )
             .await
             .map_err(|e| format!("listing {kind}s failed: {}", activity_failure_text(&e)))?;
@@ -426,7 +426,7 @@ async fn list_nodes(
                     continue_token: continue_token.take(),
                     limit: NODES_PER_PAGE,
                 },
-                activity_options::read(),
+                activity_options::paged(activity_options::read()),
             )
             .await
             .map_err(|e| format!("listing Nodes failed: {}", activity_failure_text(&e)))?;

@@ -299,3 +299,30 @@ mod tests {
         assert_eq!(rfc3339(t), "2026-11-21T10:00:00Z");
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use std::time::Duration;
+
+    use chrono::{DateTime, Utc};
+    use proptest::prelude::*;
+
+    use super::later;
+
+    proptest! {
+        /// Any start a history can hold and any duration from outside: the sum never panics,
+        /// never goes back in time, and saturates at the latest deadline.
+        #[test]
+        fn later_saturates_and_never_goes_back(
+            start in nodewright_model::time::EARLIEST..=nodewright_model::time::LATEST,
+            secs in any::<u64>(),
+            nanos in 0u32..1_000_000_000,
+        ) {
+            let start = DateTime::<Utc>::from_timestamp(start, 0)
+                .ok_or_else(|| TestCaseError::fail("start out of chrono's range"))?;
+            let end = later(start, Duration::new(secs, nanos));
+            prop_assert!(end >= start);
+            prop_assert!(end.timestamp() <= nodewright_model::time::LATEST);
+        }
+    }
+}

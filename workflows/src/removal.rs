@@ -147,7 +147,7 @@ pub async fn remove_machine<W: HasStatus>(
         .map_err(|e| StepFailed::from_activity(Step::DeleteNode, &e))?;
     result.node_deleted = node == NodeChange::Done;
     let node_detail = match node {
-        NodeChange::Done => "Node deleted",
+        NodeChange::Done | NodeChange::Already => "Node deleted",
         NodeChange::Absent => "no Node",
         NodeChange::NotOurs => "a Node of that name belongs to another VM: left alone",
     };

@@ -259,7 +259,10 @@ async fn roll(
             }
             let continue_due = continue_as_new_due(ctx, request);
             let phase = ctx.state(|s| s.status.as_ref().map(|st| st.phase));
-            if phase == Some(RolloutPhase::Progressing) && !continue_due {
+            if phase == Some(RolloutPhase::Progressing)
+                && !continue_due
+                && !cancel_came_while_looking(ctx)
+            {
                 let at_millis = now(ctx).timestamp_millis();
                 start_children(ctx, request, &decided, &mut children, at_millis).await;
             }
@@ -283,6 +286,16 @@ async fn roll(
         }
     }
 }
+
+/// Whether a cancellation request reached the run during this round's look: no child is started
+/// after it (the loop's top takes the cancellation path). The check is recorded as a patch, so
+/// runs recorded before it replay unchanged; the marker appears only in runs cancelled there.
+fn cancel_came_while_looking(ctx: &WorkflowContext<RollingUpdateWorkflow>) -> bool {
+    cancellation::requested(ctx) && ctx.patched(CANCEL_WHILE_LOOKING_PATCH)
+}
+
+/// Patch marker of [`cancel_came_while_looking`].
+const CANCEL_WHILE_LOOKING_PATCH: &str = "rollout-no-start-after-cancel";
 
 /// The plan for what a look saw, under the strategy in force and the canary's state.
 fn decide(
@@ -417,7 +430,7 @@ async fn look_with(
                 cluster: request.cluster.clone(),
                 pool: request.pool.name.clone(),
             },
-            options.clone(),
+            activity_options::paged(options.clone()),
         )
         .await
         .map_err(|e| activity_failure_text(&e))?;
@@ -463,7 +476,7 @@ async fn mark_outdated(
                 nodes,
                 outdated: true,
             },
-            activity_options::kube_write(),
+            cancellation::shielded(activity_options::kube_write()),
         )
         .await;
     match marked {

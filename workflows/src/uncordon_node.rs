@@ -71,7 +71,7 @@ impl UncordonNodeWorkflow {
             .await
             .map_err(|e| StepFailed::from_activity(Step::Uncordon, &e));
         let failed = match changed {
-            Ok(NodeChange::Done) => {
+            Ok(NodeChange::Done | NodeChange::Already) => {
                 done(ctx, Step::Uncordon, "schedulable, draining taint removed");
                 if cancellation::requested(ctx) {
                     let mut canceled =

@@ -459,10 +459,10 @@ impl KubeActivities {
     #[activity(name = "kube.list_nodes_page")]
     pub async fn list_nodes_page(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: ListNodesPage,
     ) -> Result<NodesPage, ActivityError> {
-        sweep::list_nodes_page(&self.client, &input)
+        lifetime::heartbeating(&ctx, sweep::list_nodes_page(&self.client, &input))
             .await
             .map_err(Error::into_activity_error)
     }

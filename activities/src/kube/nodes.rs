@@ -113,6 +113,8 @@ pub enum NodeChange {
     Absent,
     /// A Node of that name belongs to another VM: left alone.
     NotOurs,
+    /// It already was so: nothing written (a cordon of a Node that was cordoned before).
+    Already,
 }
 
 fn is_ready(node: &Node) -> bool {
@@ -316,7 +318,7 @@ pub async fn cordon(client: &kube::Client, input: &MachineNode) -> Result<NodeCh
         return Ok(NodeChange::NotOurs);
     }
     if node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
-        return Ok(NodeChange::Done);
+        return Ok(NodeChange::Already);
     }
     let patch = json!({ "spec": { "unschedulable": true } });
     api.patch(&input.node, &PatchParams::default(), &Patch::Merge(&patch))

@@ -139,9 +139,18 @@ impl fmt::Display for ArmFailure {
 
 impl std::error::Error for ArmFailure {}
 
-/// Parses `Retry-After` as ARM sends it: whole seconds. HTTP dates and garbage give `None`.
+/// The longest wait a `Retry-After` may ask for: ARM's throttling windows are minutes; a larger
+/// value is a broken proxy or an attacker's header, and is waited this long instead.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(15 * 60);
+
+/// Parses `Retry-After` as ARM sends it: whole seconds, at most [`MAX_RETRY_AFTER`]. HTTP dates
+/// and garbage give `None`.
 pub fn parse_retry_after(value: &str) -> Option<Duration> {
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+    value
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|seconds| Duration::from_secs(seconds).min(MAX_RETRY_AFTER))
 }
 
 fn raw_message(body: &[u8]) -> String {
@@ -252,6 +261,10 @@ mod tests {
         let table = [
             ("0", Some(0)),
             ("30", Some(30)),
+            ("900", Some(900)),
+            ("901", Some(900)),
+            ("18446744073709551615", Some(900)),
+            ("18446744073709551616", None),
             (" 5 ", Some(5)),
             ("Wed, 21 Oct 2015 07:28:00 GMT", None),
             ("-1", None),
@@ -268,6 +281,16 @@ mod tests {
     }
 
     proptest! {
+        /// No header makes a step wait longer than [`MAX_RETRY_AFTER`].
+        #[test]
+        fn retry_after_is_bounded(value in ".*", seconds in any::<u64>()) {
+            for value in [value, seconds.to_string()] {
+                if let Some(wait) = parse_retry_after(&value) {
+                    prop_assert!(wait <= MAX_RETRY_AFTER);
+                }
+            }
+        }
+
         #[test]
         fn client_errors_are_never_retried_unless_listed(status in 400u16..500, code in "[A-Za-z]{0,30}") {
             let disposition = failure(status, &code).disposition();

@@ -22,7 +22,7 @@ pub use pods::{
 };
 pub use request::{
     AnnotationError, DrainPurpose, DrainRequest, DrainResume, DrainedNode, policy_from_annotation,
-    policy_to_annotation,
+    policy_to_annotation, salvage_policy,
 };
 pub use status::{
     DrainMode, DrainStatus, PdbBlock, PodProgress, PodState, VolumeProgress, VolumeState,

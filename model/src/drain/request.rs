@@ -229,6 +229,102 @@ pub fn policy_from_annotation(text: &str) -> Result<DrainPolicy, AnnotationError
     })
 }
 
+/// What a drain can still use of an annotation [`policy_from_annotation`] refused: the pool's
+/// settings it carries field by field — every field that reads as a duration within its bounds
+/// is kept, every other one takes its default — and what was wrong with each field replaced.
+/// Text that is not a JSON object keeps nothing.
+pub fn salvage_policy(text: &str) -> (DrainPolicy, Vec<AnnotationError>) {
+    let defaults = DrainPolicy::default();
+    let object = match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(object)) => object,
+        Ok(_) => {
+            let reason = "not a JSON object".to_owned();
+            return (defaults, vec![AnnotationError::Unreadable { reason }]);
+        }
+        Err(error) => {
+            let reason = error.to_string();
+            return (defaults, vec![AnnotationError::Unreadable { reason }]);
+        }
+    };
+    let mut problems = Vec::new();
+    let mut seconds = |field: &'static str, max: Duration, default: Duration| -> Duration {
+        let problem = match object.get(field) {
+            None => AnnotationError::Unreadable {
+                reason: format!("{field} is missing"),
+            },
+            Some(value) => match value.as_u64() {
+                Some(0) => AnnotationError::Zero { field },
+                Some(value) if Duration::from_secs(value) > max => AnnotationError::TooLong {
+                    field,
+                    seconds: value,
+                    max,
+                },
+                Some(value) => return Duration::from_secs(value),
+                None => AnnotationError::Unreadable {
+                    reason: format!("{field} is not a whole number of seconds"),
+                },
+            },
+        };
+        problems.push(problem);
+        default
+    };
+    let timeout = seconds("timeout", limits::MAX_DRAIN_TIMEOUT, defaults.timeout);
+    let pdb_retry_interval = seconds(
+        "pdbRetryInterval",
+        limits::MAX_PDB_RETRY_INTERVAL,
+        defaults.pdb_retry_interval,
+    );
+    let volume_detach_timeout = seconds(
+        "volumeDetachTimeout",
+        limits::MAX_VOLUME_TIMEOUT,
+        defaults.volume_detach_timeout,
+    );
+    let volume_attach_timeout = seconds(
+        "volumeAttachTimeout",
+        limits::MAX_VOLUME_TIMEOUT,
+        defaults.volume_attach_timeout,
+    );
+    let force_after_unhealthy = seconds(
+        "forceAfterUnhealthy",
+        limits::MAX_FORCE_AFTER_UNHEALTHY,
+        defaults.force_after_unhealthy,
+    );
+    let local_data = match object.get("localData") {
+        None => None,
+        Some(value) => match serde_json::from_value::<LocalDataPolicy>(value.clone()) {
+            Ok(policy) => Some(policy),
+            Err(_) => {
+                problems.push(AnnotationError::Unreadable {
+                    reason: "localData is neither \"evict\" nor \"refuse\"".to_owned(),
+                });
+                None
+            }
+        },
+    };
+    let known = [
+        "timeout",
+        "pdbRetryInterval",
+        "volumeDetachTimeout",
+        "volumeAttachTimeout",
+        "forceAfterUnhealthy",
+        "localData",
+    ];
+    for unknown in object.keys().filter(|key| !known.contains(&key.as_str())) {
+        problems.push(AnnotationError::Unreadable {
+            reason: format!("unknown field {}", crate::text::quoted(unknown)),
+        });
+    }
+    let policy = DrainPolicy {
+        timeout,
+        pdb_retry_interval,
+        volume_detach_timeout,
+        volume_attach_timeout,
+        force_after_unhealthy,
+        local_data,
+    };
+    (policy, problems)
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct AnnotatedPolicy {
@@ -380,6 +476,55 @@ mod tests {
             r#"{{"timeout":{},"pdbRetryInterval":{},"volumeDetachTimeout":{},"volumeAttachTimeout":{},"forceAfterUnhealthy":{}}}"#,
             secs[0], secs[1], secs[2], secs[3], secs[4]
         )
+    }
+
+    #[test]
+    fn a_refused_annotation_keeps_the_pools_fields_that_read_and_defaults_the_rest() {
+        let defaults = DrainPolicy::default();
+        let text = r#"{"timeout":999999999999,"pdbRetryInterval":0,"volumeDetachTimeout":300,"volumeAttachTimeout":"2m","forceAfterUnhealthy":600,"localData":"evict","colour":"red"}"#;
+        assert!(policy_from_annotation(text).is_err());
+        let (policy, problems) = salvage_policy(text);
+        assert_eq!(policy.timeout, defaults.timeout);
+        assert_eq!(policy.pdb_retry_interval, defaults.pdb_retry_interval);
+        assert_eq!(policy.volume_detach_timeout, Duration::from_secs(300));
+        assert_eq!(policy.volume_attach_timeout, defaults.volume_attach_timeout);
+        assert_eq!(policy.force_after_unhealthy, Duration::from_secs(600));
+        assert_eq!(policy.local_data, Some(LocalDataPolicy::Evict));
+        let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(said.len(), 4, "{said:?}");
+        assert!(said[0].contains("timeout 999999999999s is longer than the maximum"));
+        assert!(said[1].ends_with("pdbRetryInterval is zero"));
+        assert!(said[2].contains("volumeAttachTimeout is not a whole number of seconds"));
+        assert!(said[3].contains("unknown field \"colour\""));
+
+        for text in ["", "[1,2]", "not json", "null"] {
+            let (policy, problems) = salvage_policy(text);
+            assert_eq!(policy, defaults, "{text}");
+            assert_eq!(problems.len(), 1, "{text}");
+        }
+        let (policy, problems) = salvage_policy(r#"{"timeout":60}"#);
+        assert_eq!(policy.timeout, Duration::from_secs(60));
+        assert_eq!(problems.len(), 4, "the four missing fields are named");
+    }
+
+    proptest! {
+        /// Whatever the annotation holds, salvaging never panics and keeps every duration
+        /// within the pool file's bounds.
+        #[test]
+        fn salvage_stays_within_bounds(text in ".*", secs in proptest::array::uniform5(any::<u64>())) {
+            let annotated = format!(
+                r#"{{"timeout":{},"pdbRetryInterval":{},"volumeDetachTimeout":{},"volumeAttachTimeout":{},"forceAfterUnhealthy":{}}}"#,
+                secs[0], secs[1], secs[2], secs[3], secs[4]
+            );
+            for text in [text.as_str(), annotated.as_str()] {
+                let (policy, _) = salvage_policy(text);
+                prop_assert!(policy.timeout > Duration::ZERO && policy.timeout <= limits::MAX_DRAIN_TIMEOUT);
+                prop_assert!(policy.pdb_retry_interval > Duration::ZERO && policy.pdb_retry_interval <= limits::MAX_PDB_RETRY_INTERVAL);
+                prop_assert!(policy.volume_detach_timeout <= limits::MAX_VOLUME_TIMEOUT);
+                prop_assert!(policy.volume_attach_timeout <= limits::MAX_VOLUME_TIMEOUT);
+                prop_assert!(policy.force_after_unhealthy <= limits::MAX_FORCE_AFTER_UNHEALTHY);
+            }
+        }
     }
 
     proptest! {

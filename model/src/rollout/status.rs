@@ -343,3 +343,35 @@ mod tests {
         assert_eq!(timings.estimate_seconds_left(5, 0), Some(300));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Any recorded durations, however many or long, give an estimate without overflow,
+        /// and none before a create and a delete finished.
+        #[test]
+        fn an_estimate_never_overflows(
+            records in proptest::collection::vec((any::<bool>(), any::<u64>()), 0..20),
+            remaining in any::<u32>(),
+            pace in any::<u32>(),
+        ) {
+            let mut timings = Timings::default();
+            for (create, millis) in records {
+                let kind = if create { ChildKind::Create } else { ChildKind::Delete };
+                timings.record(kind, millis);
+            }
+            let estimate = timings.estimate_seconds_left(remaining, pace);
+            if remaining == 0 {
+                prop_assert_eq!(estimate, Some(0));
+            } else if timings.creates == 0 || timings.deletes == 0 {
+                prop_assert_eq!(estimate, None);
+            } else {
+                prop_assert!(estimate.is_some());
+            }
+        }
+    }
+}

@@ -164,3 +164,53 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::ownership::TAG_CLUSTER;
+    use crate::sweep::inventory::{ArmResource, ResourceKind};
+
+    proptest! {
+        /// Any recorded creation and deadline times (edited tags included) give a floor within
+        /// the longest creation timeout a pool may have, and `check_grace` refuses exactly the
+        /// graces below it.
+        #[test]
+        fn the_floor_is_bounded_and_refuses_only_shorter_graces(
+            times in proptest::collection::vec((any::<i64>(), proptest::option::of(any::<i64>())), 0..8),
+            grace in any::<u64>(),
+        ) {
+            let cluster = ClusterName::parse("cluster", "prod").map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let resources = times
+                .iter()
+                .enumerate()
+                .map(|(i, (created, deadline))| ArmResource {
+                    kind: ResourceKind::Vm,
+                    name: format!("m{i}"),
+                    tags: BTreeMap::from([
+                        (TAG_CLUSTER.to_owned(), "prod".to_owned()),
+                        (TAG_POOL.to_owned(), format!("pool{}", i % 3)),
+                    ]),
+                    provisioning_state: "Succeeded".to_owned(),
+                    attached_to: None,
+                    created_at: Some(*created),
+                    creation_deadline: *deadline,
+                    creation_ended: None,
+                })
+                .collect();
+            let inventory = Inventory { resources, ..Inventory::default() };
+            let floor = grace_floor(&inventory, &cluster);
+            if let Some(floor) = &floor {
+                prop_assert!(floor.creation_timeout <= limits::MAX_CREATION_TIMEOUT);
+            }
+            let grace = Duration::from_secs(grace);
+            let refused = check_grace(grace, floor.as_ref()).is_err();
+            prop_assert_eq!(refused, floor.is_some_and(|f| grace < f.creation_timeout));
+        }
+    }
+}

@@ -74,3 +74,31 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Any workflow IDs and operations: the on-demand run never gives way, and a run gives
+        /// way only to another sweep.
+        #[test]
+        fn only_a_scheduled_run_gives_way_and_only_to_another_sweep(
+            own in ".*",
+            running in proptest::collection::vec((".*", prop_oneof![Just("sweep".to_owned()), ".*"]), 0..6),
+        ) {
+            let cluster = ClusterName::parse("cluster", "prod").map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let running: Vec<RunningWorkflow> = running
+                .into_iter()
+                .map(|(workflow_id, operation)| RunningWorkflow { workflow_id, operation, machine: None, pool: None })
+                .collect();
+            let on_demand = WorkflowId::for_cluster(Operation::Sweep, &cluster);
+            prop_assert!(yield_to_running_sweep(&cluster, on_demand.as_str(), &running).is_none());
+            let yields = yield_to_running_sweep(&cluster, &own, &running).is_some();
+            let another = running.iter().any(|w| w.operation == "sweep" && w.workflow_id != own);
+            prop_assert_eq!(yields, another && own != on_demand.as_str());
+        }
+    }
+}

@@ -239,3 +239,26 @@ mod tests {
         assert_eq!(request.approval_wait(), Duration::from_secs(1800));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Whatever a request carries, the approval wait is a timer Temporal can take, within
+        /// its documented bounds, and the brake's share never exceeds its maximum.
+        #[test]
+        fn waits_and_shares_stay_within_bounds(secs in any::<u64>(), nanos in 0u32..1_000_000_000, percent in any::<u32>()) {
+            let mut request = SweepRequest::new(ClusterName::parse("cluster", "prod").map_err(|e| TestCaseError::fail(e.to_string()))?);
+            request.approval_timeout = Duration::new(secs, nanos);
+            request.brake_percent = percent;
+            let wait = request.approval_wait();
+            prop_assert!(wait >= Duration::from_secs(1) && wait <= limits::MAX_APPROVAL_TIMEOUT);
+            prop_assert!(request.brake_share() <= limits::MAX_SWEEP_BRAKE_PERCENT);
+        }
+    }
+}

@@ -532,10 +532,10 @@ impl ArmReadActivities {
     #[activity(name = "azure.inventory_page")]
     pub async fn inventory_page(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: ListInventoryPage,
     ) -> Result<InventoryPage, ActivityError> {
-        list_inventory_page(&self.client, &input)
+        lifetime::heartbeating(&ctx, list_inventory_page(&self.client, &input))
             .await
             .map_err(|error| MachineError::from(error).into_activity_error())
     }
@@ -549,10 +549,10 @@ impl ArmReadActivities {
     #[activity(name = "azure.list_pool_vms")]
     pub async fn list_pool_vms(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: ListPoolVms,
     ) -> Result<Vec<PoolVm>, ActivityError> {
-        pool::list_pool_vms(&self.client, &input)
+        lifetime::heartbeating(&ctx, pool::list_pool_vms(&self.client, &input))
             .await
             .map_err(MachineError::into_activity_error)
     }

@@ -49,7 +49,10 @@ pub fn pool_vm(vm: &VirtualMachine, cluster: &ClusterName, pool: &str) -> Option
         return None;
     }
     let Some(name) = vm.name.clone() else {
-        tracing::warn!(id = ?vm.id, "a VM of the pool is listed without a name; skipped");
+        tracing::warn!(
+            id = vm.id.as_deref().unwrap_or("(none)"),
+            "a VM of the pool is listed without a name; skipped"
+        );
         return None;
     };
     Some(PoolVm {
