@@ -3,6 +3,7 @@
 //! the `nodewright` CLI against a `nodewright-worker` process per test, and the world checked
 //! afterwards: pods, VolumeAttachments, disks in the sandbox.
 
+mod annotation;
 pub(crate) mod common;
 mod crash;
 mod local_data;
