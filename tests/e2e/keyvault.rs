@@ -3,8 +3,8 @@
 //! (`NODEWRIGHT_KEYVAULT_ENDPOINT`) when it builds the VM. The secret's kubelet flags reach the
 //! Node, and its join token is in no history (every payload decoded), no worker log line and no
 //! CLI output; the scan is checked (the create's history does name the URI). A secret that does
-//! not exist, and a worker the vault does not accept, fail the create before its VM, naming the
-//! fix, and leave nothing.
+//! not exist, a disabled one (403) and a worker the vault does not accept (401) fail the create
+//! before its VM, naming the fix, and leave nothing.
 
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
@@ -176,6 +176,37 @@ async fn a_worker_the_vault_does_not_accept_fails_the_create_naming_the_role() -
             "Key Vault did not accept the worker's Azure identity for the bootstrap secret {uri} (401)"
         )) && created.stderr.contains("the role Key Vault Secrets User"),
         "the failure names the identity and the role: {}",
+        created.stderr
+    );
+    nothing_left(&stack, &machine).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_key_vault_secret_fails_the_create_naming_the_fix() -> Result<()> {
+    let stack = Stack::load()?;
+    let suffix = unique_suffix();
+    let pool = format!("ko{}", &suffix[..6]);
+    let task_queue = unique_task_queue("keyvault-disabled");
+    let _worker = KillableWorker::start(&stack, &task_queue)?;
+    let vault = format!("v{pool}");
+    let secret_name = format!("bootstrap-{pool}");
+    let body = serde_json::json!({
+        "value": "#!/bin/bash\nexec /usr/bin/kubelet\n",
+        "attributes": { "enabled": false },
+    });
+    Sandbox::new(&stack)?
+        .put_key_vault_secret(&vault, &secret_name, &body)
+        .await?;
+    let uri = format!("https://{vault}.vault.azure.net/secrets/{secret_name}");
+    let pool_file = from_key_vault(&stack, &pool, &uri)?;
+    let machine = format!("{pool}-off");
+    let created = create_machine(&stack, &task_queue, &pool_file, &machine, &["--wait"])?;
+    created.expect_code(3)?;
+    ensure!(
+        created.stderr.contains(&format!(
+            "the worker's Azure identity may not read the bootstrap Key Vault secret {uri} (403 Forbidden): the secret is disabled: enable it (az keyvault secret set-attributes --vault-name {vault} --name {secret_name} --enabled true)"
+        )),
+        "the failure names the secret and the fix: {}",
         created.stderr
     );
     nothing_left(&stack, &machine).await

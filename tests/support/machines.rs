@@ -415,6 +415,18 @@ impl Sandbox {
         name: &str,
         value: &str,
     ) -> Result<String> {
+        self.put_key_vault_secret(vault, name, &serde_json::json!({ "value": value }))
+            .await
+    }
+
+    /// SetSecret with the whole `body` (`{value, contentType?, attributes?: {enabled}, tags?}`),
+    /// e.g. a disabled secret; the new version's id.
+    pub async fn put_key_vault_secret(
+        &self,
+        vault: &str,
+        name: &str,
+        body: &Value,
+    ) -> Result<String> {
         let endpoint = self
             .stack
             .key_vault_endpoint
@@ -427,7 +439,7 @@ impl Sandbox {
                 endpoint.trim_end_matches('/')
             ))
             .bearer_auth(&self.stack.arm.token)
-            .json(&serde_json::json!({ "value": value }))
+            .json(body)
             .send()
             .await?;
         let status = response.status();
