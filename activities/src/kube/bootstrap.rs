@@ -272,6 +272,44 @@ mod tests {
 
     const MARKER: &str = "abcdef.0123456789abcdef";
 
+    fn key_vault_template(uri: &str) -> MachineTemplate {
+        let mut template: MachineTemplate = serde_json::from_value(serde_json::json!({
+            "vmSize": "Standard_D2s_v5",
+            "image": { "publisher": "Canonical", "offer": "o", "sku": "s", "version": "latest" },
+            "subnetId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/n",
+            "bootstrapKeyVaultSecret": { "secretUri": uri },
+        }))
+        .expect("a template");
+        template.bootstrap = None;
+        template
+    }
+
+    #[tokio::test]
+    async fn a_key_vault_bootstrap_needs_a_key_vault_client_and_a_valid_uri() {
+        let uri = "https://kv1.vault.azure.net/secrets/workers-bootstrap";
+        let error = BootstrapSource::none()
+            .text(&key_vault_template(uri))
+            .await
+            .expect_err("no Key Vault client");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the template names its bootstrap in Key Vault ({uri}), but this worker reads no Key Vault secrets"
+            )
+        );
+        assert_eq!(error.type_name(), "BootstrapKeyVaultSecret");
+        assert!(!error.is_retryable());
+        let error = BootstrapSource::none()
+            .text(&key_vault_template("https://kv1.example.com/secrets/x"))
+            .await
+            .expect_err("not a vault");
+        assert!(
+            error.to_string().contains("is not on a Key Vault host"),
+            "{error}"
+        );
+        assert_eq!(error.type_name(), "BootstrapKeyVaultSecret");
+    }
+
     #[test]
     fn the_keys_text_is_read_and_no_error_carries_a_value() {
         let text = format!("kubeadm join --token {MARKER}");
