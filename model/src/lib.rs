@@ -10,6 +10,7 @@ pub mod config;
 pub mod drain;
 pub mod identity;
 pub mod isolation;
+pub mod keyvault;
 pub mod limits;
 pub mod machine;
 pub mod machine_name;

@@ -10,6 +10,7 @@ mod drain;
 mod encryption;
 mod image;
 mod isolation;
+mod keyvault;
 mod kubernetes_smoke;
 mod machines;
 mod preflight;

@@ -171,6 +171,10 @@ fn apply_stack_env(command: &mut Command, stack: &Stack, task_queue: &str) {
         .env("NODEWRIGHT_AZURE_RESOURCE_GROUP", &stack.arm.resource_group)
         .env("NODEWRIGHT_AZURE_LOCATION", &stack.arm.location)
         .env_remove("NODEWRIGHT_CONFIG");
+    match &stack.key_vault_endpoint {
+        Some(endpoint) => command.env("NODEWRIGHT_KEYVAULT_ENDPOINT", endpoint),
+        None => command.env_remove("NODEWRIGHT_KEYVAULT_ENDPOINT"),
+    };
 }
 
 /// The longest one CLI call may take in a test (the longest `--wait` of a rollout under a loaded
@@ -400,6 +404,53 @@ impl Sandbox {
             bail!("GET {path}: {status}: {body}");
         }
         Ok(body)
+    }
+
+    /// Sets the Key Vault secret `name` of `vault` to `value` (SetSecret on the sandbox's data
+    /// plane at the stack's Key Vault endpoint, with its token); the new version's id, e.g.
+    /// `https://<vault>.vault.azure.net/secrets/<name>/<version>`.
+    pub async fn set_key_vault_secret(
+        &self,
+        vault: &str,
+        name: &str,
+        value: &str,
+    ) -> Result<String> {
+        self.put_key_vault_secret(vault, name, &serde_json::json!({ "value": value }))
+            .await
+    }
+
+    /// SetSecret with the whole `body` (`{value, contentType?, attributes?: {enabled}, tags?}`),
+    /// e.g. a disabled secret; the new version's id.
+    pub async fn put_key_vault_secret(
+        &self,
+        vault: &str,
+        name: &str,
+        body: &Value,
+    ) -> Result<String> {
+        let endpoint = self
+            .stack
+            .key_vault_endpoint
+            .as_deref()
+            .context("NODEWRIGHT_KEYVAULT_ENDPOINT is not set: the stack predates Key Vault")?;
+        let response = self
+            .http
+            .put(format!(
+                "{}/{vault}/secrets/{name}?api-version=2025-07-01",
+                endpoint.trim_end_matches('/')
+            ))
+            .bearer_auth(&self.stack.arm.token)
+            .json(body)
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        if !status.is_success() {
+            bail!("SetSecret {vault}/{name}: {status}: {}", body["error"]);
+        }
+        body["id"]
+            .as_str()
+            .map(str::to_owned)
+            .context("SetSecret answered without an id")
     }
 
     /// Everything Azure holds for `machine`, listed through nodewright's own ARM client (which

@@ -24,6 +24,9 @@ pub struct Stack {
     pub cluster: String,
     /// Where the emulated Azure Resource Manager (nodewright-sandbox) answers.
     pub arm: ArmScope,
+    /// Where the sandbox serves Key Vault (`<sandbox>/keyvault`), the workers'
+    /// `NODEWRIGHT_KEYVAULT_ENDPOINT`; `None` for a stack whose env file predates it.
+    pub key_vault_endpoint: Option<String>,
 }
 
 /// The emulated Azure the stack runs: the sandbox's endpoint and token, and the scope in it.
@@ -73,6 +76,7 @@ impl Stack {
                 resource_group: get("NODEWRIGHT_AZURE_RESOURCE_GROUP")?,
                 location: get("NODEWRIGHT_AZURE_LOCATION")?,
             },
+            key_vault_endpoint: get("NODEWRIGHT_KEYVAULT_ENDPOINT").ok(),
         })
     }
 

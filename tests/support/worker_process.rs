@@ -59,7 +59,7 @@ subscription_id = "{subscription}"
 resource_group = "{resource_group}"
 location = "{location}"
 arm_endpoint = "{endpoint}"
-
+{key_vault}
 [azure.auth]
 mode = "static"
 token = "{token}"
@@ -82,6 +82,11 @@ shutdown_grace = "5s"
         resource_group = stack.arm.resource_group,
         location = stack.arm.location,
         endpoint = stack.arm.endpoint,
+        key_vault = stack
+            .key_vault_endpoint
+            .as_ref()
+            .map(|endpoint| format!("key_vault_endpoint = \"{endpoint}\"\n"))
+            .unwrap_or_default(),
         token = stack.arm.token,
         kubeconfig = stack.kubeconfig.display(),
         address = stack.temporal_address,

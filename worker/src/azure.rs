@@ -1,9 +1,11 @@
-//! The ARM client, built at start-up from `[azure]` so a bad Azure configuration stops the worker
-//! at once with a message naming the setting.
+//! The ARM and Key Vault clients, built at start-up from `[azure]` so a bad Azure configuration
+//! stops the worker at once with a message naming the setting.
 
 use anyhow::Context;
 use azure_core::credentials::Secret as AzureSecret;
-use nodewright_activities::azure::{ArmClient, ArmConfig, Credential, CredentialKind};
+use nodewright_activities::azure::{
+    ArmClient, ArmConfig, Credential, CredentialKind, KeyVaultClient,
+};
 use nodewright_model::config::{AzureAuth, AzureConfig};
 use nodewright_model::text::quoted;
 use url::Url;
@@ -30,6 +32,37 @@ pub fn arm_client(config: &AzureConfig) -> anyhow::Result<ArmClient> {
             "cannot build the ARM client for azure.arm_endpoint (NODEWRIGHT_ARM_ENDPOINT) {}",
             quoted(&config.arm_endpoint)
         )
+    })
+}
+
+/// A Key Vault client with the configured identity (or `azure.auth.key_vault_token`, else the
+/// ARM token, in mode static), reading at `azure.key_vault_endpoint` when set. No token is
+/// requested yet.
+pub fn key_vault_client(config: &AzureConfig) -> anyhow::Result<KeyVaultClient> {
+    let endpoint = config
+        .key_vault_endpoint
+        .as_deref()
+        .map(|endpoint| {
+            Url::parse(endpoint).with_context(|| {
+                format!(
+                    "azure.key_vault_endpoint (NODEWRIGHT_KEYVAULT_ENDPOINT) {} is not a URL",
+                    quoted(endpoint)
+                )
+            })
+        })
+        .transpose()?;
+    let credential = match (&config.auth, &config.key_vault_token) {
+        (AzureAuth::Static { .. }, Some(token)) => Credential::fixed(token.expose()),
+        (auth, _) => Credential::from_kind(&credential_kind(auth), &config.token_scope)
+            .with_context(|| {
+                format!(
+                    "cannot set up Azure credentials for azure.auth.mode = \"{}\" (NODEWRIGHT_AZURE_AUTH)",
+                    mode_name(auth)
+                )
+            })?,
+    };
+    KeyVaultClient::new(&credential, endpoint).with_context(|| {
+        "cannot build the Key Vault client for azure.key_vault_endpoint (NODEWRIGHT_KEYVAULT_ENDPOINT)"
     })
 }
 
@@ -79,8 +112,10 @@ mod tests {
             resource_group: "rg".to_owned(),
             location: "westeurope".to_owned(),
             arm_endpoint: DEFAULT_ARM_ENDPOINT.to_owned(),
+            key_vault_endpoint: None,
             token_scope: DEFAULT_TOKEN_SCOPE.to_owned(),
             auth,
+            key_vault_token: None,
             arm_writes_per_second: 5.0,
         }
     }
@@ -121,6 +156,30 @@ mod tests {
         }) {
             assert_eq!(token.secret(), "t");
         }
+    }
+
+    #[test]
+    fn the_key_vault_client_reads_at_the_endpoint_and_a_bad_one_is_named() {
+        let mut config = azure(AzureAuth::Static {
+            token: Secret::new("t"),
+        });
+        config.key_vault_token = Some(Secret::new("vault-token"));
+        let client = key_vault_client(&config).expect("valid without an endpoint");
+        assert_eq!(client.endpoint(), None);
+        config.key_vault_endpoint = Some("http://127.0.0.1:8443/keyvault".to_owned());
+        let client = key_vault_client(&config).expect("valid");
+        assert_eq!(
+            client.endpoint().map(Url::as_str),
+            Some("http://127.0.0.1:8443/keyvault")
+        );
+        assert!(!format!("{client:?}").contains("vault-token"));
+        config.key_vault_endpoint = Some("ftp://vault".to_owned());
+        let error = key_vault_client(&config).expect_err("not http");
+        assert!(
+            format!("{error:#}")
+                .contains("azure.key_vault_endpoint (NODEWRIGHT_KEYVAULT_ENDPOINT)"),
+            "{error:#}"
+        );
     }
 
     #[test]

@@ -156,6 +156,7 @@ async fn start(config: &ClusterConfig, health: Arc<Health>) -> anyhow::Result<St
         kube,
         identity_established: established,
         arm: azure::arm_client(&config.azure)?,
+        key_vault: azure::key_vault_client(&config.azure)?,
         temporal: client.clone(),
     };
     let runtime = Runtime::from_current_tokio(metrics.runtime_options()?)

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
-use nodewright_activities::azure::ArmClient;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmWriteActivities};
+use nodewright_activities::azure::{ArmClient, KeyVaultClient};
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::bootstrap::BootstrapSource;
 use nodewright_activities::temporal::TemporalActivities;
@@ -31,6 +31,8 @@ pub struct Clients {
     pub identity_established: Arc<AtomicBool>,
     /// Azure Resource Manager, for the configured subscription and resource group.
     pub arm: ArmClient,
+    /// Azure Key Vault, for bootstraps kept there.
+    pub key_vault: KeyVaultClient,
     /// Temporal itself (visibility and results, for the orphan sweep).
     pub temporal: temporalio_client::Client,
 }
@@ -50,10 +52,11 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         kube,
         identity_established,
         arm,
+        key_vault,
         temporal,
     } = clients;
     let task_queue = config.temporal.task_queue.clone();
-    let bootstrap = BootstrapSource::kubernetes(kube.clone());
+    let bootstrap = BootstrapSource::kubernetes(kube.clone()).with_key_vault(key_vault);
     let main = WorkerOptions::new(task_queue.clone())
         .register_workflow::<PreflightWorkflow>()
         .context("registering PreflightWorkflow")?

@@ -1,5 +1,6 @@
-//! Where the ARM client's bearer tokens come from: a static token (the sandbox) or an
-//! `azure_identity` credential (real Azure), for a configurable scope.
+//! Where the Azure clients' bearer tokens come from: a static token (the sandbox) or an
+//! `azure_identity` credential (real Azure), for a configurable scope (ARM's, or Key Vault's
+//! through [`Credential::for_scope`]).
 //!
 //! Identity tokens are cached here until [`REFRESH_BEFORE_EXPIRY`] before they expire, because
 //! not every `azure_identity` credential caches (the Azure CLI credential runs `az` per call).
@@ -64,6 +65,7 @@ pub struct Credential {
     cache: Mutex<Option<AccessToken>>,
 }
 
+#[derive(Clone)]
 enum Source {
     Static(Secret),
     Identity(Arc<dyn TokenCredential>),
@@ -132,6 +134,16 @@ impl Credential {
         Ok(Self::from_token_credential(identity, scope))
     }
 
+    /// The same source of tokens (static token or identity) for another `scope`, e.g. Key
+    /// Vault's `https://vault.azure.net/.default`, with its own cache.
+    pub fn for_scope(&self, scope: impl Into<String>) -> Self {
+        Self {
+            source: self.source.clone(),
+            scope: scope.into(),
+            cache: Mutex::new(None),
+        }
+    }
+
     /// The scope tokens are requested for.
     pub fn scope(&self) -> &str {
         &self.scope
@@ -151,7 +163,7 @@ impl Credential {
             return Ok(token.token.clone());
         }
         let fresh = identity.get_token(&[self.scope.as_str()], None).await?;
-        tracing::debug!(scope = %self.scope, expires_on = %fresh.expires_on, "got an ARM access token");
+        tracing::debug!(scope = %self.scope, expires_on = %fresh.expires_on, "got an Azure access token");
         let secret = fresh.token.clone();
         *cached = Some(fresh);
         Ok(secret)
@@ -195,6 +207,23 @@ mod tests {
             got.push(credential.token().await.expect("token").secret().to_owned());
         }
         (got, counting.calls.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn another_scope_asks_the_same_identity_for_its_own_tokens() {
+        let counting = Arc::new(Counting {
+            calls: AtomicUsize::new(0),
+            lifetime: TokenDuration::hours(1),
+        });
+        let arm = Credential::from_token_credential(counting.clone(), DEFAULT_SCOPE);
+        let vault = arm.for_scope("https://vault.azure.net/.default");
+        assert_eq!(vault.scope(), "https://vault.azure.net/.default");
+        let token = vault.token().await.expect("token");
+        assert_eq!(token.secret(), "https://vault.azure.net/.default#0");
+        let token = arm.token().await.expect("token");
+        assert_eq!(token.secret(), "https://management.azure.com/.default#1");
+        let fixed = Credential::fixed("t").for_scope("https://vault.azure.net/.default");
+        assert_eq!(fixed.token().await.expect("static").secret(), "t");
     }
 
     #[tokio::test]

@@ -4,6 +4,7 @@
 //!
 //! - [`client`]: [`ArmClient`] (endpoint, subscription, resource group, token, no retries).
 //! - [`credential`]: static tokens (sandbox) and `azure_identity` credentials (real Azure).
+//! - [`keyvault`]: [`KeyVaultClient`], reading a bootstrap secret from Azure Key Vault.
 //! - [`poll`]: [`OperationHandle`], one poll, and a bounded wait.
 //! - [`virtual_machines`], [`disks`], [`network_interfaces`]: typed bodies and REST calls.
 //! - [`error`]: [`Error`], named after the failed step, classified for Temporal.
@@ -13,6 +14,7 @@ pub mod credential;
 pub mod disks;
 pub mod error;
 pub mod inventory;
+pub mod keyvault;
 pub mod machines;
 pub mod network_interfaces;
 pub mod poll;
@@ -22,5 +24,6 @@ pub mod virtual_machines;
 pub use client::{ArmClient, ArmConfig, DEFAULT_ENDPOINT, Deletion, Submitted};
 pub use credential::{Credential, CredentialKind, DEFAULT_SCOPE};
 pub use error::{CallError, Error, Result};
+pub use keyvault::{KeyVaultClient, KeyVaultError};
 pub use poll::{OperationHandle, PollProtocol, Progress};
 pub use resource::{Properties, Resource, SubResource};

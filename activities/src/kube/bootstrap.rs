@@ -1,20 +1,26 @@
-//! A machine's bootstrap text, read from the Kubernetes Secret its template names, at the moment
-//! the VM body is built (inside `azure.begin_vm_create`). The text lives only in that activity's
-//! memory and in the PUT it sends to Azure: it is never an activity's input, result or failure,
-//! never logged, and every error here names the Secret and what is wrong, never its content.
+//! A machine's bootstrap text, resolved in one place: inline, or read from the Kubernetes Secret
+//! or the Azure Key Vault secret its template names, at the moment the VM body is built (inside
+//! `azure.begin_vm_create`). The text lives only in that activity's memory and in the PUT it
+//! sends to Azure: it is never an activity's input, result or failure, never logged, and every
+//! error here names the Secret or secret URI and what is wrong, never its content.
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
+use nodewright_model::keyvault::SecretUri;
 use nodewright_model::pool::{BootstrapSecretRef, MachineTemplate};
+
+use crate::azure::keyvault::{KeyVaultClient, KeyVaultError};
 
 /// The largest bootstrap text, in bytes, as the pool file's rule for an inline one (Azure's
 /// customData limit).
 const MAX_BOOTSTRAP_BYTES: usize = 65_535;
 
-/// Reads bootstrap Secrets with the worker's Kubernetes client.
+/// Reads bootstrap Secrets with the worker's Kubernetes client, and Key Vault secrets with its
+/// Azure identity.
 #[derive(Clone)]
 pub struct BootstrapSource {
     client: Option<kube::Client>,
+    key_vault: Option<KeyVaultClient>,
 }
 
 /// Why the bootstrap Secret could not be used. None of these carries the Secret's content.
@@ -72,13 +78,53 @@ pub enum BootstrapError {
         /// The client's error (it never carries a response body of a Secret).
         detail: String,
     },
+    /// The worker has no Key Vault client.
+    #[error(
+        "the template names its bootstrap in Key Vault ({uri}), but this worker reads no Key Vault secrets"
+    )]
+    NoKeyVault {
+        /// The secret URI.
+        uri: String,
+    },
+    /// The Key Vault secret cannot be read or used.
+    #[error(transparent)]
+    KeyVault(Box<KeyVaultError>),
+}
+
+impl From<KeyVaultError> for BootstrapError {
+    fn from(error: KeyVaultError) -> Self {
+        BootstrapError::KeyVault(Box::new(error))
+    }
 }
 
 impl BootstrapError {
     /// Whether a retry may find it different: only an API that did not answer. The rest needs a
     /// person (create the Secret, grant RBAC, fix the key), so the create fails and cleans up.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, BootstrapError::Unavailable { .. })
+        match self {
+            BootstrapError::Unavailable { .. } => true,
+            BootstrapError::KeyVault(error) => error.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// The failure's type name in Temporal: `BootstrapKeyVaultSecret` for a Key Vault secret,
+    /// `BootstrapSecret` for a Kubernetes Secret.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            BootstrapError::NoKeyVault { .. } | BootstrapError::KeyVault(_) => {
+                "BootstrapKeyVaultSecret"
+            }
+            _ => "BootstrapSecret",
+        }
+    }
+
+    /// The outside system's requested wait before a retry, when it gave one.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            BootstrapError::KeyVault(error) => error.retry_after(),
+            _ => None,
+        }
     }
 }
 
@@ -87,18 +133,48 @@ impl BootstrapSource {
     pub fn kubernetes(client: kube::Client) -> Self {
         Self {
             client: Some(client),
+            key_vault: None,
         }
     }
 
-    /// No Kubernetes client: a template that names its bootstrap by reference fails.
+    /// No Kubernetes or Key Vault client: a template that names its bootstrap by reference
+    /// fails.
     pub fn none() -> Self {
-        Self { client: None }
+        Self {
+            client: None,
+            key_vault: None,
+        }
     }
 
-    /// The template's bootstrap text: the inline one, the Secret's key, or none.
+    /// Also reads Key Vault secrets, with `client`.
+    pub fn with_key_vault(mut self, client: KeyVaultClient) -> Self {
+        self.key_vault = Some(client);
+        self
+    }
+
+    /// The template's bootstrap text: the inline one, the Secret's key, the Key Vault secret's
+    /// value, or none.
     pub async fn text(&self, template: &MachineTemplate) -> Result<Option<String>, BootstrapError> {
         if let Some(inline) = &template.bootstrap {
             return Ok(Some(inline.clone()));
+        }
+        if let Some(secret) = &template.bootstrap_key_vault_secret {
+            let uri = SecretUri::parse(&secret.secret_uri).map_err(|problems| {
+                KeyVaultError::InvalidUri {
+                    uri: secret.secret_uri.clone(),
+                    problem: problems
+                        .into_iter()
+                        .map(|p| p.problem)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }
+            })?;
+            let Some(key_vault) = &self.key_vault else {
+                return Err(BootstrapError::NoKeyVault {
+                    uri: secret.secret_uri.clone(),
+                });
+            };
+            return Ok(Some(key_vault.secret_value(&uri).await?));
         }
         let Some(reference) = &template.bootstrap_secret_ref else {
             return Ok(None);
@@ -195,6 +271,44 @@ mod tests {
     }
 
     const MARKER: &str = "abcdef.0123456789abcdef";
+
+    fn key_vault_template(uri: &str) -> MachineTemplate {
+        let mut template: MachineTemplate = serde_json::from_value(serde_json::json!({
+            "vmSize": "Standard_D2s_v5",
+            "image": { "publisher": "Canonical", "offer": "o", "sku": "s", "version": "latest" },
+            "subnetId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/n",
+            "bootstrapKeyVaultSecret": { "secretUri": uri },
+        }))
+        .expect("a template");
+        template.bootstrap = None;
+        template
+    }
+
+    #[tokio::test]
+    async fn a_key_vault_bootstrap_needs_a_key_vault_client_and_a_valid_uri() {
+        let uri = "https://kv1.vault.azure.net/secrets/workers-bootstrap";
+        let error = BootstrapSource::none()
+            .text(&key_vault_template(uri))
+            .await
+            .expect_err("no Key Vault client");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the template names its bootstrap in Key Vault ({uri}), but this worker reads no Key Vault secrets"
+            )
+        );
+        assert_eq!(error.type_name(), "BootstrapKeyVaultSecret");
+        assert!(!error.is_retryable());
+        let error = BootstrapSource::none()
+            .text(&key_vault_template("https://kv1.example.com/secrets/x"))
+            .await
+            .expect_err("not a vault");
+        assert!(
+            error.to_string().contains("is not on a Key Vault host"),
+            "{error}"
+        );
+        assert_eq!(error.type_name(), "BootstrapKeyVaultSecret");
+    }
 
     #[test]
     fn the_keys_text_is_read_and_no_error_carries_a_value() {

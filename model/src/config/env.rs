@@ -129,6 +129,12 @@ pub static ENV_VARS: &[EnvVar] = &[
         text!(azure.arm_endpoint),
     ),
     var(
+        "NODEWRIGHT_KEYVAULT_ENDPOINT",
+        "azure.key_vault_endpoint",
+        "where Key Vault secrets are read instead of their vault's host: <endpoint>/<vault>/secrets/... (the sandbox, a private endpoint)",
+        text!(azure.key_vault_endpoint),
+    ),
+    var(
         "NODEWRIGHT_ARM_TOKEN_SCOPE",
         "azure.token_scope",
         "the scope ARM tokens are requested for (sovereign clouds)",
@@ -151,6 +157,12 @@ pub static ENV_VARS: &[EnvVar] = &[
         "azure.auth.token",
         "a fixed ARM bearer token; alone, it selects mode static (the sandbox)",
         parsed!(secret, azure.auth.token),
+    ),
+    var(
+        "NODEWRIGHT_KEYVAULT_TOKEN",
+        "azure.auth.key_vault_token",
+        "a fixed Key Vault bearer token (mode static; default: the ARM token)",
+        parsed!(secret, azure.auth.key_vault_token),
     ),
     var(
         "NODEWRIGHT_AZURE_TENANT_ID",

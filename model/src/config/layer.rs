@@ -141,6 +141,7 @@ pub(crate) struct AzureLayer {
     pub(crate) resource_group: Option<Sourced<String>>,
     pub(crate) location: Option<Sourced<String>>,
     pub(crate) arm_endpoint: Option<Sourced<String>>,
+    pub(crate) key_vault_endpoint: Option<Sourced<String>>,
     pub(crate) token_scope: Option<Sourced<String>>,
     pub(crate) arm_writes_per_second: Option<Sourced<f64>>,
     #[serde(default)]
@@ -153,6 +154,7 @@ pub(crate) struct AzureLayer {
 pub(crate) struct AuthLayer {
     pub(crate) mode: Option<Sourced<AuthMode>>,
     pub(crate) token: Option<Sourced<Secret>>,
+    pub(crate) key_vault_token: Option<Sourced<Secret>>,
     pub(crate) tenant_id: Option<Sourced<String>>,
     pub(crate) client_id: Option<Sourced<String>>,
     pub(crate) client_secret: Option<Sourced<Secret>>,

@@ -88,10 +88,16 @@ pub struct AzureConfig {
     pub location: String,
     /// The ARM endpoint: an `http(s)://` base URL.
     pub arm_endpoint: String,
+    /// Where Key Vault secrets are read instead of their vault's own host (the sandbox, a
+    /// private endpoint): `https://<vault>.<suffix>/secrets/...` is requested at
+    /// `<endpoint>/<vault>/secrets/...`. `None`: at the vault's host.
+    pub key_vault_endpoint: Option<String>,
     /// The scope ARM tokens are requested for.
     pub token_scope: String,
-    /// Where ARM tokens come from.
+    /// Where ARM tokens come from (and Key Vault tokens, for the vault's scope).
     pub auth: AzureAuth,
+    /// With `mode = "static"`: the token sent to Key Vault, when not the ARM token.
+    pub key_vault_token: Option<Secret>,
     /// The server-enforced rate limit of the ARM write task queue, for all workers together.
     pub arm_writes_per_second: f64,
 }
@@ -365,6 +371,27 @@ impl<'a> Resolve<'a> {
         }
     }
 
+    /// An optional `http(s)://` URL without a default.
+    fn optional_http_url(
+        &self,
+        value: &Option<Sourced<String>>,
+        key: &'static str,
+        example: &str,
+    ) -> Result<Option<String>> {
+        let Some(sourced) = value else {
+            return Ok(None);
+        };
+        let url = self.non_empty(sourced, key)?;
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(sourced.invalid(
+                key,
+                self.file_label(),
+                format!("is not an http(s) URL; write e.g. {example}"),
+            ));
+        }
+        Ok(Some(url))
+    }
+
     fn cluster(&self, layer: &Layer) -> Result<ClusterName> {
         let value = layer
             .cluster
@@ -397,12 +424,23 @@ impl<'a> Resolve<'a> {
                 "azure.arm_endpoint",
                 DEFAULT_ARM_ENDPOINT,
             )?,
+            key_vault_endpoint: self.optional_http_url(
+                &azure.key_vault_endpoint,
+                "azure.key_vault_endpoint",
+                "http://127.0.0.1:8443/keyvault",
+            )?,
             token_scope: self.or_default(
                 &azure.token_scope,
                 "azure.token_scope",
                 DEFAULT_TOKEN_SCOPE,
             )?,
             auth: self.auth(&azure.auth)?,
+            key_vault_token: azure
+                .auth
+                .key_vault_token
+                .as_ref()
+                .map(|_| self.secret(&azure.auth.key_vault_token, "azure.auth.key_vault_token"))
+                .transpose()?,
             arm_writes_per_second,
         })
     }
@@ -415,7 +453,7 @@ impl<'a> Resolve<'a> {
             (None, None) => return Err(self.missing("azure.auth.mode")),
         };
         let used: &[&str] = match mode {
-            AuthMode::Static => &["token"],
+            AuthMode::Static => &["token", "key_vault_token"],
             AuthMode::WorkloadIdentity | AuthMode::AzureCli => &[],
             AuthMode::ManagedIdentity => &["client_id"],
             AuthMode::ClientSecret => &["tenant_id", "client_id", "client_secret"],
@@ -441,13 +479,20 @@ impl<'a> Resolve<'a> {
     /// A setting the chosen mode does not use is a mistake (a leftover token, a secret for the
     /// wrong mode): refuse it instead of silently ignoring it.
     fn refuse_unused(&self, auth: &AuthLayer, mode: AuthMode, used: &[&str]) -> Result<()> {
-        let present: [(&str, &'static str, Option<String>); 4] = [
+        let present: [(&str, &'static str, Option<String>); 5] = [
             (
                 "token",
                 "azure.auth.token",
                 auth.token
                     .as_ref()
                     .map(|v| self.setting(v, "azure.auth.token")),
+            ),
+            (
+                "key_vault_token",
+                "azure.auth.key_vault_token",
+                auth.key_vault_token
+                    .as_ref()
+                    .map(|v| self.setting(v, "azure.auth.key_vault_token")),
             ),
             (
                 "tenant_id",

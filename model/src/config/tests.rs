@@ -21,6 +21,10 @@ const LOCAL_STACK_ENV: &[(&str, &str)] = &[
     ("NODEWRIGHT_ARM_ENDPOINT", "http://127.0.0.1:8443"),
     ("NODEWRIGHT_ARM_TOKEN", "sandbox-token"),
     (
+        "NODEWRIGHT_KEYVAULT_ENDPOINT",
+        "http://127.0.0.1:8443/keyvault",
+    ),
+    (
         "NODEWRIGHT_AZURE_SUBSCRIPTION_ID",
         "00000000-0000-0000-0000-000000000000",
     ),
@@ -71,10 +75,12 @@ fn the_local_stack_environment_alone_is_a_complete_config_with_static_auth() {
             resource_group: "nodewright-local".to_owned(),
             location: "westeurope".to_owned(),
             arm_endpoint: "http://127.0.0.1:8443".to_owned(),
+            key_vault_endpoint: Some("http://127.0.0.1:8443/keyvault".to_owned()),
             token_scope: DEFAULT_TOKEN_SCOPE.to_owned(),
             auth: AzureAuth::Static {
                 token: Secret::new("sandbox-token")
             },
+            key_vault_token: None,
             arm_writes_per_second: DEFAULT_ARM_WRITES_PER_SECOND,
         }
     );
@@ -96,6 +102,8 @@ fn unset_keys_take_their_defaults() {
     );
     assert_eq!(config.azure.arm_writes_per_second, 5.0);
     assert_eq!(config.azure.auth, AzureAuth::WorkloadIdentity);
+    assert_eq!(config.azure.key_vault_endpoint, None);
+    assert_eq!(config.azure.key_vault_token, None);
     assert_eq!(config.kubernetes, KubernetesConfig::default());
     assert_eq!(
         config.temporal,
@@ -538,6 +546,21 @@ fn each_error_names_the_key_the_variable_and_the_fix() {
             Some(MINIMAL.to_owned()),
             &[("NODEWRIGHT_ARM_ENDPOINT", "management.azure.com")],
             &["NODEWRIGHT_ARM_ENDPOINT: \"management.azure.com\" is not an http(s) URL"],
+        ),
+        (
+            "a Key Vault endpoint without a scheme",
+            Some(MINIMAL.to_owned()),
+            &[("NODEWRIGHT_KEYVAULT_ENDPOINT", "127.0.0.1:8443/keyvault")],
+            &["NODEWRIGHT_KEYVAULT_ENDPOINT: \"127.0.0.1:8443/keyvault\" is not an http(s) URL"],
+        ),
+        (
+            "a Key Vault token with an identity mode",
+            Some(MINIMAL.to_owned()),
+            &[("NODEWRIGHT_KEYVAULT_TOKEN", "t")],
+            &[
+                "`azure.auth.key_vault_token` (NODEWRIGHT_KEYVAULT_TOKEN) is not used",
+                "\"workload-identity\"",
+            ],
         ),
         (
             "an empty required value in the file",

@@ -73,7 +73,9 @@ mod tests {
     use std::io::Write;
 
     use super::*;
-    use crate::pool::{BootstrapSecretRef, ImageSource, OsDiskSpec, TaintSpec};
+    use crate::pool::{
+        BootstrapKeyVaultSecret, BootstrapSecretRef, ImageSource, OsDiskSpec, TaintSpec,
+    };
 
     fn template() -> MachineTemplate {
         MachineTemplate {
@@ -98,6 +100,7 @@ mod tests {
             ssh_public_key: None,
             bootstrap: Some("#!/bin/bash\n".to_owned()),
             bootstrap_secret_ref: None,
+            bootstrap_key_vault_secret: None,
         }
     }
 
@@ -178,6 +181,32 @@ mod tests {
             change(&mut changed);
             assert_ne!(template_hash(&changed), base, "{what} must change the hash");
         }
+    }
+
+    #[test]
+    fn a_key_vault_secret_uri_is_hashed_so_pinning_another_version_rolls() {
+        let by_uri = |uri: &str| {
+            let mut template = template();
+            template.bootstrap = None;
+            template.bootstrap_key_vault_secret = Some(BootstrapKeyVaultSecret {
+                secret_uri: uri.to_owned(),
+            });
+            template_hash(&template)
+        };
+        let latest = by_uri("https://contoso-boot.vault.azure.net/secrets/workers");
+        let v1 = by_uri(
+            "https://contoso-boot.vault.azure.net/secrets/workers/4387e9f3d6e14c459867679a90fd0f79",
+        );
+        let v2 = by_uri(
+            "https://contoso-boot.vault.azure.net/secrets/workers/0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+        );
+        assert_ne!(latest, template_hash(&template()));
+        assert_ne!(latest, v1);
+        assert_ne!(v1, v2);
+        assert_eq!(
+            latest,
+            by_uri("https://contoso-boot.vault.azure.net/secrets/workers")
+        );
     }
 
     #[test]

@@ -90,7 +90,8 @@ pub struct MachineTemplate {
     pub ssh_public_key: Option<String>,
     /// What the machine runs on first boot to join the cluster (cloud-init or a script), as text;
     /// nodewright base64-encodes it into the VM's customData. It travels with the pool through
-    /// every run's input: a text holding a credential belongs in [`Self::bootstrap_secret_ref`].
+    /// every run's input: a text holding a credential belongs in [`Self::bootstrap_secret_ref`]
+    /// or [`Self::bootstrap_key_vault_secret`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<String>,
     /// The bootstrap by reference (instead of `bootstrap`): a key of a Kubernetes Secret that
@@ -99,6 +100,28 @@ pub struct MachineTemplate {
     /// the reference, not the Secret's content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_secret_ref: Option<BootstrapSecretRef>,
+    /// The bootstrap by reference to an Azure Key Vault secret (instead of `bootstrap` or
+    /// `bootstrapSecretRef`), read with the worker's Azure identity when it builds the VM. As
+    /// for a Secret, only the URI enters a run, and the template hash covers the URI: a
+    /// versionless URI reads the latest version at each create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_key_vault_secret: Option<BootstrapKeyVaultSecret>,
+}
+
+/// An Azure Key Vault secret holding a machine's bootstrap text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BootstrapKeyVaultSecret {
+    /// The secret's identifier, `https://<vault>.vault.azure.net/secrets/<name>[/<version>]`
+    /// (see [`crate::keyvault::SecretUri`]); without a version, the latest.
+    pub secret_uri: String,
+}
+
+impl std::fmt::Display for BootstrapKeyVaultSecret {
+    /// `Key Vault secret https://contoso-boot.vault.azure.net/secrets/workers-bootstrap`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Key Vault secret {}", self.secret_uri)
+    }
 }
 
 /// A key of a Kubernetes Secret holding a machine's bootstrap text.

@@ -1,7 +1,8 @@
 //! The ARM emulator: VMs, managed disks and NICs under
 //! `/subscriptions/{sub}/resourceGroups/{rg}/providers/...`, async operations, latency profiles,
 //! fault injection, request statistics, a request log and an admin API, served by axum (see the shared
-//! `arm-contract.md`).
+//! `arm-contract.md`); and beside it the Key Vault secrets data plane under `/keyvault/{vault}`
+//! ([`key_vault`]).
 //!
 //! [`Emulator`] is the state (cheap to clone); [`app`] serves it. Time-based transitions (an
 //! operation's latency, a guest's boot) are applied lazily on every request and by a background
@@ -16,6 +17,7 @@ mod error;
 mod faults;
 mod force_detach;
 mod http;
+pub mod key_vault;
 mod latency;
 mod network_interfaces;
 mod operations;
@@ -261,6 +263,7 @@ impl Core {
             operations,
             pending_boots,
             in_progress,
+            ..
         } = &mut self.state;
         in_progress.retain(|id| {
             operations
@@ -642,7 +645,8 @@ async fn tick(inner: Weak<Inner>) {
     }
 }
 
-/// The emulator's HTTP API: ARM routes, `/sandbox/*` admin routes and `/healthz`.
+/// The emulator's HTTP API: ARM routes, the Key Vault data plane under `/keyvault`, `/sandbox/*`
+/// admin routes and `/healthz`.
 pub fn app(emulator: Emulator) -> Router {
     emulator.ensure_ticker();
     let routes = Router::new()
@@ -651,6 +655,7 @@ pub fn app(emulator: Emulator) -> Router {
         .merge(network_interfaces::routes())
         .merge(operations::routes())
         .merge(admin::routes())
+        .merge(key_vault::routes(emulator.clone()))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .fallback(|uri: axum::http::Uri| async move { ArmError::NoRoute(uri.path().to_owned()) })
         .layer(axum::middleware::from_fn_with_state(

@@ -176,6 +176,9 @@ pub struct State {
     /// Derived from `operations`: not persisted, rebuilt on load.
     #[serde(skip)]
     pub in_progress: BTreeSet<String>,
+    /// Key Vault secrets, by vault (see `key_vault.rs`).
+    #[serde(default)]
+    pub vaults: super::key_vault::Vaults,
 }
 
 impl State {

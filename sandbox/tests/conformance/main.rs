@@ -9,6 +9,7 @@ mod disks;
 mod errors;
 mod faults;
 mod force_detach;
+mod key_vault;
 mod nics;
 mod periodic;
 mod persistence;

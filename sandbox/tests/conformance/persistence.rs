@@ -81,7 +81,7 @@ async fn an_operation_held_at_a_restart_completes_even_when_a_new_rule_reuses_it
     Ok(())
 }
 
-fn state_file() -> Res<std::path::PathBuf> {
+pub(crate) fn state_file() -> Res<std::path::PathBuf> {
     let dir = std::env::temp_dir().join(format!("nodewright-sandbox-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir.join(format!("state-{}.json", rand_suffix())))

@@ -65,6 +65,8 @@ invalid_pool_tests!(
     admin_username_reserved,
     admin_username_syntax,
     api_version,
+    bootstrap_key_vault_secret_both,
+    bootstrap_key_vault_secret_uri,
     bootstrap_secret_ref_both,
     bootstrap_secret_ref_name,
     bootstrap_size,

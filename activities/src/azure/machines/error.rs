@@ -38,8 +38,8 @@ pub enum MachineError {
         /// The tag's value, if any.
         found: Option<String>,
     },
-    /// The bootstrap Secret the template names cannot be used (its message never carries the
-    /// Secret's content).
+    /// The bootstrap Secret or Key Vault secret the template names cannot be used (its message
+    /// never carries the content).
     #[error("{0}")]
     Bootstrap(#[from] BootstrapError),
     /// A response that cannot be: ARM answered without a field it always sends.
@@ -83,13 +83,13 @@ impl MachineError {
             }
             MachineError::NotOwned { .. } => ("NotOwned", Retry::NonRetryable, None),
             MachineError::Bootstrap(error) => (
-                "BootstrapSecret",
+                error.type_name(),
                 if error.is_retryable() {
                     Retry::Retryable
                 } else {
                     Retry::NonRetryable
                 },
-                None,
+                error.retry_after(),
             ),
             MachineError::Unexpected(_) => ("Unexpected", Retry::Retryable, None),
         };

@@ -1,15 +1,18 @@
-//! The bootstrap's rules: inline text or a Secret reference, never both; a reference that names
-//! a Secret Kubernetes could hold.
+//! The bootstrap's rules: inline text, a Secret reference or a Key Vault secret, at most one; a
+//! reference that names a Secret Kubernetes could hold, a secret URI Key Vault could serve.
 
 use super::kube::is_dns_subdomain;
 use super::{Problems, quoted};
+use crate::keyvault::SecretUri;
 use crate::pool::spec::{BootstrapSecretRef, MachineTemplate};
 
 /// The longest key of a Secret's data (Kubernetes' limit on a ConfigMap or Secret key).
 const MAX_SECRET_KEY_LEN: usize = 253;
 
-/// Checks `bootstrap` and `bootstrapSecretRef` of the template at `field` (`spec.template`).
+/// Checks `bootstrap`, `bootstrapSecretRef` and `bootstrapKeyVaultSecret` of the template at
+/// `field` (`spec.template`).
 pub(super) fn check(problems: &mut Problems, field: &str, template: &MachineTemplate) {
+    key_vault_secret(problems, field, template);
     let Some(reference) = &template.bootstrap_secret_ref else {
         return;
     };
@@ -25,6 +28,47 @@ pub(super) fn check(problems: &mut Problems, field: &str, template: &MachineTemp
         );
     }
     secret_reference(problems, &at, reference);
+}
+
+/// `bootstrapKeyVaultSecret`: alone, with a secret URI Key Vault could serve.
+fn key_vault_secret(problems: &mut Problems, field: &str, template: &MachineTemplate) {
+    let Some(secret) = &template.bootstrap_key_vault_secret else {
+        return;
+    };
+    let at = format!("{field}.bootstrapKeyVaultSecret");
+    let others: Vec<String> = [
+        template.bootstrap.as_ref().map(|_| "bootstrap"),
+        template
+            .bootstrap_secret_ref
+            .as_ref()
+            .map(|_| "bootstrapSecretRef"),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|other| format!("{field}.{other}"))
+    .collect();
+    if !others.is_empty() {
+        problems.push(
+            at.clone(),
+            quoted(&secret.secret_uri),
+            format!("is set together with {}", others.join(" and ")),
+            format!(
+                "keep one way to give the bootstrap: remove {} or {at}",
+                others.join(" and ")
+            ),
+        );
+    }
+    let uri_field = format!("{at}.secretUri");
+    if let Err(found) = SecretUri::parse(&secret.secret_uri) {
+        for problem in found {
+            problems.push(
+                uri_field.clone(),
+                quoted(&secret.secret_uri),
+                problem.problem,
+                problem.fix,
+            );
+        }
+    }
 }
 
 fn secret_reference(problems: &mut Problems, field: &str, reference: &BootstrapSecretRef) {
@@ -71,6 +115,124 @@ fn is_secret_key(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::BootstrapKeyVaultSecret;
+
+    /// The fields and problems of a template with these bootstrap settings.
+    fn key_vault_problems(
+        bootstrap: Option<&str>,
+        secret_ref: bool,
+        uri: &str,
+    ) -> Vec<(String, String)> {
+        let mut template: MachineTemplate = serde_json::from_value(serde_json::json!({
+            "vmSize": "Standard_D2s_v5",
+            "image": { "publisher": "Canonical", "offer": "o", "sku": "s", "version": "latest" },
+            "subnetId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/n",
+        }))
+        .expect("a template");
+        template.bootstrap = bootstrap.map(str::to_owned);
+        template.bootstrap_secret_ref =
+            secret_ref.then(|| reference("nodewright", "workers-bootstrap", "bootstrap"));
+        template.bootstrap_key_vault_secret = Some(BootstrapKeyVaultSecret {
+            secret_uri: uri.to_owned(),
+        });
+        let mut problems = Problems::default();
+        check(&mut problems, "spec.template", &template);
+        problems
+            .0
+            .into_iter()
+            .map(|e| (e.field, e.problem))
+            .collect()
+    }
+
+    #[test]
+    fn a_key_vault_secret_is_the_only_bootstrap_and_its_uri_is_checked() {
+        const URI: &str = "https://contoso-boot.vault.azure.net/secrets/workers-bootstrap";
+        const AT: &str = "spec.template.bootstrapKeyVaultSecret";
+        const URI_FIELD: &str = "spec.template.bootstrapKeyVaultSecret.secretUri";
+        type Case<'a> = (
+            &'a str,
+            Option<&'a str>,
+            bool,
+            &'a str,
+            Vec<(&'a str, &'a str)>,
+        );
+        let cases: Vec<Case> = vec![
+            ("a secret URI alone is fine", None, false, URI, vec![]),
+            (
+                "a pinned version is fine",
+                None,
+                false,
+                "https://contoso-boot.vault.azure.net/secrets/workers-bootstrap/4387e9f3d6e14c459867679a90fd0f79",
+                vec![],
+            ),
+            (
+                "refuses it with an inline bootstrap",
+                Some("#!/bin/bash\n"),
+                false,
+                URI,
+                vec![(AT, "is set together with spec.template.bootstrap")],
+            ),
+            (
+                "refuses it with a Secret reference",
+                None,
+                true,
+                URI,
+                vec![(AT, "is set together with spec.template.bootstrapSecretRef")],
+            ),
+            (
+                "refuses all three, naming both others",
+                Some("x"),
+                true,
+                URI,
+                vec![
+                    (
+                        AT,
+                        "is set together with spec.template.bootstrap and spec.template.bootstrapSecretRef",
+                    ),
+                    (
+                        "spec.template.bootstrapSecretRef",
+                        "is set together with bootstrap",
+                    ),
+                ],
+            ),
+            (
+                "refuses http",
+                None,
+                false,
+                "http://contoso-boot.vault.azure.net/secrets/workers-bootstrap",
+                vec![(URI_FIELD, "is not an https:// URL")],
+            ),
+            (
+                "refuses another host",
+                None,
+                false,
+                "https://contoso.blob.core.windows.net/secrets/workers-bootstrap",
+                vec![(URI_FIELD, "is not on a Key Vault host")],
+            ),
+            (
+                "names every problem of a URI",
+                None,
+                false,
+                "https://contoso-boot.vault.azure.net/secrets/workers_bootstrap/v1?x=1",
+                vec![
+                    (URI_FIELD, "has a query or a fragment"),
+                    (URI_FIELD, "does not name a secret Azure allows"),
+                    (URI_FIELD, "does not end in a secret version"),
+                ],
+            ),
+        ];
+        for (case, bootstrap, secret_ref, uri, expected) in cases {
+            let expected: Vec<(String, String)> = expected
+                .into_iter()
+                .map(|(f, p)| (f.to_owned(), p.to_owned()))
+                .collect();
+            assert_eq!(
+                key_vault_problems(bootstrap, secret_ref, uri),
+                expected,
+                "{case}"
+            );
+        }
+    }
 
     fn reference(namespace: &str, name: &str, key: &str) -> BootstrapSecretRef {
         BootstrapSecretRef {
