@@ -20,5 +20,6 @@ mod secrets;
 mod sweep;
 mod temporal_smoke;
 mod ui;
+mod ui_codec;
 mod volumes;
 mod worker;
