@@ -4,7 +4,7 @@
 //! origin, a worker and the CLI with the key. A create whose inline bootstrap holds a marker;
 //! headless Chromium opens the run's page, which shows the marker from the decoded input (the
 //! browser's calls, `Content-Type` and `X-Namespace` after an `OPTIONS` preflight, pass the codec
-//! server's CORS). With the codec server stopped, the same page shows the input as stored,
+//! server's CORS; its log shows both). With the codec server stopped, the same page shows the input as stored,
 //! `binary/encrypted`, and no marker. Screenshots of both in
 //! `target/e2e-screenshots/` (`codec-run-<machine>.png`, `codec-off-run-<machine>.png`).
 
@@ -131,6 +131,22 @@ async fn scenario(
             "1600,1400",
         )
         .await?;
+    // What the UI sent, as the codec server logged it: the browser's CORS preflight, then the
+    // decode call naming the namespace, both from the UI's origin, both answered.
+    let log = codec.log_text();
+    let origin = server.ui_url();
+    let namespace = &stack.temporal_namespace;
+    for expected in [
+        format!(
+            "OPTIONS /decode origin {origin} namespace - preflight for headers content-type,x-namespace: 204 No Content"
+        ),
+        format!("POST /decode origin {origin} namespace {namespace}: 200 OK"),
+    ] {
+        ensure!(
+            log.contains(&expected),
+            "the codec server did not log {expected:?}; its log:\n{log}"
+        );
+    }
 
     // The codec server stopped: the same page, rendered in full, shows ciphertext only.
     codec.stop();
