@@ -9,7 +9,8 @@
 //! origins and an `OPTIONS` preflight gets 204. With `NODEWRIGHT_CODEC_TOKEN` set, every POST
 //! needs `Authorization: Bearer <token>` (the UI sends the user's access token when "Pass access
 //! token" is on and the endpoint is https); without a token the server only listens on a
-//! loopback address, for one person's machine.
+//! loopback address, for one person's machine. Each request is logged on stderr as its method,
+//! path, origin, namespace and status, never a payload or a token.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -93,9 +94,14 @@ pub async fn run(settings: &Settings, args: Args) -> Result<(), CliError> {
         args.listen,
         origins.join(", ")
     );
-    let app = axum::Router::new().fallback(move |method, uri, headers, body| {
+    let app = axum::Router::new().fallback(move |method, uri, headers: HeaderMap, body| {
         let state = state.clone();
-        async move { answer(&state, method, uri, headers, body) }
+        async move {
+            let line = request_line(&method, &uri, &headers);
+            let response = answer(&state, method, uri, headers, body);
+            eprintln!("{line}: {}", response.status());
+            response
+        }
     });
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
@@ -103,6 +109,31 @@ pub async fn run(settings: &Settings, args: Args) -> Result<(), CliError> {
         })
         .await
         .map_err(|error| CliError::RunFailed(format!("the codec server stopped: {error}")))
+}
+
+/// How a request is logged: method, path, and the origin and namespace it names (never a
+/// header's secret or a payload), e.g. `OPTIONS /decode origin http://localhost:8233 namespace
+/// default`.
+pub fn request_line(method: &Method, uri: &Uri, headers: &HeaderMap) -> String {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("-")
+            .to_owned()
+    };
+    let mut line = format!(
+        "{method} {} origin {} namespace {}",
+        uri.path(),
+        header("origin"),
+        header("x-namespace")
+    );
+    // A CORS preflight names the headers the call will send.
+    if headers.contains_key(header::ACCESS_CONTROL_REQUEST_HEADERS) {
+        line.push_str(" preflight for headers ");
+        line.push_str(&header("access-control-request-headers"));
+    }
+    line
 }
 
 /// One request's answer, with the CORS headers its origin earns.
@@ -391,6 +422,38 @@ mod tests {
         );
         let (status, _, _) = call(&open, Method::POST, "/other", &[], request()).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn a_request_is_logged_by_method_path_origin_and_namespace_only() {
+        let mut headers = HeaderMap::new();
+        headers.insert("origin", HeaderValue::from_static("http://localhost:8233"));
+        headers.insert("x-namespace", HeaderValue::from_static("default"));
+        headers.insert("authorization", HeaderValue::from_static("Bearer s3cret"));
+        let uri: Uri = "/default/decode?preserveStorageRefs=true"
+            .parse()
+            .expect("uri");
+        let line = request_line(&Method::POST, &uri, &headers);
+        assert_eq!(
+            line,
+            "POST /default/decode origin http://localhost:8233 namespace default"
+        );
+        headers.insert(
+            "access-control-request-headers",
+            HeaderValue::from_static("content-type,x-namespace"),
+        );
+        headers.remove("x-namespace");
+        let preflight = request_line(&Method::OPTIONS, &uri, &headers);
+        assert_eq!(
+            preflight,
+            "OPTIONS /default/decode origin http://localhost:8233 namespace - preflight for headers content-type,x-namespace"
+        );
+        let bare = request_line(
+            &Method::POST,
+            &"/encode".parse().expect("uri"),
+            &HeaderMap::new(),
+        );
+        assert_eq!(bare, "POST /encode origin - namespace -");
     }
 
     fn state_without_token() -> CodecState {

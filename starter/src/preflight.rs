@@ -1,4 +1,5 @@
-//! `nodewright preflight`: runs PreflightWorkflow and prints the report.
+//! `nodewright preflight [--pool FILE]...`: checks the pool files given, runs PreflightWorkflow
+//! and prints the report.
 
 use std::time::Duration;
 
@@ -18,10 +19,20 @@ pub struct Args {
     #[arg(long, default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=nodewright_model::limits::MAX_CLI_WAIT_SECONDS))]
     timeout: u64,
+    /// A Pool file to check before the run (repeat for several): every problem with its field
+    /// and fix, and a warning when its inline bootstrap looks like it holds a credential.
+    #[arg(long = "pool", value_name = "FILE")]
+    pools: Vec<std::path::PathBuf>,
 }
 
 /// Starts the check, waits for its report and prints it.
 pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), CliError> {
+    // The pool files first: an invalid one stops here, before anything starts.
+    let pools = args
+        .pools
+        .iter()
+        .map(|path| crate::pool_file::load(path))
+        .collect::<Result<Vec<_>, _>>()?;
     let cluster = settings.cluster()?;
     let client = settings.temporal().connect().await?;
     let workflow_id = WorkflowId::for_cluster(Operation::Preflight, &cluster);
@@ -69,7 +80,11 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
 
     match output {
         Output::Json => {
-            let document = serde_json::json!({ "workflowId": workflow_id.as_str(), "report": report, "ui": link });
+            let pools: Vec<_> = pools
+                .iter()
+                .map(|pool| serde_json::json!({ "pool": pool.name, "templateHash": pool.template_hash }))
+                .collect();
+            let document = serde_json::json!({ "workflowId": workflow_id.as_str(), "report": report, "ui": link, "pools": pools });
             println!("{document}");
         }
         Output::Text => {
@@ -80,6 +95,12 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
                 kubernetes.server_version, kubernetes.nodes, kubernetes.ready_nodes
             );
             println!("  temporal UI  {link}");
+            for pool in &pools {
+                println!(
+                    "  pool         {} valid, template {}",
+                    pool.name, pool.template_hash
+                );
+            }
         }
     }
     Ok(())

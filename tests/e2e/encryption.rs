@@ -4,30 +4,25 @@
 //! the CLI with the key works as usual; a CLI without the key, or with a wrong one, is refused
 //! with a message naming the key and the setting. `nodewright codec-server` with the key decodes
 //! for the real Temporal CLI (`--codec-endpoint`), and refuses a request without its token.
+//!
+//! With the codec on and a join token inline in the bootstrap, the token is in no history (every
+//! string and base64 payload scanned), no worker log line (debug level) and no CLI output after a
+//! rollout, a failed create (ARM refuses the VM) and a create cancelled once its VM was built; the
+//! scan itself is checked: through the codec server the token is back in the create's input.
 
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
-use base64::Engine;
-use nodewright_tests::binaries::{KillOnDrop, binary};
+use anyhow::{Context, Result, ensure};
+use nodewright_tests::codec::{CodecServer, free_port, key_file};
 use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{CliResult, KillableWorker, write_pool_file};
+use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, write_pool_file};
 use nodewright_tests::secrets::json_mentions;
-use nodewright_tests::stack::repo_root;
 use nodewright_tests::stack::{history_json, history_json_with};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
+use serde_json::json;
 
-/// A key file holding one key `id`, of 32 bytes from `seed`.
-fn key_file(id: &str, seed: &str) -> Result<std::path::PathBuf> {
-    let dir = repo_root().join("target").join("e2e-keys");
-    std::fs::create_dir_all(&dir)?;
-    let bytes: Vec<u8> = seed.bytes().cycle().take(32).collect();
-    let key = base64::engine::general_purpose::STANDARD.encode(bytes);
-    let path = dir.join(format!("{id}-{seed}.keys"));
-    std::fs::write(&path, format!("# test key\n{id}={key}\n"))?;
-    Ok(path)
-}
+use crate::rollout::common::{pool_machines, terminate};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_encryption_on_a_history_holds_no_plain_input_and_a_cli_without_the_key_is_refused()
@@ -157,28 +152,11 @@ async fn show_through_codec_server(
     workflow_id: &str,
     env: &[(&str, &str)],
 ) -> Result<serde_json::Value> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut command = std::process::Command::new(binary("nodewright")?);
-    command
-        .args(["codec-server", "--listen", &listen])
-        .envs(env.iter().copied())
-        .env("NODEWRIGHT_CLUSTER", &stack.cluster)
-        .env("NODEWRIGHT_CODEC_TOKEN", "e2e-token")
-        .env_remove("NODEWRIGHT_CONFIG");
-    let _server = KillOnDrop::spawn(&mut command)?;
-    let endpoint = format!("http://{listen}");
-    let http = reqwest::Client::new();
-    eventually(
-        "the codec server to listen",
-        Duration::from_secs(30),
-        Duration::from_millis(200),
-        || async { Ok(http.get(&endpoint).send().await.ok().map(|_| ())) },
-    )
-    .await?;
-    let refused = http
+    let mut env = env.to_vec();
+    env.push(("NODEWRIGHT_CODEC_TOKEN", "e2e-token"));
+    let server = CodecServer::start(stack, free_port()?, &env, &[]).await?;
+    let endpoint = server.endpoint();
+    let refused = reqwest::Client::new()
         .post(format!("{endpoint}/decode"))
         .body(r#"{"payloads":[]}"#)
         .send()
@@ -193,10 +171,290 @@ async fn show_through_codec_server(
         workflow_id,
         &[
             "--codec-endpoint",
-            &endpoint,
+            endpoint,
             "--codec-auth",
             "Bearer e2e-token",
         ],
     )
     .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_encryption_on_an_inline_token_is_in_no_history_log_or_output_after_a_rollout_a_failed_and_a_cancelled_create()
+-> Result<()> {
+    let stack = Stack::load()?;
+    let suffix = unique_suffix();
+    let task_queue = unique_task_queue("encryption-runs");
+    let key_id = format!("k-{suffix}");
+    let keys = key_file(&key_id, &suffix)?;
+    let keys = keys.to_string_lossy().into_owned();
+    let with_keys = [("NODEWRIGHT_ENCRYPTION_KEYS_FILE", keys.as_str())];
+    let worker = KillableWorker::start_with_full_log_and_env(&stack, &task_queue, &with_keys)?;
+    // A bootstrap token's form, unique to this run: [a-z0-9]{6}.[a-z0-9]{16}.
+    let token = format!("{}.{}{}", &suffix[..6], &suffix, &suffix[..8]);
+    let runs = Runs {
+        stack: &stack,
+        task_queue: &task_queue,
+        with_keys: &with_keys,
+        token: &token,
+        // The rollout's pool, and a second pool for the failed and the cancelled create (a
+        // rollout counts every machine of its pool).
+        rolled: format!("er{}", &suffix[..6]),
+        other: format!("ef{}", &suffix[..6]),
+    };
+    let (failing, cancelled) = (runs.machine("fails"), runs.machine("cancel"));
+    let sandbox = Sandbox::new(&stack)?;
+    let faults = [
+        sandbox
+            .add_fault(json!({
+                "kind": "fail_operation", "operation": "vm.put", "vm": failing,
+                "code": "AllocationFailed",
+                "message": "Allocation failed. We do not have sufficient capacity for the requested VM size in this region.",
+            }))
+            .await?,
+        sandbox
+            .add_fault(json!({ "kind": "never_joins", "vm": cancelled }))
+            .await?,
+    ];
+
+    let result = runs.scenario(&worker, &sandbox, &failing, &cancelled).await;
+
+    for fault in faults {
+        sandbox.remove_fault(fault).await?;
+    }
+    runs.clean_up().await;
+    result
+}
+
+/// The runs of the token test: two pools whose inline bootstrap holds `token`, a worker and
+/// CLI with the keys.
+struct Runs<'a> {
+    stack: &'a Stack,
+    task_queue: &'a str,
+    with_keys: &'a [(&'a str, &'a str)],
+    token: &'a str,
+    rolled: String,
+    other: String,
+}
+
+impl Runs<'_> {
+    /// The machine `<other pool>-<name>`.
+    fn machine(&self, name: &str) -> String {
+        format!("{}-{name}", self.other)
+    }
+
+    /// `nodewright ARGS` with the keys, off the async threads.
+    async fn cli(&self, args: &[&str]) -> Result<CliResult> {
+        let (stack, task_queue) = (self.stack.clone(), self.task_queue.to_owned());
+        let env: Vec<(String, String)> = self
+            .with_keys
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect();
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let env: Vec<(&str, &str)> = env
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str()))
+                .collect();
+            CliResult::run_with_env(&stack, &task_queue, &args, &env)
+        })
+        .await?
+    }
+
+    /// The pool file of `pool` (one replica, creation timeout 60s), a join line with the token
+    /// in its inline bootstrap.
+    fn pool_file(&self, pool: &str) -> Result<String> {
+        let pool_file = write_pool_file(self.stack, pool, "60s")?;
+        let text = std::fs::read_to_string(&pool_file)?;
+        let with_token = text.replace("  replicas: 2\n", "  replicas: 1\n").replace(
+            "      exec /usr/bin/kubelet --cloud-provider=external\n",
+            &format!(
+                "      kubeadm join 10.0.0.4:6443 --token {} --discovery-token-ca-cert-hash sha256:00\n      exec /usr/bin/kubelet --cloud-provider=external\n",
+                self.token
+            ),
+        );
+        ensure!(
+            with_token != text,
+            "the pool file's bootstrap was not replaced"
+        );
+        std::fs::write(&pool_file, with_token)?;
+        Ok(pool_file.to_string_lossy().into_owned())
+    }
+
+    async fn scenario(
+        &self,
+        worker: &KillableWorker,
+        sandbox: &Sandbox,
+        failing: &str,
+        cancelled: &str,
+    ) -> Result<()> {
+        let rolled_file = self.pool_file(&self.rolled)?;
+        let other_file = self.pool_file(&self.other)?;
+        let mut outputs: Vec<(String, CliResult)> = Vec::new();
+
+        // The three at once: a rollout (one machine created), a create ARM refuses, a create
+        // cancelled once its VM exists (its Node never joins).
+        let rollout_args = ["pool", "rollout", "--pool", &rolled_file, "--wait"];
+        let rollout = self.cli(&rollout_args);
+        let failed_args = [
+            "machine",
+            "create",
+            "--pool",
+            &other_file,
+            "--name",
+            failing,
+            "--wait",
+        ];
+        let failed = self.cli(&failed_args);
+        let cancel = async {
+            let started = self
+                .cli(&[
+                    "machine",
+                    "create",
+                    "--pool",
+                    &other_file,
+                    "--name",
+                    cancelled,
+                ])
+                .await?;
+            started.expect_code(0)?;
+            eventually(
+                &format!("{cancelled}'s VM to exist"),
+                Duration::from_secs(90),
+                Duration::from_millis(300),
+                || async {
+                    let made = sandbox.machine_resources(cancelled).await?;
+                    Ok((!made.vms.is_empty()).then_some(()))
+                },
+            )
+            .await?;
+            let cancel = self
+                .cli(&["machine", "cancel", cancelled, "--wait"])
+                .await?;
+            anyhow::Ok((started, cancel))
+        };
+        let (rolled, failed, cancel) = tokio::join!(rollout, failed, cancel);
+        let rolled = rolled?;
+        rolled.expect_code(0).with_context(|| worker.log_tail())?;
+        let failed = failed?;
+        failed.expect_code(3).with_context(|| worker.log_tail())?;
+        ensure!(
+            failed.stderr.contains("AllocationFailed"),
+            "the failed create does not say why: {}",
+            failed.stderr
+        );
+        let (started, cancel) = cancel?;
+        cancel.expect_code(0).with_context(|| worker.log_tail())?;
+        let left = sandbox.machine_resources(cancelled).await?;
+        ensure!(left.is_empty(), "the cancelled create left {left:?}");
+        let left = sandbox.machine_resources(failing).await?;
+        ensure!(left.is_empty(), "the failed create left {left:?}");
+        outputs.push(("pool rollout".to_owned(), rolled));
+        outputs.push(("failed machine create".to_owned(), failed));
+        outputs.push(("machine create (cancelled)".to_owned(), started));
+        outputs.push(("machine cancel".to_owned(), cancel));
+
+        let rolled_machines = pool_machines(self.stack, &self.rolled).await?;
+        ensure!(
+            rolled_machines.len() == 1,
+            "the rollout made {rolled_machines:?}, expected one machine"
+        );
+        for args in [
+            vec!["machine", "status", rolled_machines[0].as_str()],
+            vec!["machine", "status", failing],
+            vec!["pool", "status", self.rolled.as_str()],
+            vec!["pool", "rollout", "status", self.rolled.as_str()],
+            vec!["runs", "--pool", self.rolled.as_str()],
+            vec!["runs", "--pool", self.other.as_str()],
+        ] {
+            let result = self.cli(&args).await?;
+            outputs.push((args.join(" "), result));
+        }
+        for (command, output) in &outputs {
+            ensure!(
+                !output.stdout.contains(self.token) && !output.stderr.contains(self.token),
+                "`nodewright {command}` printed the bootstrap token"
+            );
+        }
+        let log = worker.log_text();
+        ensure!(
+            !log.contains(self.token),
+            "the worker logged the bootstrap token"
+        );
+        ensure!(
+            log.contains(cancelled) && log.contains("DEBUG"),
+            "the worker's debug log is not captured (no line names {cancelled})"
+        );
+        self.scan_histories().await
+    }
+
+    /// Every run of both pools: no token in its history (every string, base64 decoded too), its
+    /// payloads encrypted; through the codec server, the create's input holds the token (the
+    /// scan would see it).
+    async fn scan_histories(&self) -> Result<()> {
+        let mut ids = Vec::new();
+        for pool in [&self.rolled, &self.other] {
+            let runs = self
+                .cli(&["--output", "json", "runs", "--pool", pool])
+                .await?;
+            runs.expect_code(0)?;
+            ids.extend(
+                runs.json()?
+                    .as_array()
+                    .context("runs --output json is a list")?
+                    .iter()
+                    .filter_map(|run| run["workflowId"].as_str().map(str::to_owned)),
+            );
+        }
+        let rollout = format!("rollout/{}/{}", self.stack.cluster, self.rolled);
+        ensure!(
+            ids.len() >= 4 && ids.contains(&rollout),
+            "expected the rollout, its create and the two creates among {ids:?}"
+        );
+        for id in &ids {
+            let history = history_json(self.stack, id).await?;
+            for plain in [self.token, "kubeadm join"] {
+                let leaks = json_mentions(&history, plain);
+                ensure!(
+                    leaks.is_empty(),
+                    "{id}'s history holds {plain:?} at {leaks:?}"
+                );
+            }
+            ensure!(
+                !json_mentions(&history, "binary/encrypted").is_empty(),
+                "{id}'s payloads are not encrypted"
+            );
+        }
+        let create = format!("create/{}/{}", self.stack.cluster, self.machine("fails"));
+        let decoded = show_through_codec_server(self.stack, &create, self.with_keys).await?;
+        ensure!(
+            !json_mentions(&decoded, self.token).is_empty(),
+            "{create}'s input decoded through the codec server lacks the token: the scan sees nothing"
+        );
+        Ok(())
+    }
+
+    /// Deletes whatever the pools still have (with the keys) and ends a rollout left running.
+    async fn clean_up(&self) {
+        terminate(
+            self.stack,
+            &format!("rollout/{}/{}", self.stack.cluster, self.rolled),
+        )
+        .await;
+        for pool in [&self.rolled, &self.other] {
+            let Ok(machines) = pool_machines(self.stack, pool).await else {
+                continue;
+            };
+            for machine in machines {
+                let deleted = self
+                    .cli(&["machine", "delete", &machine, "--skip-drain", "--wait"])
+                    .await;
+                if let Err(error) = deleted {
+                    eprintln!("cleanup: deleting {machine}: {error:#}");
+                }
+            }
+        }
+    }
 }

@@ -21,5 +21,6 @@ mod secrets;
 mod sweep;
 mod temporal_smoke;
 mod ui;
+mod ui_codec;
 mod volumes;
 mod worker;

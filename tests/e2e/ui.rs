@@ -242,19 +242,20 @@ async fn check_ui(
 }
 
 /// A create run's pages in the Temporal UI, and where their screenshots and texts go.
-struct CreateRunPages {
-    workflow_id: String,
-    run_id: String,
+pub(crate) struct CreateRunPages {
+    pub(crate) workflow_id: String,
+    pub(crate) run_id: String,
     /// The namespace's runs filtered by a visibility query.
-    list_url: String,
+    pub(crate) list_url: String,
     /// The run's history page.
-    run_url: String,
-    dir: PathBuf,
+    pub(crate) run_url: String,
+    /// Where screenshots and page texts go.
+    pub(crate) dir: PathBuf,
 }
 
 impl CreateRunPages {
     /// The pages of the latest create run of `machine`, the list filtered by `query`.
-    async fn new(stack: &Stack, ui: &str, machine: &str, query: &str) -> Result<Self> {
+    pub(crate) async fn new(stack: &Stack, ui: &str, machine: &str, query: &str) -> Result<Self> {
         let workflow_id = format!("create/{}/{machine}", stack.cluster);
         let run_id = run_id(stack, &workflow_id).await?;
         let namespace = &stack.temporal_namespace;
@@ -277,7 +278,7 @@ impl CreateRunPages {
 }
 
 /// Fails unless `text`, the visible text of `page` at `url`, shows every one of `expected`.
-fn ensure_shows(page: &str, url: &str, text: &str, expected: &[&str]) -> Result<()> {
+pub(crate) fn ensure_shows(page: &str, url: &str, text: &str, expected: &[&str]) -> Result<()> {
     for expected in expected {
         ensure!(
             text.contains(expected),
@@ -289,14 +290,14 @@ fn ensure_shows(page: &str, url: &str, text: &str, expected: &[&str]) -> Result<
 }
 
 /// Headless Chromium, one process per page, each with a fresh profile.
-struct Browser {
+pub(crate) struct Browser {
     path: PathBuf,
     profiles: PathBuf,
 }
 
 impl Browser {
     /// The installed browser, or an error saying how to install it.
-    fn find() -> Result<Self> {
+    pub(crate) fn find() -> Result<Self> {
         let path = std::env::var_os("NODEWRIGHT_CHROMIUM")
             .map_or_else(|| PathBuf::from(CHROMIUM), PathBuf::from);
         if !path.is_file() {
@@ -312,7 +313,7 @@ impl Browser {
 
     /// Loads `url` until it shows `ready`, saves its text to `saved_as` and checks that it shows
     /// each of `expected`; `page` names it in errors.
-    async fn checked_text(
+    pub(crate) async fn checked_text(
         &self,
         page: &str,
         url: &str,
@@ -330,7 +331,12 @@ impl Browser {
 
     /// Saves a PNG of `url` rendered in a `window_size` ("width,height") window to `png` and
     /// prints where it is.
-    async fn save_screenshot(&self, url: &str, png: &Path, window_size: &str) -> Result<()> {
+    pub(crate) async fn save_screenshot(
+        &self,
+        url: &str,
+        png: &Path,
+        window_size: &str,
+    ) -> Result<()> {
         let _ = std::fs::remove_file(png);
         let screenshot = format!("--screenshot={}", png.display());
         let window = format!("--window-size={window_size}");
@@ -342,12 +348,12 @@ impl Browser {
     }
 
     /// The visible text of `url` once it contains `expected`: see [`Self::showing`].
-    async fn text_showing(&self, url: &str, expected: &str) -> Result<String> {
+    pub(crate) async fn text_showing(&self, url: &str, expected: &str) -> Result<String> {
         self.showing(url, expected, visible_text).await
     }
 
     /// The DOM of `url` (its markup) once it contains `expected`: see [`Self::showing`].
-    async fn dom_showing(&self, url: &str, expected: &str) -> Result<String> {
+    pub(crate) async fn dom_showing(&self, url: &str, expected: &str) -> Result<String> {
         self.showing(url, expected, str::to_owned).await
     }
 
@@ -374,7 +380,7 @@ impl Browser {
     /// Runs the browser headless with `args` and returns its standard output. Its output goes to
     /// files (a pipe nobody reads while it runs would fill and stall it); after two minutes its
     /// whole process group is killed.
-    async fn run(&self, args: &[&str]) -> Result<String> {
+    pub(crate) async fn run(&self, args: &[&str]) -> Result<String> {
         let profile = self.profiles.join(unique_suffix());
         std::fs::create_dir_all(&profile)?;
         let (stdout, stderr) = (profile.join("stdout"), profile.join("stderr"));
@@ -455,7 +461,7 @@ fn temporal_ui_url() -> Result<String> {
 }
 
 /// `value` percent-encoded for a URL path segment or query value.
-fn encode(value: &str) -> String {
+pub(crate) fn encode(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes())
         .collect::<String>()
         .replace('+', "%20")
@@ -463,7 +469,7 @@ fn encode(value: &str) -> String {
 
 /// The text a reader sees in `html`: scripts, styles and tags dropped, entities decoded,
 /// whitespace collapsed to single spaces.
-fn visible_text(html: &str) -> String {
+pub(crate) fn visible_text(html: &str) -> String {
     let mut text = String::with_capacity(html.len() / 4);
     let mut rest = html;
     while let Some(start) = rest.find('<') {
@@ -497,7 +503,7 @@ fn visible_text(html: &str) -> String {
 
 /// Up to 4000 characters of `text` after the UI's navigation and its time zone list (which end
 /// with the theme menu's "System Default"), for failure messages.
-fn excerpt(text: &str) -> String {
+pub(crate) fn excerpt(text: &str) -> String {
     let from = text.find("System Default").unwrap_or(0);
     text[from..].chars().take(4000).collect()
 }

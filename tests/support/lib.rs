@@ -6,6 +6,7 @@
 //! nodewright-tests --test e2e` works in a shell that never sourced it.
 
 pub mod binaries;
+pub mod codec;
 pub mod identity;
 pub mod images;
 pub mod kube_objects;

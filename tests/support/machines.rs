@@ -61,7 +61,18 @@ impl KillableWorker {
     /// Like [`Self::start`], logging at debug level, with every log line (standard output too)
     /// in the log file: for tests that read what the worker logged.
     pub fn start_with_full_log(stack: &Stack, task_queue: &str) -> Result<Self> {
-        let env = [("RUST_LOG", "debug")];
+        Self::start_with_full_log_and_env(stack, task_queue, &[])
+    }
+
+    /// Like [`Self::start_with_full_log`], with the variables `env` set on top of the stack's
+    /// (e.g. the payload encryption keys).
+    pub fn start_with_full_log_and_env(
+        stack: &Stack,
+        task_queue: &str,
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
+        let mut env = env.to_vec();
+        env.push(("RUST_LOG", "debug"));
         let mut worker = Self::prepared(stack, task_queue, task_queue, &env, true)?;
         worker.restart()?;
         Ok(worker)

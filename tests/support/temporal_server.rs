@@ -5,7 +5,8 @@
 //! SQLite file in a scratch directory under `target/e2e-temporal/`, every nodewright search
 //! attribute registered as `dev/stack` registers them. [`TemporalServer::kill`] SIGKILLs it,
 //! [`TemporalServer::restart`] starts it again on the same ports and the same file, and dropping
-//! it kills it whatever the test came to.
+//! it kills it whatever the test came to. [`TemporalServer::start_with_ui_codec`] points its UI
+//! (`--ui-codec-endpoint`) at a codec server, for tests that read decoded payloads in the UI.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -38,12 +39,28 @@ pub struct TemporalServer {
     namespace: String,
     dir: PathBuf,
     log: PathBuf,
+    /// The codec endpoint the UI calls, if any.
+    ui_codec_endpoint: Option<String>,
 }
 
 impl TemporalServer {
     /// Starts a server for `stack`'s namespace on free ports, its database and log in a fresh
     /// scratch directory `target/e2e-temporal/<name>-<8 hex>/`, and waits until it answers.
     pub async fn start(stack: &Stack, name: &str) -> Result<Self> {
+        Self::start_with(stack, name, None).await
+    }
+
+    /// Like [`Self::start`], its UI calling the codec server at `endpoint` (`--ui-codec-endpoint`)
+    /// from the browser to decode payloads.
+    pub async fn start_with_ui_codec(stack: &Stack, name: &str, endpoint: &str) -> Result<Self> {
+        Self::start_with(stack, name, Some(endpoint.to_owned())).await
+    }
+
+    async fn start_with(
+        stack: &Stack,
+        name: &str,
+        ui_codec_endpoint: Option<String>,
+    ) -> Result<Self> {
         let dir = repo_root()
             .join("target")
             .join("e2e-temporal")
@@ -56,6 +73,7 @@ impl TemporalServer {
             namespace: stack.temporal_namespace.clone(),
             log: dir.join("temporal.log"),
             dir,
+            ui_codec_endpoint,
         };
         server.restart().await?;
         Ok(server)
@@ -64,6 +82,16 @@ impl TemporalServer {
     /// The frontend's `host:port`.
     pub fn address(&self) -> String {
         format!("127.0.0.1:{}", self.ports.frontend)
+    }
+
+    /// The UI's base URL, `http://127.0.0.1:<ui port>`: also its origin, as a browser sends it.
+    pub fn ui_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.ports.ui)
+    }
+
+    /// The origins a browser may load this UI from (for a codec server's `--allow-origin`).
+    pub fn ui_origins(&self) -> [String; 2] {
+        [self.ui_url(), format!("http://localhost:{}", self.ports.ui)]
     }
 
     /// The SQLite file the server keeps its state in.
@@ -123,6 +151,9 @@ impl TemporalServer {
             "warn",
         ]);
         command.arg("--db-filename").arg(self.db_file());
+        if let Some(endpoint) = &self.ui_codec_endpoint {
+            command.args(["--ui-codec-endpoint", endpoint]);
+        }
         if self.namespace != "default" {
             command.args(["--namespace", &self.namespace]);
         }

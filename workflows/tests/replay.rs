@@ -6,15 +6,24 @@
 //!
 //! `dev/record-histories` refreshes the histories from the local stack after an intended change;
 //! see "Upgrading workers safely" in the README.
+//!
+//! `tests/histories/encrypted/` holds histories recorded with payload encryption on, under the
+//! test key `tests/histories/encrypted/test.keys` (a key for these tests only, never used
+//! anywhere real): they replay with the codec's data converter given that key, and without it
+//! the replay fails naming the key, instead of passing on ciphertext.
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use nodewright_workflows::codec::{ENCODING_ENCRYPTED, KeyRing};
+use nodewright_workflows::connect::TemporalSettings;
 use nodewright_workflows::{
     CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, InspectPoolWorkflow,
     OrphanSweepWorkflow, PreflightWorkflow, RollingUpdateWorkflow, UncordonNodeWorkflow,
 };
 use temporalio_client::WorkflowHistory;
+use temporalio_common::data_converters::DataConverter;
 use temporalio_common::protos::temporal::api::history::v1::History;
 use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
 use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
@@ -33,9 +42,16 @@ fn registered_workflow_types() -> [&'static str; 8] {
     ]
 }
 
-/// A replayer with every workflow the worker registers.
+/// A replayer with every workflow the worker registers, converting payloads as a worker without
+/// encryption keys does.
 fn replayer() -> WorkflowReplayer {
+    replayer_with(TemporalSettings::plaintext("", "", "replay").data_converter())
+}
+
+/// A replayer with every workflow the worker registers and `data_converter`.
+fn replayer_with(data_converter: DataConverter) -> WorkflowReplayer {
     let options = WorkflowReplayerOptions::new()
+        .data_converter(data_converter)
         .register_workflow::<PreflightWorkflow>()
         .and_then(|o| o.register_workflow::<CreateMachineWorkflow>())
         .and_then(|o| o.register_workflow::<DeleteMachineWorkflow>())
@@ -63,8 +79,12 @@ fn histories_dir() -> PathBuf {
 /// Every `tests/histories/*.json`, sorted by file name; a file that cannot be read or has no
 /// `WorkflowExecutionStarted` first event fails the test, naming the file.
 fn recorded_histories() -> Vec<Recorded> {
-    let dir = histories_dir();
-    let entries = fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    recorded_in(&histories_dir())
+}
+
+/// Every `*.json` in `dir`, sorted by file name.
+fn recorded_in(dir: &Path) -> Vec<Recorded> {
+    let entries = fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
     let mut paths: Vec<PathBuf> = entries
         .map(|entry| entry.expect("listing the histories").path())
         .filter(|path| path.extension().is_some_and(|e| e == "json"))
@@ -154,4 +174,97 @@ fn every_registered_workflow_has_a_recorded_history() {
         "no history in {} for {missing:?}; record them with dev/record-histories",
         histories_dir().display()
     );
+}
+
+/// The histories recorded with encryption on, and the test key they were recorded with.
+fn encrypted_histories() -> (Vec<Recorded>, DataConverter) {
+    let dir = histories_dir().join("encrypted");
+    let key_file = dir.join("test.keys");
+    let text = fs::read_to_string(&key_file)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", key_file.display()));
+    let keys =
+        KeyRing::parse(&text, &key_file.display().to_string()).unwrap_or_else(|e| panic!("{e}"));
+    let settings = TemporalSettings {
+        encryption: Some(Arc::new(keys)),
+        ..TemporalSettings::plaintext("", "", "replay")
+    };
+    let histories = recorded_in(&dir);
+    assert!(
+        !histories.is_empty(),
+        "no history recorded with encryption in {}",
+        dir.display()
+    );
+    (histories, settings.data_converter())
+}
+
+/// The `encoding` of the run's input: what the recorded history really holds.
+fn input_encoding(recorded: &Recorded) -> String {
+    let Some(Attributes::WorkflowExecutionStartedEventAttributes(started)) = recorded
+        .history
+        .events
+        .first()
+        .and_then(|e| e.attributes.as_ref())
+    else {
+        return String::new();
+    };
+    started
+        .input
+        .as_ref()
+        .and_then(|input| input.payloads.first())
+        .and_then(|payload| payload.metadata.get("encoding"))
+        .map(|encoding| String::from_utf8_lossy(encoding).into_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_history_recorded_with_encryption_replays_with_its_key() {
+    let (histories, data_converter) = encrypted_histories();
+    let replayer = replayer_with(data_converter);
+    for recorded in &histories {
+        let name = recorded.path.display();
+        assert_eq!(
+            input_encoding(recorded),
+            ENCODING_ENCRYPTED,
+            "{name}: the run's input is not encrypted; record it with a worker and CLI given the test key"
+        );
+        let history = WorkflowHistory::from(recorded.history.clone());
+        if let Err(error) = replayer.replay_workflow(history).await {
+            panic!(
+                "{name} ({}, {} events) does not replay with its key: {error}",
+                recorded.workflow_type,
+                recorded.history.events.len()
+            );
+        }
+        println!(
+            "replayed {name} ({}, {} events) with its key",
+            recorded.workflow_type,
+            recorded.history.events.len()
+        );
+    }
+}
+
+#[tokio::test]
+async fn without_the_key_an_encrypted_history_fails_to_replay_naming_the_key() {
+    let (histories, _) = encrypted_histories();
+    let replayer = replayer();
+    for recorded in &histories {
+        let history = WorkflowHistory::from(recorded.history.clone());
+        let error = match replayer.replay_workflow(history).await {
+            Ok(()) => panic!(
+                "{} replayed without its key: a worker without keys would have run on ciphertext",
+                recorded.path.display()
+            ),
+            Err(error) => format!("{error:#}"),
+        };
+        println!("{}: {error}", recorded.path.display());
+        // The SDK's message quotes the codec's with its quotes escaped.
+        assert!(
+            error.contains("Failed decoding activation")
+                && error.contains("a payload is encrypted (key")
+                && error.contains("replay-test")
+                && error.contains("has no payload encryption keys"),
+            "{}: the replay failed without naming the key: {error}",
+            recorded.path.display()
+        );
+    }
 }

@@ -40,6 +40,17 @@ pub enum PoolCommand {
     /// Show a pool's machines as a worker sees them in Azure and Kubernetes (InspectPool), and
     /// the rollout under way, if any.
     Status(StatusArgs),
+    /// Check a pool file without starting anything: every problem with its field and fix, and a
+    /// warning when its inline bootstrap looks like it holds a credential.
+    Validate(ValidateArgs),
+}
+
+/// The flags of `pool validate --pool FILE`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The Pool file (YAML, `kind: Pool`).
+    #[arg(long, value_name = "FILE")]
+    pool: PathBuf,
 }
 
 /// `pool rollout`: start a rollout, or one of its subcommands.
@@ -204,7 +215,34 @@ pub async fn run(
         },
         PoolCommand::Rollback(args) => rollback::run(settings, output, args).await,
         PoolCommand::Status(args) => status::pool(settings, output, &args.pool, args.timeout).await,
+        PoolCommand::Validate(args) => validate(output, &args.pool),
     }
+}
+
+/// `pool validate`: reads and validates the file (warning about an inline credential on stderr,
+/// never printing it) and prints what the pool is; touches neither Temporal nor the cluster.
+fn validate(output: Output, path: &std::path::Path) -> Result<(), CliError> {
+    let pool = crate::pool_file::load(path)?;
+    match output {
+        Output::Json => println!(
+            "{}",
+            serde_json::json!({
+                "valid": true,
+                "pool": pool.name,
+                "replicas": pool.replicas,
+                "templateHash": pool.template_hash,
+                "credentialWarning": crate::pool_file::credential_warning(&pool),
+            })
+        ),
+        Output::Text => println!(
+            "pool file {} is valid: pool {}, {} replicas, template {}",
+            path.display(),
+            pool.name,
+            pool.replicas,
+            pool.template_hash
+        ),
+    }
+    Ok(())
 }
 
 /// `rollout/<cluster>/<pool>`.
