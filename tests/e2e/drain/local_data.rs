@@ -431,7 +431,7 @@ async fn deletion(
             && doc["runStatus"] == "completed",
         "the status is the completed delete's: {doc}"
     );
-    print_steps(&doc["status"]);
+    print_steps(&json!({ "run": doc["status"] }));
     let drain_step = doc["status"]["steps"]
         .as_array()
         .and_then(|steps| steps.iter().find(|s| s["step"] == "drain"))
