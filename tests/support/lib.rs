@@ -1,10 +1,12 @@
 //! Support for nodewright's end-to-end tests: the local stack's settings and clients, polling
-//! with deadlines, and objects that clean up after a test whether it passes or fails.
+//! with deadlines, holds at the Kubernetes API, and objects that clean up after a test whether
+//! it passes or fails.
 //!
 //! The stack comes from `dev/stack up`, which writes `.run/env`; the tests read their settings
 //! from the process environment first and from that file otherwise, so `cargo test -p
 //! nodewright-tests --test e2e` works in a shell that never sourced it.
 
+pub mod admission;
 pub mod binaries;
 pub mod codec;
 pub mod identity;

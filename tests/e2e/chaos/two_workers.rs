@@ -33,9 +33,11 @@ const REPLICAS: u32 = 20;
 const MAX_SURGE: usize = 5;
 /// 10% of 20, rounded down.
 const MAX_UNAVAILABLE: usize = 2;
-/// How long the rollout may take to reach the kill point, and to end after it. A worker killed
-/// inside an ARM write (no heartbeat, 3 minutes start-to-close) delays that step by up to 3
-/// minutes.
+/// How long the rollout may take to reach the kill point (its first new machines, on a loaded
+/// machine), and to end after it. A step lost with the killed worker resumes on the other within
+/// the 15 s heartbeat timeout (waits and ARM writes heartbeat, `activities/src/lifetime.rs`) or
+/// the 30 s start-to-close of a Kubernetes write or a read; the deadlines are sized for the
+/// 20 replacements on a loaded machine, not for the kill.
 const REACH: Duration = Duration::from_secs(600);
 const FINISH: Duration = Duration::from_secs(900);
 

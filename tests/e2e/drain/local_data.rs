@@ -12,6 +12,14 @@
 //! - `machine drain B --wait` evicts all three; the result and the `status` name the bare pod and
 //!   the `emptyDir` pod in `localDataLost` (not the plain one), and the CLI prints them.
 //! - `machine drain A --local-data evict --wait` then evicts A's pods the same way.
+//!
+//! A deletion's default is the other way round
+//! (`a_deletion_evicts_pods_with_local_data_by_default_and_names_them`): one machine C of a pool
+//! that leaves `localData` unset, with the same three pods; `machine delete C --wait` drains it
+//! (the policy shown as `local data evict (the purpose's default)`), evicts all three and
+//! deletes the machine; the result (`drained.localDataLost`), the delete's `status` (its drain
+//! step's detail, and the drain part's `localDataLost`) and the drain's pod entries name the bare
+//! pod and the `emptyDir` pod, not the plain one.
 
 use std::path::Path;
 use std::time::Duration;
@@ -329,4 +337,151 @@ async fn cordoned(kube: &kube::Client, name: &str) -> Result<bool> {
         .await?
         .with_context(|| format!("no Node {name}"))?;
     Ok(found.spec.and_then(|s| s.unschedulable).unwrap_or(false))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_evicts_pods_with_local_data_by_default_and_names_them() -> Result<()> {
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("delete-local-data");
+    let worker = KillableWorker::start(&stack, &task_queue)?;
+    let pool = format!("lc{}", unique_suffix());
+    let file = drain_pool_file(
+        &stack,
+        &pool,
+        &[("timeout", "60s"), ("pdbRetryInterval", "2s")],
+    )?;
+    let machine = format!("{pool}-c3d5f");
+    let workloads = Workloads::create(&stack, "delete-local-data").await?;
+
+    let started = std::time::Instant::now();
+    let result = deletion(&stack, &task_queue, &file, &machine, &workloads)
+        .await
+        .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    println!("scenario took {:.1}s", started.elapsed().as_secs_f64());
+
+    workloads.clean_up().await;
+    if result.is_err() {
+        delete_machines(&stack, &task_queue, std::slice::from_ref(&machine)).await;
+    }
+    drop(worker);
+    result
+}
+
+async fn deletion(
+    stack: &Stack,
+    task_queue: &str,
+    file: &Path,
+    machine: &str,
+    workloads: &Workloads,
+) -> Result<()> {
+    create_machines(stack, task_queue, file, &[machine.to_owned()]).await?;
+    let kube = workloads.client().clone();
+    let namespace = workloads.namespace();
+    let policy = drain_annotation(&kube, machine).await?;
+    ensure!(
+        policy.get("localData").is_none(),
+        "{machine}'s pool leaves localData unset: {policy}"
+    );
+    let pods = place_pods(workloads, "c", machine).await?;
+
+    let deleted = cli(
+        stack,
+        task_queue,
+        &["machine", "delete", machine, "--wait", "--output", "json"],
+    )
+    .await?;
+    deleted.expect_code(0)?;
+    let result = &deleted.json()?["result"];
+    println!("delete of {machine}: {result}");
+    let bare = format!("{namespace}/{}", pods.bare);
+    let cache = format!("{namespace}/{}", pods.cache);
+    let web = format!("{namespace}/{}", pods.web);
+    let expected = lost(&bare, &cache);
+
+    // The result: the machine is gone, its drain evicted all three, two with their data lost.
+    let drained = &result["drained"];
+    ensure!(
+        result["vmDeleted"] == true && result["nodeDeleted"] == true,
+        "the machine was deleted: {result}"
+    );
+    ensure!(
+        sorted_strings(&drained["evicted"]) == sorted_strings(&json!([bare, cache, web])),
+        "the deletion's drain evicted all three pods: {result}"
+    );
+    ensure!(
+        sorted(&drained["localDataLost"]) == expected,
+        "the result names the pods with local data lost (the bare and the emptyDir pod, not the plain one): {result}"
+    );
+    ensure!(
+        node(&kube, machine).await?.is_none(),
+        "{machine}'s Node is gone"
+    );
+
+    // The status: the delete's drain step counts them, the drain part names them.
+    let doc = cli(
+        stack,
+        task_queue,
+        &["machine", "status", machine, "--output", "json"],
+    )
+    .await?
+    .expect_code(0)?
+    .json()?;
+    ensure!(
+        doc["workflowId"] == format!("delete/{}/{machine}", stack.cluster).as_str()
+            && doc["runStatus"] == "completed",
+        "the status is the completed delete's: {doc}"
+    );
+    print_steps(&json!({ "run": doc["status"] }));
+    let drain_step = doc["status"]["steps"]
+        .as_array()
+        .and_then(|steps| steps.iter().find(|s| s["step"] == "drain"))
+        .with_context(|| format!("a drain step in {doc}"))?;
+    ensure!(
+        drain_step["state"] == "done"
+            && drain_step["detail"].as_str().is_some_and(
+                |d| d.contains("3 evicted") && d.contains("2 with their local data lost")
+            ),
+        "the delete's drain step says 2 pods lost their local data: {drain_step}"
+    );
+    let drain = &doc["drain"];
+    print_steps(drain);
+    ensure!(
+        sorted(&drain["localDataLost"]) == expected,
+        "the delete's status names the pods with local data lost: {doc}"
+    );
+    ensure!(
+        drain["run"]["facts"]["drainSettings"]
+            .as_str()
+            .is_some_and(|s| s.contains("local data evict (the purpose's default)")),
+        "the drain says evict is a deletion's default: {}",
+        drain["run"]["facts"]
+    );
+    for pod in [&bare, &cache, &web] {
+        let entry = pod_entry(drain, pod).with_context(|| format!("{pod} in {doc}"))?;
+        ensure!(
+            entry["state"] == "gone" && entry["evictions"] == 1,
+            "{pod} was evicted once and is gone: {entry}"
+        );
+    }
+    let left = workloads.pods_on(machine).await?;
+    ensure!(
+        pods.uids.iter().all(|uid| left
+            .iter()
+            .all(|pod| pod.metadata.uid.as_ref() != Some(uid))),
+        "no pod of {machine} is left: {:?}",
+        names(&left)
+    );
+    Ok(())
+}
+
+/// The strings of a JSON list, sorted.
+fn sorted_strings(list: &Value) -> Vec<String> {
+    let mut strings: Vec<String> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    strings.sort();
+    strings
 }

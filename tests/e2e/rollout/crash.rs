@@ -46,10 +46,11 @@ async fn killed(
     let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
     start_rollout(stack, task_queue, &v2, &["--history-limit", "150"]).await?;
 
-    // Kill the worker while the first, second and third new machines are being made. A worker
-    // killed inside an ARM write (no heartbeat; 3 minutes start-to-close) delays that step's
-    // retry by up to 3 minutes, hence the long waits.
-    let wait = Duration::from_secs(420);
+    // Kill the worker while the first, second and third new machines are being made. A step
+    // lost with the worker is retried within the 15 s heartbeat timeout (waits and ARM writes
+    // heartbeat, `activities/src/lifetime.rs`) or the 30 s start-to-close of a Kubernetes write
+    // or a read; each wait leaves room for that and a machine's creation on a loaded machine.
+    let wait = Duration::from_secs(300);
     for (kill, created) in [(1, 0), (2, 1), (3, 2)] {
         let status = wait_rollout(stack, task_queue, pool, "a child running", wait, |s| {
             num(&s["created"]) >= created && s["inFlight"].as_array().is_some_and(|c| !c.is_empty())
