@@ -186,6 +186,9 @@ fn print_drain(drain: &DrainStatus) {
             volume.state.as_str()
         );
     }
+    for lost in &drain.local_data_lost {
+        println!("  data lost    {lost}");
+    }
     for warning in &drain.warnings {
         println!("  warning      {warning}");
     }
