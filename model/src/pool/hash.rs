@@ -73,7 +73,7 @@ mod tests {
     use std::io::Write;
 
     use super::*;
-    use crate::pool::{BootstrapSecretRef, ImageSource, OsDiskSpec, TaintSpec};
+    use crate::pool::{BootstrapSecretRef, BootstrapTokenSpec, ImageSource, OsDiskSpec, TaintSpec};
 
     fn template() -> MachineTemplate {
         MachineTemplate {
@@ -98,6 +98,7 @@ mod tests {
             ssh_public_key: None,
             bootstrap: Some("#!/bin/bash\n".to_owned()),
             bootstrap_secret_ref: None,
+            bootstrap_token: None,
         }
     }
 
@@ -134,7 +135,7 @@ mod tests {
     fn hash_changes_with_every_part_of_the_template() {
         let base = template_hash(&template());
         type Change = (&'static str, fn(&mut MachineTemplate));
-        let changes: [Change; 10] = [
+        let changes: [Change; 12] = [
             ("vm size", |t| t.vm_size = "Standard_D4s_v5".to_owned()),
             ("image version", |t| {
                 t.image.version = Some("24.04.202411030".to_owned())
@@ -170,6 +171,15 @@ mod tests {
                     namespace: "nodewright".to_owned(),
                     name: "workers-bootstrap-v2".to_owned(),
                     key: "bootstrap".to_owned(),
+                });
+            }),
+            ("a minted bootstrap token", |t| {
+                t.bootstrap_token = Some(BootstrapTokenSpec::default());
+            }),
+            ("the minted token's groups", |t| {
+                t.bootstrap_token = Some(BootstrapTokenSpec {
+                    extra_groups: vec!["system:bootstrappers:workers".to_owned()],
+                    ..BootstrapTokenSpec::default()
                 });
             }),
         ];
