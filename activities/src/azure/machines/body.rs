@@ -125,6 +125,7 @@ mod tests {
             ssh_public_key: Some("ssh-ed25519 AAAA test".to_owned()),
             bootstrap: Some("#!/bin/bash\necho hi\n".to_owned()),
             bootstrap_secret_ref: None,
+            bootstrap_token: None,
         }
     }
 
