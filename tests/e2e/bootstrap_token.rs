@@ -4,8 +4,9 @@
 //! - **joins**: `machine create --wait` reaches Ready. The token Secret existed during the create
 //!   (the test reads it from `kube-system` while it exists), the sandbox's joiner authenticated
 //!   with it before it registered the Node (its log says so, naming the Secret), the Node carries
-//!   the label the Secret's text gives it, and afterwards the Secret is gone. The minted token is
-//!   in no history of the pool's runs, no worker or sandbox log line and no CLI output.
+//!   the label the Secret's text gives it, and afterwards the Secret is gone. The minted token's
+//!   secret part is in no history of the pool's runs (payloads decoded), no worker or sandbox
+//!   log line and no CLI output.
 //! - **refused**: the machine's token Secret exists before the create, with nodewright's labels
 //!   but not usable for authentication (`usage-bootstrap-authentication: "false"`): the create
 //!   reuses it (a retried step's path), the apiserver refuses it, the VM never joins, the create
@@ -102,6 +103,11 @@ async fn scenario(
     let (token, mut outputs) = joins?;
     outputs.extend(refused?);
     outputs.extend(cancelled?);
+    // The secret part alone: it is in the whole token and in any other rendering of it.
+    let token = token
+        .split_once('.')
+        .map(|(_, secret)| secret.to_owned())
+        .context("the captured token has no secret part")?;
 
     // The minted token is nowhere but where it belongs.
     for args in [
