@@ -5,6 +5,10 @@
 //! machine's labels is refused and left as it was; the delete leaves another machine's Secret
 //! alone, deletes the machine's, and then finds nothing.
 //!
+//! The same runs again with a client whose only rights are those of `deploy/join-tokens.yaml`
+//! (its Role and RoleBinding, renamed for the run, bound to a ServiceAccount of its own): the Role
+//! as shipped is enough for minting, reusing, refreshing and deleting.
+//!
 //! Run with `cargo test -p nodewright-activities --test kube_join_tokens` after `dev/stack up`.
 //! The kubeconfig comes from `KUBECONFIG`, or else from the stack's env file (`.run/env`);
 //! without either the test prints why and passes without running. The tests sit in a
@@ -14,10 +18,12 @@
 mod kube_join_tokens {
     use std::path::PathBuf;
 
-    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     use kube::Api;
-    use kube::api::{DeleteParams, Patch, PatchParams};
-    use kube::config::{KubeConfigOptions, Kubeconfig};
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+    use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
     use nodewright_activities::kube::{
         DeleteBootstrapToken, JoinTokens, TokenDeleted, client_from_config,
     };
@@ -42,6 +48,97 @@ mod kube_join_tokens {
         let result = scenario(&client, &secrets, &cluster, &machine, &name).await;
         let _ = secrets.delete(&name, &DeleteParams::default()).await;
         result
+    }
+
+    #[tokio::test]
+    async fn the_role_of_deploy_join_tokens_is_enough() -> TestResult {
+        let Some(admin) = client().await? else {
+            return Ok(());
+        };
+        let Some(config) = config().await? else {
+            return Ok(());
+        };
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        let account = format!("kjt-{}", &suffix[..8]);
+        let grant = Grant::apply(&admin, &account).await;
+        let result = match &grant {
+            Ok(token) => {
+                let mut limited = config.clone();
+                limited.auth_info = AuthInfo {
+                    token: Some(token.clone().into()),
+                    ..AuthInfo::default()
+                };
+                let limited = client_from_config(limited)?;
+                let cluster = ClusterName::parse("cluster", &format!("kjr{}", &suffix[..8]))?;
+                let machine = format!("workers-{}", &suffix[8..13]);
+                let secrets: Api<Secret> = Api::namespaced(admin.clone(), "kube-system");
+                let name = machine_secret_name(&cluster, &machine);
+                let result = scenario(&limited, &secrets, &cluster, &machine, &name).await;
+                let _ = secrets.delete(&name, &DeleteParams::default()).await;
+                result
+            }
+            Err(error) => Err(error.to_string().into()),
+        };
+        Grant::revoke(&admin, &account).await;
+        result
+    }
+
+    /// `deploy/join-tokens.yaml`, its Role and RoleBinding renamed `<account>` and bound to the
+    /// ServiceAccount `nodewright/<account>`.
+    struct Grant;
+
+    impl Grant {
+        /// Applies the grant; returns a token of the account.
+        async fn apply(admin: &kube::Client, account: &str) -> TestResult<String> {
+            let text = std::fs::read_to_string(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/join-tokens.yaml"),
+            )?;
+            let mut documents = text.split("\n---\n");
+            let mut role: Role = serde_saphyr::from_str(documents.next().ok_or("no Role")?)?;
+            let mut binding: RoleBinding =
+                serde_saphyr::from_str(documents.next().ok_or("no RoleBinding")?)?;
+            role.metadata.name = Some(account.to_owned());
+            binding.metadata.name = Some(account.to_owned());
+            binding.role_ref.name = account.to_owned();
+            for subject in binding.subjects.iter_mut().flatten() {
+                subject.name = account.to_owned();
+            }
+            let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "nodewright");
+            let service_account: ServiceAccount =
+                serde_json::from_value(json!({ "metadata": { "name": account } }))?;
+            accounts
+                .create(&PostParams::default(), &service_account)
+                .await?;
+            Api::<Role>::namespaced(admin.clone(), "kube-system")
+                .create(&PostParams::default(), &role)
+                .await?;
+            Api::<RoleBinding>::namespaced(admin.clone(), "kube-system")
+                .create(&PostParams::default(), &binding)
+                .await?;
+            let request: TokenRequest = serde_json::from_value(json!({
+                "spec": { "audiences": [], "expirationSeconds": 3600 }
+            }))?;
+            let issued = accounts
+                .create_token_request(account, &PostParams::default(), &request)
+                .await?;
+            Ok(issued
+                .status
+                .and_then(|status| status.token)
+                .ok_or("no token issued")?)
+        }
+
+        async fn revoke(admin: &kube::Client, account: &str) {
+            let params = DeleteParams::default();
+            let _ = Api::<RoleBinding>::namespaced(admin.clone(), "kube-system")
+                .delete(account, &params)
+                .await;
+            let _ = Api::<Role>::namespaced(admin.clone(), "kube-system")
+                .delete(account, &params)
+                .await;
+            let _ = Api::<ServiceAccount>::namespaced(admin.clone(), "nodewright")
+                .delete(account, &params)
+                .await;
+        }
     }
 
     async fn scenario(
@@ -152,14 +249,21 @@ mod kube_join_tokens {
     }
 
     async fn client() -> TestResult<Option<kube::Client>> {
+        Ok(match config().await? {
+            Some(config) => Some(client_from_config(config)?),
+            None => None,
+        })
+    }
+
+    async fn config() -> TestResult<Option<kube::Config>> {
         let Some(path) = kubeconfig_path() else {
             eprintln!("skipped: KUBECONFIG is not set and no stack env file names one");
             return Ok(None);
         };
         let kubeconfig = Kubeconfig::read_from(&path)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-        Ok(Some(client_from_config(config)?))
+        Ok(Some(
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
+        ))
     }
 
     fn kubeconfig_path() -> Option<PathBuf> {
