@@ -4,6 +4,7 @@
 //! Workflows call into it to decide; activities and binaries use its types to describe the world.
 
 pub mod arm;
+pub mod bootstrap_token;
 pub mod cancel;
 pub mod cluster;
 pub mod config;

@@ -59,6 +59,16 @@ pub const MAX_FORCE_AFTER_UNHEALTHY: Duration = DAY;
 /// it costs money and holds a rollout's budget.
 pub const MAX_CREATION_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
 
+/// The shortest `spec.template.bootstrapToken.ttl`: a VM needs minutes to boot and join, and a
+/// token that expires before its kubelet has used it only fails the join. (The pool's creation
+/// timeout raises the floor further: a token must outlive the create it is minted for.)
+pub const MIN_BOOTSTRAP_TOKEN_TTL: Duration = Duration::from_secs(5 * 60);
+
+/// The longest `spec.template.bootstrapToken.ttl`: kubeadm's default for `kubeadm token
+/// create`. A join token is deleted once its Node is Ready, and its TTL only bounds how long one
+/// left by a killed run stays usable; longer is only a longer exposure.
+pub const MAX_BOOTSTRAP_TOKEN_TTL: Duration = DAY;
+
 /// The longest `spec.timeouts.health`: a Node NotReady for a day is broken for good.
 pub const MAX_HEALTH_TIMEOUT: Duration = DAY;
 
@@ -218,6 +228,7 @@ mod tests {
             MAX_VOLUME_TIMEOUT,
             MAX_FORCE_AFTER_UNHEALTHY,
             MAX_CREATION_TIMEOUT,
+            MAX_BOOTSTRAP_TOKEN_TTL,
             MAX_HEALTH_TIMEOUT,
             MAX_DRAIN_EXTENSION,
             MAX_SWEEP_GRACE,

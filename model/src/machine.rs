@@ -168,6 +168,9 @@ pub enum Step {
     /// CreateMachine, failure path with `keepOnFailure`: mark what was created as kept for
     /// debugging, so the orphan sweep leaves it.
     Keep,
+    /// CreateMachine, after the Node is Ready and after any undo: delete the machine's minted
+    /// join token (templates with `bootstrapToken` only).
+    DeleteJoinToken,
     /// DrainNode: cordon, taint and mark the Node (and DeleteMachine with `--skip-drain`).
     Cordon,
     /// DeleteMachine: drain the Node (the DrainNode child workflow).
@@ -232,6 +235,7 @@ impl Step {
             Step::WaitReady => "wait-ready",
             Step::Compensate => "compensate",
             Step::Keep => "keep",
+            Step::DeleteJoinToken => "delete-join-token",
             Step::Cordon => "cordon",
             Step::Drain => "drain",
             Step::SelectPods => "select-pods",

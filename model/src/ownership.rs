@@ -32,6 +32,9 @@ pub const TAG_KEPT: &str = "nodewright.io-kept";
 /// The longest tag value Azure accepts, in characters.
 pub const MAX_TAG_VALUE_CHARS: usize = 256;
 
+/// Label of a Kubernetes object nodewright creates that no Node label identifies (a machine's
+/// join token Secret): the owning cluster.
+pub const LABEL_CLUSTER: &str = "nodewright.io/cluster";
 /// Node label: the pool.
 pub const LABEL_POOL: &str = "nodewright.io/pool";
 /// Node label: the machine.

@@ -109,7 +109,8 @@ async fn start_kubernetes_actors(args: &Args, emulator: &Emulator) -> anyhow::Re
     )?;
     // Retries belong to the actors' own loops, which back off and record errors on the objects.
     config.default_retry = false;
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    let client =
+        kube::Client::try_from(config.clone()).context("building the Kubernetes client")?;
     let compute = Arc::new(emulator.clone());
     let mut joiner_settings = JoinerSettings::default();
     if let Some(subscription) = &args.subscription_id {
@@ -125,8 +126,10 @@ async fn start_kubernetes_actors(args: &Args, emulator: &Emulator) -> anyhow::Re
         csi_driver = %attacher_settings.driver_name,
         "starting the node joiner and the disk attacher"
     );
-    tokio::spawn(joiner::run(
+    // The joiner's apiserver and CA also check the bootstrap tokens VMs join with.
+    tokio::spawn(joiner::run_with_token_check(
         client.clone(),
+        config,
         compute.clone(),
         joiner_settings,
     ));

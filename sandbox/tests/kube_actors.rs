@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, Secret};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -72,6 +72,129 @@ async fn joiner_registers_a_node_for_a_booted_vm_and_stops_its_heartbeat_when_th
     delete_ignoring_missing(&Api::<Node>::all(client.clone()), &name).await;
     delete_ignoring_missing(&Api::<Lease>::namespaced(client, "kube-node-lease"), &name).await;
     result
+}
+
+#[tokio::test]
+async fn joiner_registers_a_node_only_for_a_bootstrap_token_the_apiserver_accepts() -> Result<()> {
+    let config = kube_config().await?;
+    let client = kube::Client::try_from(config.clone())?;
+    let scope = Scope::new();
+    let id = |first: char| format!("{first}{}", &scope.suffix[..5]);
+    let (accepted, refused, unknown) = (id('a'), id('r'), id('u'));
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "kube-system");
+    for token_id in [&accepted, &refused] {
+        secrets
+            .create(
+                &PostParams::default(),
+                &token_secret(token_id, "0123456789abcdef")?,
+            )
+            .await?;
+    }
+    let compute = Arc::new(FakeCompute::default());
+    let machine = |name: &str, custom_data: Option<String>| {
+        let mut machine = scope.machine(&format!("kat-tok-{name}-{}", scope.suffix));
+        machine.custom_data = custom_data;
+        machine
+    };
+    let join = |token: String| {
+        Some(format!(
+            "#!/bin/bash\nkubeadm join 10.0.0.4:6443 --token {token}\n"
+        ))
+    };
+    let machines = [
+        machine("accepted", join(format!("{accepted}.0123456789abcdef"))),
+        machine("refused", join(format!("{refused}.fedcba9876543210"))),
+        machine("unknown", join(format!("{unknown}.0123456789abcdef"))),
+        machine("none", None),
+    ];
+    for machine in &machines {
+        compute.put_machine(machine.clone());
+    }
+    let settings = JoinerSettings {
+        resync: Duration::from_millis(250),
+        managed_provider_id_prefix: format!("azure:///subscriptions/{}/", scope.subscription),
+        ..JoinerSettings::default()
+    };
+    let task = tokio::spawn(joiner::run_with_token_check(
+        client.clone(),
+        config,
+        compute.clone(),
+        settings,
+    ));
+    let result = token_scenario(&client, &secrets, &machines, &refused).await;
+    task.abort();
+    for machine in &machines {
+        delete_ignoring_missing(&Api::<Node>::all(client.clone()), &machine.name).await;
+        delete_ignoring_missing(
+            &Api::<Lease>::namespaced(client.clone(), "kube-node-lease"),
+            &machine.name,
+        )
+        .await;
+    }
+    for token_id in [&accepted, &refused] {
+        delete_ignoring_missing(&secrets, &format!("bootstrap-token-{token_id}")).await;
+    }
+    result
+}
+
+/// The accepted token's VM, the one whose token no Secret holds and the one without a token
+/// join; the one whose secret part is wrong does not, until its Secret carries that secret.
+async fn token_scenario(
+    client: &kube::Client,
+    secrets: &Api<Secret>,
+    machines: &[MachineView; 4],
+    refused_id: &str,
+) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let [accepted, refused, unknown, none] = machines;
+    for machine in [accepted, unknown, none] {
+        eventually(&format!("{} to be registered", machine.name), || async {
+            Ok(nodes.get_opt(&machine.name).await?)
+        })
+        .await?;
+    }
+    // Several passes (250 ms apart) have seen the refused VM by now.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    if nodes.get_opt(&refused.name).await?.is_some() {
+        bail!("{} joined with a token the apiserver refuses", refused.name);
+    }
+    secrets
+        .replace(
+            &format!("bootstrap-token-{refused_id}"),
+            &PostParams::default(),
+            &{
+                let mut fixed = token_secret(refused_id, "fedcba9876543210")?;
+                fixed.metadata.resource_version = secrets
+                    .get(&format!("bootstrap-token-{refused_id}"))
+                    .await?
+                    .metadata
+                    .resource_version;
+                fixed
+            },
+        )
+        .await?;
+    eventually(
+        &format!("{} to join once its token is valid", refused.name),
+        || async { Ok(nodes.get_opt(&refused.name).await?) },
+    )
+    .await?;
+    Ok(())
+}
+
+/// A bootstrap token Secret for authentication, valid for an hour.
+fn token_secret(id: &str, secret: &str) -> Result<Secret> {
+    let expiration = (chrono::Utc::now() + chrono::Duration::hours(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    Ok(serde_json::from_value(json!({
+        "metadata": { "name": format!("bootstrap-token-{id}"), "namespace": "kube-system" },
+        "type": "bootstrap.kubernetes.io/token",
+        "stringData": {
+            "token-id": id,
+            "token-secret": secret,
+            "expiration": expiration,
+            "usage-bootstrap-authentication": "true",
+        },
+    }))?)
 }
 
 async fn joiner_scenario(
@@ -653,6 +776,11 @@ impl Scope {
 
 /// A client for the stack's API server (`dev/stack up` must have run).
 async fn kube_client() -> Result<kube::Client> {
+    Ok(kube::Client::try_from(kube_config().await?)?)
+}
+
+/// The configuration of the stack's API server (`dev/stack up` must have run).
+async fn kube_config() -> Result<kube::Config> {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
     let Some(path) = kubeconfig_path() else {
         bail!("KUBECONFIG is not set and no stack env file names one; run `dev/stack up`");
@@ -662,7 +790,7 @@ async fn kube_client() -> Result<kube::Client> {
     let config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     nodewright_sandbox::tls::install_crypto_provider();
-    Ok(kube::Client::try_from(config)?)
+    Ok(config)
 }
 
 fn kubeconfig_path() -> Option<PathBuf> {

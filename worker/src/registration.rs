@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Context;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmWriteActivities};
 use nodewright_activities::azure::{ArmClient, KeyVaultClient};
+use nodewright_activities::kube::JoinTokens;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::bootstrap::BootstrapSource;
 use nodewright_activities::temporal::TemporalActivities;
@@ -57,6 +58,7 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
     } = clients;
     let task_queue = config.temporal.task_queue.clone();
     let bootstrap = BootstrapSource::kubernetes(kube.clone()).with_key_vault(key_vault);
+    let join_tokens = JoinTokens::kubernetes(kube.clone());
     let main = WorkerOptions::new(task_queue.clone())
         .register_workflow::<PreflightWorkflow>()
         .context("registering PreflightWorkflow")?
@@ -86,7 +88,9 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         .build();
     let arm_writes = WorkerOptions::new(arm_write_task_queue(&task_queue))
         .register_activities(
-            ArmWriteActivities::new(arm, config.azure.location.clone()).with_bootstrap(bootstrap),
+            ArmWriteActivities::new(arm, config.azure.location.clone())
+                .with_bootstrap(bootstrap)
+                .with_join_tokens(join_tokens),
         )
         .max_task_queue_activities_per_second(config.azure.arm_writes_per_second)
         .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))

@@ -7,8 +7,12 @@ use nodewright_activities::azure::machines::{
     ArmReadActivities, ArmWriteActivities, AwaitVm, BeginVmCreate, EnsureNic, TagMachine,
     TagOsDisk, VmCreateStarted, VmProvisioned,
 };
-use nodewright_activities::kube::{AwaitNode, KubeActivities, NodeMetadata, NodeTaint, NodeWait};
+use nodewright_activities::kube::{
+    AwaitNode, DeleteBootstrapToken, KubeActivities, NodeMetadata, NodeTaint, NodeWait,
+    TokenDeleted,
+};
 use nodewright_model::Operation;
+use nodewright_model::bootstrap_token::{NAMESPACE as TOKEN_NAMESPACE, machine_secret_name};
 use nodewright_model::cancel::Canceled;
 use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, policy_to_annotation};
 use nodewright_model::machine::{
@@ -26,6 +30,10 @@ use crate::progress::{
 use crate::removal::{Removal, remove_machine};
 use crate::search;
 use crate::{activity_options, cancellation};
+
+/// The patch marker of the join-token deletion (after Ready and after any undo): runs recorded
+/// before it replay without the step. Only templates with `bootstrapToken` reach it.
+const JOIN_TOKEN_PATCH: &str = "bootstrap-token-cleanup";
 
 /// Creates one machine; see the runbook above.
 #[workflow]
@@ -68,7 +76,14 @@ impl CreateMachineWorkflow {
 
         match create(ctx, &request, started, deadline).await {
             Ok(created) => {
-                succeed(ctx, format!("machine {} is Ready", request.machine));
+                let mut summary = format!("machine {} is Ready", request.machine);
+                if let Some(JoinTokenCleanup::Failed(reason)) =
+                    delete_join_token(ctx, &request).await
+                {
+                    summary.push_str("; ");
+                    summary.push_str(&reason);
+                }
+                succeed(ctx, summary);
                 Ok(created)
             }
             Err(failed) if cancellation::requested(ctx) => {
@@ -86,7 +101,12 @@ impl CreateMachineWorkflow {
             Err(failed) => {
                 record_failure(ctx, &failed);
                 let cleanup = if request.keep_on_failure {
-                    keep(ctx, &request, &failed).await
+                    let mut kept = keep(ctx, &request, &failed).await;
+                    if let Some(cleanup) = delete_join_token(ctx, &request).await {
+                        kept.push_str("; ");
+                        kept.push_str(cleanup.text());
+                    }
+                    kept
                 } else {
                     match compensate(ctx, &request, vm_id).await {
                         Ok(removed) => removed.summary(),
@@ -366,6 +386,8 @@ async fn compensate(
     request: &CreateMachineRequest,
     vm_id: String,
 ) -> Result<Compensated, String> {
+    // The token first: a VM still booting can no longer join with it.
+    let token = delete_join_token(ctx, request).await;
     begin(ctx, Step::Compensate);
     let removal = Removal {
         cluster: request.cluster.clone(),
@@ -374,22 +396,100 @@ async fn compensate(
     };
     match remove_machine(ctx, &removal, false).await {
         Ok(removed) => {
-            let compensated = Compensated {
+            let mut compensated = Compensated {
                 undone: removed.what_went(),
                 kept: removed.foreign_vm.iter().cloned().collect(),
             };
+            match token {
+                Some(JoinTokenCleanup::Deleted(_)) => compensated.undone.push(format!(
+                    "the join token Secret {TOKEN_NAMESPACE}/{}",
+                    machine_secret_name(&request.cluster, &request.machine)
+                )),
+                Some(JoinTokenCleanup::Failed(reason)) => compensated.kept.push(reason),
+                Some(JoinTokenCleanup::Untouched(_)) | None => {}
+            }
             done(ctx, Step::Compensate, compensated.summary());
             Ok(compensated)
         }
         Err(failed) => {
-            let reason = format!(
+            let mut reason = format!(
                 "compensation failed at {}: {}; the orphan sweep will remove what is left",
                 failed.step, failed.reason
             );
+            if let Some(JoinTokenCleanup::Failed(token)) = token {
+                reason.push_str("; ");
+                reason.push_str(&token);
+            }
             record_failure(ctx, &StepFailed::new(Step::Compensate, reason.clone()));
             Err(reason)
         }
     }
+}
+
+/// What deleting the machine's join token came to.
+enum JoinTokenCleanup {
+    /// Deleted; the status detail.
+    Deleted(String),
+    /// There was none, or it is not this machine's; the status detail.
+    Untouched(String),
+    /// The deletion failed after its retries; why, and that the token expires at its TTL.
+    Failed(String),
+}
+
+impl JoinTokenCleanup {
+    fn text(&self) -> &str {
+        match self {
+            JoinTokenCleanup::Deleted(text)
+            | JoinTokenCleanup::Untouched(text)
+            | JoinTokenCleanup::Failed(text) => text,
+        }
+    }
+}
+
+/// Deletes the machine's minted join token (`kube.delete_bootstrap_token`, shielded from
+/// cancellation) when its template has `bootstrapToken`: after the Node is Ready, and before any
+/// undo. `None` when the template mints no token (or the run was recorded before this step).
+async fn delete_join_token(
+    ctx: &mut WorkflowContext<CreateMachineWorkflow>,
+    request: &CreateMachineRequest,
+) -> Option<JoinTokenCleanup> {
+    if request.template.bootstrap_token.is_none() || !ctx.patched(JOIN_TOKEN_PATCH) {
+        return None;
+    }
+    let secret = format!(
+        "{TOKEN_NAMESPACE}/{}",
+        machine_secret_name(&request.cluster, &request.machine)
+    );
+    begin(ctx, Step::DeleteJoinToken);
+    let deleted = ctx
+        .execute_activity(
+            KubeActivities::delete_bootstrap_token,
+            DeleteBootstrapToken {
+                cluster: request.cluster.clone(),
+                machine: request.machine.clone(),
+            },
+            cancellation::shielded(activity_options::kube_write()),
+        )
+        .await;
+    Some(match deleted {
+        Ok(deleted) => {
+            let detail = deleted.summary(&secret);
+            done(ctx, Step::DeleteJoinToken, detail.clone());
+            if deleted == TokenDeleted::Deleted {
+                JoinTokenCleanup::Deleted(detail)
+            } else {
+                JoinTokenCleanup::Untouched(detail)
+            }
+        }
+        Err(error) => {
+            let reason = format!(
+                "deleting the join token Secret {secret} failed: {}; the token stops working at its expiration (bootstrapToken.ttl after it was minted)",
+                activity_failure_text(&error)
+            );
+            record_failure(ctx, &StepFailed::new(Step::DeleteJoinToken, reason.clone()));
+            JoinTokenCleanup::Failed(reason)
+        }
+    })
 }
 
 /// Marks what a failed create keeps (`keepOnFailure`) so that the orphan sweep leaves it: the

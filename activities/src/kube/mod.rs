@@ -5,6 +5,7 @@ pub mod drain;
 mod error;
 pub mod identity;
 mod inspect;
+pub mod join_token;
 mod node_spec;
 pub mod nodes;
 pub mod pool;
@@ -26,6 +27,7 @@ pub use drain::{
     PodAction, PodDeletion, PrepareDrain, PreparedNode, Reattached, RestoreNode,
 };
 pub use error::{Error, Result};
+pub use join_token::{DeleteBootstrapToken, JoinTokens, TokenDeleted};
 pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
 pub use pool::{ListPoolNodes, MarkOutdated, MarkedOutdated};
 pub use sweep::{ApiHealth, DeleteOrphanNode, ListNodesPage, NodesPage, OrphanNodeDeleted};
@@ -390,6 +392,25 @@ impl KubeActivities {
         pool::mark_outdated(&self.client, &input)
             .await
             .map_err(Error::into_activity_error)
+    }
+
+    /// Deletes the machine's join token Secret `kube-system/bootstrap-token-<id>` (minted by
+    /// `azure.begin_vm_create` for a template with `bootstrapToken`), only when its labels say it
+    /// is this cluster's machine's, with a UID precondition.
+    ///
+    /// # Idempotency
+    /// An absent Secret (never minted, deleted already) is reported absent; one of someone else
+    /// is left alone and reported so.
+    #[activity(name = "kube.delete_bootstrap_token")]
+    pub async fn delete_bootstrap_token(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: DeleteBootstrapToken,
+    ) -> Result<TokenDeleted, ActivityError> {
+        JoinTokens::kubernetes(self.client.clone())
+            .delete(&input)
+            .await
+            .map_err(join_token::JoinTokenError::into_activity_error)
     }
 
     /// Deletes the machine's Node object (only when its providerID names the machine's VM).

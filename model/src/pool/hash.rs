@@ -74,7 +74,8 @@ mod tests {
 
     use super::*;
     use crate::pool::{
-        BootstrapKeyVaultSecret, BootstrapSecretRef, ImageSource, OsDiskSpec, TaintSpec,
+        BootstrapKeyVaultSecret, BootstrapSecretRef, BootstrapTokenSpec, ImageSource, OsDiskSpec,
+        TaintSpec,
     };
 
     fn template() -> MachineTemplate {
@@ -101,6 +102,7 @@ mod tests {
             bootstrap: Some("#!/bin/bash\n".to_owned()),
             bootstrap_secret_ref: None,
             bootstrap_key_vault_secret: None,
+            bootstrap_token: None,
         }
     }
 
@@ -137,7 +139,7 @@ mod tests {
     fn hash_changes_with_every_part_of_the_template() {
         let base = template_hash(&template());
         type Change = (&'static str, fn(&mut MachineTemplate));
-        let changes: [Change; 10] = [
+        let changes: [Change; 12] = [
             ("vm size", |t| t.vm_size = "Standard_D4s_v5".to_owned()),
             ("image version", |t| {
                 t.image.version = Some("24.04.202411030".to_owned())
@@ -173,6 +175,15 @@ mod tests {
                     namespace: "nodewright".to_owned(),
                     name: "workers-bootstrap-v2".to_owned(),
                     key: "bootstrap".to_owned(),
+                });
+            }),
+            ("a minted bootstrap token", |t| {
+                t.bootstrap_token = Some(BootstrapTokenSpec::default());
+            }),
+            ("the minted token's groups", |t| {
+                t.bootstrap_token = Some(BootstrapTokenSpec {
+                    extra_groups: vec!["system:bootstrappers:workers".to_owned()],
+                    ..BootstrapTokenSpec::default()
                 });
             }),
         ];

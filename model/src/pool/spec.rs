@@ -106,6 +106,12 @@ pub struct MachineTemplate {
     /// versionless URI reads the latest version at each create.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_key_vault_secret: Option<BootstrapKeyVaultSecret>,
+    /// A join token minted per machine (opt-in): the worker creates a Kubernetes bootstrap token
+    /// for each machine when it builds the VM, puts it into the bootstrap text where it says
+    /// [`crate::bootstrap_token::PLACEHOLDER`], and deletes it once the Node is Ready or the
+    /// create is undone. The token never enters a run; the template hash covers these settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_token: Option<BootstrapTokenSpec>,
 }
 
 /// An Azure Key Vault secret holding a machine's bootstrap text.
@@ -121,6 +127,42 @@ impl std::fmt::Display for BootstrapKeyVaultSecret {
     /// `Key Vault secret https://contoso-boot.vault.azure.net/secrets/workers-bootstrap`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Key Vault secret {}", self.secret_uri)
+    }
+}
+
+/// `spec.template.bootstrapToken`: how the join token minted for each machine looks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BootstrapTokenSpec {
+    /// How long the token is valid after it is minted (default `30m`; from
+    /// [`crate::limits::MIN_BOOTSTRAP_TOKEN_TTL`] to [`crate::limits::MAX_BOOTSTRAP_TOKEN_TTL`],
+    /// and at least the pool's creation timeout).
+    #[serde(default = "default_token_ttl")]
+    pub ttl: String,
+    /// Groups the token authenticates as besides `system:bootstrappers`, each
+    /// `system:bootstrappers:<name>` (e.g. `system:bootstrappers:kubeadm:default-node-token`,
+    /// the group kubeadm binds to the node-bootstrapper roles).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_groups: Vec<String>,
+}
+
+fn default_token_ttl() -> String {
+    "30m".to_owned()
+}
+
+impl Default for BootstrapTokenSpec {
+    fn default() -> Self {
+        Self {
+            ttl: default_token_ttl(),
+            extra_groups: Vec::new(),
+        }
+    }
+}
+
+impl BootstrapTokenSpec {
+    /// The TTL as a duration; `None` when it does not parse (validation refuses such a pool).
+    pub fn ttl(&self) -> Option<std::time::Duration> {
+        humantime::parse_duration(&self.ttl).ok()
     }
 }
 

@@ -43,6 +43,28 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Reading the bootstrap token Secret a VM's token names failed.
+    #[error("reading Secret kube-system/{secret} for the bootstrap token of node {node}")]
+    ReadTokenSecret {
+        /// The Node's name.
+        node: String,
+        /// The Secret's name.
+        secret: String,
+        /// The API server's answer.
+        #[source]
+        source: kube::Error,
+    },
+    /// Asking the apiserver who the VM's bootstrap token is failed (other than a refusal).
+    #[error("authenticating with the bootstrap token of node {node} (Secret kube-system/{secret})")]
+    CheckToken {
+        /// The Node's name.
+        node: String,
+        /// The token's Secret.
+        secret: String,
+        /// The API server's answer, or the transport error.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// The node joiner's result type.

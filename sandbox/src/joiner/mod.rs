@@ -40,6 +40,23 @@
 //! Custom-data labels win over tag labels; kubelet's well-known labels (hostname, OS,
 //! architecture, instance type, region, zone) win over both.
 //!
+//! # Bootstrap tokens
+//!
+//! A kubelet joins with the credential its bootstrap gives it, and an apiserver that does not
+//! accept it never sees the Node. When the joiner is started with
+//! [`run_with_token_check`] (the sandbox binary is) and a VM's custom data passes a bootstrap
+//! token to `kubeadm join` (`--token <id>.<secret>`), the joiner first authenticates with it:
+//! `POST /apis/authentication.k8s.io/v1/selfsubjectreviews` with `Authorization: Bearer <token>`
+//! (the apiserver runs with `--enable-bootstrap-token-auth`), and registers the Node only when the
+//! apiserver answers that the caller is `system:bootstrap:<id>`. A token it refuses (unknown
+//! secret, expired, deleted, not for authentication) keeps the VM from joining; the joiner logs
+//! why once per VM and reason, naming the token's Secret, never the token, and tries again on
+//! every pass, as a kubelet retries.
+//!
+//! A token whose id has no Secret `kube-system/bootstrap-token-<id>` at all is one the cluster's
+//! token store does not hold (a static marker, as the e2e tests put into bootstraps they scan
+//! for): the sandbox cannot tell it from a credential of another kind and joins the VM as before.
+//!
 //! # Guarantees
 //!
 //! - A Node is never deleted, and a Node whose `spec.providerID` does not start with
@@ -58,6 +75,7 @@
 mod decide;
 mod error;
 mod spec;
+mod tokens;
 
 use std::future::Future;
 use std::pin::pin;
@@ -77,8 +95,10 @@ pub use error::{Error, Result};
 pub use spec::{
     ATTACH_DETACH_ANNOTATION, Capacity, HEARTBEAT_STOPPED_ANNOTATION, KWOK_ANNOTATION,
     KWOK_ANNOTATION_VALUE, KubeletFlags, KubeletInfo, STOPPED_LEASE_HOLDER, TAG_LABEL_PREFIX,
-    capacity_of, node_for_machine, node_name, node_status, parse_kubelet_flags, provider_id,
+    bootstrap_token, capacity_of, node_for_machine, node_name, node_status, parse_kubelet_flags,
+    provider_id,
 };
+pub use tokens::TokenVerdict;
 
 use crate::compute::{Compute, MachineView};
 
@@ -113,6 +133,8 @@ impl Default for JoinerSettings {
 /// It passes over every VM and Node whenever the emulator reports a change, and at least once per
 /// [`JoinerSettings::resync`] once the first list of Nodes has arrived. Failed steps are logged and
 /// retried on the next pass.
+///
+/// Bootstrap tokens in custom data are not checked: see [`run_with_token_check`].
 pub fn run<C: Compute>(
     client: kube::Client,
     compute: Arc<C>,
@@ -123,6 +145,26 @@ pub fn run<C: Compute>(
         leases: Api::namespaced(client, NODE_LEASE_NAMESPACE),
         compute,
         settings,
+        tokens: None,
+    };
+    joiner.run()
+}
+
+/// Like [`run`], and a VM whose custom data passes a bootstrap token joins only when the
+/// apiserver of `config` (the joiner's own, with the token instead of its credentials)
+/// authenticates the token (see the module doc, "Bootstrap tokens").
+pub fn run_with_token_check<C: Compute>(
+    client: kube::Client,
+    config: kube::Config,
+    compute: Arc<C>,
+    settings: JoinerSettings,
+) -> impl Future<Output = ()> + Send + 'static {
+    let joiner = NodeJoiner {
+        nodes: Api::all(client.clone()),
+        leases: Api::namespaced(client.clone(), NODE_LEASE_NAMESPACE),
+        compute,
+        settings,
+        tokens: Some(tokens::TokenCheck::new(client, config)),
     };
     joiner.run()
 }
@@ -138,6 +180,8 @@ struct NodeJoiner<C> {
     leases: Api<Lease>,
     compute: Arc<C>,
     settings: JoinerSettings,
+    /// Checks the bootstrap tokens VMs join with; `None`: joins without checking.
+    tokens: Option<tokens::TokenCheck>,
 }
 
 impl<C: Compute> NodeJoiner<C> {
@@ -235,8 +279,14 @@ impl<C: Compute> NodeJoiner<C> {
     /// Creates the Node and writes its status. kwok may initialize the Node in between, with
     /// default capacity the status write then replaces.
     async fn register(&self, machine: &MachineView) -> Result<()> {
-        let node = node_for_machine(machine, &self.kubelet_info());
         let name = node_name(machine);
+        if let Some(check) = &self.tokens
+            && let Some(token) = machine.custom_data.as_deref().and_then(bootstrap_token)
+            && !check.admits(machine, &name, token).await?
+        {
+            return Ok(());
+        }
+        let node = node_for_machine(machine, &self.kubelet_info());
         match self.nodes.create(&PostParams::default(), &node).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {

@@ -202,6 +202,26 @@ pub fn parse_kubelet_flags(custom_data: &str) -> KubeletFlags {
     flags
 }
 
+/// The bootstrap token a bootstrap script passes to `kubeadm join` (`--token <id>.<secret>` or
+/// `--token=<id>.<secret>`, quoted or not), when one of the form `[a-z0-9]{6}\.[a-z0-9]{16}` is
+/// there: the first such.
+pub fn bootstrap_token(custom_data: &str) -> Option<&str> {
+    flag_values(custom_data, "--token")
+        .into_iter()
+        .find(|value| is_bootstrap_token(value))
+}
+
+/// `[a-z0-9]{6}\.[a-z0-9]{16}`.
+fn is_bootstrap_token(value: &str) -> bool {
+    let token_char = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    value.split_once('.').is_some_and(|(id, secret)| {
+        id.len() == 6
+            && secret.len() == 16
+            && id.bytes().all(token_char)
+            && secret.bytes().all(token_char)
+    })
+}
+
 /// The capacity of a VM size from a small table; unknown sizes get 4 vCPUs and 16 GiB.
 pub fn capacity_of(vm_size: &str) -> Capacity {
     const SIZES: &[(&str, u32, u32)] = &[
@@ -337,6 +357,31 @@ mod tests {
             .collect();
         assert_eq!(flags.labels, expected, "labels of {custom_data:?}");
         assert_eq!(flags.taints, taints, "taints of {custom_data:?}");
+    }
+
+    #[test]
+    fn a_kubeadm_join_token_is_found_in_its_flag() {
+        for (custom_data, expected) in [
+            ("", None),
+            (
+                "kubeadm join 10.0.0.4:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:00",
+                Some("abcdef.0123456789abcdef"),
+            ),
+            (
+                "kubeadm join --token=\"abcdef.0123456789abcdef\"",
+                Some("abcdef.0123456789abcdef"),
+            ),
+            ("kubeadm join --token <<BOOTSTRAP_TOKEN>>", None),
+            ("kubeadm join --token ABCDEF.0123456789abcdef", None),
+            ("kubeadm join --token abcdef.0123456789abcde", None),
+            (
+                "--token-ttl 0 --token x --token abcdef.0123456789abcdef",
+                Some("abcdef.0123456789abcdef"),
+            ),
+            ("--discovery-token abcdef.0123456789abcdef", None),
+        ] {
+            assert_eq!(bootstrap_token(custom_data), expected, "{custom_data:?}");
+        }
     }
 
     #[test]

@@ -126,6 +126,7 @@ mod tests {
             bootstrap: Some("#!/bin/bash\necho hi\n".to_owned()),
             bootstrap_secret_ref: None,
             bootstrap_key_vault_secret: None,
+            bootstrap_token: None,
         }
     }
 

@@ -6,6 +6,7 @@ use temporalio_sdk::activities::ActivityError;
 use crate::azure::Error as ArmError;
 use crate::failure::{Failure, Retry};
 use crate::kube::bootstrap::BootstrapError;
+use crate::kube::join_token::JoinTokenError;
 
 /// Why a machine activity failed.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +43,10 @@ pub enum MachineError {
     /// never carries the content).
     #[error("{0}")]
     Bootstrap(#[from] BootstrapError),
+    /// The machine's join token could not be minted or filled in (its message never carries the
+    /// token).
+    #[error("{0}")]
+    JoinToken(#[from] JoinTokenError),
     /// A response that cannot be: ARM answered without a field it always sends.
     #[error("{0}")]
     Unexpected(String),
@@ -90,6 +95,15 @@ impl MachineError {
                     Retry::NonRetryable
                 },
                 error.retry_after(),
+            ),
+            MachineError::JoinToken(error) => (
+                error.type_name(),
+                if error.is_retryable() {
+                    Retry::Retryable
+                } else {
+                    Retry::NonRetryable
+                },
+                None,
             ),
             MachineError::Unexpected(_) => ("Unexpected", Retry::Retryable, None),
         };

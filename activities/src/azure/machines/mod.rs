@@ -35,6 +35,7 @@ pub use types::*;
 use crate::azure::inventory::{InventoryPage, ListInventoryPage, list_inventory_page};
 use crate::azure::{ArmClient, Deletion, Error as ArmError};
 use crate::kube::bootstrap::BootstrapSource;
+use crate::kube::join_token::JoinTokens;
 use crate::lifetime;
 
 /// How long an ARM write's own short operation (a NIC, a disk's tags) may take inside the
@@ -46,6 +47,7 @@ pub struct ArmWriteActivities {
     client: ArmClient,
     location: String,
     bootstrap: BootstrapSource,
+    join_tokens: JoinTokens,
 }
 
 /// ARM reads and waits: registered on the main task queue.
@@ -60,6 +62,7 @@ impl ArmWriteActivities {
             client,
             location: location.into(),
             bootstrap: BootstrapSource::none(),
+            join_tokens: JoinTokens::none(),
         }
     }
 
@@ -69,6 +72,13 @@ impl ArmWriteActivities {
         self.bootstrap = source;
         self
     }
+
+    /// Mints the join tokens of templates with `bootstrapToken` with `tokens` (without, such a
+    /// template fails its create).
+    pub fn with_join_tokens(mut self, tokens: JoinTokens) -> Self {
+        self.join_tokens = tokens;
+        self
+    }
 }
 
 impl ArmReadActivities {
@@ -76,6 +86,15 @@ impl ArmReadActivities {
     pub fn new(client: ArmClient) -> Self {
         Self { client }
     }
+}
+
+/// Where the template's bootstrap text comes from, for messages: its Secret reference, or the
+/// inline field.
+fn bootstrap_source(template: &nodewright_model::pool::MachineTemplate) -> String {
+    template
+        .bootstrap_secret_ref
+        .as_ref()
+        .map_or_else(|| "spec.template.bootstrap".to_owned(), ToString::to_string)
 }
 
 /// Whether an ARM error means "not there".
@@ -296,6 +315,17 @@ impl ArmWriteActivities {
         }
         // Read now, held only in this activity's memory and the PUT below.
         let bootstrap = self.bootstrap.text(&input.template).await?;
+        // Fill placeholders: the machine's join token, minted (or found again) only now.
+        let bootstrap = self
+            .join_tokens
+            .fill(
+                &input.template,
+                &input.cluster,
+                &input.machine,
+                bootstrap,
+                &bootstrap_source(&input.template),
+            )
+            .await?;
         let body = body::vm_body(
             &self.location,
             &input.machine,

@@ -1,9 +1,15 @@
 //! The bootstrap's rules: inline text, a Secret reference or a Key Vault secret, at most one; a
-//! reference that names a Secret Kubernetes could hold, a secret URI Key Vault could serve.
+//! reference that names a Secret Kubernetes could hold, a secret URI Key Vault could serve; a
+//! minted join token (`bootstrapToken`) with a TTL within its limits and the pool's creation
+//! timeout, groups the apiserver accepts, and a bootstrap that says where the token goes.
+
+use std::time::Duration;
 
 use super::kube::is_dns_subdomain;
 use super::{Problems, quoted};
+use crate::bootstrap_token::{PLACEHOLDER, is_extra_group};
 use crate::keyvault::SecretUri;
+use crate::limits::{MAX_BOOTSTRAP_TOKEN_TTL, MIN_BOOTSTRAP_TOKEN_TTL, short};
 use crate::pool::spec::{BootstrapSecretRef, MachineTemplate};
 
 /// The longest key of a Secret's data (Kubernetes' limit on a ConfigMap or Secret key).
@@ -68,6 +74,90 @@ fn key_vault_secret(problems: &mut Problems, field: &str, template: &MachineTemp
                 problem.fix,
             );
         }
+    }
+}
+
+/// Checks `bootstrapToken` of the template at `field` (`spec.template`): its TTL within the
+/// limits and at least `creation` (the pool's creation timeout, at `creation_field`; zero when
+/// that field is invalid and reported already), its extra groups, and a bootstrap that holds
+/// [`PLACEHOLDER`] (an inline one here; a Secret's when the worker reads it).
+pub(super) fn token(
+    problems: &mut Problems,
+    field: &str,
+    template: &MachineTemplate,
+    creation: Duration,
+    creation_field: &str,
+) {
+    let Some(token) = &template.bootstrap_token else {
+        return;
+    };
+    let at = format!("{field}.bootstrapToken");
+    let ttl_field = format!("{at}.ttl");
+    let bounds = format!(
+        "write a duration from {} to {} such as \"30m\" (units: s, m, h)",
+        short(MIN_BOOTSTRAP_TOKEN_TTL),
+        short(MAX_BOOTSTRAP_TOKEN_TTL)
+    );
+    match humantime::parse_duration(&token.ttl) {
+        Err(error) => problems.push(
+            ttl_field,
+            quoted(&token.ttl),
+            format!("is not a duration ({error})"),
+            bounds,
+        ),
+        Ok(ttl) if ttl < MIN_BOOTSTRAP_TOKEN_TTL => problems.push(
+            ttl_field,
+            quoted(&token.ttl),
+            format!(
+                "is shorter than {}: a VM takes minutes to boot and join",
+                short(MIN_BOOTSTRAP_TOKEN_TTL)
+            ),
+            bounds,
+        ),
+        Ok(ttl) if ttl > MAX_BOOTSTRAP_TOKEN_TTL => problems.push(
+            ttl_field,
+            quoted(&token.ttl),
+            format!("is longer than {}", short(MAX_BOOTSTRAP_TOKEN_TTL)),
+            bounds,
+        ),
+        Ok(ttl) if !creation.is_zero() && ttl < creation => problems.push(
+            ttl_field.clone(),
+            quoted(&token.ttl),
+            format!(
+                "is shorter than {creation_field} ({}): the token could expire before the machine joins",
+                humantime::format_duration(creation)
+            ),
+            format!("make {ttl_field} at least {creation_field}, or shorten {creation_field}"),
+        ),
+        Ok(_) => {}
+    }
+    for (index, group) in token.extra_groups.iter().enumerate() {
+        if !is_extra_group(group) {
+            problems.push(
+                format!("{at}.extraGroups[{index}]"),
+                quoted(group),
+                "is not a bootstrap token group",
+                "write system:bootstrappers:<name>, the name of lowercase letters, digits, ':' and '-' ending with a letter or digit (e.g. system:bootstrappers:kubeadm:default-node-token)",
+            );
+        }
+    }
+    match (&template.bootstrap, &template.bootstrap_secret_ref) {
+        (Some(inline), _) if !inline.contains(PLACEHOLDER) => problems.push(
+            format!("{field}.bootstrap"),
+            // The text itself may hold a credential: it is never shown.
+            "(the inline text, not shown)",
+            format!("does not contain the placeholder {PLACEHOLDER}, so the minted token would reach no machine"),
+            format!("write {PLACEHOLDER} where the join takes its token (e.g. kubeadm join … --token {PLACEHOLDER}), or remove {at}"),
+        ),
+        (None, None) if template.bootstrap_key_vault_secret.is_none() => problems.push(
+            at,
+            "{…}",
+            "is set, but the template has no bootstrap to put the token into",
+            format!(
+                "set {field}.bootstrapSecretRef, bootstrapKeyVaultSecret or bootstrap to a text with {PLACEHOLDER} where the join takes its token"
+            ),
+        ),
+        _ => {}
     }
 }
 

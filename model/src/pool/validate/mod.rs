@@ -102,6 +102,13 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
     let strategy = rollout::strategy(&mut problems, "spec.strategy", &spec.strategy);
     let drain = rollout::drain(&mut problems, "spec.drain", &spec.drain);
     let timeouts = rollout::timeouts(&mut problems, "spec.timeouts", &spec.timeouts);
+    bootstrap::token(
+        &mut problems,
+        "spec.template",
+        &spec.template,
+        timeouts.creation,
+        "spec.timeouts.creation",
+    );
     if !problems.0.is_empty() {
         return Err(InvalidPool { errors: problems.0 });
     }

@@ -9,7 +9,9 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::machine_name::MachineName;
-use crate::pool::{Amount, ImageSource, IntOrPercent, TaintSpec, parse};
+use crate::pool::{
+    Amount, BootstrapSecretRef, BootstrapTokenSpec, ImageSource, IntOrPercent, TaintSpec, parse,
+};
 
 const WORKERS_YAML: &str = include_str!("../../../../examples/pools/workers.yaml");
 
@@ -27,6 +29,16 @@ fn taint(key: &str, value: &str, effect: &str) -> TaintSpec {
         value: value.to_owned(),
         effect: effect.to_owned(),
     }
+}
+
+/// Gives the example a minted token of `ttl` and `groups`, and an inline bootstrap that takes it.
+fn with_token(pool: &mut Pool, ttl: &str, groups: &[&str]) {
+    pool.spec.template.bootstrap_token = Some(BootstrapTokenSpec {
+        ttl: ttl.to_owned(),
+        extra_groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+    });
+    pool.spec.template.bootstrap =
+        Some("#!/bin/bash\nkubeadm join 10.0.0.4:6443 --token <<BOOTSTRAP_TOKEN>>\n".to_owned());
 }
 
 /// Applies `change` to the example and asserts validation reports exactly one problem, on
@@ -140,6 +152,17 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses a dsa key", |p| p.spec.template.ssh_public_key = Some("ssh-dss AAAAB3Nz me@host".into()), "spec.template.sshPublicKey", "is not an OpenSSH public key"),
         ("accepts a bootstrap of 65535 bytes", |p| p.spec.template.bootstrap = Some("x".repeat(65_535)), "", ""),
         ("refuses a bootstrap of 65536 bytes", |p| p.spec.template.bootstrap = Some("x".repeat(65_536)), "spec.template.bootstrap", "is longer than 65,535 bytes"),
+        // bootstrapToken.
+        ("accepts a minted token with its placeholder in the bootstrap", |p| with_token(p, "30m", &[]), "", ""),
+        ("accepts a token ttl equal to the creation timeout", |p| with_token(p, "20m", &["system:bootstrappers:kubeadm:default-node-token"]), "", ""),
+        ("accepts a token filled into a bootstrap secret", |p| { with_token(p, "30m", &[]); p.spec.template.bootstrap = None; p.spec.template.bootstrap_secret_ref = Some(BootstrapSecretRef { namespace: "nodewright".into(), name: "workers-join".into(), key: "bootstrap".into() }); }, "", ""),
+        ("refuses a token for an inline bootstrap without the placeholder", |p| { with_token(p, "30m", &[]); p.spec.template.bootstrap = Some("kubeadm join --token abcdef.0123456789abcdef".into()); }, "spec.template.bootstrap", "does not contain the placeholder <<BOOTSTRAP_TOKEN>>"),
+        ("refuses a token without a bootstrap", |p| { with_token(p, "30m", &[]); p.spec.template.bootstrap = None; }, "spec.template.bootstrapToken", "is set, but the template has no bootstrap"),
+        ("refuses a token ttl of 4 minutes", |p| { with_token(p, "4m", &[]); p.spec.timeouts.creation = "2m".into(); }, "spec.template.bootstrapToken.ttl", "is shorter than 5m"),
+        ("refuses a token ttl over a day", |p| with_token(p, "25h", &[]), "spec.template.bootstrapToken.ttl", "is longer than 24h"),
+        ("refuses a token ttl that is not a duration", |p| with_token(p, "soon", &[]), "spec.template.bootstrapToken.ttl", "is not a duration"),
+        ("refuses a token ttl shorter than the creation timeout", |p| with_token(p, "15m", &[]), "spec.template.bootstrapToken.ttl", "is shorter than spec.timeouts.creation (20m)"),
+        ("refuses a token group outside system:bootstrappers", |p| with_token(p, "30m", &["system:bootstrappers:ok", "system:masters"]), "spec.template.bootstrapToken.extraGroups[1]", "is not a bootstrap token group"),
         // strategy.
         ("accepts percentages", |p| { p.spec.strategy.max_surge = IntOrPercent::Text("25%".into()); p.spec.strategy.max_unavailable = IntOrPercent::Text("0%".into()); }, "", ""),
         ("refuses a surge of 101%", |p| p.spec.strategy.max_surge = IntOrPercent::Text("101%".into()), "spec.strategy.maxSurge", "is not a percentage from 0% to 100%"),
