@@ -43,7 +43,15 @@ start() {
   mkdir -p "$PIDS" "$LOGS"
   echo "$1" >"$PIDS/$name.cmd"
   setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
-  echo $! >"$PIDS/$name.pid"
+  local pid=$! deadline=$((SECONDS + 10)) cmdline
+  echo "$pid" >"$PIDS/$name.pid"
+  # Until the child has exec'd, /proc/PID/cmdline is this shell's, and running_pid would take the
+  # component for gone (seen on a loaded machine: "etcd exited during start-up" while it ran).
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || break
+    [[ $cmdline == *"$1"* ]] && break
+    sleep 0.05
+  done
 }
 
 stop() {
