@@ -145,7 +145,7 @@ pub(super) fn token(
         (Some(inline), _) if !inline.contains(PLACEHOLDER) => problems.push(
             format!("{field}.bootstrap"),
             // The text itself may hold a credential: it is never shown.
-            "(the inline text, not shown)",
+            "the inline text, not shown",
             format!("does not contain the placeholder {PLACEHOLDER}, so the minted token would reach no machine"),
             format!("write {PLACEHOLDER} where the join takes its token (e.g. kubeadm join … --token {PLACEHOLDER}), or remove {at}"),
         ),
