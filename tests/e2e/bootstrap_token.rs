@@ -29,8 +29,8 @@ use nodewright_model::ClusterName;
 use nodewright_model::bootstrap_token::machine_secret_name;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, cli, node, write_pool_file};
-use nodewright_tests::secrets::json_mentions;
-use nodewright_tests::stack::{history_json, run_dir};
+use nodewright_tests::secrets::{SecretScan, json_mentions};
+use nodewright_tests::stack::run_dir;
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
 use serde_json::json;
@@ -117,51 +117,33 @@ async fn scenario(
         let args: Vec<&str> = args.iter().map(|a| a.as_ref()).collect();
         outputs.push((args.join(" "), cli(stack, task_queue, &args).await?));
     }
-    for (command, output) in &outputs {
-        ensure!(
-            !output.stdout.contains(&token) && !output.stderr.contains(&token),
-            "`nodewright {command}` printed the minted token"
-        );
+    let runs = SecretScan {
+        stack,
+        task_queue,
+        env: &[],
+        secret: &token,
+        named: "the minted token",
+        outputs: &outputs,
+        worker_log: &worker.log_text(),
+        log_shows: &["join token minted"],
+        log_not_captured: "the worker's log is not captured (no line says a join token was minted)",
+        pools: &[pool],
     }
-    let worker_log = worker.log_text();
-    ensure!(
-        !worker_log.contains(&token),
-        "the worker logged the minted token"
-    );
-    ensure!(
-        worker_log.contains("join token minted"),
-        "the worker's log is not captured (no line says a join token was minted)"
-    );
+    .assert_nowhere()
+    .await?;
     let sandbox_log =
         std::fs::read_to_string(run_dir().join("logs").join("sandbox.log")).unwrap_or_default();
     ensure!(
         !sandbox_log.contains(&token),
         "the sandbox logged the minted token"
     );
-    let runs = cli(
-        stack,
-        task_queue,
-        &["--output", "json", "runs", "--pool", pool],
-    )
-    .await?;
-    let ids: Vec<String> = runs
-        .json()?
-        .as_array()
-        .context("runs --output json is a list")?
-        .iter()
-        .filter_map(|run| run["workflowId"].as_str().map(str::to_owned))
-        .collect();
+    let ids: Vec<&str> = runs.iter().map(|run| run.id.as_str()).collect();
     ensure!(ids.len() >= 3, "expected three creates among {ids:?}");
-    for id in &ids {
-        let history = history_json(stack, id).await?;
-        let leaks = json_mentions(&history, &token);
+    for run in &runs {
         ensure!(
-            leaks.is_empty(),
-            "{id}'s history holds the minted token at {leaks:?}"
-        );
-        ensure!(
-            !json_mentions(&history, "kube.delete_bootstrap_token").is_empty(),
-            "{id} never deleted its join token"
+            !json_mentions(&run.history, "kube.delete_bootstrap_token").is_empty(),
+            "{} never deleted its join token",
+            run.id
         );
     }
     Ok(())

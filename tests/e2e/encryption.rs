@@ -15,8 +15,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::codec::{CodecServer, free_port, key_file};
 use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, write_pool_file};
-use nodewright_tests::secrets::json_mentions;
+use nodewright_tests::machines::{
+    CliResult, KillableWorker, Sandbox, cli_with_env, write_pool_file,
+};
+use nodewright_tests::secrets::{SecretScan, json_mentions};
 use nodewright_tests::stack::{history_json, history_json_with};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
@@ -245,22 +247,7 @@ impl Runs<'_> {
 
     /// `nodewright ARGS` with the keys, off the async threads.
     async fn cli(&self, args: &[&str]) -> Result<CliResult> {
-        let (stack, task_queue) = (self.stack.clone(), self.task_queue.to_owned());
-        let env: Vec<(String, String)> = self
-            .with_keys
-            .iter()
-            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
-            .collect();
-        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        tokio::task::spawn_blocking(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let env: Vec<(&str, &str)> = env
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_str()))
-                .collect();
-            CliResult::run_with_env(&stack, &task_queue, &args, &env)
-        })
-        .await?
+        cli_with_env(self.stack, self.task_queue, args, self.with_keys).await
     }
 
     /// The pool file of `pool` (one replica, creation timeout 60s), a join line with the token
@@ -372,58 +359,50 @@ impl Runs<'_> {
             let result = self.cli(&args).await?;
             outputs.push((args.join(" "), result));
         }
-        for (command, output) in &outputs {
-            ensure!(
-                !output.stdout.contains(self.token) && !output.stderr.contains(self.token),
-                "`nodewright {command}` printed the bootstrap token"
-            );
-        }
-        let log = worker.log_text();
-        ensure!(
-            !log.contains(self.token),
-            "the worker logged the bootstrap token"
-        );
-        ensure!(
-            log.contains(cancelled) && log.contains("DEBUG"),
-            "the worker's debug log is not captured (no line names {cancelled})"
-        );
-        self.scan_histories().await
+        self.scan(&outputs, &worker.log_text(), cancelled).await
     }
 
-    /// Every run of both pools: no token in its history (every string, base64 decoded too), its
-    /// payloads encrypted; through the codec server, the create's input holds the token (the
-    /// scan would see it).
-    async fn scan_histories(&self) -> Result<()> {
-        let mut ids = Vec::new();
-        for pool in [&self.rolled, &self.other] {
-            let runs = self
-                .cli(&["--output", "json", "runs", "--pool", pool])
-                .await?;
-            runs.expect_code(0)?;
-            ids.extend(
-                runs.json()?
-                    .as_array()
-                    .context("runs --output json is a list")?
-                    .iter()
-                    .filter_map(|run| run["workflowId"].as_str().map(str::to_owned)),
-            );
+    /// No output, no log line and no run of both pools holds the token (every history string,
+    /// base64 decoded too), nor a run the bootstrap's `kubeadm join`; the runs' payloads are
+    /// encrypted; through the codec server, the create's input holds the token (the scan would
+    /// see it).
+    async fn scan(
+        &self,
+        outputs: &[(String, CliResult)],
+        worker_log: &str,
+        cancelled: &str,
+    ) -> Result<()> {
+        let runs = SecretScan {
+            stack: self.stack,
+            task_queue: self.task_queue,
+            env: self.with_keys,
+            secret: self.token,
+            named: "the bootstrap token",
+            outputs,
+            worker_log,
+            log_shows: &[cancelled, "DEBUG"],
+            log_not_captured: &format!(
+                "the worker's debug log is not captured (no line names {cancelled})"
+            ),
+            pools: &[&self.rolled, &self.other],
         }
+        .assert_nowhere()
+        .await?;
+        let ids: Vec<&str> = runs.iter().map(|run| run.id.as_str()).collect();
         let rollout = format!("rollout/{}/{}", self.stack.cluster, self.rolled);
         ensure!(
-            ids.len() >= 4 && ids.contains(&rollout),
+            ids.len() >= 4 && ids.contains(&rollout.as_str()),
             "expected the rollout, its create and the two creates among {ids:?}"
         );
-        for id in &ids {
-            let history = history_json(self.stack, id).await?;
-            for plain in [self.token, "kubeadm join"] {
-                let leaks = json_mentions(&history, plain);
-                ensure!(
-                    leaks.is_empty(),
-                    "{id}'s history holds {plain:?} at {leaks:?}"
-                );
-            }
+        for run in &runs {
+            let id = &run.id;
+            let leaks = json_mentions(&run.history, "kubeadm join");
             ensure!(
-                !json_mentions(&history, "binary/encrypted").is_empty(),
+                leaks.is_empty(),
+                "{id}'s history holds the bootstrap's `kubeadm join` at {leaks:?}"
+            );
+            ensure!(
+                !json_mentions(&run.history, "binary/encrypted").is_empty(),
                 "{id}'s payloads are not encrypted"
             );
         }

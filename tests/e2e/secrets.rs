@@ -15,8 +15,7 @@ use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{
     CliResult, KillableWorker, Sandbox, cli, create_machine, node, write_pool_file,
 };
-use nodewright_tests::secrets::json_mentions;
-use nodewright_tests::stack::history_json;
+use nodewright_tests::secrets::{SecretScan, json_mentions};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
 use serde_json::json;
@@ -181,48 +180,31 @@ async fn scenario(
         outputs.push((args.join(" "), result));
     }
 
-    for (command, output) in &outputs {
-        ensure!(
-            !output.stdout.contains(token) && !output.stderr.contains(token),
-            "`nodewright {command}` printed the bootstrap token"
-        );
-    }
-    ensure!(
-        !worker.log_text().contains(token),
-        "the worker logged the bootstrap token"
-    );
-    ensure!(
-        worker.log_text().contains(&machine),
-        "the worker's log is not captured (no line names {machine})"
-    );
-    let runs = cli(
+    let runs = SecretScan {
         stack,
         task_queue,
-        &["--output", "json", "runs", "--pool", pool],
-    )
+        env: &[],
+        secret: token,
+        named: "the bootstrap token",
+        outputs: &outputs,
+        worker_log: &worker.log_text(),
+        log_shows: &[&machine],
+        log_not_captured: &format!("the worker's log is not captured (no line names {machine})"),
+        pools: &[pool],
+    }
+    .assert_nowhere()
     .await?;
-    let ids: Vec<String> = runs
-        .json()?
-        .as_array()
-        .context("runs --output json is a list")?
-        .iter()
-        .filter_map(|run| run["workflowId"].as_str().map(str::to_owned))
-        .collect();
+    let ids: Vec<&str> = runs.iter().map(|run| run.id.as_str()).collect();
     ensure!(
         ids.len() >= 5,
         "expected three creates, the rollout and its create among {ids:?}"
     );
-    for id in &ids {
-        let history = history_json(stack, id).await?;
-        let leaks = json_mentions(&history, token);
-        ensure!(
-            leaks.is_empty(),
-            "{id}'s history holds the token at {leaks:?}"
-        );
-        if id.starts_with("create/") {
+    for run in &runs {
+        if run.id.starts_with("create/") {
             ensure!(
-                !json_mentions(&history, secret_name).is_empty(),
-                "{id}'s history does not name the Secret: the scan sees nothing"
+                !json_mentions(&run.history, secret_name).is_empty(),
+                "{}'s history does not name the Secret: the scan sees nothing",
+                run.id
             );
         }
     }

@@ -220,11 +220,29 @@ pub fn run_cli_with_env(
 
 /// Runs the CLI with [`CliResult::run`] off the async threads.
 pub async fn cli(stack: &Stack, task_queue: &str, args: &[&str]) -> Result<CliResult> {
+    cli_with_env(stack, task_queue, args, &[]).await
+}
+
+/// Runs the CLI with [`CliResult::run_with_env`] off the async threads.
+pub async fn cli_with_env(
+    stack: &Stack,
+    task_queue: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<CliResult> {
     let (stack, task_queue) = (stack.clone(), task_queue.to_owned());
     let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
     tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        CliResult::run(&stack, &task_queue, &args)
+        let env: Vec<(&str, &str)> = env
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        CliResult::run_with_env(&stack, &task_queue, &args, &env)
     })
     .await?
 }
