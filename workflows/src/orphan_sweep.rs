@@ -114,6 +114,10 @@ impl OrphanSweepWorkflow {
 /// by runs it refuses.
 const GRACE_FLOOR_PATCH: &str = "sweep-grace-floor";
 
+/// The patch that keeps resources whose names nodewright never gives, whatever their tags
+/// (`Rule::NameNotOurs`).
+const NAME_PATTERN_PATCH: &str = "sweep-name-pattern";
+
 /// The runbook: overlap check → freeze check → inventory → grace floor → classify → brake →
 /// approval → fresh plan → act → audit.
 async fn sweep(
@@ -494,6 +498,8 @@ fn policy(
         health_timeout: request.health_timeout,
         remediate: request.remediate,
         now: now(ctx).timestamp(),
+        // Behind a patch marker: a sweep started by an older worker replays its old decisions.
+        check_names: ctx.patched(NAME_PATTERN_PATCH),
     }
 }
 

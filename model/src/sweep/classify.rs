@@ -8,6 +8,10 @@
 //!   Node of its machine, until the tag is removed from all of them;
 //! - a disk a PersistentVolume uses, or any disk that is not a machine's OS disk as nodewright
 //!   names and tags it, was **not created by nodewright** and is never deleted;
+//! - a VM, NIC, disk or Node whose **name does not follow nodewright's pattern** for the machine
+//!   its tags or labels name (VM and Node: the machine's name, a valid machine name; NIC
+//!   `<machine>-nic`; disk `<machine>-osdisk`) was not made by nodewright, whatever its tags say
+//!   (tags alone can be written by anyone with tag rights on a foreign resource): kept;
 //! - a NIC or disk attached to a VM is kept (the VM decides);
 //! - anything of a machine with a **running nodewright workflow** is kept;
 //! - a resource whose ARM operation is still running is kept (the next sweep looks again);
@@ -35,8 +39,9 @@ use super::inventory::{
     ArmResource, Inventory, NodeReadiness, NodeRecord, ResourceKind, name_from_id,
 };
 use crate::ClusterName;
+use crate::MachineName;
 use crate::limits;
-use crate::machine::os_disk_name;
+use crate::machine::{nic_name, os_disk_name};
 use crate::names::Operation;
 use crate::ownership::{TAG_CLUSTER, TAG_KEPT, TAG_MACHINE, TAG_POOL, is_owned_by, kept};
 use crate::time::deadline_after;
@@ -98,6 +103,9 @@ pub enum Rule {
     NotCreatedByNodewright,
     /// A VM whose `nodewright.io-machine` tag is not its name: nodewright never makes one.
     TagsDisagree,
+    /// A name nodewright never gives: a VM or Node whose name is not a valid machine name, a
+    /// NIC not named `<machine>-nic`, a Node not named as its machine and VM.
+    NameNotOurs,
     /// A NIC or disk attached to a VM.
     Attached,
     /// A nodewright workflow for its machine is running.
@@ -144,6 +152,7 @@ impl Rule {
             Rule::BacksVolume => "backs-volume",
             Rule::NotCreatedByNodewright => "not-created-by-nodewright",
             Rule::TagsDisagree => "tags-disagree",
+            Rule::NameNotOurs => "name-not-ours",
             Rule::Attached => "attached",
             Rule::WorkflowRunning => "workflow-running",
             Rule::Busy => "busy",
@@ -248,6 +257,9 @@ pub struct SweepPolicy {
     pub remediate: bool,
     /// The sweep's time, Unix seconds.
     pub now: i64,
+    /// Whether names must follow nodewright's pattern as well as the tags ([`Rule::NameNotOurs`]);
+    /// off only for sweeps an older worker started (they replay their old decisions).
+    pub check_names: bool,
 }
 
 /// Classifies everything in `inventory`: VMs, NICs and disks in their listed order, then Nodes.
@@ -385,6 +397,11 @@ impl<'a> Context<'a> {
                 },
             );
         }
+        if self.policy.check_names
+            && let Some(problem) = resource_name_problem(resource.kind, &resource.name, machine)
+        {
+            return keep(Rule::NameNotOurs, problem);
+        }
         if let Some(vm) = &resource.attached_to {
             return keep(Rule::Attached, format!("attached to VM {vm}"));
         }
@@ -499,6 +516,11 @@ impl<'a> Context<'a> {
                     .to_owned(),
             );
         };
+        if self.policy.check_names
+            && let Some(problem) = node_name_problem(&node.name, machine, vm)
+        {
+            return keep(Rule::NameNotOurs, problem);
+        }
         if let Some(kept) = [machine, vm]
             .into_iter()
             .find(|name| self.kept_machines.contains(name))
@@ -540,6 +562,51 @@ impl<'a> Context<'a> {
             ),
         )
     }
+}
+
+/// Why a VM's, NIC's or disk's name is not one nodewright gives the machine its
+/// `nodewright.io-machine` tag names, or `None` when it is. (A VM whose tag is not its name, and
+/// a disk that is not `<machine>-osdisk`, were decided before, by their own rules.)
+fn resource_name_problem(kind: ResourceKind, name: &str, machine: Option<&str>) -> Option<String> {
+    let Some(machine) = machine else {
+        return Some("no nodewright.io-machine tag".to_owned());
+    };
+    if MachineName::parse("nodewright.io-machine", machine).is_err() {
+        return Some(format!(
+            "its nodewright.io-machine tag {} is not a machine name nodewright gives",
+            crate::text::quoted(machine)
+        ));
+    }
+    let expected = match kind {
+        ResourceKind::Vm => machine.to_owned(),
+        ResourceKind::Nic => nic_name(machine),
+        ResourceKind::Disk => os_disk_name(machine),
+    };
+    (name != expected).then(|| {
+        format!(
+            "named {}, not {} as nodewright names the {kind} of machine {machine}",
+            crate::text::quoted(name),
+            crate::text::quoted(&expected)
+        )
+    })
+}
+
+/// Why a Node labelled as machine `machine` whose providerID names VM `vm` is not one nodewright
+/// registered (its name, the machine's and the VM's are one), or `None` when it is.
+fn node_name_problem(name: &str, machine: &str, vm: &str) -> Option<String> {
+    if MachineName::parse("Node name", name).is_err() {
+        return Some(format!(
+            "{} is not a machine name nodewright gives",
+            crate::text::quoted(name)
+        ));
+    }
+    (name != machine || !name.eq_ignore_ascii_case(vm)).then(|| {
+        format!(
+            "its nodewright.io/machine label ({}) and its VM ({}) are not its name, as nodewright registers its Nodes",
+            crate::text::quoted(machine),
+            crate::text::quoted(vm)
+        )
+    })
 }
 
 /// The detail of a subject kept because another resource of its machine carries the marker.

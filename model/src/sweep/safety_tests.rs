@@ -30,6 +30,7 @@ fn policy(remediate: bool) -> SweepPolicy {
         health_timeout: Duration::from_secs(10 * 60),
         remediate,
         now: NOW,
+        check_names: true,
     }
 }
 

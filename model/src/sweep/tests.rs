@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::ClusterName;
 use crate::limits::MAX_CREATION_TIMEOUT;
-use crate::machine::os_disk_name;
+use crate::machine::{nic_name, os_disk_name};
 use crate::ownership::{TAG_CLUSTER, TAG_CREATED, TAG_KEPT, TAG_MACHINE, TAG_POOL};
 
 const NOW: i64 = 1_800_000_000;
@@ -45,6 +45,7 @@ fn policy(remediate: bool) -> SweepPolicy {
         health_timeout: Duration::from_secs(10 * 60),
         remediate,
         now: NOW,
+        check_names: true,
     }
 }
 
@@ -553,6 +554,104 @@ fn kept_machines_and_creates_that_may_still_run_are_kept() {
     }
 }
 
+/// Tags alone do not make a resource nodewright's: anyone with tag rights on a foreign VM, NIC
+/// or disk can write them. Each case is an orphan by every other rule (old, unattached, no Node,
+/// no workflow), kept only by its name.
+#[test]
+fn names_nodewright_never_gives_are_kept_whatever_the_tags_say() {
+    let nic =
+        |name: &str, machine: &str| resource(ResourceKind::Nic, name, ours(machine), 3 * HOUR);
+    let disk =
+        |name: &str, machine: &str| resource(ResourceKind::Disk, name, ours(machine), 3 * HOUR);
+    let table = [
+        // (resource, rule, detail contains)
+        (vm("web-aaaaa", 3 * HOUR), Rule::OrphanVm, "no Node"),
+        (
+            nic("web-aaaaa-nic", "web-aaaaa"),
+            Rule::OrphanNic,
+            "attached to no VM",
+        ),
+        (
+            nic("billing-db-nic", "web-aaaaa"),
+            Rule::NameNotOurs,
+            "named \"billing-db-nic\", not \"web-aaaaa-nic\"",
+        ),
+        (
+            nic("web-aaaaa-nic-2", "web-aaaaa"),
+            Rule::NameNotOurs,
+            "not \"web-aaaaa-nic\"",
+        ),
+        (
+            resource(ResourceKind::Vm, "Billing_VM", ours("Billing_VM"), 3 * HOUR),
+            Rule::NameNotOurs,
+            "is not a machine name nodewright gives",
+        ),
+        (
+            nic("Billing_VM-nic", "Billing_VM"),
+            Rule::NameNotOurs,
+            "is not a machine name nodewright gives",
+        ),
+        (
+            disk("Billing_VM-osdisk", "Billing_VM"),
+            Rule::NameNotOurs,
+            "is not a machine name nodewright gives",
+        ),
+        (
+            disk("web-aaaaa-osdisk", "web-aaaaa"),
+            Rule::OrphanDisk,
+            "attached to no VM",
+        ),
+    ];
+    for (subject, rule, detail) in table {
+        let inventory = Inventory {
+            resources: vec![subject.clone()],
+            ..Inventory::default()
+        };
+        let decisions = classify(&inventory, &policy(false));
+        assert_eq!(decisions[0].rule, rule, "{} {}", subject.kind, subject.name);
+        assert!(
+            decisions[0].detail.contains(detail),
+            "{} {}: {}",
+            subject.kind,
+            subject.name,
+            decisions[0].detail
+        );
+        assert_eq!(
+            decisions[0].action.removes(),
+            rule != Rule::NameNotOurs,
+            "{}",
+            subject.name
+        );
+    }
+    // Nodes: nodewright registers a Node under its machine's name, which is its VM's.
+    let gone = not_ready(3 * HOUR);
+    let mut relabelled = node("web-bbbbb", "web-bbbbb", gone);
+    relabelled.machine = Some("web-ccccc".to_owned());
+    let nodes = [
+        (node("web-bbbbb", "web-bbbbb", gone), Rule::OrphanNode),
+        (relabelled, Rule::NameNotOurs),
+        (node("web-bbbbb", "web-zzzzz", gone), Rule::NameNotOurs),
+    ];
+    for (subject, rule) in nodes {
+        let inventory = Inventory {
+            nodes: vec![subject.clone()],
+            ..Inventory::default()
+        };
+        let decisions = classify(&inventory, &policy(false));
+        assert_eq!(decisions[0].rule, rule, "{subject:?}");
+    }
+    // A sweep an older worker started decides as it did then.
+    let inventory = Inventory {
+        resources: vec![nic("billing-db-nic", "web-aaaaa")],
+        ..Inventory::default()
+    };
+    let old = SweepPolicy {
+        check_names: false,
+        ..policy(false)
+    };
+    assert_eq!(classify(&inventory, &old)[0].rule, Rule::OrphanNic);
+}
+
 #[test]
 fn provider_ids_match_the_resource_group_case_insensitively() {
     let mut inventory = Inventory {
@@ -632,7 +731,14 @@ fn the_audit_lists_ours_and_nodes_and_groups_the_rest_by_owner() {
 
 // ---- property -------------------------------------------------------------------------------
 
-const MACHINES: [&str; 4] = ["web-aaaaa", "web-bbbbb", "db-ccccc", "db-ddddd"];
+/// Machine names, and one nodewright never gives (tags may say anything).
+const MACHINES: [&str; 5] = [
+    "web-aaaaa",
+    "web-bbbbb",
+    "db-ccccc",
+    "db-ddddd",
+    "Web_EEEEE",
+];
 
 fn machine() -> impl Strategy<Value = String> {
     prop::sample::select(&MACHINES[..]).prop_map(str::to_owned)
@@ -873,6 +979,15 @@ proptest! {
             if resource.kind == ResourceKind::Nic {
                 prop_assert!(resource.attached_to.is_none());
             }
+            // Only names nodewright gives the machine its tag names, whatever the tags say.
+            let machine = resource.tags.get(TAG_MACHINE).map(String::as_str).unwrap_or_default();
+            prop_assert!(crate::MachineName::parse("machine", machine).is_ok());
+            let expected = match resource.kind {
+                ResourceKind::Vm => machine.to_owned(),
+                ResourceKind::Nic => nic_name(machine),
+                ResourceKind::Disk => os_disk_name(machine),
+            };
+            prop_assert_eq!(&resource.name, &expected);
             // Never what a failed create kept for debugging, nor another resource of its
             // machine, whatever else holds.
             prop_assert!(
@@ -901,7 +1016,8 @@ proptest! {
             prop_assert_eq!(&node.name, &decision.name);
             prop_assert!(decision.action == Action::Keep || decision.action == Action::Delete);
             if decision.action == Action::Delete {
-                prop_assert!(node.machine.is_some());
+                prop_assert_eq!(node.machine.as_deref(), Some(node.name.as_str()));
+                prop_assert!(crate::MachineName::parse("node", &node.name).is_ok());
                 // Never the Node of a machine kept for debugging.
                 for machine in machines_of(decision, &inventory) {
                     prop_assert!(!kept.contains(&machine), "Node {} of kept machine {}", node.name, machine);

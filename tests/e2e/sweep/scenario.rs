@@ -1,8 +1,9 @@
 //! The seeded scenario: one of each kind of orphan, and one of each thing a sweep must keep, in
 //! the same resource group and cluster. A dry run plans exactly the four orphans and the Node
 //! and deletes nothing; the sweep then deletes exactly those and keeps the rest, each with the
-//! right rule in the audit. A machine with its Node is among them: a sweep that sees no Node
-//! for any of the cluster's VMs brakes (see `brake.rs`).
+//! right rule in the audit. A NIC and a VM with the cluster's tags but names nodewright never
+//! gives are kept (`name-not-ours`). A machine with its Node is among them: a sweep that sees
+//! no Node for any of the cluster's VMs brakes (see `brake.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -64,6 +65,11 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
     );
     let (other, untagged) = (sweep.machine("other"), sweep.machine("untag"));
     let healthy = sweep.machine("hlthy");
+    // Our tags on a NIC nodewright never names so (anyone with tag rights can write them).
+    let (foreign_nic, foreign_vm) = (
+        format!("{}-billing-nic", sweep.pool),
+        format!("{}-Billing_VM", sweep.pool),
+    );
     let (pv_bound, pv_released) = (
         format!("pvc-{}-bound", sweep.pool),
         format!("pvc-{}-released", sweep.pool),
@@ -88,6 +94,8 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
             json!({ "type": "disk", "name": pv_released, "tags": csi_tags("pv-released") }),
             json!({ "type": "vm", "name": running, "tags": sweep.ours(&running, OLD) }),
             json!({ "type": "vm", "name": healthy, "tags": sweep.ours(&healthy, OLD) }),
+            json!({ "type": "nic", "name": foreign_nic, "tags": sweep.ours(&sweep.machine("lonen"), OLD) }),
+            json!({ "type": "vm", "name": foreign_vm, "tags": sweep.ours(&foreign_vm, OLD) }),
         ])
         .await?;
     joined_node(sweep, &healthy).await?;
@@ -125,6 +133,8 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
             ("vm", &untagged, "not-ours"),
             ("disk", &pv_bound, "backs-volume"),
             ("disk", &pv_released, "not-created-by-nodewright"),
+            ("nic", &foreign_nic, "name-not-ours"),
+            ("vm", &foreign_vm, "name-not-ours"),
         ] {
             let found = kept_rule(audit, kind, name);
             ensure!(
@@ -182,6 +192,8 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
         ("disk", &pv_bound),
         ("disk", &pv_released),
         ("vm", &running),
+        ("nic", &foreign_nic),
+        ("vm", &foreign_vm),
     ] {
         ensure!(sweep.exists(kind, name).await?, "{kind} {name} was deleted");
     }
