@@ -6,6 +6,7 @@ mod bootstrap_token;
 mod cancel;
 mod chaos;
 mod cli;
+mod deadline;
 mod deployment;
 mod drain;
 mod encryption;

@@ -17,6 +17,7 @@
 //! - [`isolation`]: activities of another cluster's runs are refused.
 
 mod azure;
+mod deadline;
 mod health;
 mod identity;
 mod isolation;

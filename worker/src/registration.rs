@@ -22,6 +22,7 @@ use nodewright_workflows::{
 };
 use temporalio_sdk::WorkerOptions;
 
+use crate::deadline::DeadlineGuard;
 use crate::isolation::ClusterGuard;
 
 /// The outside clients the activities use, built once at start-up.
@@ -84,6 +85,7 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         .register_activities(ArmReadActivities::new(arm.clone()))
         .register_activities(TemporalActivities::new(temporal))
         .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))
+        .activity_inbound_interceptor(DeadlineGuard)
         .graceful_shutdown_period(config.worker.shutdown_grace)
         .build();
     let arm_writes = WorkerOptions::new(arm_write_task_queue(&task_queue))
@@ -94,6 +96,7 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         )
         .max_task_queue_activities_per_second(config.azure.arm_writes_per_second)
         .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))
+        .activity_inbound_interceptor(DeadlineGuard)
         .graceful_shutdown_period(config.worker.shutdown_grace)
         .build();
     Ok(WorkerSet { main, arm_writes })

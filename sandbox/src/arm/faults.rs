@@ -15,6 +15,12 @@
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+/// How long a `stall` rule holds a request when it says nothing.
+pub const DEFAULT_STALL_SECONDS: u64 = 60;
+
+/// The longest a `stall` rule may hold a request.
+pub const MAX_STALL_SECONDS: u64 = 3600;
+
 /// What a rule does when it fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,6 +40,10 @@ pub enum FaultKind {
     /// A list page (`vm.list`, `nic.list`, `disk.list`) answers with its items and a `nextLink`
     /// that points back at that same page, so a client following it never reaches the end.
     RepeatNextLink,
+    /// The request is held `seconds` (default 60) before it is answered as usual, as a
+    /// congested or half-open connection would hold it. A client that gives up first leaves a
+    /// record with status 499 (client closed request) in the request log.
+    Stall,
 }
 
 /// One fault rule, as written in the config file or sent to `/sandbox/faults`.
@@ -79,6 +89,9 @@ pub struct FaultRule {
     /// `Retry-After` seconds for `throttle` (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+    /// How long a `stall` holds the request, in seconds (default 60, at most 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<u64>,
 }
 
 /// A rule in force, with its id and how often it fired.
@@ -212,6 +225,7 @@ impl FaultRule {
             code: None,
             message: None,
             retry_after: None,
+            seconds: None,
         }
     }
 
@@ -250,6 +264,17 @@ impl FaultRule {
                     "every",
                     "every does not apply to never_joins rules (they hold for every matching VM)"
                         .into(),
+                );
+            }
+        }
+        if let Some(seconds) = self.seconds {
+            if self.kind != FaultKind::Stall {
+                return invalid("seconds", "seconds applies to stall rules only".into());
+            }
+            if seconds > MAX_STALL_SECONDS {
+                return invalid(
+                    "seconds",
+                    format!("a stall holds a request at most {MAX_STALL_SECONDS} seconds"),
                 );
             }
         }
@@ -438,6 +463,28 @@ mod tests {
             ]
         );
         assert_eq!(set.list()[1].matched, 4);
+    }
+
+    #[test]
+    fn seconds_belong_to_stall_rules_and_are_bounded() {
+        let with = |kind, seconds| {
+            let mut rule = FaultRule::new(kind);
+            rule.seconds = Some(seconds);
+            rule.validate().map_err(|e| e.field)
+        };
+        assert_eq!(with(FaultKind::Stall, 25), Ok(()));
+        assert_eq!(with(FaultKind::Stall, MAX_STALL_SECONDS), Ok(()));
+        assert_eq!(
+            with(FaultKind::Stall, MAX_STALL_SECONDS + 1),
+            Err("seconds")
+        );
+        assert_eq!(with(FaultKind::Throttle, 5), Err("seconds"));
+        assert_eq!(
+            FaultRule::new(FaultKind::Stall)
+                .validate()
+                .map_err(|e| e.field),
+            Ok(())
+        );
     }
 
     #[test]

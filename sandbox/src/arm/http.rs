@@ -307,6 +307,22 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
             path: &path,
             vm: vm_in_path(&path).or(operation_vm.as_deref()),
         };
+        if let Some(hold) = em.stall(target) {
+            let gave_up = GaveUp {
+                emulator: em.clone(),
+                record: Some(RequestRecord {
+                    seq: 0,
+                    time: chrono::Utc::now(),
+                    method: method.as_str().to_owned(),
+                    path: path.clone(),
+                    operation: operation.clone(),
+                    status: CLIENT_CLOSED_REQUEST,
+                    retry_after: None,
+                }),
+            };
+            tokio::time::sleep(hold).await;
+            gave_up.answered();
+        }
         match check_api_version(&path, query.get("api-version").map(String::as_str)) {
             Err(e) => e.into_response(),
             Ok(()) => match em.request_fault(target) {
@@ -352,6 +368,34 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
         });
     }
     response
+}
+
+/// The status the request log gives a request whose client gave up before its answer (nginx's
+/// "client closed request"; never sent, since nobody is listening).
+pub const CLIENT_CLOSED_REQUEST: u16 = 499;
+
+/// Records a stalled request as given up (status 499) when its handler is dropped before the
+/// stall ends: the client closed the connection.
+struct GaveUp {
+    emulator: Emulator,
+    record: Option<RequestRecord>,
+}
+
+impl GaveUp {
+    /// The stall ended with the client still there: nothing to record.
+    fn answered(mut self) {
+        self.record = None;
+    }
+}
+
+impl Drop for GaveUp {
+    fn drop(&mut self) {
+        if let Some(mut record) = self.record.take() {
+            tracing::info!(path = %record.path, "the client gave up a stalled request");
+            record.time = chrono::Utc::now();
+            self.emulator.record(record);
+        }
+    }
 }
 
 /// Maps a fired request-level fault rule to its answer.

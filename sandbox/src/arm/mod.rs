@@ -483,6 +483,23 @@ impl Emulator {
         http::fault_error(fired.rule.kind, &fired.rule, target.path)
     }
 
+    /// How long a `stall` rule that fires for `target` holds the request, if one fires.
+    fn stall(&self, target: Target<'_>) -> Option<std::time::Duration> {
+        let fired = self.inner.lock().faults.fire(&[FaultKind::Stall], target)?;
+        let seconds = fired
+            .rule
+            .seconds
+            .unwrap_or(faults::DEFAULT_STALL_SECONDS)
+            .min(faults::MAX_STALL_SECONDS);
+        tracing::info!(
+            rule = fired.id,
+            path = target.path,
+            seconds,
+            "injected fault: holding the request"
+        );
+        Some(std::time::Duration::from_secs(seconds))
+    }
+
     /// Whether a `repeat_next_link` rule fires for the list request `target`: its page then
     /// links back to itself.
     pub(crate) fn repeats_page(&self, target: Target<'_>) -> bool {
