@@ -588,7 +588,15 @@ impl ArmReadActivities {
             Err(error) if is_gone(&error) => return Ok(DrainTag::NoVm),
             Err(error) => return Err(MachineError::from(error).into_activity_error()),
         };
-        if check_owned("VM", &input.machine, &vm.tags, &input.cluster, &input.machine).is_err() {
+        if check_owned(
+            "VM",
+            &input.machine,
+            &vm.tags,
+            &input.cluster,
+            &input.machine,
+        )
+        .is_err()
+        {
             return Ok(DrainTag::NotOwned);
         }
         Ok(match vm.tags.get(TAG_DRAIN) {
