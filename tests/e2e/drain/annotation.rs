@@ -214,7 +214,12 @@ async fn scenario(
 
     // 2. An enormous timeout: refused, the pool's 30 s kept.
     annotate(&kube, node_a, &json!({ "timeout": 1_000_000_000_000u64 })).await?;
-    let doc = drain_to_end(stack, task_queue, node_a).await?;
+    let (doc, printed) = drain_to_end(stack, task_queue, node_a).await?;
+    ensure!(
+        printed.contains("warning: annotation nodewright.io/drain-policy")
+            && printed.contains("timeout 1000000000000s refused"),
+        "the drain's result carries the refusal, and --wait prints it:\n{printed}"
+    );
     let settings = doc["status"]["run"]["facts"]["drainSettings"]
         .as_str()
         .unwrap_or_default();
@@ -238,7 +243,7 @@ async fn scenario(
 
     // 3. More patient: taken.
     annotate(&kube, node_a, &json!({ "timeout": 120 })).await?;
-    let doc = drain_to_end(stack, task_queue, node_a).await?;
+    let (doc, _) = drain_to_end(stack, task_queue, node_a).await?;
     let status = &doc["status"];
     let settings = status["run"]["facts"]["drainSettings"]
         .as_str()
@@ -271,8 +276,8 @@ async fn annotate(kube: &kube::Client, node: &str, policy: &Value) -> Result<()>
     Ok(())
 }
 
-/// `machine drain NODE --wait`, then its status.
-async fn drain_to_end(stack: &Stack, task_queue: &str, node: &str) -> Result<Value> {
+/// `machine drain NODE --wait`, then its status; and what the CLI printed.
+async fn drain_to_end(stack: &Stack, task_queue: &str, node: &str) -> Result<(Value, String)> {
     let drained = cli(stack, task_queue, &["machine", "drain", node, "--wait"]).await?;
     ensure!(
         drained.code == Some(0),
@@ -280,7 +285,7 @@ async fn drain_to_end(stack: &Stack, task_queue: &str, node: &str) -> Result<Val
         drained.stdout,
         drained.stderr
     );
-    drain_status(stack, task_queue, node).await
+    Ok((drain_status(stack, task_queue, node).await?, drained.stdout))
 }
 
 /// `machine uncordon NODE`, then waits until the Node is schedulable again.
