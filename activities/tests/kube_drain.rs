@@ -26,16 +26,18 @@ mod kube_drain {
     use k8s_openapi::api::core::v1::{
         Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
     };
+    use k8s_openapi::api::events::v1::Event;
     use k8s_openapi::api::policy::v1::PodDisruptionBudget;
     use k8s_openapi::api::storage::v1::VolumeAttachment;
     use kube::Api;
     use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
     use kube::config::{KubeConfigOptions, Kubeconfig};
     use nodewright_activities::kube::drain::{self, Heartbeat};
+    use nodewright_activities::kube::events::record_node_event;
     use nodewright_activities::kube::{
-        AwaitPodsGone, AwaitVolumes, Eviction, ListNodePods, MachineNode, NodeAttachments,
-        NodeChange, PodAction, PodDeletion, PrepareDrain, PreparedNode, Reattached,
-        client_from_config,
+        AwaitPodsGone, AwaitVolumes, EventRecorded, Eviction, ListNodePods, MachineNode,
+        NodeAttachments, NodeChange, NodeEvent, PodAction, PodDeletion, PrepareDrain, PreparedNode,
+        Reattached, client_from_config,
     };
     use nodewright_model::drain::{
         LocalDataPod, LocalDataPolicy, PodRef, SkipReason, TrackedVolume, VolumeFacts,
@@ -624,6 +626,67 @@ mod kube_drain {
             drain::delete_node_volume_attachments(client, &input)
                 .await?
                 .is_empty()
+        );
+        Ok(())
+    }
+
+    // ---- events ---------------------------------------------------------------------------
+
+    #[tokio::test]
+    async fn a_node_event_is_recorded_once_whatever_the_retries() -> TestResult {
+        let Some(client) = client().await? else {
+            return Ok(());
+        };
+        let run = Run::new("event");
+        with_cleanup(&client, &run, event_scenario(&client, &run)).await
+    }
+
+    async fn event_scenario(client: &kube::Client, run: &Run) -> TestResult {
+        let name = run.name("node");
+        create_node(client, run, &NodeSpec::ours(&name)).await?;
+        let input = NodeEvent {
+            node: name.clone(),
+            name: format!("{name}.drain-annotation.{}", run.suffix),
+            reason: "DrainAnnotationRefused".to_owned(),
+            action: "Drain".to_owned(),
+            note: format!("timeout 1s refused: kept 7200s{}", "x".repeat(2000)),
+        };
+        let first = record_node_event(client, &input).await?;
+        let again = record_node_event(client, &input).await?;
+        let events: Api<Event> = Api::namespaced(client.clone(), "default");
+        let found = events.get(&input.name).await;
+        let _ = events.delete(&input.name, &DeleteParams::default()).await;
+        assert_eq!(first, EventRecorded::Created);
+        assert_eq!(again, EventRecorded::Already, "a retry finds the Event");
+        let event = found?;
+        assert_eq!(event.type_.as_deref(), Some("Warning"));
+        assert_eq!(event.reason.as_deref(), Some("DrainAnnotationRefused"));
+        assert_eq!(
+            event.reporting_controller.as_deref(),
+            Some("nodewright.io/worker")
+        );
+        let regarding = event.regarding.ok_or("no regarding")?;
+        assert_eq!(regarding.kind.as_deref(), Some("Node"));
+        assert_eq!(regarding.name.as_deref(), Some(name.as_str()));
+        let node = Api::<Node>::all(client.clone()).get(&name).await?;
+        assert_eq!(
+            regarding.uid, node.metadata.uid,
+            "regarding carries the Node's uid"
+        );
+        let note = event.note.unwrap_or_default();
+        assert!(
+            note.starts_with("timeout 1s refused") && note.len() <= 1024,
+            "{note}"
+        );
+
+        let absent = NodeEvent {
+            node: run.name("absent"),
+            name: run.name("absent-event"),
+            ..input
+        };
+        assert_eq!(
+            record_node_event(client, &absent).await?,
+            EventRecorded::NoNode
         );
         Ok(())
     }

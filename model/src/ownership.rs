@@ -29,6 +29,11 @@ pub const TAG_CREATION_ENDED: &str = "nodewright.io-creation-ended";
 /// the Node of its machine; removing the tag lets the sweep judge the resource again.
 pub const TAG_KEPT: &str = "nodewright.io-kept";
 
+/// Tag (VMs only): the pool's drain settings the machine was created with
+/// ([`crate::drain::policy_to_tag`]), the trusted baseline the Node's drain-policy annotation is
+/// bounded by. Only writers of ARM tags can change it; a Node cannot.
+pub const TAG_DRAIN: &str = "nodewright.io-drain";
+
 /// The longest tag value Azure accepts, in characters.
 pub const MAX_TAG_VALUE_CHARS: usize = 256;
 
@@ -266,6 +271,7 @@ mod tests {
             TAG_CREATION_DEADLINE,
             TAG_CREATION_ENDED,
             TAG_KEPT,
+            TAG_DRAIN,
         ] {
             assert!(
                 !name.contains(['/', '<', '>', '%', '&', '\\', '?']),

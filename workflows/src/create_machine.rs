@@ -14,7 +14,9 @@ use nodewright_activities::kube::{
 use nodewright_model::Operation;
 use nodewright_model::bootstrap_token::{NAMESPACE as TOKEN_NAMESPACE, machine_secret_name};
 use nodewright_model::cancel::Canceled;
-use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, policy_to_annotation};
+use nodewright_model::drain::{
+    ANNOTATION_DRAIN_POLICY, TAG_DRAIN, policy_to_annotation, policy_to_tag,
+};
 use nodewright_model::machine::{
     CreateMachineRequest, CreatedMachine, MachineStatus, Step, os_disk_name, zone_for,
 };
@@ -34,6 +36,10 @@ use crate::{activity_options, cancellation};
 /// The patch marker of the join-token deletion (after Ready and after any undo): runs recorded
 /// before it replay without the step. Only templates with `bootstrapToken` reach it.
 const JOIN_TOKEN_PATCH: &str = "bootstrap-token-cleanup";
+
+/// The patch marker of the VM's `nodewright.io-drain` tag (the pool's drain settings where a
+/// Node cannot write them): runs recorded before it created their VM without the tag.
+const DRAIN_TAG_PATCH: &str = "vm-drain-tag";
 
 /// Creates one machine; see the runbook above.
 #[workflow]
@@ -202,6 +208,10 @@ async fn create(
     if let Some(zone) = &zone {
         fact(ctx, "zone", zone.clone());
     }
+    let mut vm_tags = tags.clone();
+    if ctx.patched(DRAIN_TAG_PATCH) {
+        vm_tags.insert(TAG_DRAIN.to_owned(), policy_to_tag(&request.drain));
+    }
     let vm = ctx
         .execute_activity(
             ArmWriteActivities::begin_vm_create,
@@ -211,7 +221,7 @@ async fn create(
                 template: request.template.clone(),
                 nic_id: nic.id.clone(),
                 zone,
-                tags: tags.clone(),
+                tags: vm_tags,
             },
             cancellation::shielded(activity_options::arm_write(&writes)),
         )

@@ -4,20 +4,21 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use nodewright_activities::azure::machines::{
-    ArmReadActivities, ArmWriteActivities, AwaitDisksReleased, AwaitForceDetach, ForceDetachDisks,
-    ForceDetachStarted,
+    ArmReadActivities, ArmWriteActivities, AwaitDisksReleased, AwaitForceDetach, DrainTag,
+    ForceDetachDisks, ForceDetachStarted, ReadDrainTag,
 };
 use nodewright_activities::kube::drain::{
     AwaitPodsGone, AwaitVolumes, Eviction, ListNodePods, NodeAttachments, NodePods, PodAction,
     PodDeletion, PrepareDrain, PreparedNode,
 };
-use nodewright_activities::kube::{KubeActivities, NodeChange, RestoreNode};
+use nodewright_activities::kube::{KubeActivities, NodeChange, NodeEvent, RestoreNode};
 use nodewright_model::cancel::{Canceled, CordonOnCancel, cordon_on_cancel};
 use nodewright_model::drain::{
-    DrainMode, DrainPlan, DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode,
-    ForceReason, LocalDataPolicy, NodeHealth, PodFacts, PodRef, PodState, VolumePod,
-    VolumeProgress, VolumeState, detach_budget, force_reason, is_misconfigured, plan_drain,
-    pod_disappearance_budget, policy_from_annotation, refusal, salvage_policy,
+    ANNOTATION_DRAIN_POLICY, DrainMode, DrainPlan, DrainPurpose, DrainRequest, DrainResume,
+    DrainStatus, DrainedNode, ForceReason, LocalDataPolicy, NodeHealth, PodFacts, PodRef, PodState,
+    TAG_DRAIN, VolumePod, VolumeProgress, VolumeState, bound_annotation, detach_budget,
+    force_reason, is_misconfigured, plan_drain, pod_disappearance_budget, policy_from_annotation,
+    policy_from_tag, refusal, salvage_policy,
 };
 use nodewright_model::machine::{MachineStatus, Step, StepState};
 use nodewright_model::names::arm_write_task_queue;
@@ -51,6 +52,16 @@ const PATCH_LOCAL_DATA: &str = "local-data-policy";
 /// The patch that keeps the readable fields of a refused drain-policy annotation (the pool's
 /// settings) instead of all defaults: asked only when the annotation is refused.
 const PATCH_SALVAGE_ANNOTATION: &str = "drain-annotation-per-field";
+
+/// The patch that bounds the Node's drain-policy annotation by the trusted settings (the
+/// request's, else the VM's `nodewright.io-drain` tag read by `azure.read_drain_tag`, else the
+/// defaults) and reports a refused annotation as a Node Event (`kube.record_node_event`).
+/// Asked once per fresh drain (not a resumed one); runs recorded before it trust the annotation
+/// as they did then.
+const PATCH_BOUNDED_ANNOTATION: &str = "drain-annotation-bounded";
+
+/// The reason of the Node Event that reports a refused drain-policy annotation.
+const EVENT_ANNOTATION_REFUSED: &str = "DrainAnnotationRefused";
 
 /// Drains one node; see the runbook above.
 #[workflow]
@@ -284,9 +295,18 @@ async fn drain(
         } => (policy_annotation, health, cordoned_before),
     };
     let (annotation, health, cordoned_before) = prepared;
-    let mut state = start_state(ctx, request, vm_id, annotation.as_deref(), health);
+    let baseline = if request.resume.is_none() && ctx.patched(PATCH_BOUNDED_ANNOTATION) {
+        Some(trusted_baseline(ctx, request).await)
+    } else {
+        None
+    };
+    let (mut state, refused) =
+        start_state(ctx, request, vm_id, annotation.as_deref(), baseline, health);
     if request.resume.is_none() {
         state.result.cordoned_before = cordoned_before;
+    }
+    if let Some(note) = refused {
+        report_refused_annotation(ctx, request, note).await;
     }
     done(
         ctx,
@@ -467,37 +487,156 @@ async fn give_back(
     canceled
 }
 
-/// The settings, the deadline and what a resumed run carries.
+/// The drain settings nothing on the Node can change, where they came from, and a warning
+/// when the VM's tag could not be used.
+struct Baseline {
+    policy: DrainPolicy,
+    source: String,
+    warning: Option<String>,
+}
+
+/// The trusted settings a drain bounds the Node's annotation by: the request's, else the VM's
+/// `nodewright.io-drain` tag (one GET of the VM, `azure.read_drain_tag`), else the defaults.
+async fn trusted_baseline(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    request: &DrainRequest,
+) -> Baseline {
+    if let Some(policy) = &request.policy {
+        return Baseline {
+            policy: policy.clone(),
+            source: "the request".to_owned(),
+            warning: None,
+        };
+    }
+    let read = ctx
+        .execute_activity(
+            ArmReadActivities::read_drain_tag,
+            ReadDrainTag {
+                cluster: request.cluster.clone(),
+                machine: request.node.clone(),
+            },
+            cancellation::shielded(activity_options::read()),
+        )
+        .await;
+    let defaults = |source: &str, warning: Option<String>| Baseline {
+        policy: DrainPolicy::default(),
+        source: source.to_owned(),
+        warning,
+    };
+    match read {
+        Ok(DrainTag::Tagged { value }) => match policy_from_tag(&value) {
+            Ok(policy) => Baseline {
+                policy,
+                source: format!("the pool, VM tag {TAG_DRAIN}"),
+                warning: None,
+            },
+            Err(problem) => defaults(
+                "defaults",
+                Some(format!(
+                    "{problem}; the drain's trusted settings are the defaults (fix or remove the tag)"
+                )),
+            ),
+        },
+        Ok(DrainTag::Untagged) => defaults(
+            &format!("defaults: the VM has no tag {TAG_DRAIN}, it was created before it"),
+            None,
+        ),
+        Ok(DrainTag::NoVm | DrainTag::NotOwned) => defaults(
+            &format!("defaults: no VM of this cluster's machine to read the tag {TAG_DRAIN} of"),
+            None,
+        ),
+        Err(error) => defaults(
+            "defaults",
+            Some(format!(
+                "reading the VM's tag {TAG_DRAIN} failed ({}): the drain's trusted settings are the defaults",
+                activity_failure_text(&error)
+            )),
+        ),
+    }
+}
+
+/// Reports a refused drain-policy annotation as a Warning Event on the Node (named after the
+/// run, so a retried activity finds it); a failure to record it is a warning in the status.
+async fn report_refused_annotation(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    request: &DrainRequest,
+    note: String,
+) {
+    let event = NodeEvent {
+        node: request.node.clone(),
+        name: format!("{}.drain-annotation.{}", request.node, ctx.run_id()),
+        reason: EVENT_ANNOTATION_REFUSED.to_owned(),
+        action: "Drain".to_owned(),
+        note,
+    };
+    let recorded = ctx
+        .execute_activity(
+            KubeActivities::record_node_event,
+            event,
+            cancellation::shielded(activity_options::kube_write()),
+        )
+        .await;
+    if let Err(error) = recorded {
+        let warning = format!(
+            "recording the Event {EVENT_ANNOTATION_REFUSED} on Node {} failed: {}",
+            request.node,
+            activity_failure_text(&error)
+        );
+        ctx.state_mut(|s| {
+            if let Some(status) = s.status.as_mut() {
+                status.warnings.push(warning);
+            }
+        });
+    }
+}
+
+/// The settings, the deadline and what a resumed run carries; and, when the Node's annotation
+/// asked for more than `baseline` allows, the note for the Node's Event.
 fn start_state(
     ctx: &mut WorkflowContext<DrainNodeWorkflow>,
     request: &DrainRequest,
     vm_id: &str,
     annotation: Option<&str>,
+    baseline: Option<Baseline>,
     health: NodeHealth,
-) -> Drain {
-    let (mut chosen, source, bad_annotation) = match (
-        &request.policy,
-        annotation.map(policy_from_annotation),
-    ) {
-        (Some(policy), _) => (policy.clone(), "request", None),
-        (None, Some(Ok(policy))) => (policy, "the Node's pool", None),
-        (None, Some(Err(bad))) => match annotation {
-            Some(text) if ctx.patched(PATCH_SALVAGE_ANNOTATION) => {
-                let (policy, problems) = salvage_policy(text);
-                let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
-                let warning = format!(
-                    "{}; drained with the pool's other settings from the annotation and the default for those",
-                    said.join("; ")
-                );
-                (policy, "the Node's pool, partly defaults", Some(warning))
+) -> (Drain, Option<String>) {
+    let mut warnings = Vec::new();
+    let mut refused_note = None;
+    let (mut chosen, source) = match baseline {
+        Some(baseline) => {
+            warnings.extend(baseline.warning);
+            match annotation {
+                Some(text) => {
+                    let bounded = bound_annotation(&baseline.policy, request.purpose, text);
+                    if bounded.has_refusals() {
+                        let note = format!(
+                            "annotation {ANNOTATION_DRAIN_POLICY} of Node {} asks for what the drain settings from {} do not allow (it may only make the drain more patient or more careful, within the maxima): {}",
+                            request.node,
+                            baseline.source,
+                            bounded.refusals()
+                        );
+                        warnings.push(note.clone());
+                        refused_note = Some(note);
+                    }
+                    let source = if bounded.taken.is_empty() {
+                        baseline.source
+                    } else {
+                        format!(
+                            "{}, made more patient by the Node's annotation: {}",
+                            baseline.source,
+                            bounded.taken.join(", ")
+                        )
+                    };
+                    (bounded.policy, source)
+                }
+                None => (baseline.policy, baseline.source),
             }
-            _ => (
-                DrainPolicy::default(),
-                "defaults",
-                Some(format!("{bad}; drained with the default settings instead")),
-            ),
-        },
-        (None, None) => (DrainPolicy::default(), "defaults", None),
+        }
+        None => {
+            let (policy, source, bad_annotation) = legacy_settings(ctx, request, annotation);
+            warnings.extend(bad_annotation);
+            (policy, source.to_owned())
+        }
     };
     chosen.local_data = request.local_data.or(chosen.local_data);
     let (policy, started_at, deadline, result) = match &request.resume {
@@ -531,11 +670,11 @@ fn start_state(
                 describe_policy(&policy, request.purpose)
             ),
         );
-        if let Some(warning) = bad_annotation.filter(|_| request.resume.is_none()) {
-            status.warnings.push(warning);
+        if request.resume.is_none() {
+            status.warnings.extend(warnings);
         }
     });
-    Drain {
+    let drain = Drain {
         request: request.clone(),
         vm_id: vm_id.to_owned(),
         policy,
@@ -544,6 +683,38 @@ fn start_state(
         health,
         in_flight: None,
         shielded: false,
+    };
+    (drain, refused_note)
+}
+
+/// The settings of a run recorded before [`PATCH_BOUNDED_ANNOTATION`]: the request's, else the
+/// annotation's (salvaged field by field under [`PATCH_SALVAGE_ANNOTATION`]), else the
+/// defaults; and the warning for an annotation that was not read.
+fn legacy_settings(
+    ctx: &mut WorkflowContext<DrainNodeWorkflow>,
+    request: &DrainRequest,
+    annotation: Option<&str>,
+) -> (DrainPolicy, &'static str, Option<String>) {
+    match (&request.policy, annotation.map(policy_from_annotation)) {
+        (Some(policy), _) => (policy.clone(), "request", None),
+        (None, Some(Ok(policy))) => (policy, "the Node's pool", None),
+        (None, Some(Err(bad))) => match annotation {
+            Some(text) if ctx.patched(PATCH_SALVAGE_ANNOTATION) => {
+                let (policy, problems) = salvage_policy(text);
+                let said: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                let warning = format!(
+                    "{}; drained with the pool's other settings from the annotation and the default for those",
+                    said.join("; ")
+                );
+                (policy, "the Node's pool, partly defaults", Some(warning))
+            }
+            _ => (
+                DrainPolicy::default(),
+                "defaults",
+                Some(format!("{bad}; drained with the default settings instead")),
+            ),
+        },
+        (None, None) => (DrainPolicy::default(), "defaults", None),
     }
 }
 

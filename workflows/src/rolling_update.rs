@@ -297,6 +297,11 @@ fn cancel_came_while_looking(ctx: &WorkflowContext<RollingUpdateWorkflow>) -> bo
 /// Patch marker of [`cancel_came_while_looking`].
 const CANCEL_WHILE_LOOKING_PATCH: &str = "rollout-no-start-after-cancel";
 
+/// The patch that passes the pool's drain settings to each DeleteMachine it starts (the trusted
+/// baseline the Node's drain-policy annotation is bounded by); runs recorded before it passed
+/// none, and their drains read the VM's tag instead.
+const DRAIN_POLICY_PATCH: &str = "rollout-passes-drain-policy";
+
 /// The plan for what a look saw, under the strategy in force and the canary's state.
 fn decide(
     ctx: &WorkflowContext<RollingUpdateWorkflow>,
@@ -547,7 +552,9 @@ async fn start_children(
             machine: victim.name.clone(),
             skip_drain: false,
             force: false,
-            drain_policy: None,
+            drain_policy: ctx
+                .patched(DRAIN_POLICY_PATCH)
+                .then(|| request.pool.drain.clone()),
         };
         let options = child_options(
             &workflow_id,

@@ -204,6 +204,17 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Creating a Kubernetes Event about a Node failed.
+    #[error("creating the Event {event} about Node {name} failed")]
+    CreateEvent {
+        /// The Node.
+        name: String,
+        /// The Event's name.
+        event: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// A Node of that name exists for another machine.
     #[error(
         "Node {name} exists with {}, not {}: another machine uses the name; nodewright does not touch it",
@@ -251,6 +262,7 @@ impl Error {
             Error::ListVolumes(_) => "ListVolumes",
             Error::ListPoolNodes { .. } => "ListPoolNodes",
             Error::MarkOutdated { .. } => "MarkOutdated",
+            Error::CreateEvent { .. } => "CreateEvent",
             Error::ForeignNode { .. } => "ForeignNode",
         }
     }
@@ -278,9 +290,9 @@ impl Error {
             | Error::ListPdbs { source, .. }
             | Error::DeletePod { source, .. }
             | Error::DeleteVolumeAttachment { source, .. } => Some(source),
-            Error::ListPoolNodes { source, .. } | Error::MarkOutdated { source, .. } => {
-                Some(source)
-            }
+            Error::ListPoolNodes { source, .. }
+            | Error::MarkOutdated { source, .. }
+            | Error::CreateEvent { source, .. } => Some(source),
             Error::ForeignNode { .. } | Error::TaintNodeLost { .. } => None,
         }
     }

@@ -3,6 +3,7 @@
 pub mod bootstrap;
 pub mod drain;
 mod error;
+pub mod events;
 pub mod identity;
 mod inspect;
 pub mod join_token;
@@ -27,6 +28,7 @@ pub use drain::{
     PodAction, PodDeletion, PrepareDrain, PreparedNode, Reattached, RestoreNode,
 };
 pub use error::{Error, Result};
+pub use events::{EventRecorded, NodeEvent};
 pub use join_token::{DeleteBootstrapToken, JoinTokens, TokenDeleted};
 pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
 pub use pool::{ListPoolNodes, MarkOutdated, MarkedOutdated};
@@ -411,6 +413,23 @@ impl KubeActivities {
             .delete(&input)
             .await
             .map_err(join_token::JoinTokenError::into_activity_error)
+    }
+
+    /// Records a Warning Event (events.k8s.io/v1) about a Node, e.g. a drain-policy annotation
+    /// the drain refused, so `kubectl describe node` shows it.
+    ///
+    /// # Idempotency
+    /// The Event's name comes from the workflow (the same on every attempt): one already there
+    /// is an earlier attempt's, reported as such. No Node: nothing is recorded.
+    #[activity(name = "kube.record_node_event")]
+    pub async fn record_node_event(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: NodeEvent,
+    ) -> Result<EventRecorded, ActivityError> {
+        events::record_node_event(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
     }
 
     /// Deletes the machine's Node object (only when its providerID names the machine's VM).

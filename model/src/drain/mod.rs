@@ -6,6 +6,7 @@
 //! volumes are evicted in parallel; pods with them one at a time, highest priority first, each
 //! followed by a wait for its volumes to detach here and attach elsewhere.
 
+mod annotation;
 mod force;
 mod local_data;
 mod pdb;
@@ -13,6 +14,10 @@ mod pods;
 mod request;
 mod status;
 
+pub use annotation::{
+    BoundedPolicy, RefusalReason, RefusedField, TAG_DRAIN, bound_annotation, policy_from_tag,
+    policy_to_tag,
+};
 pub use force::{ConditionFacts, ForceReason, NodeHealth, force_reason};
 pub use local_data::{LocalDataPod, LocalDataPolicy, local_data_of, refusal};
 pub use pdb::{PdbFacts, is_misconfigured};

@@ -268,27 +268,11 @@ pub fn salvage_policy(text: &str) -> (DrainPolicy, Vec<AnnotationError>) {
         problems.push(problem);
         default
     };
-    let timeout = seconds("timeout", limits::MAX_DRAIN_TIMEOUT, defaults.timeout);
-    let pdb_retry_interval = seconds(
-        "pdbRetryInterval",
-        limits::MAX_PDB_RETRY_INTERVAL,
-        defaults.pdb_retry_interval,
-    );
-    let volume_detach_timeout = seconds(
-        "volumeDetachTimeout",
-        limits::MAX_VOLUME_TIMEOUT,
-        defaults.volume_detach_timeout,
-    );
-    let volume_attach_timeout = seconds(
-        "volumeAttachTimeout",
-        limits::MAX_VOLUME_TIMEOUT,
-        defaults.volume_attach_timeout,
-    );
-    let force_after_unhealthy = seconds(
-        "forceAfterUnhealthy",
-        limits::MAX_FORCE_AFTER_UNHEALTHY,
-        defaults.force_after_unhealthy,
-    );
+    let mut policy = defaults.clone();
+    for field in &super::annotation::DURATIONS {
+        let slot = (field.of)(&mut policy);
+        *slot = seconds(field.name, field.max, *slot);
+    }
     let local_data = match object.get("localData") {
         None => None,
         Some(value) => match serde_json::from_value::<LocalDataPolicy>(value.clone()) {
@@ -314,14 +298,7 @@ pub fn salvage_policy(text: &str) -> (DrainPolicy, Vec<AnnotationError>) {
             reason: format!("unknown field {}", crate::text::quoted(unknown)),
         });
     }
-    let policy = DrainPolicy {
-        timeout,
-        pdb_retry_interval,
-        volume_detach_timeout,
-        volume_attach_timeout,
-        force_after_unhealthy,
-        local_data,
-    };
+    policy.local_data = local_data;
     (policy, problems)
 }
 

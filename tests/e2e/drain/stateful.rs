@@ -471,8 +471,9 @@ pub(super) fn check_drain_status(
         .as_str()
         .unwrap_or_default();
     ensure!(
-        settings.contains("PDB retry 2s") && settings.contains("from the Node's pool"),
-        "the pool's drain settings, from the Node: {settings:?}"
+        settings.contains("PDB retry 2s")
+            && settings.contains("from the pool, VM tag nodewright.io-drain"),
+        "the pool's drain settings, from the VM's tag: {settings:?}"
     );
     for name in on_a.moving.keys() {
         let key = format!("{namespace}/{name}");

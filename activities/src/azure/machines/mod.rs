@@ -20,7 +20,9 @@ use std::sync::Arc;
 use nodewright_model::ClusterName;
 use nodewright_model::arm::Disposition;
 use nodewright_model::machine::{nic_name, os_disk_name};
-use nodewright_model::ownership::{TAG_CLUSTER, TAG_MACHINE, is_owned_by};
+use nodewright_model::ownership::{
+    MAX_TAG_VALUE_CHARS, TAG_CLUSTER, TAG_DRAIN, TAG_MACHINE, is_owned_by,
+};
 use nodewright_model::rollout::PoolVm;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
@@ -568,6 +570,41 @@ impl ArmReadActivities {
         lifetime::heartbeating(&ctx, list_inventory_page(&self.client, &input))
             .await
             .map_err(|error| MachineError::from(error).into_activity_error())
+    }
+
+    /// The machine's trusted drain settings: its VM's `nodewright.io-drain` tag (written at VM
+    /// create; a Node cannot write it), only from a VM with this cluster's and machine's tags.
+    ///
+    /// # Idempotency
+    /// Read-only: one GET of the VM.
+    #[activity(name = "azure.read_drain_tag")]
+    pub async fn read_drain_tag(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ReadDrainTag,
+    ) -> Result<DrainTag, ActivityError> {
+        let vm = match self.client.get_vm(&input.machine).await {
+            Ok(vm) => vm,
+            Err(error) if is_gone(&error) => return Ok(DrainTag::NoVm),
+            Err(error) => return Err(MachineError::from(error).into_activity_error()),
+        };
+        if check_owned(
+            "VM",
+            &input.machine,
+            &vm.tags,
+            &input.cluster,
+            &input.machine,
+        )
+        .is_err()
+        {
+            return Ok(DrainTag::NotOwned);
+        }
+        Ok(match vm.tags.get(TAG_DRAIN) {
+            Some(value) => DrainTag::Tagged {
+                value: value.chars().take(MAX_TAG_VALUE_CHARS).collect(),
+            },
+            None => DrainTag::Untagged,
+        })
     }
 
     /// Lists the pool's VMs (every page of the resource group's list), sorted by name: those

@@ -261,3 +261,30 @@ impl MachineTagged {
         parts.join("; ")
     }
 }
+
+/// Read the trusted drain settings of a machine: its VM's `nodewright.io-drain` tag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadDrainTag {
+    /// The owning cluster: a VM without its exact tag is not trusted.
+    pub cluster: ClusterName,
+    /// The machine (= VM name).
+    pub machine: String,
+}
+
+/// What the machine's VM says of its drain settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum DrainTag {
+    /// The VM's `nodewright.io-drain` tag, as written (at most 256 characters).
+    Tagged {
+        /// Its value.
+        value: String,
+    },
+    /// The VM is this cluster's machine but has no such tag (created before the tag existed).
+    Untagged,
+    /// No VM of that name.
+    NoVm,
+    /// A VM of that name without this cluster's and machine's tags: its tags are not trusted.
+    NotOwned,
+}

@@ -1,0 +1,134 @@
+//! Kubernetes Events (events.k8s.io/v1) nodewright records about a Node, so that `kubectl
+//! describe node` and `kubectl events` show what it refused (e.g. a drain-policy annotation
+//! bounded by the pool's settings).
+
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Api;
+use kube::api::PostParams;
+use serde::{Deserialize, Serialize};
+
+use crate::kube::error::{Error, Result};
+
+/// The `reportingController` of nodewright's Events.
+pub const REPORTING_CONTROLLER: &str = "nodewright.io/worker";
+
+/// The namespace of Events about Nodes (cluster-scoped objects), where `kubectl describe node`
+/// looks.
+pub const NODE_EVENTS_NAMESPACE: &str = "default";
+
+/// The longest `note` the apiserver accepts, in bytes.
+const MAX_NOTE_BYTES: usize = 1024;
+
+/// The longest `reportingInstance` and `action`, in bytes.
+const MAX_SHORT_BYTES: usize = 128;
+
+/// Record a Warning Event about a Node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeEvent {
+    /// The Node.
+    pub node: String,
+    /// The Event's name: the same for every attempt of one run (e.g. from the run's id), so a
+    /// retried activity finds its Event instead of creating another.
+    pub name: String,
+    /// `reason`, e.g. `DrainAnnotationRefused` (UpperCamelCase).
+    pub reason: String,
+    /// `action`, e.g. `Drain`.
+    pub action: String,
+    /// `note`, for people (cut to the 1 KiB the apiserver accepts).
+    pub note: String,
+}
+
+/// What became of the Event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventRecorded {
+    /// Created now.
+    Created,
+    /// An earlier attempt created it.
+    Already,
+    /// There is no Node of that name: nothing to report on.
+    NoNode,
+}
+
+/// Creates the Warning Event `input.name` about the Node (in [`NODE_EVENTS_NAMESPACE`],
+/// `regarding` the Node with its uid, reported by [`REPORTING_CONTROLLER`]); an Event of that
+/// name already there is the one an earlier attempt created.
+pub async fn record_node_event(client: &kube::Client, input: &NodeEvent) -> Result<EventRecorded> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = match nodes.get_opt(&input.node).await {
+        Ok(Some(node)) => node,
+        Ok(None) => return Ok(EventRecorded::NoNode),
+        Err(source) => {
+            return Err(Error::GetNode {
+                name: input.node.clone(),
+                source,
+            });
+        }
+    };
+    let instance = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "nodewright-worker".to_owned());
+    let event = Event {
+        metadata: ObjectMeta {
+            name: Some(input.name.clone()),
+            namespace: Some(NODE_EVENTS_NAMESPACE.to_owned()),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        type_: Some("Warning".to_owned()),
+        reason: Some(input.reason.clone()),
+        action: Some(cut(&input.action, MAX_SHORT_BYTES)),
+        note: Some(cut(&input.note, MAX_NOTE_BYTES)),
+        reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
+        reporting_instance: Some(cut(&instance, MAX_SHORT_BYTES)),
+        regarding: Some(ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Node".to_owned()),
+            name: Some(input.node.clone()),
+            uid: node.metadata.uid.clone(),
+            ..ObjectReference::default()
+        }),
+        ..Event::default()
+    };
+    let events: Api<Event> = Api::namespaced(client.clone(), NODE_EVENTS_NAMESPACE);
+    match events.create(&PostParams::default(), &event).await {
+        Ok(_) => Ok(EventRecorded::Created),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(EventRecorded::Already),
+        Err(source) => Err(Error::CreateEvent {
+            name: input.node.clone(),
+            event: input.name.clone(),
+            source,
+        }),
+    }
+}
+
+/// `text` cut on a character boundary to at most `max` bytes (the last character `…` when cut).
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let room = max.saturating_sub('…'.len_utf8());
+    let mut end = room;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_cut_to_what_the_apiserver_accepts_on_a_character_boundary() {
+        assert_eq!(cut("short", 1024), "short");
+        let long = "é".repeat(1000);
+        let cut_text = cut(&long, MAX_NOTE_BYTES);
+        assert!(cut_text.len() <= MAX_NOTE_BYTES, "{}", cut_text.len());
+        assert!(cut_text.ends_with('…'));
+    }
+}
