@@ -82,6 +82,21 @@ pub enum CliError {
     AlreadyRunning(String),
 }
 
+/// An input the CLI built that its workflow would refuse (`nodewright_model::input`, the same
+/// rules the workflow checks before its first step): every problem, one a line; exit 2.
+impl From<nodewright_model::input::InputError> for CliError {
+    fn from(error: nodewright_model::input::InputError) -> Self {
+        let mut message = error
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
+        message.push_str("\nnothing was started");
+        CliError::InvalidInput(message)
+    }
+}
+
 impl CliError {
     fn exit_code(&self) -> u8 {
         match self {

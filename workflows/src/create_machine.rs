@@ -29,7 +29,7 @@ use crate::progress::{
 };
 use crate::removal::{Removal, remove_machine};
 use crate::search;
-use crate::{activity_options, cancellation};
+use crate::{activity_options, cancellation, input};
 
 /// The patch marker of the join-token deletion (after Ready and after any undo): runs recorded
 /// before it replay without the step. Only templates with `bootstrapToken` reach it.
@@ -57,6 +57,7 @@ impl CreateMachineWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: CreateMachineRequest,
     ) -> WorkflowResult<CreatedMachine> {
+        input::admit_machine_run(ctx, "CreateMachine", &request.cluster, request.check())?;
         let started = now(ctx);
         announce(ctx, &request, started);
         let deadline = later(started, request.creation_timeout);

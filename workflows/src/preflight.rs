@@ -39,6 +39,7 @@ impl PreflightWorkflow {
         ctx: &mut WorkflowContext<Self>,
         input: PreflightInput,
     ) -> WorkflowResult<PreflightReport> {
+        crate::input::admit(ctx, "PreflightWorkflow", &input.cluster, Ok(()))?;
         ctx.upsert_search_attributes([
             search::CLUSTER.value_set(input.cluster.to_string()),
             search::OPERATION.value_set(Operation::Preflight.to_string()),

@@ -126,6 +126,7 @@ pub fn merge(
             sweep_id(cluster)
         )));
     }
+    request.check()?;
     let before = values(before_every, &before_request);
     let after = values(Some(every), &request);
     let settings = after
