@@ -9,6 +9,7 @@ mod cli;
 mod deployment;
 mod drain;
 mod encryption;
+mod hostile_inputs;
 mod image;
 mod isolation;
 mod keyvault;
