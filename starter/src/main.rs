@@ -139,3 +139,32 @@ async fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use nodewright_model::ClusterName;
+    use nodewright_model::sweep::SweepRequest;
+
+    use super::CliError;
+
+    #[test]
+    fn an_input_its_workflow_would_refuse_is_refused_with_exit_2_naming_each_field() {
+        let cluster = ClusterName::parse("cluster", "prod").unwrap_or_else(|e| panic!("{e}"));
+        let mut request = SweepRequest::new(cluster);
+        request.grace = Duration::ZERO;
+        request.parallelism = 0;
+        let error = match request.check() {
+            Err(refused) => CliError::from(refused),
+            Ok(()) => panic!("a zero grace and parallelism passed"),
+        };
+        assert_eq!(error.exit_code(), 2);
+        assert_eq!(
+            error.to_string(),
+            "grace: is not from 10s to 168h (got 0s); give --grace from 10s to 168h (e.g. 90s, 20m, 1h)\n\
+             parallelism: is not from 1 to 50 (got 0); give --parallelism from 1 to 50\n\
+             nothing was started"
+        );
+    }
+}

@@ -85,11 +85,24 @@ fn fields(result: Result<(), InputError>) -> Vec<String> {
     }
 }
 
+/// One row of a table: the case, how it changes the valid input, the fields it expects named.
+type Row<'a, T> = (&'a str, Box<dyn Fn(&mut T)>, &'a [&'a str]);
+
+/// One row of the cluster table: the case, the input's cluster, the workflow ID, the worker's
+/// cluster, and fragments the refusal holds (none: admitted).
+type ClusterRow<'a> = (
+    &'a str,
+    &'a ClusterName,
+    &'a str,
+    Option<&'a ClusterName>,
+    &'a [&'a str],
+);
+
 /// Checks a table of (case, input change, fields expected) with one `check_input`.
 fn check<T: Clone>(
     base: T,
     check_input: impl Fn(&T) -> Result<(), InputError>,
-    table: Vec<(&str, Box<dyn Fn(&mut T)>, &[&str])>,
+    table: Vec<Row<'_, T>>,
 ) {
     assert_eq!(
         fields(check_input(&base)),
@@ -458,7 +471,7 @@ fn inspect_and_sweep_inputs_follow_the_cli_bounds() {
 fn an_input_for_another_cluster_is_refused() {
     let local = cluster("local");
     let other = cluster("other");
-    let table: [(&str, &ClusterName, &str, Option<&ClusterName>, &[&str]); 7] = [
+    let table: [ClusterRow<'_>; 7] = [
         (
             "the CLI's run on its own cluster's worker",
             &local,
