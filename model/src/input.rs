@@ -1,7 +1,8 @@
 //! Every workflow's input checked where it is used: one pure `check` per input type, with the
 //! same rules the CLI applies before it starts a run (the pool file's in [`crate::pool`], the
 //! maxima of [`crate::limits`], machine names of [`crate::machine_name`]), and
-//! [`check_cluster`], which refuses an input for another cluster.
+//! [`check_cluster`], which refuses an input for another cluster, and [`check_subject`], which
+//! refuses an input for another machine or pool than its workflow ID names.
 //!
 //! Anything that may start a workflow on the Temporal namespace can hand it any input; a
 //! workflow therefore checks its input before its first step and fails at once, non-retryable
@@ -183,6 +184,40 @@ pub fn check_cluster(
                 quoted(worker.as_str())
             ),
             "start the run on that cluster's task queue (nodewright-<cluster> unless configured), with that cluster's settings",
+        );
+    }
+    problems.finish()
+}
+
+/// Whether the machine, Node or pool an input of `workflow` acts on (`value`, at `field`) is
+/// the one its workflow ID names (`delete/<cluster>/<machine>`): Temporal runs one run per
+/// workflow ID at a time, so only then is there one run per machine (or pool) at a time. An ID
+/// without a subject (`sweep/<cluster>`) or that nodewright does not build (refused by
+/// [`check_cluster`]) passes here.
+///
+/// # Errors
+///
+/// [`InputError`] at `field`, naming the ID's subject and the fix.
+pub fn check_subject(
+    workflow: &'static str,
+    field: &str,
+    value: &str,
+    workflow_id: &str,
+) -> Result<(), InputError> {
+    let mut problems = Problems::new(workflow);
+    if cluster_of_workflow_id(workflow_id).is_some()
+        && let Some((_, subject)) = workflow_id.rsplit_once('/')
+        && workflow_id.matches('/').count() == 2
+        && subject != value
+    {
+        problems.push(
+            field,
+            quoted(value),
+            format!(
+                "is not the subject of the workflow ID {workflow_id} ({})",
+                quoted(subject)
+            ),
+            "give the same name in the input and in the workflow ID (the nodewright CLI does): only then does Temporal keep to one run per machine or pool",
         );
     }
     problems.finish()

@@ -8,9 +8,13 @@
 //!   role label) and a creation timeout of 10¹² s.
 //! - DeleteMachine of another cluster started on this cluster's task queue (workflow ID and input
 //!   agreeing on the other cluster), and one whose input names another cluster than its ID.
+//! - DeleteMachine of this cluster's machine under another machine's workflow ID (a second run
+//!   for one machine).
+//! - UncordonNode started with `temporal workflow start` and raw JSON, naming no machine.
 //! - DrainNode with an absurd policy (a drain timeout of u64::MAX seconds, no PDB retry).
 //! - RollingUpdate with a max surge of 5000 machines and a canary beyond the replicas.
 
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -27,7 +31,7 @@ use nodewright_model::{ClusterName, Operation, WorkflowId};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::{create_ready_node, unique_suffix};
 use nodewright_tests::machines::{KillableWorker, Sandbox, write_pool_file};
-use nodewright_tests::stack::history_json;
+use nodewright_tests::stack::{history_json, temporal_cli};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_workflows::{
     CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, RollingUpdateWorkflow,
@@ -133,6 +137,59 @@ async fn hostile_runs(
         .await?;
     let id_names = format!("names (\"{cluster}\")");
     refused(stack, &mismatched_id, &["cluster:", &id_names]).await?;
+
+    // DeleteMachine of this cluster's machine under another machine's workflow ID: a second
+    // run for one machine, past Temporal's one run per ID.
+    let other_subject_id =
+        WorkflowId::for_subject(Operation::Delete, &cluster, &format!("{pool_name}-zzzzz"));
+    client
+        .start_workflow(
+            DeleteMachineWorkflow::run,
+            delete(&cluster),
+            options(&other_subject_id),
+        )
+        .await?;
+    refused(
+        stack,
+        &other_subject_id,
+        &["machine:", "is not the subject of the workflow ID"],
+    )
+    .await?;
+
+    // UncordonNode started with `temporal workflow start` and raw JSON, as anyone with the
+    // namespace's start permission can: a Node name that is no machine name.
+    let hostile_name = format!("{pool_name}_Node");
+    let raw_id = WorkflowId::for_subject(Operation::Uncordon, &cluster, &hostile_name);
+    let input = serde_json::json!({ "cluster": cluster.as_str(), "machine": hostile_name });
+    let started = Command::new(temporal_cli()?)
+        .args([
+            "workflow",
+            "start",
+            "--type",
+            "UncordonNode",
+            "--task-queue",
+            task_queue,
+            "--workflow-id",
+            raw_id.as_str(),
+            "--input",
+            &input.to_string(),
+            "--address",
+            &stack.temporal_address,
+            "--namespace",
+            &stack.temporal_namespace,
+        ])
+        .output()?;
+    ensure!(
+        started.status.success(),
+        "temporal workflow start {raw_id}: {}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    refused(
+        stack,
+        &raw_id,
+        &["machine:", "_Node", "contains a character other than"],
+    )
+    .await?;
 
     // DrainNode with an absurd policy.
     let drain = DrainRequest {

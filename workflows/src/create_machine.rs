@@ -57,7 +57,15 @@ impl CreateMachineWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: CreateMachineRequest,
     ) -> WorkflowResult<CreatedMachine> {
-        input::admit_machine_run(ctx, "CreateMachine", &request.cluster, request.check())?;
+        input::admit_machine_run(
+            ctx,
+            "CreateMachine",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("machine", &request.machine)),
+            },
+            request.check(),
+        )?;
         let started = now(ctx);
         announce(ctx, &request, started);
         let deadline = later(started, request.creation_timeout);

@@ -47,7 +47,15 @@ impl DeleteMachineWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: DeleteMachineRequest,
     ) -> WorkflowResult<DeletedMachine> {
-        input::admit_machine_run(ctx, "DeleteMachine", &request.cluster, request.check())?;
+        input::admit_machine_run(
+            ctx,
+            "DeleteMachine",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("machine", &request.machine)),
+            },
+            request.check(),
+        )?;
         ctx.upsert_search_attributes(
             [
                 search::CLUSTER.value_set(request.cluster.to_string()),

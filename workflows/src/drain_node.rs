@@ -81,7 +81,15 @@ impl DrainNodeWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: DrainRequest,
     ) -> WorkflowResult<DrainedNode> {
-        input::admit_machine_run(ctx, "DrainNode", &request.cluster, request.check())?;
+        input::admit_machine_run(
+            ctx,
+            "DrainNode",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("node", &request.node)),
+            },
+            request.check(),
+        )?;
         announce(ctx, &request);
         let scope = ctx
             .execute_activity(

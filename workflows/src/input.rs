@@ -31,7 +31,7 @@
 use std::sync::OnceLock;
 
 use nodewright_model::ClusterName;
-use nodewright_model::input::{InputError, check_cluster};
+use nodewright_model::input::{InputError, check_cluster, check_subject};
 use temporalio_sdk::{ApplicationFailure, WorkflowContext, WorkflowTermination};
 
 use crate::progress::{HasStatus, fail};
@@ -63,9 +63,19 @@ pub fn served_cluster() -> Option<&'static ClusterName> {
     WORKER_CLUSTER.get()
 }
 
-/// The problems of an input of `workflow` naming `cluster`, whose own rules gave `checked`:
-/// the cluster's (against the run's workflow ID and this worker's cluster) first, then the
-/// input's. Issues no command.
+/// What a run acts on, and where its input names it: the cluster, and for a run of one
+/// machine, Node or pool the input's field and value (compared with the workflow ID's subject).
+pub struct Subject<'a> {
+    /// The input's `cluster`.
+    pub cluster: &'a ClusterName,
+    /// The input's field naming the machine, Node or pool (`machine`, `node`, `pool.name`) and
+    /// its value; `None` for runs of a whole cluster (sweep, preflight).
+    pub named: Option<(&'static str, &'a str)>,
+}
+
+/// The problems of an input of `workflow` acting on `subject`, whose own rules gave `checked`:
+/// the cluster's (against the run's workflow ID and this worker's cluster) and the subject's
+/// (against the workflow ID's) first, then the input's. Issues no command.
 ///
 /// # Errors
 ///
@@ -73,11 +83,17 @@ pub fn served_cluster() -> Option<&'static ClusterName> {
 pub fn check<W>(
     ctx: &WorkflowContext<W>,
     workflow: &'static str,
-    cluster: &ClusterName,
+    subject: &Subject<'_>,
     checked: Result<(), InputError>,
 ) -> Result<(), InputError> {
     let mut errors = Vec::new();
-    if let Err(refused) = check_cluster(workflow, cluster, ctx.workflow_id(), served_cluster()) {
+    let workflow_id = ctx.workflow_id();
+    if let Err(refused) = check_cluster(workflow, subject.cluster, workflow_id, served_cluster()) {
+        errors.extend(refused.errors);
+    }
+    if let Some((field, value)) = subject.named
+        && let Err(refused) = check_subject(workflow, field, value, workflow_id)
+    {
         errors.extend(refused.errors);
     }
     if let Err(refused) = checked {
@@ -102,10 +118,10 @@ pub fn check<W>(
 pub fn admit_machine_run<W: HasStatus>(
     ctx: &mut WorkflowContext<W>,
     workflow: &'static str,
-    cluster: &ClusterName,
+    subject: &Subject<'_>,
     checked: Result<(), InputError>,
 ) -> Result<(), WorkflowTermination> {
-    check(ctx, workflow, cluster, checked)
+    check(ctx, workflow, subject, checked)
         .map_err(|error| fail(ctx, INVALID_INPUT, error.to_string()))
 }
 
@@ -118,10 +134,10 @@ pub fn admit_machine_run<W: HasStatus>(
 pub fn admit<W>(
     ctx: &mut WorkflowContext<W>,
     workflow: &'static str,
-    cluster: &ClusterName,
+    subject: &Subject<'_>,
     checked: Result<(), InputError>,
 ) -> Result<(), WorkflowTermination> {
-    check(ctx, workflow, cluster, checked).map_err(|error| {
+    check(ctx, workflow, subject, checked).map_err(|error| {
         let message = error.to_string();
         ctx.upsert_search_attributes([search::PHASE.value_set("failed".to_owned())]);
         ctx.set_current_details(message.clone());

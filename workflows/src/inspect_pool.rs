@@ -24,7 +24,15 @@ impl InspectPoolWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: InspectPoolRequest,
     ) -> WorkflowResult<PoolReport> {
-        input::admit(ctx, "InspectPool", &request.cluster, request.check())?;
+        input::admit(
+            ctx,
+            "InspectPool",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("pool", &request.pool)),
+            },
+            request.check(),
+        )?;
         ctx.upsert_search_attributes([
             search::CLUSTER.value_set(request.cluster.to_string()),
             search::POOL.value_set(request.pool.clone()),

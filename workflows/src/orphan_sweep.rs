@@ -60,7 +60,15 @@ impl OrphanSweepWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: SweepRequest,
     ) -> WorkflowResult<SweepAudit> {
-        input::admit(ctx, "OrphanSweep", &request.cluster, request.check())?;
+        input::admit(
+            ctx,
+            "OrphanSweep",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: None,
+            },
+            request.check(),
+        )?;
         announce(ctx, &request);
         let mut audit = sweep(ctx, &request).await;
         let canceled = cancellation::requested(ctx);

@@ -55,7 +55,15 @@ impl RollingUpdateWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: RolloutRequest,
     ) -> WorkflowResult<RolloutResult> {
-        input::admit(ctx, "RollingUpdate", &request.cluster, request.check())?;
+        input::admit(
+            ctx,
+            "RollingUpdate",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("pool.name", &request.pool.name)),
+            },
+            request.check(),
+        )?;
         announce(ctx, &request);
         let scope = ctx
             .execute_activity(

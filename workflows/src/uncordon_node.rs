@@ -36,7 +36,15 @@ impl UncordonNodeWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: UncordonRequest,
     ) -> WorkflowResult<()> {
-        input::admit_machine_run(ctx, "UncordonNode", &request.cluster, request.check())?;
+        input::admit_machine_run(
+            ctx,
+            "UncordonNode",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("machine", &request.machine)),
+            },
+            request.check(),
+        )?;
         ctx.upsert_search_attributes(
             [
                 search::CLUSTER.value_set(request.cluster.to_string()),

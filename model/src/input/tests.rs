@@ -564,3 +564,64 @@ proptest! {
         prop_assert_eq!(accepted, (10..=limits::MAX_CREATION_TIMEOUT.as_secs()).contains(&seconds));
     }
 }
+
+#[test]
+fn an_input_for_another_machine_or_pool_than_its_workflow_id_is_refused() {
+    let table: [(&str, &str, &str, Option<&str>); 6] = [
+        (
+            "the CLI's run",
+            "workers-x7k2q",
+            "delete/local/workers-x7k2q",
+            None,
+        ),
+        (
+            "a sweep's ID has no subject",
+            "anything",
+            "sweep/local",
+            None,
+        ),
+        (
+            "a scheduled sweep's ID has no subject",
+            "anything",
+            "sweep/local-2026-11-25T14:30:00Z",
+            None,
+        ),
+        (
+            "an ID nodewright does not build is left to check_cluster",
+            "a",
+            "my/own/id/x",
+            None,
+        ),
+        (
+            "a second run for the same machine under another ID",
+            "workers-x7k2q",
+            "delete/local/workers-other",
+            Some(
+                "is not the subject of the workflow ID delete/local/workers-other (\"workers-other\")",
+            ),
+        ),
+        (
+            "a rollout of another pool than its ID",
+            "web",
+            "rollout/local/workers",
+            Some("(\"workers\")"),
+        ),
+    ];
+    for (case, value, workflow_id, expected) in table {
+        match (
+            check_subject("DeleteMachine", "machine", value, workflow_id),
+            expected,
+        ) {
+            (Ok(()), None) => {}
+            (Err(error), Some(fragment)) => {
+                let text = error.to_string();
+                assert!(text.contains(fragment), "{case}: {text}");
+                assert!(text.contains("machine: "), "{case}: {text}");
+            }
+            (result, _) => panic!(
+                "{case}: {}",
+                result.map_or_else(|e| e.to_string(), |()| "passed".to_owned())
+            ),
+        }
+    }
+}
