@@ -244,7 +244,10 @@ async fn hostile_runs(
     let left = Sandbox::new(stack)?.machine_resources(machine).await?;
     ensure!(
         left.is_empty(),
-        "nothing of {machine} in the sandbox: {left:#?}"
+        "nothing of {machine} in the sandbox: VMs {}, NICs {}, disks {}",
+        Value::from(left.vms.clone()),
+        Value::from(left.nics.clone()),
+        Value::from(left.disks.clone())
     );
     let kube = stack.kube_client().await?;
     let node_after = nodewright_tests::machines::node(&kube, machine)
