@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, PostParams};
 use nodewright_model::drain::{DrainPurpose, DrainRequest};
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::pool::{Amount, DrainPolicy, from_yaml};
@@ -29,7 +29,7 @@ use nodewright_model::rollout::{
 };
 use nodewright_model::{ClusterName, Operation, WorkflowId};
 use nodewright_tests::Stack;
-use nodewright_tests::kube_objects::{create_ready_node, unique_suffix};
+use nodewright_tests::kube_objects::{kwok_node, unique_suffix};
 use nodewright_tests::machines::{KillableWorker, Sandbox, write_pool_file};
 use nodewright_tests::stack::{history_json, temporal_cli};
 use nodewright_tests::temporal_worker::unique_task_queue;
@@ -47,9 +47,13 @@ async fn hostile_inputs_fail_at_once_naming_the_field_and_change_nothing() -> Re
     let worker = KillableWorker::start(&stack, &task_queue)?;
     let pool = format!("hst{}", unique_suffix());
     let machine = format!("{pool}-bcdfg");
-    let node_before = create_ready_node(&kube, &machine).await?;
-    let outcome = hostile_runs(&stack, &task_queue, &pool, &machine, &node_before).await;
+    // The Node need not be Ready: nothing may touch it either way.
     let nodes: Api<Node> = Api::all(kube.clone());
+    let node_before = nodes
+        .create(&PostParams::default(), &kwok_node(&machine)?)
+        .await
+        .with_context(|| format!("creating Node {machine}"))?;
+    let outcome = hostile_runs(&stack, &task_queue, &pool, &machine, &node_before).await;
     if let Err(error) = nodes.delete(&machine, &DeleteParams::default()).await {
         eprintln!("cleanup: deleting node {machine}: {error}");
     }
@@ -308,8 +312,9 @@ async fn refused(stack: &Stack, workflow_id: &WorkflowId, fragments: &[&str]) ->
     Ok(())
 }
 
-/// What nodewright could have changed on a Node: its spec (cordon, taints) and its labels and
-/// annotations under nodewright.io (kwok and the node controllers add others of their own).
+/// What nodewright could have changed on a Node: cordon, taints and its labels and annotations
+/// under nodewright.io (the node controllers add and remove `node.kubernetes.io/` taints, and
+/// kwok labels and annotations, of their own).
 fn nodewright_view(node: &Node) -> Value {
     let ours = |map: &Option<std::collections::BTreeMap<String, String>>| -> Value {
         map.iter()
@@ -319,8 +324,17 @@ fn nodewright_view(node: &Node) -> Value {
             .collect::<serde_json::Map<_, _>>()
             .into()
     };
+    let spec = node.spec.clone().unwrap_or_default();
+    let taints: Vec<Value> = spec
+        .taints
+        .iter()
+        .flatten()
+        .filter(|taint| !taint.key.starts_with("node.kubernetes.io/"))
+        .map(|taint| serde_json::json!([taint.key, taint.value, taint.effect]))
+        .collect();
     serde_json::json!({
-        "spec": node.spec,
+        "unschedulable": spec.unschedulable.unwrap_or(false),
+        "taints": taints,
         "labels": ours(&node.metadata.labels),
         "annotations": ours(&node.metadata.annotations),
     })
