@@ -316,8 +316,10 @@ impl DrainRequest {
 
 impl RolloutRequest {
     /// Checks the input of RollingUpdate with the rules `pool rollout` applies: the pool by
-    /// every rule of the pool file, the templates it may roll back to, the canary within the
-    /// replicas, and the test knobs within their maxima.
+    /// every rule of the pool file, the canary within the replicas, and the test knobs within
+    /// their maxima. The history's templates are only carried into the result (a rollback
+    /// starts a rollout with one as its pool's template, checked then); checking them here
+    /// would stop every rollout of a pool whose earlier template a newer rule refuses.
     ///
     /// # Errors
     ///
@@ -325,19 +327,6 @@ impl RolloutRequest {
     pub fn check(&self) -> Result<(), InputError> {
         let mut problems = Problems::new("RollingUpdate");
         problems.extend(received::pool("pool", &self.pool));
-        for (field, record) in [
-            ("history.current", &self.history.current),
-            ("history.previous", &self.history.previous),
-        ] {
-            if let Some(record) = record {
-                problems.extend(received::template(
-                    &format!("{field}.template"),
-                    &record.template,
-                    Duration::ZERO,
-                    "",
-                ));
-            }
-        }
         if let Some(canary) = self.canary {
             problems.count("canary", "--canary", canary, 1, self.pool.replicas.max(1));
         }

@@ -149,3 +149,18 @@ pub fn admit<W>(
             .into()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_serves_one_cluster() {
+        let cluster =
+            |name: &str| ClusterName::parse("cluster", name).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(serve_cluster(&cluster("local")), Ok(()));
+        assert_eq!(serve_cluster(&cluster("local")), Ok(()));
+        assert_eq!(serve_cluster(&cluster("other")), Err(cluster("local")));
+        assert_eq!(served_cluster(), Some(&cluster("local")));
+    }
+}
