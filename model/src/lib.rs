@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod config;
 pub mod drain;
 pub mod identity;
+pub mod input;
 pub mod isolation;
 pub mod keyvault;
 pub mod limits;

@@ -82,6 +82,21 @@ pub enum CliError {
     AlreadyRunning(String),
 }
 
+/// An input the CLI built that its workflow would refuse (`nodewright_model::input`, the same
+/// rules the workflow checks before its first step): every problem, one a line; exit 2.
+impl From<nodewright_model::input::InputError> for CliError {
+    fn from(error: nodewright_model::input::InputError) -> Self {
+        let mut message = error
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
+        message.push_str("\nnothing was started");
+        CliError::InvalidInput(message)
+    }
+}
+
 impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
@@ -122,5 +137,34 @@ async fn main() -> ExitCode {
             eprintln!("error: {}", error_chain(&error));
             ExitCode::from(error.exit_code())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use nodewright_model::ClusterName;
+    use nodewright_model::sweep::SweepRequest;
+
+    use super::CliError;
+
+    #[test]
+    fn an_input_its_workflow_would_refuse_is_refused_with_exit_2_naming_each_field() {
+        let cluster = ClusterName::parse("cluster", "prod").unwrap_or_else(|e| panic!("{e}"));
+        let mut request = SweepRequest::new(cluster);
+        request.grace = Duration::ZERO;
+        request.parallelism = 0;
+        let error = match request.check() {
+            Err(refused) => CliError::from(refused),
+            Ok(()) => panic!("a zero grace and parallelism passed"),
+        };
+        assert_eq!(error.exit_code(), 2);
+        assert_eq!(
+            error.to_string(),
+            "grace: is not from 10s to 168h (got 0s); give --grace from 10s to 168h (e.g. 90s, 20m, 1h)\n\
+             parallelism: is not from 1 to 50 (got 0); give --parallelism from 1 to 50\n\
+             nothing was started"
+        );
     }
 }

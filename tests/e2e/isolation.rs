@@ -7,8 +7,10 @@
 //!   right labels and providerID; every activity of each run ran on its own cluster's worker (the
 //!   identities in the runs' histories).
 //! - With both workers explicitly on one shared queue and the `local` worker gone, a `local` run
-//!   reaches the `other` worker, which refuses its activity: the run fails with `WrongCluster`
-//!   naming both clusters, and nothing is created in either resource group.
+//!   reaches the `other` worker, whose workflow refuses its input before the first activity: the
+//!   run fails with `InvalidInput` naming both clusters, no activity is scheduled, and nothing is
+//!   created in either resource group. (Its activities would meet the activity guard's
+//!   `WrongCluster` refusal, as before.)
 //! - A sweep whose API's identity names another cluster, or that has none, freezes and deletes
 //!   nothing, saying why.
 //! - A worker whose identity ConfigMap names another cluster, or another apiserver's kube-system
@@ -187,7 +189,12 @@ async fn derived_queues_keep_each_cluster_in_its_own_resource_group(
         // Every activity of the run ran on this cluster's worker.
         let pid = worker.pid().context("the worker runs")?;
         let workflow_id = format!("create/{}/{machine}", cluster_stack.cluster);
-        let identities = activity_identities(stack, &workflow_id)?;
+        let mut identities = Vec::new();
+        collect_identities(
+            &history(stack, &workflow_id)?,
+            "activityTaskStartedEventAttributes",
+            &mut identities,
+        );
         ensure!(!identities.is_empty(), "{workflow_id}: no activity started");
         ensure!(
             identities
@@ -236,22 +243,40 @@ async fn a_shared_queue_hands_a_run_to_the_other_cluster_which_refuses_it(
     );
     let local = format!("\"{}\"", stack.cluster);
     let foreign = format!("\"{}\"", other.stack.cluster);
-    for fragment in [local.as_str(), foreign.as_str(), "own task queue"] {
+    for fragment in [
+        local.as_str(),
+        foreign.as_str(),
+        "cluster:",
+        "this worker manages",
+        "task queue",
+    ] {
         ensure!(
             output.contains(fragment),
             "{fragment} missing from the failed run's output: {output}"
         );
     }
-    // The refused activity was started by the other cluster's worker (its history says so).
+    // The other cluster's worker took the run's workflow task and refused its input before
+    // the first activity (its history says so): no activity was even scheduled.
     let pid = other_worker.pid().context("the other worker runs")?;
     let workflow_id = format!("create/{}/{machine}", stack.cluster);
-    let identities = activity_identities(stack, &workflow_id)?;
+    let history = history(stack, &workflow_id)?;
+    let mut identities = Vec::new();
+    collect_identities(
+        &history,
+        "workflowTaskStartedEventAttributes",
+        &mut identities,
+    );
     ensure!(
         !identities.is_empty()
             && identities
                 .iter()
                 .all(|identity| identity.ends_with(&format!(":{pid}"))),
-        "{workflow_id}: its activity reached the other worker (pid {pid}): {identities:?}"
+        "{workflow_id}: its workflow task reached the other worker (pid {pid}): {identities:?}"
+    );
+    let text = history.to_string();
+    ensure!(
+        !text.contains("activityTaskScheduledEventAttributes") && text.contains("InvalidInput"),
+        "{workflow_id}: refused as InvalidInput before any activity was scheduled: {text}"
     );
     for cluster_stack in [stack, &other.stack] {
         let left = Sandbox::new(cluster_stack)?
@@ -443,7 +468,8 @@ async fn frozen_sweep(stack: &Stack, task_queue: &str) -> Result<String> {
 }
 
 /// The identities of the workers that started the activities of `workflow_id`'s latest run.
-fn activity_identities(stack: &Stack, workflow_id: &str) -> Result<Vec<String>> {
+/// `temporal workflow show` of the latest run of `workflow_id`: every event.
+fn history(stack: &Stack, workflow_id: &str) -> Result<Value> {
     let output = Command::new(temporal_cli()?)
         .args([
             "workflow",
@@ -463,28 +489,26 @@ fn activity_identities(stack: &Stack, workflow_id: &str) -> Result<Vec<String>> 
         "temporal workflow show {workflow_id}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let history: Value = serde_json::from_slice(&output.stdout)?;
-    let mut identities = Vec::new();
-    collect_started_identities(&history, &mut identities);
-    Ok(identities)
+    Ok(serde_json::from_slice(&output.stdout)?)
 }
 
-fn collect_started_identities(value: &Value, found: &mut Vec<String>) {
+/// The `identity` of every event attribute object named `attributes` in `value`.
+fn collect_identities(value: &Value, attributes: &str, found: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
             for (key, inner) in map {
-                if key == "activityTaskStartedEventAttributes" {
+                if key == attributes {
                     if let Some(identity) = inner["identity"].as_str() {
                         found.push(identity.to_owned());
                     }
                 } else {
-                    collect_started_identities(inner, found);
+                    collect_identities(inner, attributes, found);
                 }
             }
         }
         Value::Array(items) => {
             for item in items {
-                collect_started_identities(item, found);
+                collect_identities(item, attributes, found);
             }
         }
         _ => {}

@@ -10,6 +10,7 @@ mod deadline;
 mod deployment;
 mod drain;
 mod encryption;
+mod hostile_inputs;
 mod image;
 mod isolation;
 mod keyvault;

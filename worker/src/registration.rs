@@ -2,7 +2,8 @@
 //! activities, ARM reads and waits, Temporal reads) and the ARM-write task queue (PUT, PATCH, DELETE), whose
 //! server-enforced rate limit keeps every worker of the deployment together under the
 //! subscription's ARM write budget (architecture §5). Both refuse the activities of another
-//! cluster's runs ([`crate::isolation`]).
+//! cluster's runs ([`crate::isolation`]), and every workflow refuses an input for another cluster
+//! than the configured one ([`nodewright_workflows::input`]).
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -57,6 +58,13 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         key_vault,
         temporal,
     } = clients;
+    // Before any workflow is registered: every run checks its input's cluster against it.
+    nodewright_workflows::input::serve_cluster(&config.cluster).map_err(|served| {
+        anyhow::anyhow!(
+            "this process already serves cluster {served}, not {}: run one worker process per cluster",
+            config.cluster
+        )
+    })?;
     let task_queue = config.temporal.task_queue.clone();
     let bootstrap = BootstrapSource::kubernetes(kube.clone()).with_key_vault(key_vault);
     let join_tokens = JoinTokens::kubernetes(kube.clone());

@@ -31,7 +31,7 @@ use crate::progress::{
 };
 use crate::removal::{Removal, remove_machine};
 use crate::search;
-use crate::{activity_options, cancellation};
+use crate::{activity_options, cancellation, input};
 
 /// The patch marker of the join-token deletion (after Ready and after any undo): runs recorded
 /// before it replay without the step. Only templates with `bootstrapToken` reach it.
@@ -63,6 +63,15 @@ impl CreateMachineWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: CreateMachineRequest,
     ) -> WorkflowResult<CreatedMachine> {
+        input::admit_machine_run(
+            ctx,
+            "CreateMachine",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("machine", &request.machine)),
+            },
+            request.check(),
+        )?;
         let started = now(ctx);
         announce(ctx, &request, started);
         let deadline = later(started, request.creation_timeout);

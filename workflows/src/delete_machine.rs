@@ -16,7 +16,7 @@ use crate::progress::{
 };
 use crate::removal::{Removal, remove_machine};
 use crate::search;
-use crate::{activity_options, cancellation};
+use crate::{activity_options, cancellation, input};
 
 /// Deletes one machine; see the runbook above.
 #[workflow]
@@ -47,6 +47,15 @@ impl DeleteMachineWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: DeleteMachineRequest,
     ) -> WorkflowResult<DeletedMachine> {
+        input::admit_machine_run(
+            ctx,
+            "DeleteMachine",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("machine", &request.machine)),
+            },
+            request.check(),
+        )?;
         ctx.upsert_search_attributes(
             [
                 search::CLUSTER.value_set(request.cluster.to_string()),

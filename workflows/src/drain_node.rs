@@ -35,7 +35,7 @@ use crate::progress::{
     record_failure, rfc3339, succeed,
 };
 use crate::search;
-use crate::{activity_options, cancellation};
+use crate::{activity_options, cancellation, input};
 
 /// How long force mode waits for ARM to force-detach the VM's data disks.
 const FORCE_DETACH_BUDGET: Duration = Duration::from_secs(10 * 60);
@@ -92,6 +92,15 @@ impl DrainNodeWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: DrainRequest,
     ) -> WorkflowResult<DrainedNode> {
+        input::admit_machine_run(
+            ctx,
+            "DrainNode",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("node", &request.node)),
+            },
+            request.check(),
+        )?;
         announce(ctx, &request);
         let scope = ctx
             .execute_activity(

@@ -9,7 +9,7 @@ use temporalio_sdk::{WorkflowContext, WorkflowResult};
 
 use crate::progress::now;
 use crate::search;
-use crate::{activity_options, cancellation};
+use crate::{activity_options, cancellation, input};
 
 /// Looks at a pool's machines; see the runbook above.
 #[workflow]
@@ -24,6 +24,15 @@ impl InspectPoolWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: InspectPoolRequest,
     ) -> WorkflowResult<PoolReport> {
+        input::admit(
+            ctx,
+            "InspectPool",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("pool", &request.pool)),
+            },
+            request.check(),
+        )?;
         ctx.upsert_search_attributes([
             search::CLUSTER.value_set(request.cluster.to_string()),
             search::POOL.value_set(request.pool.clone()),

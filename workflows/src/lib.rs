@@ -12,6 +12,7 @@ pub mod connect;
 pub mod create_machine;
 pub mod delete_machine;
 pub mod drain_node;
+pub mod input;
 pub mod inspect_pool;
 pub mod orphan_sweep;
 pub mod preflight;

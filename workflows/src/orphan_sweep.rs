@@ -32,7 +32,7 @@ use crate::delete_machine::DeleteMachineWorkflow;
 use crate::progress::child_options;
 use crate::progress::{activity_failure_text, child_failure_text, later, now, rfc3339};
 use crate::search;
-use crate::{activity_options, cancellation};
+use crate::{activity_options, cancellation, input};
 
 /// Resources per ARM inventory call (whole pages).
 const ARM_ITEMS_PER_CALL: u32 = 1000;
@@ -60,6 +60,15 @@ impl OrphanSweepWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: SweepRequest,
     ) -> WorkflowResult<SweepAudit> {
+        input::admit(
+            ctx,
+            "OrphanSweep",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: None,
+            },
+            request.check(),
+        )?;
         announce(ctx, &request);
         let mut audit = sweep(ctx, &request).await;
         let canceled = cancellation::requested(ctx);

@@ -39,6 +39,15 @@ impl PreflightWorkflow {
         ctx: &mut WorkflowContext<Self>,
         input: PreflightInput,
     ) -> WorkflowResult<PreflightReport> {
+        crate::input::admit(
+            ctx,
+            "PreflightWorkflow",
+            &crate::input::Subject {
+                cluster: &input.cluster,
+                named: None,
+            },
+            Ok(()),
+        )?;
         ctx.upsert_search_attributes([
             search::CLUSTER.value_set(input.cluster.to_string()),
             search::OPERATION.value_set(Operation::Preflight.to_string()),

@@ -31,7 +31,7 @@ use crate::delete_machine::DeleteMachineWorkflow;
 use crate::progress::child_options;
 use crate::progress::{activity_failure_text, child_failure_text, now, was_canceled};
 use crate::search;
-use crate::{activity_options, cancellation};
+use crate::{activity_options, cancellation, input};
 
 /// Rolls a pool to a new template; see the runbook above.
 #[workflow]
@@ -55,6 +55,15 @@ impl RollingUpdateWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: RolloutRequest,
     ) -> WorkflowResult<RolloutResult> {
+        input::admit(
+            ctx,
+            "RollingUpdate",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("pool.name", &request.pool.name)),
+            },
+            request.check(),
+        )?;
         announce(ctx, &request);
         let scope = ctx
             .execute_activity(

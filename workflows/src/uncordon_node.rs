@@ -12,7 +12,7 @@ use crate::progress::{
     HasStatus, StepFailed, begin, done, fail, now, record_failure, rfc3339, succeed,
 };
 use crate::search;
-use crate::{activity_options, cancellation};
+use crate::{activity_options, cancellation, input};
 
 /// Makes a drained machine's Node schedulable again; see the runbook above.
 #[workflow]
@@ -36,6 +36,15 @@ impl UncordonNodeWorkflow {
         ctx: &mut WorkflowContext<Self>,
         request: UncordonRequest,
     ) -> WorkflowResult<()> {
+        input::admit_machine_run(
+            ctx,
+            "UncordonNode",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("machine", &request.machine)),
+            },
+            request.check(),
+        )?;
         ctx.upsert_search_attributes(
             [
                 search::CLUSTER.value_set(request.cluster.to_string()),

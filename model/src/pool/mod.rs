@@ -24,6 +24,7 @@ pub use hash::{TEMPLATE_HASH_LEN, template_hash};
 pub use parse::{PoolFileError, parse};
 pub use spec::*;
 pub use valid::{Amount, DrainPolicy, MachineTimeouts, RolloutStrategy, ValidPool};
+pub(crate) use validate::received as validate_received;
 pub use validate::{FieldError, InvalidPool, MAX_POOL_NAME_LEN, MAX_REPLICAS, validate};
 
 /// A pool file that cannot be used. Never retryable: the file has to change.

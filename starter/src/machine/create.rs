@@ -44,6 +44,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         keep_on_failure: args.keep_on_failure,
         drain: pool.drain.clone(),
     };
+    request.check()?;
     let client = settings.temporal().connect().await?;
     let workflow_id = WorkflowId::for_subject(Operation::Create, &cluster, machine.as_str());
     let link = settings.ui_link(&workflow_id);

@@ -83,6 +83,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         force,
         drain_policy: None,
     };
+    request.check()?;
     let handle = client
         .start_workflow(DeleteMachineWorkflow::run, request, options)
         .await

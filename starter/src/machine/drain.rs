@@ -89,6 +89,7 @@ pub async fn start(
         local_data,
         resume: None,
     };
+    request.check()?;
     let handle = client
         .start_workflow(DrainNodeWorkflow::run, request, options)
         .await
@@ -305,6 +306,7 @@ pub async fn uncordon(settings: &Settings, output: Output, name: &str) -> Result
         cluster,
         machine: machine.to_string(),
     };
+    request.check()?;
     let handle = client
         .start_workflow(UncordonNodeWorkflow::run, request, options)
         .await

@@ -130,6 +130,7 @@ pub async fn begin(
         history_limit: knobs.history_limit,
         resume: None,
     };
+    request.check()?;
     let handle = client
         .start_workflow(RollingUpdateWorkflow::run, request, options)
         .await

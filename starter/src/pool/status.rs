@@ -144,6 +144,7 @@ pub async fn pool(
         cluster: cluster.clone(),
         pool: pool.to_owned(),
     };
+    request.check()?;
     let handle = client
         .start_workflow(InspectPoolWorkflow::run, request, options)
         .await

@@ -197,9 +197,12 @@ impl SweepFlags {
     ///
     /// # Errors
     ///
-    /// As [`SweepFlags::checked`].
+    /// As [`SweepFlags::checked`], and the request refused by the rules OrphanSweep checks
+    /// (`SweepRequest::check`).
     pub fn request(&self, cluster: &ClusterName) -> Result<SweepRequest, CliError> {
-        Ok(self.checked()?.over(SweepRequest::new(cluster.clone())))
+        let request = self.checked()?.over(SweepRequest::new(cluster.clone()));
+        request.check()?;
+        Ok(request)
     }
 }
 

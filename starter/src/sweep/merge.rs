@@ -126,6 +126,7 @@ pub fn merge(
             sweep_id(cluster)
         )));
     }
+    request.check()?;
     let before = values(before_every, &before_request);
     let after = values(Some(every), &request);
     let settings = after
@@ -482,7 +483,9 @@ mod tests {
     fn every_flag_given_is_a_change_of_its_own_setting() {
         // `values` and `given` list the settings in the same order.
         let current = dry_run_schedule();
-        let second = Duration::from_secs(1);
+        // The shortest grace and health timeout the flags accept (the workflow's input check
+        // refuses less, `SweepRequest::check`).
+        let shortest = Duration::from_secs(10);
         let one_each: [(&str, TypedSweep); 8] = [
             (
                 "dryRun",
@@ -508,21 +511,21 @@ mod tests {
             (
                 "grace",
                 TypedSweep {
-                    grace: Some(second),
+                    grace: Some(shortest),
                     ..TypedSweep::default()
                 },
             ),
             (
                 "healthTimeout",
                 TypedSweep {
-                    health_timeout: Some(second),
+                    health_timeout: Some(shortest),
                     ..TypedSweep::default()
                 },
             ),
             (
                 "approvalTimeout",
                 TypedSweep {
-                    approval_timeout: Some(second),
+                    approval_timeout: Some(shortest),
                     ..TypedSweep::default()
                 },
             ),

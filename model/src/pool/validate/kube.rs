@@ -11,6 +11,17 @@ const MAX_LABEL_NAME_LEN: usize = 63;
 /// The longest label key prefix (a DNS subdomain).
 const MAX_LABEL_PREFIX_LEN: usize = 253;
 
+/// The node-role labels of control-plane machines (`kubeadm` sets the first; the second is its
+/// name before Kubernetes 1.24, still read by tools and policies).
+const CONTROL_PLANE_ROLES: [&str; 2] = [
+    "node-role.kubernetes.io/control-plane",
+    "node-role.kubernetes.io/master",
+];
+
+/// Labels under the prefixes a pool may use (`node.kubernetes.io/`) whose value Kubernetes
+/// sets from the machine itself (the cloud provider, from the VM size).
+const SET_BY_KUBERNETES: [&str; 1] = ["node.kubernetes.io/instance-type"];
+
 /// The effects a taint can have.
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
@@ -89,6 +100,33 @@ fn check_key(problems: &mut Problems, field: &str, what: &str, key: &str, kubele
     let Some((prefix, _)) = key.split_once('/') else {
         return;
     };
+    if kubelet_rules && CONTROL_PLANE_ROLES.contains(&key) {
+        problems.push(
+            field,
+            quoted(key),
+            problem(
+                "claims the control-plane role: tools, Pod placement and policies that trust it \
+                 would treat a worker as a control-plane machine (the kubelet itself may never set \
+                 node-role labels, so only nodewright could)",
+            ),
+            "give workers a role of their own, e.g. node-role.kubernetes.io/worker or \
+             example.com/role; control-plane machines are not nodewright's to create",
+        );
+        return;
+    }
+    if kubelet_rules && SET_BY_KUBERNETES.contains(&key) {
+        problems.push(
+            field,
+            quoted(key),
+            problem(
+                "is set by Kubernetes and Azure from the machine itself: a pool's value would \
+                 let a worker claim another size than it has",
+            ),
+            "leave it out (Kubernetes sets it from the VM size) and label with your own prefix \
+             (e.g. example.com/size)",
+        );
+        return;
+    }
     if is_in_domain(prefix, "nodewright.io") {
         problems.push(
             field,

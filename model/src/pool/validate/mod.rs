@@ -88,7 +88,7 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
             format!("write kind: {KIND}"),
         );
     }
-    check_pool_name(&mut problems, &pool.metadata.name);
+    check_pool_name(&mut problems, "metadata.name", &pool.metadata.name);
     let spec = &pool.spec;
     if spec.replicas > MAX_REPLICAS {
         problems.push(
@@ -124,15 +124,89 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
 }
 
 /// The pool name follows the cluster name's rules (a DNS label of at most 40 characters).
-fn check_pool_name(problems: &mut Problems, name: &str) {
-    if let Err(invalid) = ClusterName::parse("metadata.name", name) {
+fn check_pool_name(problems: &mut Problems, field: &str, name: &str) {
+    if let Err(invalid) = ClusterName::parse(field, name) {
         problems.push(
-            "metadata.name",
+            field,
             quoted(name),
             invalid.problem,
             "use 1-40 lowercase letters, digits and '-', starting with a letter and not ending \
              with '-' (e.g. \"workers\"); machines are named <pool>-<5 characters>",
         );
+    }
+}
+
+/// The pool file's rules applied to the values a workflow receives, already parsed: each
+/// function returns the problems of one part of an input, named by its path in the input (`field`)
+/// and with the pool file's fix. `crate::input` puts them together per workflow input.
+pub(crate) mod received {
+    use std::time::Duration;
+
+    use super::{FieldError, Problems, bootstrap, check_pool_name, machine, rollout};
+    use crate::limits::MAX_REPLICAS;
+    use crate::pool::spec::MachineTemplate;
+    use crate::pool::valid::{DrainPolicy, ValidPool};
+
+    /// A pool name (at `field`), by the rules of `metadata.name`.
+    pub(crate) fn pool_name(field: &str, name: &str) -> Vec<FieldError> {
+        let mut problems = Problems::default();
+        check_pool_name(&mut problems, field, name);
+        problems.0
+    }
+
+    /// A machine template (at `field`), by the rules of `spec.template`, its bootstrap token
+    /// checked against `creation` (the creation timeout, at `creation_field`).
+    pub(crate) fn template(
+        field: &str,
+        template: &MachineTemplate,
+        creation: Duration,
+        creation_field: &str,
+    ) -> Vec<FieldError> {
+        let mut problems = Problems::default();
+        machine::check(&mut problems, field, template);
+        bootstrap::token(&mut problems, field, template, creation, creation_field);
+        problems.0
+    }
+
+    /// A creation timeout (at `field`), by the bounds of `spec.timeouts.creation`.
+    pub(crate) fn creation_timeout(field: &str, value: Duration) -> Vec<FieldError> {
+        let mut problems = Problems::default();
+        rollout::parsed_creation_timeout(&mut problems, field, value);
+        problems.0
+    }
+
+    /// A drain policy (at `field`), by the bounds of `spec.drain`.
+    pub(crate) fn drain(field: &str, policy: &DrainPolicy) -> Vec<FieldError> {
+        let mut problems = Problems::default();
+        rollout::parsed_drain(&mut problems, field, policy);
+        problems.0
+    }
+
+    /// A whole validated pool (at `field`), by every rule [`super::validate()`] applies.
+    pub(crate) fn pool(field: &str, pool: &ValidPool) -> Vec<FieldError> {
+        let mut problems = Problems::default();
+        check_pool_name(&mut problems, &format!("{field}.name"), &pool.name);
+        if pool.replicas > MAX_REPLICAS {
+            problems.push(
+                format!("{field}.replicas"),
+                pool.replicas.to_string(),
+                "is more than 1000",
+                "split the machines over several pools of at most 1000",
+            );
+        }
+        let template_field = format!("{field}.template");
+        machine::check(&mut problems, &template_field, &pool.template);
+        rollout::parsed_strategy(&mut problems, &format!("{field}.strategy"), &pool.strategy);
+        rollout::parsed_drain(&mut problems, &format!("{field}.drain"), &pool.drain);
+        rollout::parsed_timeouts(&mut problems, &format!("{field}.timeouts"), &pool.timeouts);
+        bootstrap::token(
+            &mut problems,
+            &template_field,
+            &pool.template,
+            pool.timeouts.creation,
+            &format!("{field}.timeouts.creation"),
+        );
+        problems.0
     }
 }
 

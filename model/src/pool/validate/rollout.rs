@@ -249,20 +249,161 @@ fn duration(
     bounds: Bounds,
     example: &str,
 ) -> Duration {
-    let fix = format!(
+    let problem = match humantime::parse_duration(written) {
+        Err(error) => format!("is not a duration ({error})"),
+        Ok(parsed) => match bound_problem(parsed, bounds) {
+            Some(problem) => problem,
+            None => return parsed,
+        },
+    };
+    problems.push(
+        field,
+        quoted(written),
+        problem,
+        duration_fix(bounds, example),
+    );
+    Duration::ZERO
+}
+
+/// What is wrong with `value` for a field of `bounds`, if anything.
+fn bound_problem(value: Duration, bounds: Bounds) -> Option<String> {
+    if value.is_zero() {
+        Some("is zero".to_owned())
+    } else if value < bounds.min {
+        Some(format!("is shorter than {}", short(bounds.min)))
+    } else if value > bounds.max {
+        Some(format!("is longer than {}", short(bounds.max)))
+    } else {
+        None
+    }
+}
+
+/// The fix of a duration out of `bounds`, with the field's default as `example`.
+fn duration_fix(bounds: Bounds, example: &str) -> String {
+    format!(
         "write a duration from {} to {} such as \"{example}\" (units: s, m, h)",
         short(bounds.min),
         short(bounds.max)
-    );
-    let problem = match humantime::parse_duration(written) {
-        Err(error) => format!("is not a duration ({error})"),
-        Ok(parsed) if parsed.is_zero() => "is zero".to_owned(),
-        Ok(parsed) if parsed < bounds.min => format!("is shorter than {}", short(bounds.min)),
-        Ok(parsed) if parsed > bounds.max => format!("is longer than {}", short(bounds.max)),
-        Ok(parsed) => return parsed,
+    )
+}
+
+/// Checks a duration a workflow received already parsed (at `field`, in seconds as its input
+/// holds it) against the same `bounds` as the pool file's field.
+fn parsed_duration(
+    problems: &mut Problems,
+    field: &str,
+    value: Duration,
+    bounds: Bounds,
+    example: &str,
+) {
+    if let Some(problem) = bound_problem(value, bounds) {
+        problems.push(
+            field,
+            format!("{}s", value.as_secs()),
+            problem,
+            duration_fix(bounds, example),
+        );
+    }
+}
+
+/// Checks a drain policy a workflow received (at `field`, e.g. `drain`) with the bounds of
+/// `spec.drain`. Field names are those of the input (`drain.pdb_retry_interval`).
+pub(super) fn parsed_drain(problems: &mut Problems, field: &str, policy: &DrainPolicy) {
+    let defaults = DrainSettings::default();
+    let mut check = |name: &str, value: Duration, bounds: Bounds, example: &str| {
+        parsed_duration(problems, &format!("{field}.{name}"), value, bounds, example);
     };
-    problems.push(field, quoted(written), problem, fix);
-    Duration::ZERO
+    check("timeout", policy.timeout, DRAIN_TIMEOUT, &defaults.timeout);
+    check(
+        "pdb_retry_interval",
+        policy.pdb_retry_interval,
+        PDB_RETRY_INTERVAL,
+        &defaults.pdb_retry_interval,
+    );
+    check(
+        "volume_detach_timeout",
+        policy.volume_detach_timeout,
+        VOLUME_TIMEOUT,
+        &defaults.volume_detach_timeout,
+    );
+    check(
+        "volume_attach_timeout",
+        policy.volume_attach_timeout,
+        VOLUME_TIMEOUT,
+        &defaults.volume_attach_timeout,
+    );
+    check(
+        "force_after_unhealthy",
+        policy.force_after_unhealthy,
+        FORCE_AFTER_UNHEALTHY,
+        &defaults.force_after_unhealthy,
+    );
+}
+
+/// Checks a creation timeout a workflow received (at `field`) with the bounds of
+/// `spec.timeouts.creation`.
+pub(super) fn parsed_creation_timeout(problems: &mut Problems, field: &str, value: Duration) {
+    let defaults = Timeouts::default();
+    parsed_duration(problems, field, value, CREATION_TIMEOUT, &defaults.creation);
+}
+
+/// Checks timeouts a workflow received (at `field`, e.g. `pool.timeouts`) with the bounds of
+/// `spec.timeouts`.
+pub(super) fn parsed_timeouts(problems: &mut Problems, field: &str, timeouts: &MachineTimeouts) {
+    let defaults = Timeouts::default();
+    parsed_creation_timeout(problems, &format!("{field}.creation"), timeouts.creation);
+    parsed_duration(
+        problems,
+        &format!("{field}.health"),
+        timeouts.health,
+        HEALTH_TIMEOUT,
+        &defaults.health,
+    );
+}
+
+/// Checks a strategy a workflow received (at `field`, e.g. `pool.strategy`) with the rules of
+/// `spec.strategy`.
+pub(super) fn parsed_strategy(problems: &mut Problems, field: &str, strategy: &RolloutStrategy) {
+    for (name, amount) in [
+        ("max_surge", strategy.max_surge),
+        ("max_unavailable", strategy.max_unavailable),
+    ] {
+        if let Err(problem) = amount.check() {
+            problems.push(
+                format!("{field}.{name}"),
+                amount.to_string(),
+                problem,
+                "write a number of machines from 0 to 1000 (e.g. 1) or a percentage from 0% to 100% (e.g. 25%)",
+            );
+        }
+    }
+    if strategy.max_surge.is_zero() && strategy.max_unavailable.is_zero() {
+        problems.push(
+            format!("{field}.max_surge"),
+            strategy.max_surge.to_string(),
+            "is zero and so is max_unavailable: a rollout could never replace a machine",
+            "set max_surge to 1 (or max_unavailable to 1 to replace machines in place)",
+        );
+    }
+    if strategy.max_failures == 0 || strategy.max_failures > limits::MAX_FAILURES {
+        problems.push(
+            format!("{field}.max_failures"),
+            strategy.max_failures.to_string(),
+            format!("is not from 1 to {}", limits::MAX_FAILURES),
+            format!(
+                "set max_failures from 1 to {} (default 3)",
+                limits::MAX_FAILURES
+            ),
+        );
+    }
+    let defaults = Strategy::default();
+    parsed_duration(
+        problems,
+        &format!("{field}.progress_deadline"),
+        strategy.progress_deadline,
+        PROGRESS_DEADLINE,
+        &defaults.progress_deadline,
+    );
 }
 
 #[cfg(test)]

@@ -121,6 +121,10 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses a label key with a space", |p| { p.spec.template.labels.insert("my role".into(), "x".into()); }, "spec.template.labels[\"my role\"]", "key is not a label key"),
         ("refuses a label value of 64 characters", |p| { p.spec.template.labels.insert("role".into(), "w".repeat(64)); }, "spec.template.labels[\"role\"]", "value is not a label value"),
         ("refuses a nodewright label", |p| { p.spec.template.labels.insert("nodewright.io/pool".into(), "x".into()); }, "spec.template.labels[\"nodewright.io/pool\"]", "key uses the prefix nodewright.io/"),
+        ("refuses the control-plane role label", |p| { p.spec.template.labels.insert("node-role.kubernetes.io/control-plane".into(), String::new()); }, "spec.template.labels[\"node-role.kubernetes.io/control-plane\"]", "key claims the control-plane role"),
+        ("refuses the old master role label", |p| { p.spec.template.labels.insert("node-role.kubernetes.io/master".into(), "true".into()); }, "spec.template.labels[\"node-role.kubernetes.io/master\"]", "key claims the control-plane role"),
+        ("refuses a claimed instance type", |p| { p.spec.template.labels.insert("node.kubernetes.io/instance-type".into(), "Standard_E64s_v5".into()); }, "spec.template.labels[\"node.kubernetes.io/instance-type\"]", "key is set by Kubernetes and Azure"),
+        ("accepts a control-plane taint key (it only keeps pods away)", |p| { p.spec.template.taints.push(taint("node-role.kubernetes.io/control-plane", "", "NoSchedule")); }, "", ""),
         ("refuses a kubernetes.io label", |p| { p.spec.template.labels.insert("topology.kubernetes.io/zone".into(), "1".into()); }, "spec.template.labels[\"topology.kubernetes.io/zone\"]", "key uses a prefix Kubernetes keeps"),
         ("refuses a k8s.io label", |p| { p.spec.template.labels.insert("k8s.io/x".into(), "1".into()); }, "spec.template.labels[\"k8s.io/x\"]", "key uses a prefix Kubernetes keeps"),
         // taints.
