@@ -743,10 +743,13 @@ fn loopback_addresses_are_127_slash_8_ipv6_one_and_localhost_only() {
     }
 }
 
-/// (case, environment, Ok(the start-up line) or Err(fragments of the refusal)).
+/// The start-up line, or fragments of the refusal.
+type Expected = Result<&'static str, &'static [&'static str]>;
+
+/// (case, environment, expected).
 #[test]
 fn plain_text_to_temporal_is_allowed_to_loopback_or_on_purpose_only() {
-    let table: &[(&str, Env, Result<&str, &[&str]>)] = &[
+    let table: &[(&str, Env, Expected)] = &[
         (
             "default address",
             &[],

@@ -178,7 +178,7 @@ impl CredentialReload {
         {
             let files = format!("{} (temporal.api_key_file)", file.path.display());
             let result = read_api_key(&file.path, &read_file)
-                .map(|key| set_api_key(key))
+                .map(set_api_key)
                 .map_err(|error| error.to_string());
             outcomes.push(outcome("API key", files, result));
         }
