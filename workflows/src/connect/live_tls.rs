@@ -56,9 +56,17 @@ fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsMaterialE
 /// Checks a certificate and key pair and makes the rustls value of it.
 fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, TlsMaterialError> {
     let certificates = certificates(cert_pem)?;
-    // The error of a PEM parse names the section, never its bytes.
-    let key = PrivateKeyDer::from_pem_slice(key_pem)
-        .map_err(|error| TlsMaterialError::PrivateKey(error.to_string()))?;
+    // The PEM parser's errors may quote a byte of what they could not decode: say only which
+    // way the key file is wrong.
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|error| {
+        TlsMaterialError::PrivateKey(
+            match error {
+                rustls::pki_types::pem::Error::NoItemsFound => "no PRIVATE KEY block",
+                _ => "a PRIVATE KEY block that does not decode",
+            }
+            .to_owned(),
+        )
+    })?;
     let signing_key = provider()
         .key_provider
         .load_private_key(key)
