@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use nodewright_model::config::{ClientConfig, ConfigError};
+use nodewright_model::config::{ClientConfig, ConfigError, TemporalTransport};
 use nodewright_model::{ClusterName, WorkflowId};
 use nodewright_workflows::connect::TemporalSettings;
 
@@ -39,6 +39,10 @@ pub struct SettingsArgs {
     /// [default: http://127.0.0.1:8233]
     #[arg(long, global = true)]
     pub temporal_ui: Option<String>,
+    /// Say on stderr how the CLI connects to Temporal (mTLS, API key, plain text). Plain text to
+    /// a non-loopback address (temporal.tls.enabled = false) is always said.
+    #[arg(long, global = true)]
+    pub verbose: bool,
 }
 
 /// The resolved settings every command uses.
@@ -88,6 +92,16 @@ impl SettingsArgs {
         let lookup = |name: &str| self.flag(name).or_else(|| std::env::var(name).ok());
         let config = ClientConfig::load(text.as_deref(), &file_name, lookup)
             .map_err(|error| CliError::InvalidInput(config_message(&error)))?;
+        match config.temporal.transport() {
+            TemporalTransport::PlainTextOnPurpose => eprintln!(
+                "warning: Temporal: {}; anyone on the path can read and forge nodewright's commands",
+                config.temporal.transport_summary()
+            ),
+            _ if self.verbose => {
+                eprintln!("Temporal: {}", config.temporal.transport_summary());
+            }
+            _ => {}
+        }
         let identity = format!("nodewright-cli@{}", std::process::id());
         let temporal =
             TemporalSettings::from_config(&config.temporal, identity, |path| std::fs::read(path))

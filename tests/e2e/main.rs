@@ -16,6 +16,7 @@ mod isolation;
 mod keyvault;
 mod kubernetes_smoke;
 mod machines;
+mod plain_text;
 mod preflight;
 mod rbac;
 mod rollout;

@@ -117,6 +117,7 @@ mod tests {
             auth,
             key_vault_token: None,
             arm_writes_per_second: 5.0,
+            sandbox: false,
         }
     }
 

@@ -38,7 +38,7 @@ use clap::Parser;
 use nodewright_model::config::ClusterConfig;
 use nodewright_model::text::error_chain;
 use temporalio_sdk::{Runtime, Worker};
-use tracing::info;
+use tracing::{info, warn};
 
 use health::Health;
 use registration::Clients;
@@ -146,10 +146,21 @@ async fn start(config: &ClusterConfig, health: Arc<Health>) -> anyhow::Result<St
         metrics.address
     );
 
+    if config.azure.sandbox {
+        warn!(
+            arm_endpoint = %config.azure.arm_endpoint,
+            "SANDBOX mode (azure.sandbox = true): the ARM and Key Vault endpoints are taken for nodewright-sandbox; http:// and static tokens are accepted at non-loopback addresses"
+        );
+    }
     let identity = temporal::worker_identity();
-    let client = temporal::settings(&config.temporal, &identity)?
-        .connect()
-        .await?;
+    let settings = temporal::settings(&config.temporal, &identity)?;
+    info!("Temporal: {}", config.temporal.transport_summary());
+    let client = settings.connect().await?;
+    tokio::spawn(temporal::reload_credentials(
+        config.temporal.clone(),
+        settings,
+        client.connection().clone(),
+    ));
     let kube = kubernetes::client(&config.kubernetes).await?;
     let established = Arc::new(AtomicBool::new(false));
     identity::establish(&kube, &identity::expected(config), established.clone()).await?;

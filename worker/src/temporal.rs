@@ -1,15 +1,21 @@
 //! The Temporal side of start-up: connection settings from `[temporal]` (reading the PEM files
 //! here, at the binary's edge) and the readiness check that the worker really polls.
 
+use std::path::Path;
 use std::time::Duration;
 
 use nodewright_model::config::TemporalConfig;
 use nodewright_workflows::connect::TemporalSettings;
+use nodewright_workflows::connect::reload::{
+    CredentialReload, RELOAD_INTERVAL, ReloadOutcome, SetApiKey,
+};
+use temporalio_client::Connection;
 use temporalio_client::tonic::Request;
 use temporalio_client::{Client, NamespacedClient};
 use temporalio_common::protos::temporal::api::enums::v1::TaskQueueType;
 use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeTaskQueueRequest;
+use tracing::{error, info};
 
 /// How often the readiness check asks Temporal for the task queue's pollers.
 const POLLER_CHECK_INTERVAL: Duration = Duration::from_millis(500);
@@ -19,6 +25,39 @@ pub fn settings(config: &TemporalConfig, identity: &str) -> anyhow::Result<Tempo
     Ok(TemporalSettings::from_config(config, identity, |path| {
         std::fs::read(path)
     })?)
+}
+
+/// Re-reads the credential files (client certificate and key, CA, API key file) every
+/// [`RELOAD_INTERVAL`] for as long as the worker runs, putting changed ones in use and logging
+/// what happened (file names only). Returns at once when no file is configured.
+pub async fn reload_credentials(
+    config: TemporalConfig,
+    settings: TemporalSettings,
+    connection: Connection,
+) {
+    let read = |path: &Path| std::fs::read(path);
+    let set_api_key: SetApiKey = Box::new(move |key| connection.set_api_key(Some(key)));
+    let mut reload = CredentialReload::new(&config, &settings, set_api_key, &read);
+    if reload.is_empty() {
+        return;
+    }
+    info!(
+        files = %reload.files().join(", "),
+        "watching the Temporal credential files; changes are used without a restart"
+    );
+    loop {
+        tokio::time::sleep(RELOAD_INTERVAL).await;
+        for outcome in reload.check(&read) {
+            match outcome {
+                ReloadOutcome::Reloaded { what, files } => {
+                    info!("Temporal {what} reloaded from {files}");
+                }
+                ReloadOutcome::Refused { what, problem } => {
+                    error!("Temporal {what} not reloaded: {problem}");
+                }
+            }
+        }
+    }
 }
 
 /// `nodewright-worker@<host>:<pid>`, as the Temporal UI shows it on each task and poller. The

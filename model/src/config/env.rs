@@ -147,6 +147,12 @@ pub static ENV_VARS: &[EnvVar] = &[
         parsed!(number, azure.arm_writes_per_second),
     ),
     var(
+        "NODEWRIGHT_AZURE_SANDBOX",
+        "azure.sandbox",
+        "true when the ARM/Key Vault endpoints are nodewright-sandbox: allows http:// and a static token at a non-loopback address",
+        parsed!(boolean, azure.sandbox),
+    ),
+    var(
         "NODEWRIGHT_AZURE_AUTH",
         "azure.auth.mode",
         "how the worker gets ARM tokens: static, workload-identity, managed-identity, azure-cli, client-secret",
@@ -243,6 +249,12 @@ pub static ENV_VARS: &[EnvVar] = &[
         parsed!(secret, temporal.api_key),
     ),
     var(
+        "NODEWRIGHT_TEMPORAL_API_KEY_FILE",
+        "temporal.api_key_file",
+        "file holding the Temporal API key (a mounted Secret), re-read when it changes; turns TLS on",
+        text!(temporal.api_key_file),
+    ),
+    var(
         "NODEWRIGHT_ENCRYPTION_KEYS_FILE",
         "temporal.encryption_keys_file",
         "file of payload encryption keys (id=base64 per line, the first encrypts); turns encryption on",
@@ -263,7 +275,7 @@ pub static ENV_VARS: &[EnvVar] = &[
     var(
         "NODEWRIGHT_TEMPORAL_TLS",
         "temporal.tls.enabled",
-        "true or false: TLS to the Temporal frontend (default: on when any TLS setting or an API key is set)",
+        "true or false: TLS to the Temporal frontend (default: on when any TLS setting or an API key is set; plain text to a non-loopback address needs false)",
         parsed!(boolean, temporal.tls.enabled),
     ),
     var(
@@ -399,7 +411,7 @@ fn socket_address(value: Sourced<String>) -> Result<Sourced<SocketAddr>> {
         Ok(address) => Ok(with_value(&value, address)),
         Err(_) => Err(invalid(
             &value,
-            "is not an IP:port address; write e.g. 0.0.0.0:9464 or 127.0.0.1:0",
+            "is not an IP:port address; write e.g. 127.0.0.1:9464 or 0.0.0.0:9464",
         )),
     }
 }

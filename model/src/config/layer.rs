@@ -144,6 +144,7 @@ pub(crate) struct AzureLayer {
     pub(crate) key_vault_endpoint: Option<Sourced<String>>,
     pub(crate) token_scope: Option<Sourced<String>>,
     pub(crate) arm_writes_per_second: Option<Sourced<f64>>,
+    pub(crate) sandbox: Option<Sourced<bool>>,
     #[serde(default)]
     pub(crate) auth: AuthLayer,
 }
@@ -177,6 +178,7 @@ pub(crate) struct TemporalLayer {
     pub(crate) namespace: Option<Sourced<String>>,
     pub(crate) task_queue: Option<Sourced<String>>,
     pub(crate) api_key: Option<Sourced<Secret>>,
+    pub(crate) api_key_file: Option<Sourced<String>>,
     pub(crate) ui_url: Option<Sourced<String>>,
     pub(crate) encryption_keys_file: Option<Sourced<String>>,
     pub(crate) encryption_keys: Option<Sourced<Secret>>,

@@ -16,6 +16,7 @@ mod env;
 mod error;
 mod layer;
 mod secret;
+mod transport;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::PathBuf;
@@ -29,6 +30,7 @@ use layer::{AuthLayer, AuthMode, AzureLayer, Layer, Sourced, TemporalLayer, Work
 pub use env::{ENV_VARS, EnvVar, env_var};
 pub use error::{ConfigError, Result};
 pub use secret::Secret;
+pub use transport::{TemporalTransport, address_host, is_loopback_address, is_loopback_host};
 
 /// The public Azure cloud's Resource Manager endpoint.
 pub const DEFAULT_ARM_ENDPOINT: &str = "https://management.azure.com";
@@ -43,12 +45,14 @@ pub const DEFAULT_TEMPORAL_ADDRESS: &str = "127.0.0.1:7233";
 pub const DEFAULT_TEMPORAL_NAMESPACE: &str = "default";
 /// The Temporal Web UI of the local stack.
 pub const DEFAULT_TEMPORAL_UI: &str = "http://127.0.0.1:8233";
-/// Where the worker serves Prometheus metrics unless configured.
+/// Where the worker serves Prometheus metrics unless configured: loopback only (a pod sets
+/// `0.0.0.0:9464` explicitly, next to a NetworkPolicy).
 pub const DEFAULT_METRICS_ADDRESS: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9464));
-/// Where the worker serves `/healthz` and `/readyz` unless configured.
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9464));
+/// Where the worker serves `/healthz` and `/readyz` unless configured: loopback only (a pod sets
+/// `0.0.0.0:8080` explicitly, for the kubelet's probes).
 pub const DEFAULT_HEALTH_ADDRESS: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8080));
 /// How long running activities may take to finish after a shutdown signal.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
@@ -100,6 +104,9 @@ pub struct AzureConfig {
     pub key_vault_token: Option<Secret>,
     /// The server-enforced rate limit of the ARM write task queue, for all workers together.
     pub arm_writes_per_second: f64,
+    /// `azure.sandbox = true`: the endpoints are a stand-in for Azure (nodewright-sandbox), so an
+    /// `http://` endpoint or a static token at a non-loopback address is accepted.
+    pub sandbox: bool,
 }
 
 /// `[azure.auth]`: where the worker's ARM bearer tokens come from.
@@ -166,9 +173,14 @@ pub struct TemporalConfig {
     pub task_queue: String,
     /// An API key (Temporal Cloud); implies TLS.
     pub api_key: Option<Secret>,
+    /// A file holding the API key (a mounted Secret), re-read when it changes; implies TLS.
+    /// Exclusive with `api_key`.
+    pub api_key_file: Option<PathBuf>,
     /// The Web UI's base URL, for links to runs.
     pub ui_url: String,
     /// TLS settings; `Some` whenever the connection uses TLS (also for an API key alone).
+    /// `None` is plain text: only to a loopback address, or with `temporal.tls.enabled = false`
+    /// (see [`TemporalConfig::transport`]).
     pub tls: Option<TemporalTls>,
     /// The keys that encrypt payloads, when payload encryption is on.
     pub encryption_keys: Option<EncryptionKeys>,
@@ -415,7 +427,7 @@ impl<'a> Resolve<'a> {
                 ));
             }
         };
-        Ok(AzureConfig {
+        let config = AzureConfig {
             subscription_id: self.required(&azure.subscription_id, "azure.subscription_id")?,
             resource_group: self.required(&azure.resource_group, "azure.resource_group")?,
             location: self.required(&azure.location, "azure.location")?,
@@ -442,7 +454,58 @@ impl<'a> Resolve<'a> {
                 .map(|_| self.secret(&azure.auth.key_vault_token, "azure.auth.key_vault_token"))
                 .transpose()?,
             arm_writes_per_second,
-        })
+            sandbox: azure.sandbox.as_ref().is_some_and(|sandbox| sandbox.value),
+        };
+        self.refuse_unsafe_azure(azure, &config)?;
+        Ok(config)
+    }
+
+    /// Outside a sandbox, ARM and Key Vault are spoken to over TLS and with tokens from Entra ID:
+    /// an `http://` endpoint or a static token is refused unless the endpoint is loopback or
+    /// `azure.sandbox = true` says it is a stand-in.
+    fn refuse_unsafe_azure(&self, azure: &AzureLayer, config: &AzureConfig) -> Result<()> {
+        if config.sandbox {
+            return Ok(());
+        }
+        let fix = format!(
+            "use an https:// endpoint, or set `azure.sandbox = true` ({}) if it is nodewright-sandbox or another stand-in for Azure",
+            env::env_name("azure.sandbox")
+        );
+        let http = |key: &'static str, value: &Option<Sourced<String>>, url: &str| -> Result<()> {
+            match value {
+                Some(value) if url.starts_with("http://") && !is_loopback_address(url) => {
+                    Err(value.invalid(
+                        key,
+                        self.file_label(),
+                        format!("is plain http:// to a non-loopback host, which would send the bearer token in clear: {fix}"),
+                    ))
+                }
+                _ => Ok(()),
+            }
+        };
+        http(
+            "azure.arm_endpoint",
+            &azure.arm_endpoint,
+            &config.arm_endpoint,
+        )?;
+        if let Some(endpoint) = &config.key_vault_endpoint {
+            http(
+                "azure.key_vault_endpoint",
+                &azure.key_vault_endpoint,
+                endpoint,
+            )?;
+        }
+        if matches!(config.auth, AzureAuth::Static { .. })
+            && !is_loopback_address(&config.arm_endpoint)
+        {
+            return Err(ConfigError::Inconsistent(format!(
+                "azure.auth.mode = \"static\" (a fixed token, {}) is only for nodewright-sandbox, but azure.arm_endpoint {} is not a loopback address: choose another azure.auth.mode (workload-identity, managed-identity, client-secret, azure-cli) for Azure, or set `azure.sandbox = true` ({}) if the endpoint is a sandbox",
+                env::env_name("azure.auth.token"),
+                crate::text::quoted(&config.arm_endpoint),
+                env::env_name("azure.sandbox"),
+            )));
+        }
+        Ok(())
     }
 
     fn auth(&self, auth: &AuthLayer) -> Result<AzureAuth> {
@@ -584,6 +647,19 @@ impl<'a> Resolve<'a> {
             None => None,
             Some(_) => Some(self.secret(&temporal.api_key, "temporal.api_key")?),
         };
+        let api_key_file = self
+            .optional(&temporal.api_key_file, "temporal.api_key_file")?
+            .map(PathBuf::from);
+        if let (Some(file), Some(_)) = (&temporal.api_key_file, &api_key) {
+            return Err(ConfigError::Invalid {
+                setting: self.setting(file, "temporal.api_key_file"),
+                value: None,
+                problem: format!(
+                    "is set together with temporal.api_key ({}); set one of the two",
+                    env::env_name("temporal.api_key")
+                ),
+            });
+        }
         let tls = self.tls(temporal, &address)?;
         let encryption_keys = match (&temporal.encryption_keys_file, &temporal.encryption_keys) {
             (None, None) => None,
@@ -618,6 +694,7 @@ impl<'a> Resolve<'a> {
             ui_url: self.http_url(&temporal.ui_url, "temporal.ui_url", DEFAULT_TEMPORAL_UI)?,
             address,
             api_key,
+            api_key_file,
             tls,
             encryption_keys,
         })
@@ -661,6 +738,9 @@ impl<'a> Resolve<'a> {
         if temporal.api_key.is_some() {
             implied_by.push("temporal.api_key");
         }
+        if temporal.api_key_file.is_some() {
+            implied_by.push("temporal.api_key_file");
+        }
         if address.starts_with("https://") {
             implied_by.push("an https:// temporal.address");
         }
@@ -673,6 +753,18 @@ impl<'a> Resolve<'a> {
                 )));
             }
             Some(enabled) => enabled.value,
+            None if implied_by.is_empty() && !is_loopback_address(address) => {
+                return Err(ConfigError::Inconsistent(format!(
+                    "temporal.address {} is not a loopback address and nothing turns TLS on: nodewright does not send its commands to Temporal in plain text over a network unless told to. Use mTLS (temporal.tls.client_cert, temporal.tls.client_key and temporal.tls.server_ca_cert: {}, {}, {}), or an API key (temporal.api_key_file or temporal.api_key: {}, {}), or set temporal.tls.enabled = false ({}=false) to use plain text on purpose",
+                    crate::text::quoted(address),
+                    env::env_name("temporal.tls.client_cert"),
+                    env::env_name("temporal.tls.client_key"),
+                    env::env_name("temporal.tls.server_ca_cert"),
+                    env::env_name("temporal.api_key_file"),
+                    env::env_name("temporal.api_key"),
+                    env::env_name("temporal.tls.enabled"),
+                )));
+            }
             None => !implied_by.is_empty(),
         };
         if enabled && address.starts_with("http://") {

@@ -82,6 +82,7 @@ fn the_local_stack_environment_alone_is_a_complete_config_with_static_auth() {
             },
             key_vault_token: None,
             arm_writes_per_second: DEFAULT_ARM_WRITES_PER_SECOND,
+            sandbox: false,
         }
     );
     assert_eq!(
@@ -112,6 +113,7 @@ fn unset_keys_take_their_defaults() {
             namespace: "default".to_owned(),
             task_queue: format!("nodewright-{}", config.cluster),
             api_key: None,
+            api_key_file: None,
             ui_url: "http://127.0.0.1:8233".to_owned(),
             tls: None,
             encryption_keys: None,
@@ -120,8 +122,8 @@ fn unset_keys_take_their_defaults() {
     assert_eq!(
         config.worker,
         WorkerConfig {
-            metrics_address: SocketAddr::from(([0, 0, 0, 0], 9464)),
-            health_address: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            metrics_address: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            health_address: SocketAddr::from(([127, 0, 0, 1], 8080)),
             log_format: LogFormat::Text,
             shutdown_grace: Duration::from_secs(20),
         }
@@ -217,7 +219,7 @@ shutdown_grace = "1m 30s"
 #[test]
 fn the_environment_wins_over_the_file_and_primaries_over_fallbacks() {
     let file = format!(
-        "{MINIMAL}\n[temporal]\naddress = \"file:7233\"\nnamespace = \"file-ns\"\n[worker]\nshutdown_grace = \"5s\"\n"
+        "{MINIMAL}\n[temporal]\naddress = \"file:7233\"\nnamespace = \"file-ns\"\n[temporal.tls]\nenabled = false\n[worker]\nshutdown_grace = \"5s\"\n"
     );
     // (environment, expected address, expected namespace)
     let table: &[(Env, &str, &str)] = &[
@@ -265,6 +267,7 @@ fn the_environment_wins_over_the_file_and_primaries_over_fallbacks() {
             ("NODEWRIGHT_LOG_FORMAT", "json"),
             ("NODEWRIGHT_METRICS_ADDRESS", "127.0.0.1:0"),
             ("NODEWRIGHT_ARM_WRITES_PER_SECOND", "0.5"),
+            ("NODEWRIGHT_TEMPORAL_TLS", "true"),
             ("TEMPORAL_API_KEY", "fallback-key"),
             ("NODEWRIGHT_TEMPORAL_API_KEY", "primary-key"),
         ],
@@ -320,7 +323,7 @@ fn encryption_keys_come_from_a_file_or_a_variable_never_both() {
 fn auth_modes_take_the_keys_they_need() {
     let with_auth = |auth: &str| {
         format!(
-            "cluster = \"c\"\n[azure]\nsubscription_id = \"s\"\nresource_group = \"r\"\nlocation = \"l\"\n[azure.auth]\n{auth}\n"
+            "cluster = \"c\"\n[azure]\nsubscription_id = \"s\"\nresource_group = \"r\"\nlocation = \"l\"\nsandbox = true\n[azure.auth]\n{auth}\n"
         )
     };
     let table: &[(&str, Env, AzureAuth)] = &[
@@ -703,5 +706,282 @@ fn every_key_has_exactly_one_primary_variable_with_a_meaning() {
             "fallback {} has no primary",
             var.name()
         );
+    }
+}
+
+/// The address forms and whether each is loopback.
+#[test]
+fn loopback_addresses_are_127_slash_8_ipv6_one_and_localhost_only() {
+    let table = [
+        ("127.0.0.1:7233", "127.0.0.1", true),
+        ("127.1.2.3:7233", "127.1.2.3", true),
+        ("localhost:7233", "localhost", true),
+        ("LOCALHOST.:7233", "LOCALHOST.", true),
+        ("[::1]:7233", "::1", true),
+        ("::1", "::1", true),
+        ("[::ffff:127.0.0.1]:7233", "::ffff:127.0.0.1", true),
+        ("http://127.0.0.1:8443", "127.0.0.1", true),
+        ("http://127.0.0.1:8443/keyvault", "127.0.0.1", true),
+        ("http://user@localhost:8443/x?y", "localhost", true),
+        ("https://[::1]:7233/", "::1", true),
+        ("127.0.0.1", "127.0.0.1", true),
+        ("128.0.0.1:7233", "128.0.0.1", false),
+        ("0.0.0.0:7233", "0.0.0.0", false),
+        ("10.0.0.5:7233", "10.0.0.5", false),
+        ("[::]:7233", "::", false),
+        ("[fe80::1]:7233", "fe80::1", false),
+        ("temporal:7233", "temporal", false),
+        ("localhost.example.com:7233", "localhost.example.com", false),
+        ("127.0.0.1.nip.io:7233", "127.0.0.1.nip.io", false),
+        ("http://sandbox:8443", "sandbox", false),
+        ("http://localhost@evil.example:80", "evil.example", false),
+        ("ns.acct.tmprl.cloud:7233", "ns.acct.tmprl.cloud", false),
+    ];
+    for (address, host, loopback) in table {
+        assert_eq!(address_host(address), host, "{address}");
+        assert_eq!(is_loopback_address(address), loopback, "{address}");
+    }
+}
+
+/// The start-up line, or fragments of the refusal.
+type Expected = Result<&'static str, &'static [&'static str]>;
+
+/// (case, environment, expected).
+#[test]
+fn plain_text_to_temporal_is_allowed_to_loopback_or_on_purpose_only() {
+    let table: &[(&str, Env, Expected)] = &[
+        (
+            "default address",
+            &[],
+            Ok("PLAIN TEXT to 127.0.0.1:7233 (loopback)"),
+        ),
+        (
+            "localhost",
+            &[("NODEWRIGHT_TEMPORAL_ADDRESS", "localhost:7233")],
+            Ok("PLAIN TEXT to localhost:7233 (loopback)"),
+        ),
+        (
+            "IPv6 loopback",
+            &[("NODEWRIGHT_TEMPORAL_ADDRESS", "[::1]:7233")],
+            Ok("PLAIN TEXT to [::1]:7233 (loopback)"),
+        ),
+        (
+            "a host name without TLS",
+            &[("NODEWRIGHT_TEMPORAL_ADDRESS", "temporal:7233")],
+            Err(&[
+                "temporal.address \"temporal:7233\" is not a loopback address",
+                "NODEWRIGHT_TEMPORAL_TLS_CERT",
+                "NODEWRIGHT_TEMPORAL_TLS_KEY",
+                "NODEWRIGHT_TEMPORAL_TLS_CA",
+                "temporal.api_key_file or temporal.api_key",
+                "temporal.tls.enabled = false (NODEWRIGHT_TEMPORAL_TLS=false)",
+            ]),
+        ),
+        (
+            "an IP address without TLS, from the Temporal CLI's variable",
+            &[("TEMPORAL_ADDRESS", "10.0.0.5:7233")],
+            Err(&["\"10.0.0.5:7233\" is not a loopback address"]),
+        ),
+        (
+            "an http:// URL to a non-loopback host",
+            &[("NODEWRIGHT_TEMPORAL_ADDRESS", "http://temporal:7233")],
+            Err(&["is not a loopback address"]),
+        ),
+        (
+            "a non-loopback IPv6 address",
+            &[("NODEWRIGHT_TEMPORAL_ADDRESS", "[fd00::5]:7233")],
+            Err(&["is not a loopback address"]),
+        ),
+        (
+            "the explicit off",
+            &[
+                ("NODEWRIGHT_TEMPORAL_ADDRESS", "temporal:7233"),
+                ("NODEWRIGHT_TEMPORAL_TLS", "false"),
+            ],
+            Ok("PLAIN TEXT to temporal:7233 (temporal.tls.enabled = false)"),
+        ),
+        (
+            "mTLS",
+            &[
+                ("NODEWRIGHT_TEMPORAL_ADDRESS", "temporal:7233"),
+                ("NODEWRIGHT_TEMPORAL_TLS_CERT", "/tls/tls.crt"),
+                ("NODEWRIGHT_TEMPORAL_TLS_KEY", "/tls/tls.key"),
+                ("NODEWRIGHT_TEMPORAL_TLS_CA", "/tls/ca.crt"),
+            ],
+            Ok("mTLS to temporal:7233 (client certificate /tls/tls.crt, CA /tls/ca.crt)"),
+        ),
+        (
+            "an API key file",
+            &[
+                ("NODEWRIGHT_TEMPORAL_ADDRESS", "ns.acct.tmprl.cloud:7233"),
+                ("NODEWRIGHT_TEMPORAL_API_KEY_FILE", "/keys/temporal"),
+            ],
+            Ok(
+                "API key over TLS to ns.acct.tmprl.cloud:7233 (API key from /keys/temporal, CA the system's CAs)",
+            ),
+        ),
+        (
+            "an API key value",
+            &[
+                ("NODEWRIGHT_TEMPORAL_ADDRESS", "ns.acct.tmprl.cloud:7233"),
+                ("NODEWRIGHT_TEMPORAL_API_KEY", "k3y"),
+            ],
+            Ok(
+                "API key over TLS to ns.acct.tmprl.cloud:7233 (API key from temporal.api_key, CA the system's CAs)",
+            ),
+        ),
+        (
+            "an API key file and value",
+            &[
+                ("NODEWRIGHT_TEMPORAL_API_KEY_FILE", "/keys/temporal"),
+                ("NODEWRIGHT_TEMPORAL_API_KEY", "k3y"),
+            ],
+            Err(&["NODEWRIGHT_TEMPORAL_API_KEY_FILE", "set one of the two"]),
+        ),
+        (
+            "an API key file with TLS off",
+            &[
+                ("NODEWRIGHT_TEMPORAL_API_KEY_FILE", "/keys/temporal"),
+                ("NODEWRIGHT_TEMPORAL_TLS", "false"),
+            ],
+            Err(&["TLS is turned off", "temporal.api_key_file needs it"]),
+        ),
+        (
+            "TLS alone",
+            &[
+                ("NODEWRIGHT_TEMPORAL_ADDRESS", "temporal:7233"),
+                ("NODEWRIGHT_TEMPORAL_TLS", "true"),
+            ],
+            Ok(
+                "TLS to temporal:7233 (CA the system's CAs; no client certificate nor API key: the server must authorize by network)",
+            ),
+        ),
+    ];
+    for (case, env, expected) in table {
+        let mut pairs = vec![("NODEWRIGHT_CLUSTER", "dev")];
+        pairs.extend_from_slice(env);
+        let loaded = ClientConfig::load(None, "nodewright.toml", env_of(&pairs));
+        match (loaded, expected) {
+            (Ok(config), Ok(line)) => {
+                assert_eq!(&config.temporal.transport_summary(), line, "{case}");
+                assert!(
+                    !config.temporal.transport_summary().contains("k3y"),
+                    "{case}"
+                );
+            }
+            (Err(error), Err(fragments)) => {
+                let message = chain(&error);
+                for fragment in *fragments {
+                    assert!(
+                        message.contains(fragment),
+                        "{case}: {fragment} missing from {message}"
+                    );
+                }
+                assert!(!message.contains("k3y"), "{case}: {message}");
+            }
+            (Ok(config), Err(_)) => panic!(
+                "{case}: expected a refusal, got {}",
+                config.temporal.transport_summary()
+            ),
+            (Err(error), Ok(_)) => panic!("{case}: refused: {}", chain(&error)),
+        }
+    }
+}
+
+/// (case, environment over the local stack's, None or fragments of the refusal).
+#[test]
+fn http_endpoints_and_static_tokens_need_loopback_or_the_sandbox_flag() {
+    let table: &[(&str, Env, Option<&[&str]>)] = &[
+        ("the local stack", &[], None),
+        (
+            "a sandbox at a service name",
+            &[("NODEWRIGHT_ARM_ENDPOINT", "http://sandbox:8443")],
+            Some(&[
+                "NODEWRIGHT_ARM_ENDPOINT",
+                "\"http://sandbox:8443\"",
+                "plain http:// to a non-loopback host",
+                "azure.sandbox = true` (NODEWRIGHT_AZURE_SANDBOX)",
+            ]),
+        ),
+        (
+            "a sandbox at a service name, flagged",
+            &[
+                ("NODEWRIGHT_ARM_ENDPOINT", "http://sandbox:8443"),
+                (
+                    "NODEWRIGHT_KEYVAULT_ENDPOINT",
+                    "http://sandbox:8443/keyvault",
+                ),
+                ("NODEWRIGHT_AZURE_SANDBOX", "true"),
+            ],
+            None,
+        ),
+        (
+            "a Key Vault endpoint over http",
+            &[("NODEWRIGHT_KEYVAULT_ENDPOINT", "http://10.1.2.3/keyvault")],
+            Some(&["NODEWRIGHT_KEYVAULT_ENDPOINT", "plain http://"]),
+        ),
+        (
+            "a static token for https Azure",
+            &[("NODEWRIGHT_ARM_ENDPOINT", "https://management.azure.com")],
+            Some(&[
+                "azure.auth.mode = \"static\"",
+                "NODEWRIGHT_ARM_TOKEN",
+                "\"https://management.azure.com\" is not a loopback address",
+                "workload-identity",
+                "NODEWRIGHT_AZURE_SANDBOX",
+            ]),
+        ),
+        (
+            "a static token for an https sandbox, flagged",
+            &[
+                ("NODEWRIGHT_ARM_ENDPOINT", "https://sandbox.test"),
+                ("NODEWRIGHT_AZURE_SANDBOX", "1"),
+            ],
+            None,
+        ),
+        (
+            "the flag off is the default",
+            &[
+                ("NODEWRIGHT_ARM_ENDPOINT", "http://sandbox:8443"),
+                ("NODEWRIGHT_AZURE_SANDBOX", "false"),
+            ],
+            Some(&["plain http://"]),
+        ),
+        (
+            "IPv6 loopback",
+            &[
+                ("NODEWRIGHT_ARM_ENDPOINT", "http://[::1]:8443"),
+                (
+                    "NODEWRIGHT_KEYVAULT_ENDPOINT",
+                    "http://localhost:8443/keyvault",
+                ),
+            ],
+            None,
+        ),
+    ];
+    for (case, env, expected) in table {
+        let mut pairs = LOCAL_STACK_ENV.to_vec();
+        pairs.extend_from_slice(env);
+        // Later entries win: the map keeps the last value of a name.
+        match (load(None, &pairs), expected) {
+            (Ok(config), None) => {
+                let flagged = env
+                    .iter()
+                    .any(|(name, value)| *name == "NODEWRIGHT_AZURE_SANDBOX" && *value != "false");
+                assert_eq!(config.azure.sandbox, flagged, "{case}");
+            }
+            (Err(error), Some(fragments)) => {
+                let message = chain(&error);
+                for fragment in *fragments {
+                    assert!(
+                        message.contains(fragment),
+                        "{case}: {fragment} missing from {message}"
+                    );
+                }
+                assert!(!message.contains("sandbox-token"), "{case}: {message}");
+            }
+            (Ok(_), Some(_)) => panic!("{case}: expected a refusal"),
+            (Err(error), None) => panic!("{case}: refused: {}", chain(&error)),
+        }
     }
 }

@@ -2,9 +2,16 @@
 //! an API key.
 //!
 //! [`TemporalSettings::from_config`] turns the configured [`TemporalConfig`] into settings,
-//! reading the PEM files through a function the binary passes in (file reading stays at the
-//! binary's edge). [`TemporalSettings::connection_options`] is pure, so the URL and TLS choices
-//! are unit-tested without a server.
+//! reading the PEM files and the API key file through a function the binary passes in (file
+//! reading stays at the binary's edge). [`TemporalSettings::connection_options`] is pure, so the
+//! URL and TLS choices are unit-tested without a server.
+//!
+//! The client certificate and the CA are handed to the Temporal client as [`live_tls`] objects it
+//! asks at every handshake, and [`reload::CredentialReload`] re-reads their files (and the API key
+//! file) when they change, so rotated credentials are used without a restart.
+
+pub mod live_tls;
+pub mod reload;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -14,15 +21,14 @@ use std::time::Duration;
 
 use nodewright_model::config::{EncryptionKeys, TemporalConfig, env_var};
 use nodewright_model::text::quoted;
-use temporalio_client::{
-    Client, ClientOptions, ClientTlsOptions, Connection, ConnectionOptions, TlsOptions,
-};
+use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions, TlsOptions};
 use temporalio_common::data_converters::{
     DataConverter, DefaultFailureConverter, PayloadConverter,
 };
 use url::Url;
 
 use crate::codec::{EncryptionCodec, KeyRing, KeyRingError};
+use live_tls::{LiveClientCert, LiveServerCa, TlsMaterialError};
 
 /// How long establishing the TCP/TLS connection may take before `connect` gives up.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,24 +51,17 @@ pub struct TemporalSettings {
     pub encryption: Option<Arc<KeyRing>>,
 }
 
-/// TLS to the Temporal frontend, with the PEM contents already read.
-#[derive(Clone, Default, PartialEq, Eq)]
+/// TLS to the Temporal frontend, with the PEM files already read and checked. The CA and the
+/// client certificate are shared with the Temporal client, which asks them at every handshake:
+/// replacing their contents (see [`reload`]) changes what new connections use.
+#[derive(Clone, Default)]
 pub struct TlsSettings {
-    /// PEM of the CA that signed the server's certificate; `None` trusts the system's roots.
-    pub server_ca_cert: Option<Vec<u8>>,
+    /// The CA that signed the server's certificate; `None` trusts the system's roots.
+    pub server_ca: Option<Arc<LiveServerCa>>,
     /// The client's certificate and key, for mTLS.
-    pub client_identity: Option<ClientIdentity>,
+    pub client_identity: Option<Arc<LiveClientCert>>,
     /// The name the server's certificate must carry, when not the address's host.
     pub server_name: Option<String>,
-}
-
-/// The client side of mTLS, as PEM.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ClientIdentity {
-    /// The certificate (chain).
-    pub cert: Vec<u8>,
-    /// The private key.
-    pub key: Vec<u8>,
 }
 
 /// Why a connection could not be made.
@@ -102,6 +101,29 @@ pub enum ConnectError {
         env: &'static str,
         /// The path as configured.
         path: String,
+    },
+    /// A PEM file is not usable TLS material (no certificate, a key of another certificate).
+    #[error("{path} given as `{key}` ({env}): {source}; fix the file")]
+    BadTls {
+        /// The TOML key.
+        key: &'static str,
+        /// Its environment variable.
+        env: &'static str,
+        /// The path(s) as configured.
+        path: String,
+        /// What is wrong.
+        #[source]
+        source: TlsMaterialError,
+    },
+    /// The API key file could not be read, or is empty.
+    #[error(
+        "cannot use the Temporal API key file {path} given as `temporal.api_key_file` (NODEWRIGHT_TEMPORAL_API_KEY_FILE): {problem}"
+    )]
+    ApiKeyFile {
+        /// The path as configured.
+        path: String,
+        /// What is wrong (never the key).
+        problem: String,
     },
     /// The server did not answer.
     #[error(
@@ -170,23 +192,44 @@ impl TemporalSettings {
         let tls = match &config.tls {
             None => None,
             Some(tls) => Some(TlsSettings {
-                server_ca_cert: tls
+                server_ca: tls
                     .server_ca_cert
                     .as_ref()
-                    .map(|path| read(path, "temporal.tls.server_ca_cert"))
+                    .map(|path| {
+                        let key = "temporal.tls.server_ca_cert";
+                        LiveServerCa::from_pem(&read(path, key)?)
+                            .map(Arc::new)
+                            .map_err(|source| bad_tls(key, path.display().to_string(), source))
+                    })
                     .transpose()?,
                 client_identity: tls
                     .client_certificate
                     .as_ref()
-                    .map(|files| -> Result<ClientIdentity, ConnectError> {
-                        Ok(ClientIdentity {
-                            cert: read(&files.cert, "temporal.tls.client_cert")?,
-                            key: read(&files.key, "temporal.tls.client_key")?,
-                        })
+                    .map(|files| {
+                        let cert = read(&files.cert, "temporal.tls.client_cert")?;
+                        let key = read(&files.key, "temporal.tls.client_key")?;
+                        LiveClientCert::from_pem(&cert, &key)
+                            .map(Arc::new)
+                            .map_err(|source| {
+                                bad_tls(
+                                    "temporal.tls.client_cert",
+                                    format!(
+                                        "{} (key {})",
+                                        files.cert.display(),
+                                        files.key.display()
+                                    ),
+                                    source,
+                                )
+                            })
                     })
                     .transpose()?,
                 server_name: tls.server_name.clone(),
             }),
+        };
+        let api_key = match (&config.api_key, &config.api_key_file) {
+            (Some(key), _) => Some(key.expose().to_owned()),
+            (None, Some(path)) => Some(read_api_key(path, &read_file)?),
+            (None, None) => None,
         };
         let encryption = match &config.encryption_keys {
             None => None,
@@ -206,7 +249,7 @@ impl TemporalSettings {
         Ok(Self {
             address: config.address.clone(),
             namespace: config.namespace.clone(),
-            api_key: config.api_key.as_ref().map(|key| key.expose().to_owned()),
+            api_key,
             identity: identity.into(),
             tls,
             encryption: encryption.map(Arc::new),
@@ -255,17 +298,17 @@ impl TemporalSettings {
             return None;
         }
         let tls = self.tls.clone().unwrap_or_default();
-        let client = tls.client_identity.map(|identity| {
-            ClientTlsOptions::builder()
-                .client_cert(identity.cert)
-                .client_private_key(identity.key)
-                .build()
-        });
         Some(
             TlsOptions::builder()
-                .maybe_server_root_ca_cert(tls.server_ca_cert)
+                .maybe_server_cert_verifier(
+                    tls.server_ca
+                        .map(|ca| -> Arc<dyn rustls::client::danger::ServerCertVerifier> { ca }),
+                )
                 .maybe_domain(tls.server_name)
-                .maybe_client_tls_options(client)
+                .maybe_client_cert_resolver(
+                    tls.client_identity
+                        .map(|cert| -> Arc<dyn rustls::client::ResolvesClientCert> { cert }),
+                )
                 .build(),
         )
     }
@@ -299,6 +342,35 @@ impl TemporalSettings {
             source,
         })
     }
+}
+
+fn bad_tls(key: &'static str, path: String, source: TlsMaterialError) -> ConnectError {
+    ConnectError::BadTls {
+        key,
+        env: env_var(key).unwrap_or("no variable"),
+        path,
+        source,
+    }
+}
+
+/// Reads the API key file: its text without surrounding white space, which must not be empty.
+pub(crate) fn read_api_key(
+    path: &Path,
+    read_file: &impl Fn(&Path) -> std::io::Result<Vec<u8>>,
+) -> Result<String, ConnectError> {
+    let problem = |problem: String| ConnectError::ApiKeyFile {
+        path: path.display().to_string(),
+        problem,
+    };
+    let bytes = read_file(path)
+        .map_err(|error| problem(format!("{error}; fix the path or the file's permissions")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| problem("it is not UTF-8 text; write the key alone in it".to_owned()))?;
+    let key = text.trim();
+    if key.is_empty() {
+        return Err(problem("it is empty; write the key in it".to_owned()));
+    }
+    Ok(key.to_owned())
 }
 
 /// Reads one PEM file and checks that it looks like PEM.
@@ -341,24 +413,9 @@ impl fmt::Debug for TemporalSettings {
 impl fmt::Debug for TlsSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TlsSettings")
-            .field(
-                "server_ca_cert",
-                &self
-                    .server_ca_cert
-                    .as_ref()
-                    .map(|pem| format!("{} bytes", pem.len())),
-            )
+            .field("server_ca", &self.server_ca)
             .field("client_identity", &self.client_identity)
             .field("server_name", &self.server_name)
-            .finish()
-    }
-}
-
-impl fmt::Debug for ClientIdentity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientIdentity")
-            .field("cert", &format!("{} bytes", self.cert.len()))
-            .field("key", &"<redacted>")
             .finish()
     }
 }
@@ -371,9 +428,9 @@ mod tests {
 
     use super::*;
 
-    const CA: &[u8] = b"-----BEGIN CERTIFICATE-----\nca\n-----END CERTIFICATE-----\n";
-    const CERT: &[u8] = b"-----BEGIN CERTIFICATE-----\nclient\n-----END CERTIFICATE-----\n";
-    const KEY: &[u8] = b"-----BEGIN PRIVATE KEY-----\nkey\n-----END PRIVATE KEY-----\n";
+    const CA: &[u8] = include_bytes!("testdata/ca.pem");
+    const CERT: &[u8] = include_bytes!("testdata/client.pem");
+    const KEY: &[u8] = include_bytes!("testdata/client.key");
 
     fn settings(address: &str, api_key: Option<&str>) -> TemporalSettings {
         TemporalSettings {
@@ -388,6 +445,7 @@ mod tests {
             namespace: "ns".to_owned(),
             task_queue: "nodewright".to_owned(),
             api_key: api_key.map(Secret::new),
+            api_key_file: None,
             ui_url: "http://127.0.0.1:8233".to_owned(),
             tls,
             encryption_keys: None,
@@ -487,11 +545,21 @@ mod tests {
         assert_eq!(options.target.as_str(), "https://temporal.internal:7233/");
         assert_eq!(options.identity, "worker@test");
         let tls = options.tls_options.expect("TLS");
-        assert_eq!(tls.server_root_ca_cert.as_deref(), Some(CA));
+        // The CA and the client certificate go in as objects the client asks at every
+        // handshake (so that they reload), not as static PEM.
+        assert_eq!(tls.server_root_ca_cert, None);
+        assert!(tls.server_cert_verifier.is_some());
         assert_eq!(tls.domain.as_deref(), Some("temporal.internal"));
-        let client = tls.client_tls_options.expect("mTLS");
-        assert_eq!(client.client_cert, CERT);
-        assert_eq!(client.client_private_key, KEY);
+        assert!(tls.client_tls_options.is_none());
+        let resolver = tls.client_cert_resolver.expect("mTLS");
+        let presented = resolver.resolve(&[], &[]).expect("a certificate");
+        let expected = settings
+            .tls
+            .as_ref()
+            .and_then(|tls| tls.client_identity.as_ref())
+            .expect("mTLS")
+            .certificate_chain();
+        assert_eq!(presented.cert, expected);
         let debug = format!("{settings:?}");
         assert!(
             !debug.contains("PRIVATE KEY") && debug.contains("<redacted>"),
