@@ -54,7 +54,9 @@ async fn the_admission_policy_keeps_the_worker_to_nodes_of_its_resource_group() 
     // The test pods' Nodes have no kubelet once gone: force the pods out so the namespace goes.
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &identity.namespace);
     for name in TEST_PODS {
-        let _ = pods.delete(name, &DeleteParams::default().grace_period(0)).await;
+        let _ = pods
+            .delete(name, &DeleteParams::default().grace_period(0))
+            .await;
     }
     for name in [&nodes.own, &nodes.foreign] {
         let _ = Api::<Node>::all(admin.clone())
@@ -75,7 +77,11 @@ struct Policy {
 
 impl Policy {
     fn remove(&self, stack: &Stack) {
-        let names = self.names.lock().map(|names| names.clone()).unwrap_or_default();
+        let names = self
+            .names
+            .lock()
+            .map(|names| names.clone())
+            .unwrap_or_default();
         for name in &names {
             for kind in [
                 "validatingadmissionpolicybinding",
@@ -111,7 +117,12 @@ async fn check(
             "azure:///subscriptions/{SUBSCRIPTION}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachines/{name}"
         )
     };
-    create_node(admin, &nodes.own, &provider(&group.to_lowercase(), &nodes.own)).await?;
+    create_node(
+        admin,
+        &nodes.own,
+        &provider(&group.to_lowercase(), &nodes.own),
+    )
+    .await?;
     create_node(
         admin,
         &nodes.foreign,
@@ -160,7 +171,10 @@ async fn check(
         !patched.status.success() && stderr.contains(&message),
         "the patch of a Node of another resource group is refused with the policy's message:\n{stderr}"
     );
-    let deleted = as_worker(identity, &["delete", "node", &nodes.foreign].map(str::to_owned))?;
+    let deleted = as_worker(
+        identity,
+        &["delete", "node", &nodes.foreign].map(str::to_owned),
+    )?;
     let stderr = String::from_utf8_lossy(&deleted.stderr);
     ensure!(
         !deleted.status.success() && stderr.contains(&message),
@@ -181,7 +195,10 @@ async fn check(
         "the Node of another resource group is unchanged"
     );
 
-    expect_success(as_worker(identity, &patch(&nodes.own))?, "patch of its own Node")?;
+    expect_success(
+        as_worker(identity, &patch(&nodes.own))?,
+        "patch of its own Node",
+    )?;
     let own = Api::<Node>::all(admin.clone())
         .get(&nodes.own)
         .await?
@@ -232,7 +249,10 @@ async fn check(
     expect_success(delete_pod("on-own")?, "delete of a pod on its machine")?;
 
     expect_success(
-        as_worker(identity, &["delete", "node", &nodes.own, "--wait=false"].map(str::to_owned))?,
+        as_worker(
+            identity,
+            &["delete", "node", &nodes.own, "--wait=false"].map(str::to_owned),
+        )?,
         "delete of its own Node",
     )
 }
@@ -246,7 +266,9 @@ fn install(
     group: &str,
     pool: &str,
 ) -> Result<()> {
-    let path = stack::repo_root().join("deploy").join("admission-policy.yaml");
+    let path = stack::repo_root()
+        .join("deploy")
+        .join("admission-policy.yaml");
     let text = kubectl(
         stack,
         &[
@@ -279,9 +301,8 @@ fn install(
                     expression.contains(SHIPPED_USER),
                     "the policy matches {SHIPPED_USER}: {expression}"
                 );
-                conditions[0]["expression"] = json!(
-                    expression.replace(SHIPPED_USER, &format!("'{}'", identity.username()))
-                );
+                conditions[0]["expression"] =
+                    json!(expression.replace(SHIPPED_USER, &format!("'{}'", identity.username())));
                 for variable in item["spec"]["variables"]
                     .as_array_mut()
                     .context("the policy has variables")?
@@ -295,7 +316,11 @@ fn install(
                     variable["expression"] = json!(format!("'{value}'"));
                     edited.push(variable["name"].clone());
                 }
-                policy.names.lock().map_err(|_| anyhow::anyhow!("lock"))?.push(name);
+                policy
+                    .names
+                    .lock()
+                    .map_err(|_| anyhow::anyhow!("lock"))?
+                    .push(name);
             }
             "ValidatingAdmissionPolicyBinding" => {
                 item["spec"]["policyName"] = json!(renamed(&item["spec"]["policyName"]));
@@ -314,7 +339,10 @@ fn install(
     }
     let list = json!({ "apiVersion": "v1", "kind": "List", "items": items });
     std::fs::write(&policy.file, serde_json::to_string_pretty(&list)?)?;
-    kubectl(stack, &["apply", "--filename", &policy.file.to_string_lossy()])?;
+    kubectl(
+        stack,
+        &["apply", "--filename", &policy.file.to_string_lossy()],
+    )?;
     Ok(())
 }
 

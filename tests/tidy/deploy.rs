@@ -103,7 +103,10 @@ fn image_tags_other_than_the_version_are_found() {
         tags_in("image: ghcr.io/nodewright/nodewright:0.2.0@sha256:ab"),
         ["0.2.0"]
     );
-    assert_eq!(tags_in("image: ghcr.io/nodewright/nodewright:latest"), ["latest"]);
+    assert_eq!(
+        tags_in("image: ghcr.io/nodewright/nodewright:latest"),
+        ["latest"]
+    );
 }
 
 #[test]
@@ -129,8 +132,7 @@ fn the_network_policy_admits_exactly_the_deployment_ports() {
         "deploy/networkpolicy.yaml's ingress ports are deployment.yaml's container ports"
     );
     assert_eq!(
-        policy["spec"]["podSelector"]["matchLabels"],
-        deployment["spec"]["selector"]["matchLabels"],
+        policy["spec"]["podSelector"]["matchLabels"], deployment["spec"]["selector"]["matchLabels"],
         "the policy selects the Deployment's pods"
     );
     // The ConfigMap's worker addresses listen on the same ports.

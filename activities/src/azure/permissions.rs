@@ -211,9 +211,8 @@ mod tests {
         let vm = virtual_machines::RESOURCE_TYPE;
         let disk = disks::RESOURCE_TYPE;
         let nic = network_interfaces::RESOURCE_TYPE;
-        let url = |kind: &str, segments: &[&str]| {
-            arm.resource_url(kind, segments, "v").path().to_owned()
-        };
+        let url =
+            |kind: &str, segments: &[&str]| arm.resource_url(kind, segments, "v").path().to_owned();
         let disk_by_id = arm
             .id_url(&arm.resource_id(disk, "d1"), "v")
             .path()
