@@ -9,8 +9,14 @@
 # or a file given with --config (README, Configuration). docker-compose.yml runs it with Temporal.
 
 # The two bases can be replaced with --build-arg (dev/images does, where no registry is reachable).
-ARG RUST_VERSION=1.95
-ARG BUILDER_IMAGE=rust:${RUST_VERSION}-bookworm
+# Pinned by exact tag, not by digest: no registry answers where this was written, and a digest
+# nobody has read from the registry would be made up. The builder is the exact toolchain release;
+# distroless publishes no versioned tags (only :nonroot, which moves with Debian's security
+# updates). For an immutable build pass the digests, e.g.
+#   --build-arg RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:<digest>
+# (crane digest gcr.io/distroless/cc-debian12:nonroot, or skopeo inspect).
+ARG RUST_VERSION=1.95.0
+ARG BUILDER_IMAGE=docker.io/library/rust:${RUST_VERSION}-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 FROM ${BUILDER_IMAGE} AS builder

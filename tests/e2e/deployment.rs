@@ -11,7 +11,8 @@
 //! then readiness and liveness), the metrics port serves `/metrics`, the worker runs as the
 //! spec's user, it creates and deletes a machine with nothing but the ServiceAccount's rights,
 //! its log is JSON lines (the ConfigMap's `log_format`), and SIGTERM ends it with exit 0 within
-//! `terminationGracePeriodSeconds`.
+//! `terminationGracePeriodSeconds`. Every ARM request the sandbox logged for that machine needs an
+//! action of `deploy/azure-role.json` (`activities::azure::permissions::action_for`).
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -166,6 +167,25 @@ async fn drive(
     )?
     .expect_code(0)?;
     crate::machines::assert_nothing_left(stack, &sandbox, &machine).await?;
+    // Every ARM request of the machine's life (VM, NIC, disks) needs an action the custom role
+    // deploy/azure-role.json grants (activities' permission table, kept equal to the role).
+    let requests = sandbox.requests(&format!("/{machine}")).await?;
+    ensure!(
+        requests.len() >= 4,
+        "the sandbox logged the machine's requests"
+    );
+    println!(
+        "{} ARM requests for {machine}, each covered by the role",
+        requests.len()
+    );
+    for request in &requests {
+        let method = request["method"].as_str().unwrap_or_default();
+        let path = request["path"].as_str().unwrap_or_default();
+        ensure!(
+            nodewright_activities::azure::permissions::action_for(method, path).is_some(),
+            "the worker sent {method} {path}, which no row of activities/src/azure/permissions.rs (and so no action of deploy/azure-role.json) covers"
+        );
+    }
 
     // SIGTERM with the pod's grace period: exit 0; the log is JSON lines.
     let grace = pod

@@ -2,6 +2,7 @@
 //! per area. Run them with `dev/test`, or `cargo test -p nodewright-tests --test e2e` once the
 //! stack is up.
 
+mod admission_policy;
 mod bootstrap_token;
 mod cancel;
 mod chaos;

@@ -314,6 +314,16 @@ impl Identity {
         }
     }
 
+    /// The kubeconfig holding the ServiceAccount's token.
+    pub(crate) fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The ServiceAccount's user name as the apiserver sees it.
+    pub(crate) fn username(&self) -> String {
+        format!("system:serviceaccount:{}:{}", self.namespace, self.account)
+    }
+
     /// The stack as this identity sees it: the same, with its kubeconfig.
     fn stack(&self, stack: &Stack) -> Stack {
         let mut limited = stack.clone();
@@ -442,7 +452,7 @@ fn write_kubeconfig(stack: &Stack, path: &Path, token: &str) -> Result<()> {
 }
 
 /// Runs kubectl with the admin kubeconfig; its stdout, or an error with its stderr.
-fn kubectl(stack: &Stack, args: &[&str]) -> Result<String> {
+pub(crate) fn kubectl(stack: &Stack, args: &[&str]) -> Result<String> {
     let output = Command::new(stack::kubectl()?)
         .env("KUBECONFIG", &stack.kubeconfig)
         .args(args)

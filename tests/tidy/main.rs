@@ -2,6 +2,7 @@
 //! Needs no stack: it reads the source tree.
 
 mod compose;
+mod deploy;
 mod messages;
 
 use std::collections::BTreeSet;

@@ -17,6 +17,7 @@ pub mod inventory;
 pub mod keyvault;
 pub mod machines;
 pub mod network_interfaces;
+pub mod permissions;
 pub mod poll;
 pub mod resource;
 pub mod virtual_machines;
