@@ -5,7 +5,10 @@
 //! a token of `deploy/`'s ServiceAccount (bound to its ClusterRole) projected where every pod
 //! finds it, and the apiserver named by `KUBERNETES_SERVICE_HOST`/`_PORT`. The ConfigMap's
 //! `nodewright.toml` gets the edits its `EDIT` lines ask for (cluster, Azure scope, Temporal),
-//! plus the sandbox's endpoint and a static token in place of workload identity.
+//! plus the sandbox's endpoint and a static token in place of workload identity; its
+//! `[temporal.tls]` (mTLS from the mounted Secret `nodewright-temporal-client`) is checked to
+//! read that Secret's files and dropped, since the stack's Temporal dev server speaks plain text
+//! on loopback.
 //!
 //! Checked: the probes answer as the spec's ports and paths say (startup within its budget,
 //! then readiness and liveness), the metrics port serves `/metrics`, the worker runs as the
@@ -382,9 +385,26 @@ fn volume_args(
             ));
         } else if volume.empty_dir.is_some() {
             args.push(format!("--tmpfs={}", mount.mount_path));
+        } else if let Some(secret) = &volume.secret {
+            // The operator's Secret (Temporal's client certificate): the local stack's Temporal
+            // speaks plain text, so the edited config does not read it; mounted empty.
+            ensure!(
+                secret.secret_name.as_deref() == Some(TEMPORAL_TLS_SECRET),
+                "volume {} mounts Secret {:?}, not {TEMPORAL_TLS_SECRET}",
+                volume.name,
+                secret.secret_name
+            );
+            let files = dir.join(&volume.name);
+            std::fs::create_dir_all(&files)?;
+            std::fs::set_permissions(&files, std::fs::Permissions::from_mode(0o755))?;
+            args.push(format!(
+                "--volume={}:{}:ro",
+                files.display(),
+                mount.mount_path
+            ));
         } else {
             bail!(
-                "volume {}: only configMap and emptyDir are translated",
+                "volume {}: only configMap, emptyDir and the Temporal client Secret are translated",
                 volume.name
             );
         }
@@ -420,6 +440,10 @@ fn service_account_args(stack: &Stack, identity: &Identity, dir: &Path) -> Resul
     ])
 }
 
+/// The Secret `deploy/` mounts for mTLS to Temporal, and where.
+const TEMPORAL_TLS_SECRET: &str = "nodewright-temporal-client";
+const TEMPORAL_TLS_DIR: &str = "/etc/nodewright-temporal/";
+
 /// The ConfigMap's `nodewright.toml` with its `EDIT` lines filled in for the local stack, the
 /// sandbox as the ARM endpoint and a static token in place of workload identity.
 fn edit_config(text: &str, stack: &Stack, task_queue: &str) -> Result<String> {
@@ -442,6 +466,21 @@ fn edit_config(text: &str, stack: &Stack, task_queue: &str) -> Result<String> {
     auth.insert("mode".to_owned(), string("static"));
     auth.insert("token".to_owned(), string(&stack.arm.token));
     let temporal = table(&mut config, "temporal")?;
+    // As shipped, the worker reaches Temporal with mTLS from the mounted Secret; the local
+    // stack's dev server speaks plain text on loopback.
+    let tls = temporal
+        .remove("tls")
+        .context("the ConfigMap's [temporal.tls] (mTLS) is missing")?;
+    for key in ["server_ca_cert", "client_cert", "client_key"] {
+        let path = tls
+            .get(key)
+            .and_then(toml::Value::as_str)
+            .unwrap_or_default();
+        ensure!(
+            path.starts_with(TEMPORAL_TLS_DIR),
+            "[temporal.tls] {key} is '{path}', not a file of the mounted Secret ({TEMPORAL_TLS_DIR})"
+        );
+    }
     temporal.insert("address".to_owned(), string(&stack.temporal_address));
     temporal.insert("namespace".to_owned(), string(&stack.temporal_namespace));
     temporal.insert("task_queue".to_owned(), string(task_queue));
