@@ -25,6 +25,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Core;
+
+/// The tag nodewright names a resource's machine with (`machineTag` of a generator).
+const MACHINE_TAG: &str = "nodewright.io-machine";
 use super::error::ArmError;
 use super::state::{Kind, Power, Resource, key, resource_id, timestamp};
 
@@ -73,13 +76,19 @@ struct SeedItem {
     disk_size_gb: Option<u64>,
 }
 
-/// `count` resources named `<prefix><index, 5 digits>`.
+/// `count` resources named `<prefix><index, 5 digits><suffix>`; with `machineTag`, each tagged
+/// `nodewright.io-machine` = `<prefix><index>` (its own machine, as nodewright tags a machine's
+/// NIC `<machine>-nic` and OS disk `<machine>-osdisk`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Generator {
     #[serde(rename = "type")]
     kind: Option<String>,
     prefix: Option<String>,
+    #[serde(default)]
+    suffix: Option<String>,
+    #[serde(default)]
+    machine_tag: bool,
     count: Option<u64>,
     #[serde(default)]
     tags: Option<BTreeMap<String, String>>,
@@ -110,7 +119,8 @@ pub struct SeedPlan {
     scope: Scope,
     shapes: Vec<Shape>,
     /// (index into `shapes`, name).
-    items: Vec<(usize, String)>,
+    /// (shape, name, the `nodewright.io-machine` tag of this item when its generator sets one).
+    items: Vec<(usize, String, Option<String>)>,
 }
 
 impl SeedRequest {
@@ -140,12 +150,17 @@ impl SeedRequest {
                 item.attached_to,
                 item.disk_size_gb,
             )?);
-            items.push((shapes.len() - 1, name));
+            items.push((shapes.len() - 1, name, None));
         }
         for (i, generator) in self.generate.into_iter().enumerate() {
             let field = format!("generate[{i}]");
             let prefix = generator.prefix.unwrap_or_default();
-            check_name(&prefix, &format!("{field}.prefix"), INDEX_DIGITS)?;
+            let suffix = generator.suffix.unwrap_or_default();
+            check_name(
+                &prefix,
+                &format!("{field}.prefix"),
+                INDEX_DIGITS + suffix.len(),
+            )?;
             let count = generator
                 .count
                 .ok_or_else(|| ArmError::invalid(&format!("{field}.count"), "count is required"))?;
@@ -165,7 +180,15 @@ impl SeedRequest {
             )?);
             let index = shapes.len() - 1;
             // Zero-padded to INDEX_DIGITS (5) digits: 00000 to 99999 with MAX_GENERATE_COUNT.
-            items.extend((0..count).map(|n| (index, format!("{prefix}{n:05}"))));
+            let machine_tag = generator.machine_tag;
+            items.extend((0..count).map(|n| {
+                let machine = format!("{prefix}{n:05}");
+                (
+                    index,
+                    format!("{machine}{suffix}"),
+                    machine_tag.then_some(machine),
+                )
+            }));
         }
         Ok(SeedPlan {
             scope,
@@ -298,7 +321,7 @@ fn vm_id(scope: &Scope, vm: &str, field: &str) -> Result<String, ArmError> {
 /// plan with 409 when one to replace has an operation in progress.
 pub fn apply(core: &mut Core, plan: &SeedPlan, now: DateTime<Utc>) -> Result<usize, ArmError> {
     let scope = &plan.scope;
-    let id_of = |(shape, name): &(usize, String)| {
+    let id_of = |(shape, name, _): &(usize, String, Option<String>)| {
         resource_id(
             &scope.subscription,
             &scope.resource_group,
@@ -314,21 +337,39 @@ pub fn apply(core: &mut Core, plan: &SeedPlan, now: DateTime<Utc>) -> Result<usi
     let created = timestamp(now);
     for item in &plan.items {
         let id = id_of(item);
-        let resource = build(scope, &plan.shapes[item.0], &id, &item.1, &created);
+        let resource = build(
+            scope,
+            &plan.shapes[item.0],
+            &id,
+            &item.1,
+            item.2.as_deref(),
+            &created,
+        );
         core.state.resources.insert(key(&id), resource);
     }
     Ok(plan.items.len())
 }
 
 /// One seeded resource.
-fn build(scope: &Scope, shape: &Shape, id: &str, name: &str, created: &str) -> Resource {
+fn build(
+    scope: &Scope,
+    shape: &Shape,
+    id: &str,
+    name: &str,
+    machine: Option<&str>,
+    created: &str,
+) -> Resource {
+    let mut tags = shape.tags.clone();
+    if let (Some(machine), Some(tags)) = (machine, tags.as_object_mut()) {
+        tags.insert(MACHINE_TAG.to_owned(), Value::String(machine.to_owned()));
+    }
     let envelope = |properties: Value| {
         json!({
             "id": id,
             "name": name,
             "type": shape.kind.type_name(),
             "location": scope.location,
-            "tags": shape.tags,
+            "tags": tags,
             "properties": properties,
         })
     };
@@ -420,6 +461,31 @@ mod tests {
             .plan()
     }
 
+    #[test]
+    fn a_generator_can_give_each_resource_its_own_machine_tag_and_a_suffix() {
+        let generated = plan(json!({"generate": [{
+            "type": "nic", "prefix": "web-m", "suffix": "-nic", "count": 2, "machineTag": true,
+            "tags": {"nodewright.io-cluster": "prod"},
+        }]}))
+        .unwrap();
+        let items: Vec<(&str, Option<&str>)> = generated
+            .items
+            .iter()
+            .map(|(_, name, machine)| (name.as_str(), machine.as_deref()))
+            .collect();
+        assert_eq!(
+            items,
+            [
+                ("web-m00000-nic", Some("web-m00000")),
+                ("web-m00001-nic", Some("web-m00001"))
+            ]
+        );
+        let plain =
+            plan(json!({"generate": [{"type": "nic", "prefix": "x", "count": 1}]})).unwrap();
+        assert_eq!(plain.items[0].1, "x00000");
+        assert_eq!(plain.items[0].2, None);
+    }
+
     fn target(error: ArmError) -> String {
         match error {
             ArmError::InvalidParameter { target, .. } => target,
@@ -430,7 +496,7 @@ mod tests {
     #[test]
     fn generated_names_are_the_prefix_and_a_five_digit_index() {
         let plan = plan(json!({"generate": [{"type": "vm", "prefix": "g-", "count": 3}]})).unwrap();
-        let names: Vec<&str> = plan.items.iter().map(|(_, n)| n.as_str()).collect();
+        let names: Vec<&str> = plan.items.iter().map(|(_, n, _)| n.as_str()).collect();
         assert_eq!(names, ["g-00000", "g-00001", "g-00002"]);
     }
 

@@ -26,10 +26,13 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
         .sandbox
         .seed(json!({ "generate": [{
             "type": "nic", "prefix": prefix, "count": ORPHANS,
+            "suffix": "-nic", "machineTag": true,
             "tags": sweep.ours(&sweep.machine("nicss"), OLD),
         }]}))
         .await?;
-    let names: Vec<String> = (0..ORPHANS).map(|i| format!("{prefix}{i:05}")).collect();
+    let names: Vec<String> = (0..ORPHANS)
+        .map(|i| format!("{prefix}{i:05}-nic"))
+        .collect();
 
     sweep
         .cli(&["sweep", "run", "--approval-timeout", "10m"])

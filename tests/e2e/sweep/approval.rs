@@ -25,10 +25,13 @@ async fn approval(sweep: &SweepCluster) -> Result<()> {
         .sandbox
         .seed(json!({ "generate": [{
             "type": "nic", "prefix": prefix, "count": ORPHANS,
+            "suffix": "-nic", "machineTag": true,
             "tags": sweep.ours(&sweep.machine("nicss"), OLD),
         }]}))
         .await?;
-    let names: Vec<String> = (0..ORPHANS).map(|i| format!("{prefix}{i:05}")).collect();
+    let names: Vec<String> = (0..ORPHANS)
+        .map(|i| format!("{prefix}{i:05}-nic"))
+        .collect();
 
     let (code, audit) = sweep.sweep(&["--approval-timeout", "3s"]).await?;
     ensure!(code == Some(3), "unapproved sweep exit {code:?}: {audit}");

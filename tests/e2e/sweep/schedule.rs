@@ -48,6 +48,7 @@ async fn scheduled(sweep: &SweepCluster) -> Result<()> {
         .sandbox
         .seed(json!({ "generate": [{
             "type": "nic", "prefix": prefix, "count": 11,
+            "suffix": "-nic", "machineTag": true,
             "tags": sweep.ours(&sweep.machine("ovlap"), OLD),
         }]}))
         .await?;
