@@ -65,7 +65,7 @@ async fn scheduled(sweep: &SweepCluster) -> Result<()> {
     )
     .await?;
     ensure!(
-        sweep.exists("nic", &format!("{prefix}00000")).await?,
+        sweep.exists("nic", &format!("{prefix}00000-nic")).await?,
         "deleted before approval"
     );
     sweep.cli(&["sweep", "approve"]).await?.expect_code(0)?;
@@ -73,7 +73,7 @@ async fn scheduled(sweep: &SweepCluster) -> Result<()> {
         "the approved scheduled sweep to delete the eleven orphans",
         Duration::from_secs(120),
         Duration::from_secs(1),
-        || async { Ok((!sweep.exists("nic", &format!("{prefix}00010")).await?).then_some(())) },
+        || async { Ok((!sweep.exists("nic", &format!("{prefix}00010-nic")).await?).then_some(())) },
     )
     .await?;
     println!("schedule skipped {skipped} overlapping runs while one waited for approval");
