@@ -18,7 +18,6 @@
 //!   setting and both values.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -30,7 +29,7 @@ use nodewright_model::ownership::{LABEL_MACHINE, LABEL_POOL, TAG_CLUSTER, provid
 use nodewright_tests::identity::{ensure_namespace, namespace_for};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox, cli, node, write_pool_file};
-use nodewright_tests::stack::temporal_cli;
+use nodewright_tests::stack::history_json;
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::worker_process::{WorkerProcess, free_address, scratch_dir, stack_config};
 use nodewright_tests::{Stack, eventually};
@@ -191,7 +190,7 @@ async fn derived_queues_keep_each_cluster_in_its_own_resource_group(
         let workflow_id = format!("create/{}/{machine}", cluster_stack.cluster);
         let mut identities = Vec::new();
         collect_identities(
-            &history(stack, &workflow_id)?,
+            &history_json(stack, &workflow_id).await?,
             "activityTaskStartedEventAttributes",
             &mut identities,
         );
@@ -259,7 +258,7 @@ async fn a_shared_queue_hands_a_run_to_the_other_cluster_which_refuses_it(
     // the first activity (its history says so): no activity was even scheduled.
     let pid = other_worker.pid().context("the other worker runs")?;
     let workflow_id = format!("create/{}/{machine}", stack.cluster);
-    let history = history(stack, &workflow_id)?;
+    let history = history_json(stack, &workflow_id).await?;
     let mut identities = Vec::new();
     collect_identities(
         &history,
@@ -465,31 +464,6 @@ async fn frozen_sweep(stack: &Stack, task_queue: &str) -> Result<String> {
         .as_str()
         .unwrap_or_default()
         .to_owned())
-}
-
-/// The identities of the workers that started the activities of `workflow_id`'s latest run.
-/// `temporal workflow show` of the latest run of `workflow_id`: every event.
-fn history(stack: &Stack, workflow_id: &str) -> Result<Value> {
-    let output = Command::new(temporal_cli()?)
-        .args([
-            "workflow",
-            "show",
-            "--workflow-id",
-            workflow_id,
-            "--output",
-            "json",
-            "--address",
-            &stack.temporal_address,
-            "--namespace",
-            &stack.temporal_namespace,
-        ])
-        .output()?;
-    ensure!(
-        output.status.success(),
-        "temporal workflow show {workflow_id}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(serde_json::from_slice(&output.stdout)?)
 }
 
 /// The `identity` of every event attribute object named `attributes` in `value`.
