@@ -18,8 +18,8 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use nodewright_connect::codec::KeyRing;
 use nodewright_model::text::quoted;
-use nodewright_workflows::codec::KeyRing;
 use temporalio_common::protos::temporal::api::common::v1::Payloads;
 
 use crate::CliError;

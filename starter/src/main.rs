@@ -73,7 +73,7 @@ pub enum CliError {
     InvalidInput(String),
     /// Temporal could not be reached.
     #[error(transparent)]
-    Unreachable(#[from] nodewright_workflows::connect::ConnectError),
+    Unreachable(#[from] nodewright_connect::ConnectError),
     /// The run failed, or did not finish in time.
     #[error("{0}")]
     RunFailed(String),

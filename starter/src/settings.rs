@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use nodewright_connect::TemporalSettings;
 use nodewright_model::config::{ClientConfig, ConfigError, TemporalTransport};
 use nodewright_model::{ClusterName, WorkflowId};
-use nodewright_workflows::connect::TemporalSettings;
 
 use crate::CliError;
 

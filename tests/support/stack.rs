@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use nodewright_activities::azure::{ArmClient, ArmConfig, Credential};
-use nodewright_workflows::connect::TemporalSettings;
+use nodewright_connect::TemporalSettings;
 use url::Url;
 
 /// Settings of the running stack.

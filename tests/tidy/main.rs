@@ -9,8 +9,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-const CRATES: [&str; 7] = [
+const CRATES: [&str; 8] = [
     "model",
+    "connect",
     "workflows",
     "activities",
     "worker",

@@ -4,11 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use nodewright_connect::TemporalSettings;
+use nodewright_connect::reload::{CredentialReload, RELOAD_INTERVAL, ReloadOutcome, SetApiKey};
 use nodewright_model::config::TemporalConfig;
-use nodewright_workflows::connect::TemporalSettings;
-use nodewright_workflows::connect::reload::{
-    CredentialReload, RELOAD_INTERVAL, ReloadOutcome, SetApiKey,
-};
 use temporalio_client::Connection;
 use temporalio_client::tonic::Request;
 use temporalio_client::{Client, NamespacedClient};

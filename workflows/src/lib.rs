@@ -7,8 +7,6 @@
 
 pub mod activity_options;
 pub mod cancellation;
-pub mod codec;
-pub mod connect;
 pub mod create_machine;
 pub mod delete_machine;
 pub mod drain_node;

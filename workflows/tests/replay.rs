@@ -12,12 +12,16 @@
 //! anywhere real): they replay with the codec's data converter given that key, and without it
 //! the replay fails naming the key, instead of passing on ciphertext.
 
+// The test harness reads histories from files and settings from the environment; workflows/
+// clippy.toml bans that in workflow code, not here.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nodewright_workflows::codec::{ENCODING_ENCRYPTED, KeyRing};
-use nodewright_workflows::connect::TemporalSettings;
+use nodewright_connect::TemporalSettings;
+use nodewright_connect::codec::{ENCODING_ENCRYPTED, KeyRing};
 use nodewright_workflows::{
     CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, InspectPoolWorkflow,
     OrphanSweepWorkflow, PreflightWorkflow, RollingUpdateWorkflow, UncordonNodeWorkflow,

@@ -187,7 +187,7 @@ pub struct TemporalConfig {
 }
 
 /// Where the payload encryption keys come from: one `<key id>=<base64 of 32 bytes>` per line,
-/// the first the key to encrypt with (see `nodewright_workflows::codec`).
+/// the first the key to encrypt with (see `nodewright_connect::codec`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EncryptionKeys {
     /// A file (`temporal.encryption_keys_file`, e.g. a mounted Secret).

@@ -220,12 +220,12 @@ impl ServerCertVerifier for LiveServerCa {
 mod tests {
     use super::*;
 
-    const CA: &[u8] = include_bytes!("testdata/ca.pem");
-    const CA2: &[u8] = include_bytes!("testdata/ca2.pem");
-    const CERT: &[u8] = include_bytes!("testdata/client.pem");
-    const KEY: &[u8] = include_bytes!("testdata/client.key");
-    const CERT2: &[u8] = include_bytes!("testdata/client2.pem");
-    const KEY2: &[u8] = include_bytes!("testdata/client2.key");
+    const CA: &[u8] = include_bytes!("../testdata/ca.pem");
+    const CA2: &[u8] = include_bytes!("../testdata/ca2.pem");
+    const CERT: &[u8] = include_bytes!("../testdata/client.pem");
+    const KEY: &[u8] = include_bytes!("../testdata/client.key");
+    const CERT2: &[u8] = include_bytes!("../testdata/client2.pem");
+    const KEY2: &[u8] = include_bytes!("../testdata/client2.key");
 
     fn first_der(pem: &[u8]) -> CertificateDer<'static> {
         CertificateDer::pem_slice_iter(pem)

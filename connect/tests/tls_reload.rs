@@ -7,9 +7,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nodewright_workflows::connect::TemporalSettings;
-use nodewright_workflows::connect::TlsSettings;
-use nodewright_workflows::connect::live_tls::{LiveClientCert, LiveServerCa};
+use nodewright_connect::TemporalSettings;
+use nodewright_connect::TlsSettings;
+use nodewright_connect::live_tls::{LiveClientCert, LiveServerCa};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -18,11 +18,11 @@ use temporalio_client::Connection;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-const CA: &[u8] = include_bytes!("../src/connect/testdata/ca.pem");
-const CERT: &[u8] = include_bytes!("../src/connect/testdata/client.pem");
-const KEY: &[u8] = include_bytes!("../src/connect/testdata/client.key");
-const CERT2: &[u8] = include_bytes!("../src/connect/testdata/client2.pem");
-const KEY2: &[u8] = include_bytes!("../src/connect/testdata/client2.key");
+const CA: &[u8] = include_bytes!("../testdata/ca.pem");
+const CERT: &[u8] = include_bytes!("../testdata/client.pem");
+const KEY: &[u8] = include_bytes!("../testdata/client.key");
+const CERT2: &[u8] = include_bytes!("../testdata/client2.pem");
+const KEY2: &[u8] = include_bytes!("../testdata/client2.key");
 
 fn der(pem: &[u8]) -> CertificateDer<'static> {
     CertificateDer::from_pem_slice(pem).expect("a certificate")

@@ -1,5 +1,8 @@
-//! Connecting to Temporal, shared by the worker, the CLI and the tests: plaintext, TLS, mTLS or
-//! an API key.
+//! How nodewright's binaries reach Temporal, shared by the worker, the CLI and the tests:
+//! plaintext, TLS, mTLS or an API key, and the payload [`codec`] that encrypts what they send.
+//!
+//! This is network and file I/O, so it lives outside `nodewright-workflows`, whose code must
+//! stay deterministic.
 //!
 //! [`TemporalSettings::from_config`] turns the configured [`TemporalConfig`] into settings,
 //! reading the PEM files and the API key file through a function the binary passes in (file
@@ -10,6 +13,7 @@
 //! asks at every handshake, and [`reload::CredentialReload`] re-reads their files (and the API key
 //! file) when they change, so rotated credentials are used without a restart.
 
+pub mod codec;
 pub mod live_tls;
 pub mod reload;
 
@@ -428,9 +432,9 @@ mod tests {
 
     use super::*;
 
-    const CA: &[u8] = include_bytes!("testdata/ca.pem");
-    const CERT: &[u8] = include_bytes!("testdata/client.pem");
-    const KEY: &[u8] = include_bytes!("testdata/client.key");
+    const CA: &[u8] = include_bytes!("../testdata/ca.pem");
+    const CERT: &[u8] = include_bytes!("../testdata/client.pem");
+    const KEY: &[u8] = include_bytes!("../testdata/client.key");
 
     fn settings(address: &str, api_key: Option<&str>) -> TemporalSettings {
         TemporalSettings {
