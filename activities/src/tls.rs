@@ -1,9 +1,10 @@
 //! The process-wide TLS crypto provider.
 //!
-//! nodewright links rustls with two crypto back ends: `ring` (through kube and the Temporal
-//! client) and `aws-lc-rs` (through reqwest, used by the ARM client and `azure_identity`). With
-//! both compiled in, rustls refuses to guess, and a client built without an explicit provider
-//! panics. Every client constructor in this crate calls [`install_crypto_provider`] first.
+//! nodewright links rustls with one crypto back end, `aws-lc-rs`: reqwest (the ARM client,
+//! `azure_identity`, Key Vault), kube and the Temporal client are all built with it (the
+//! workspace's Cargo.toml turns their `ring` defaults off; `tests/tidy` keeps `ring` out of
+//! Cargo.lock). A client that asks rustls for the process default still needs one installed, so
+//! every client constructor in this crate calls [`install_crypto_provider`] first.
 
 /// Installs aws-lc-rs as the process's default rustls crypto provider, once.
 ///

@@ -2,6 +2,7 @@
 //! Needs no stack: it reads the source tree.
 
 mod compose;
+mod dependencies;
 mod deploy;
 mod messages;
 
