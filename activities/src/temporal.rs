@@ -98,7 +98,7 @@ impl WorkflowDefinition for RollingUpdateResult {
     type Input = RolloutRequest;
     type Output = RolloutResult;
     fn name(&self) -> &str {
-        "RollingUpdate"
+        nodewright_model::workflow_type::ROLLING_UPDATE
     }
 }
 

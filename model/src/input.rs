@@ -26,6 +26,7 @@ use crate::pool::validate_received as received;
 use crate::rollout::{InspectPoolRequest, RolloutRequest};
 use crate::sweep::SweepRequest;
 use crate::text::quoted;
+use crate::workflow_type;
 
 /// The failure type of a run refused for its input. Non-retryable: the input has to change.
 pub const INVALID_INPUT: &str = "InvalidInput";
@@ -232,7 +233,7 @@ impl CreateMachineRequest {
     ///
     /// [`InputError`] listing every value that breaks a rule.
     pub fn check(&self) -> Result<(), InputError> {
-        let mut problems = Problems::new("CreateMachine");
+        let mut problems = Problems::new(workflow_type::CREATE_MACHINE);
         problems.extend(received::pool_name("pool", &self.pool));
         problems.machine("machine", &self.machine);
         problems.extend(received::template(
@@ -272,7 +273,7 @@ impl DeleteMachineRequest {
     ///
     /// [`InputError`] listing every value that breaks a rule.
     pub fn check(&self) -> Result<(), InputError> {
-        let mut problems = Problems::new("DeleteMachine");
+        let mut problems = Problems::new(workflow_type::DELETE_MACHINE);
         problems.machine("machine", &self.machine);
         if let Some(policy) = &self.drain_policy {
             problems.extend(received::drain("drainPolicy", policy));
@@ -288,7 +289,7 @@ impl UncordonRequest {
     ///
     /// [`InputError`] when the name is not a machine name.
     pub fn check(&self) -> Result<(), InputError> {
-        let mut problems = Problems::new("UncordonNode");
+        let mut problems = Problems::new(workflow_type::UNCORDON_NODE);
         problems.machine("machine", &self.machine);
         problems.finish()
     }
@@ -302,7 +303,7 @@ impl DrainRequest {
     ///
     /// [`InputError`] listing every value that breaks a rule.
     pub fn check(&self) -> Result<(), InputError> {
-        let mut problems = Problems::new("DrainNode");
+        let mut problems = Problems::new(workflow_type::DRAIN_NODE);
         problems.machine("node", &self.node);
         if let Some(policy) = &self.policy {
             problems.extend(received::drain("policy", policy));
@@ -325,7 +326,7 @@ impl RolloutRequest {
     ///
     /// [`InputError`] listing every value that breaks a rule.
     pub fn check(&self) -> Result<(), InputError> {
-        let mut problems = Problems::new("RollingUpdate");
+        let mut problems = Problems::new(workflow_type::ROLLING_UPDATE);
         problems.extend(received::pool("pool", &self.pool));
         if let Some(canary) = self.canary {
             problems.count("canary", "--canary", canary, 1, self.pool.replicas.max(1));
@@ -357,7 +358,7 @@ impl InspectPoolRequest {
     ///
     /// [`InputError`] when the name is not a pool name.
     pub fn check(&self) -> Result<(), InputError> {
-        let mut problems = Problems::new("InspectPool");
+        let mut problems = Problems::new(workflow_type::INSPECT_POOL);
         problems.extend(received::pool_name("pool", &self.pool));
         problems.finish()
     }
@@ -370,7 +371,7 @@ impl SweepRequest {
     ///
     /// [`InputError`] listing every value that breaks a rule.
     pub fn check(&self) -> Result<(), InputError> {
-        let mut problems = Problems::new("OrphanSweep");
+        let mut problems = Problems::new(workflow_type::ORPHAN_SWEEP);
         problems.duration(
             "grace",
             "--grace",

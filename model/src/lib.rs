@@ -25,6 +25,7 @@ pub mod sweep;
 pub mod taints;
 pub mod text;
 pub mod time;
+pub mod workflow_type;
 
 pub use cluster::{ClusterName, InvalidName};
 pub use machine_name::MachineName;

@@ -170,7 +170,7 @@ async fn hostile_runs(
             "workflow",
             "start",
             "--type",
-            "UncordonNode",
+            nodewright_model::workflow_type::UNCORDON_NODE,
             "--task-queue",
             task_queue,
             "--workflow-id",

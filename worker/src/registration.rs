@@ -17,10 +17,7 @@ use nodewright_activities::kube::bootstrap::BootstrapSource;
 use nodewright_activities::temporal::TemporalActivities;
 use nodewright_model::config::ClusterConfig;
 use nodewright_model::names::arm_write_task_queue;
-use nodewright_workflows::{
-    CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, InspectPoolWorkflow,
-    OrphanSweepWorkflow, PreflightWorkflow, RollingUpdateWorkflow, UncordonNodeWorkflow,
-};
+use nodewright_workflows::registry::register_every_workflow;
 use temporalio_sdk::WorkerOptions;
 
 use crate::deadline::DeadlineGuard;
@@ -68,23 +65,8 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
     let task_queue = config.temporal.task_queue.clone();
     let bootstrap = BootstrapSource::kubernetes(kube.clone()).with_key_vault(key_vault);
     let join_tokens = JoinTokens::kubernetes(kube.clone());
-    let main = WorkerOptions::new(task_queue.clone())
-        .register_workflow::<PreflightWorkflow>()
-        .context("registering PreflightWorkflow")?
-        .register_workflow::<CreateMachineWorkflow>()
-        .context("registering CreateMachine")?
-        .register_workflow::<DeleteMachineWorkflow>()
-        .context("registering DeleteMachine")?
-        .register_workflow::<DrainNodeWorkflow>()
-        .context("registering DrainNode")?
-        .register_workflow::<UncordonNodeWorkflow>()
-        .context("registering UncordonNode")?
-        .register_workflow::<RollingUpdateWorkflow>()
-        .context("registering RollingUpdate")?
-        .register_workflow::<InspectPoolWorkflow>()
-        .context("registering InspectPool")?
-        .register_workflow::<OrphanSweepWorkflow>()
-        .context("registering OrphanSweep")?
+    let main = register_every_workflow(WorkerOptions::new(task_queue.clone()))
+        .context("registering the workflows")?
         .register_activities(KubeActivities::with_identity(
             kube,
             crate::identity::expected(config),

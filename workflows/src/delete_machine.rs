@@ -5,6 +5,7 @@ use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange, Resto
 use nodewright_model::cancel::{Canceled, DeleteOnCancel, delete_on_cancel};
 use nodewright_model::drain::{DrainPurpose, DrainRequest, DrainedNode};
 use nodewright_model::machine::{DeleteMachineRequest, DeletedMachine, MachineStatus, Step};
+use nodewright_model::workflow_type;
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{ChildWorkflowOptions, WorkflowContext, WorkflowContextView, WorkflowResult};
@@ -42,14 +43,14 @@ impl HasStatus for DeleteMachineWorkflow {
 #[workflow_methods]
 impl DeleteMachineWorkflow {
     /// Runs the runbook.
-    #[run(name = "DeleteMachine")]
+    #[run(name = workflow_type::DELETE_MACHINE)]
     pub async fn run(
         ctx: &mut WorkflowContext<Self>,
         request: DeleteMachineRequest,
     ) -> WorkflowResult<DeletedMachine> {
         input::admit_machine_run(
             ctx,
-            "DeleteMachine",
+            workflow_type::DELETE_MACHINE,
             &input::Subject {
                 cluster: &request.cluster,
                 named: Some(("machine", &request.machine)),

@@ -4,6 +4,7 @@ use nodewright_activities::azure::machines::{ArmReadActivities, ListPoolVms};
 use nodewright_activities::kube::{KubeActivities, ListPoolNodes};
 use nodewright_model::Operation;
 use nodewright_model::rollout::{InspectPoolRequest, PoolReport, observe};
+use nodewright_model::workflow_type;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{WorkflowContext, WorkflowResult};
 
@@ -19,14 +20,14 @@ pub struct InspectPoolWorkflow;
 #[workflow_methods]
 impl InspectPoolWorkflow {
     /// Runs the runbook.
-    #[run(name = "InspectPool")]
+    #[run(name = workflow_type::INSPECT_POOL)]
     pub async fn run(
         ctx: &mut WorkflowContext<Self>,
         request: InspectPoolRequest,
     ) -> WorkflowResult<PoolReport> {
         input::admit(
             ctx,
-            "InspectPool",
+            workflow_type::INSPECT_POOL,
             &input::Subject {
                 cluster: &request.cluster,
                 named: Some(("pool", &request.pool)),

@@ -15,6 +15,7 @@ pub mod inspect_pool;
 pub mod orphan_sweep;
 pub mod preflight;
 pub mod progress;
+pub mod registry;
 pub mod removal;
 pub mod rolling_update;
 pub mod search;

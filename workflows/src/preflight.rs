@@ -1,6 +1,7 @@
 #![doc = include_str!("../runbooks/preflight.md")]
 
 use nodewright_activities::kube::KubeActivities;
+use nodewright_model::workflow_type;
 use nodewright_model::{ClusterName, Operation, preflight::PreflightReport};
 use serde::{Deserialize, Serialize};
 use temporalio_macros::{workflow, workflow_methods};
@@ -34,14 +35,14 @@ pub struct PreflightWorkflow {
 #[workflow_methods]
 impl PreflightWorkflow {
     /// Runs the check; see the runbook above.
-    #[run(name = "PreflightWorkflow")]
+    #[run(name = workflow_type::PREFLIGHT)]
     pub async fn run(
         ctx: &mut WorkflowContext<Self>,
         input: PreflightInput,
     ) -> WorkflowResult<PreflightReport> {
         crate::input::admit(
             ctx,
-            "PreflightWorkflow",
+            workflow_type::PREFLIGHT,
             &crate::input::Subject {
                 cluster: &input.cluster,
                 named: None,

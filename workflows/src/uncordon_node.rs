@@ -5,6 +5,7 @@ use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange};
 use nodewright_model::Operation;
 use nodewright_model::cancel::Canceled;
 use nodewright_model::machine::{MachineStatus, Step, UncordonRequest};
+use nodewright_model::workflow_type;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
@@ -31,14 +32,14 @@ impl HasStatus for UncordonNodeWorkflow {
 #[workflow_methods]
 impl UncordonNodeWorkflow {
     /// Runs the runbook.
-    #[run(name = "UncordonNode")]
+    #[run(name = workflow_type::UNCORDON_NODE)]
     pub async fn run(
         ctx: &mut WorkflowContext<Self>,
         request: UncordonRequest,
     ) -> WorkflowResult<()> {
         input::admit_machine_run(
             ctx,
-            "UncordonNode",
+            workflow_type::UNCORDON_NODE,
             &input::Subject {
                 cluster: &request.cluster,
                 named: Some(("machine", &request.machine)),

@@ -1,5 +1,5 @@
 //! Replays every recorded history in `tests/histories/` against today's workflow code, with the
-//! same workflows the worker registers (`worker/src/registration.rs`). A change that alters the
+//! same workflows the worker registers (`nodewright_workflows::registry`). A change that alters the
 //! commands a workflow issues for an existing history (a reordered, added or removed activity,
 //! timer or child workflow) fails here, before it ships to workers that still have such runs in
 //! flight. Needs no stack: activities are not executed, their results come from the history.
@@ -22,29 +22,12 @@ use std::sync::Arc;
 
 use nodewright_connect::TemporalSettings;
 use nodewright_connect::codec::{ENCODING_ENCRYPTED, KeyRing};
-use nodewright_workflows::{
-    CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, InspectPoolWorkflow,
-    OrphanSweepWorkflow, PreflightWorkflow, RollingUpdateWorkflow, UncordonNodeWorkflow,
-};
+use nodewright_workflows::registry::{register_every_workflow, registered_types};
 use temporalio_client::WorkflowHistory;
 use temporalio_common::data_converters::DataConverter;
 use temporalio_common::protos::temporal::api::history::v1::History;
 use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
 use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
-
-/// The workflow type names the worker registers, in `worker/src/registration.rs` order.
-fn registered_workflow_types() -> [&'static str; 8] {
-    [
-        PreflightWorkflow::name(),
-        CreateMachineWorkflow::name(),
-        DeleteMachineWorkflow::name(),
-        DrainNodeWorkflow::name(),
-        UncordonNodeWorkflow::name(),
-        RollingUpdateWorkflow::name(),
-        InspectPoolWorkflow::name(),
-        OrphanSweepWorkflow::name(),
-    ]
-}
 
 /// A replayer with every workflow the worker registers, converting payloads as a worker without
 /// encryption keys does.
@@ -54,18 +37,10 @@ fn replayer() -> WorkflowReplayer {
 
 /// A replayer with every workflow the worker registers and `data_converter`.
 fn replayer_with(data_converter: DataConverter) -> WorkflowReplayer {
-    let options = WorkflowReplayerOptions::new()
-        .data_converter(data_converter)
-        .register_workflow::<PreflightWorkflow>()
-        .and_then(|o| o.register_workflow::<CreateMachineWorkflow>())
-        .and_then(|o| o.register_workflow::<DeleteMachineWorkflow>())
-        .and_then(|o| o.register_workflow::<DrainNodeWorkflow>())
-        .and_then(|o| o.register_workflow::<UncordonNodeWorkflow>())
-        .and_then(|o| o.register_workflow::<RollingUpdateWorkflow>())
-        .and_then(|o| o.register_workflow::<InspectPoolWorkflow>())
-        .and_then(|o| o.register_workflow::<OrphanSweepWorkflow>())
-        .expect("registering the workflows for replay")
-        .build();
+    let options =
+        register_every_workflow(WorkflowReplayerOptions::new().data_converter(data_converter))
+            .expect("registering the workflows for replay")
+            .build();
     WorkflowReplayer::new(options).expect("creating the replayer")
 }
 
@@ -124,7 +99,7 @@ fn load(path: &Path) -> Recorded {
 #[tokio::test]
 async fn every_recorded_history_replays_deterministically() {
     let replayer = replayer();
-    let registered = registered_workflow_types();
+    let registered = registered_types();
     let mut failures = Vec::new();
     let histories = recorded_histories();
     for recorded in &histories {
@@ -169,7 +144,7 @@ fn every_registered_workflow_has_a_recorded_history() {
         .into_iter()
         .map(|r| r.workflow_type)
         .collect();
-    let missing: Vec<&str> = registered_workflow_types()
+    let missing: Vec<&str> = registered_types()
         .into_iter()
         .filter(|name| !recorded.iter().any(|r| r == name))
         .collect();

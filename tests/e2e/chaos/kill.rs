@@ -33,6 +33,7 @@
 //! timeout, a lost Kubernetes write after its 30 s start-to-close, a lost wait within its
 //! retry): a figure, not an assertion. `NODEWRIGHT_E2E_CHAOS_ROWS=6,19` runs only those rows.
 
+use nodewright_model::workflow_type;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -152,42 +153,42 @@ fn throttle_path(operation: &str, path: String) -> Value {
 const CASES: [Case; 26] = [
     // CreateMachine.
     Case {
-        workflow: "CreateMachine",
+        workflow: workflow_type::CREATE_MACHINE,
         step: "ensure-nic",
         at: "azure.ensure_nic, NIC PUT throttled",
         job: Job::Create,
         hold: Hold::Fault(|n| throttle_path("nic.put", format!("*/{}-nic", n.machine))),
     },
     Case {
-        workflow: "CreateMachine",
+        workflow: workflow_type::CREATE_MACHINE,
         step: "create-vm",
         at: "azure.begin_vm_create, VM PUT throttled",
         job: Job::Create,
         hold: Hold::Fault(|n| throttle("vm.put", n.machine)),
     },
     Case {
-        workflow: "CreateMachine",
+        workflow: workflow_type::CREATE_MACHINE,
         step: "provision-vm",
         at: "azure.await_vm, operation polls throttled",
         job: Job::Create,
         hold: Hold::Fault(|n| throttle("operation.status", n.machine)),
     },
     Case {
-        workflow: "CreateMachine",
+        workflow: workflow_type::CREATE_MACHINE,
         step: "provision-vm",
         at: "azure.tag_os_disk, disk PUT throttled",
         job: Job::Create,
         hold: Hold::Fault(|n| throttle_path("disk.put", format!("*/{}-osdisk", n.machine))),
     },
     Case {
-        workflow: "CreateMachine",
+        workflow: workflow_type::CREATE_MACHINE,
         step: "register-node",
         at: "kube.await_node_registered, the VM never joins",
         job: Job::Create,
         hold: Hold::Fault(|n| json!({ "kind": "never_joins", "vm": n.machine })),
     },
     Case {
-        workflow: "CreateMachine",
+        workflow: workflow_type::CREATE_MACHINE,
         step: "label-node",
         at: "kube.apply_node_metadata, the Node update refused (500)",
         job: Job::Create,
@@ -199,7 +200,7 @@ const CASES: [Case; 26] = [
         }),
     },
     Case {
-        workflow: "CreateMachine",
+        workflow: workflow_type::CREATE_MACHINE,
         step: "wait-ready",
         at: "kube.await_node_ready, kwok's Ready status update refused (500)",
         job: Job::Create,
@@ -211,7 +212,7 @@ const CASES: [Case; 26] = [
         }),
     },
     Case {
-        workflow: "CreateMachine",
+        workflow: workflow_type::CREATE_MACHINE,
         step: "compensate",
         at: "azure.begin_vm_delete after AllocationFailed, VM DELETE throttled",
         job: Job::FailingCreate,
@@ -219,35 +220,35 @@ const CASES: [Case; 26] = [
     },
     // DeleteMachine.
     Case {
-        workflow: "DeleteMachine",
+        workflow: workflow_type::DELETE_MACHINE,
         step: "drain",
         at: "DrainNode child, PDB retry timer",
         job: Job::DrainingDelete,
         hold: Hold::Budget,
     },
     Case {
-        workflow: "DeleteMachine",
+        workflow: workflow_type::DELETE_MACHINE,
         step: "delete-vm",
         at: "azure.begin_vm_delete, VM DELETE throttled",
         job: Job::Delete,
         hold: Hold::Fault(|n| throttle("vm.delete", n.machine)),
     },
     Case {
-        workflow: "DeleteMachine",
+        workflow: workflow_type::DELETE_MACHINE,
         step: "delete-vm",
         at: "azure.await_vm_deletion, operation polls throttled",
         job: Job::Delete,
         hold: Hold::Fault(|n| throttle("operation.status", n.machine)),
     },
     Case {
-        workflow: "DeleteMachine",
+        workflow: workflow_type::DELETE_MACHINE,
         step: "delete-leftovers",
         at: "azure.find_leftovers, NIC GET throttled",
         job: Job::Delete,
         hold: Hold::Fault(|n| throttle_path("nic.get", format!("*/{}-nic", n.machine))),
     },
     Case {
-        workflow: "DeleteMachine",
+        workflow: workflow_type::DELETE_MACHINE,
         step: "delete-node",
         at: "kube.delete_node, the Node deletion refused (500)",
         job: Job::Delete,
@@ -255,7 +256,7 @@ const CASES: [Case; 26] = [
     },
     // DrainNode.
     Case {
-        workflow: "DrainNode",
+        workflow: workflow_type::DRAIN_NODE,
         step: "cordon",
         at: "kube.prepare_drain, the cordon refused (500)",
         job: Job::Drain,
@@ -267,21 +268,21 @@ const CASES: [Case; 26] = [
         }),
     },
     Case {
-        workflow: "DrainNode",
+        workflow: workflow_type::DRAIN_NODE,
         step: "evict-pods",
         at: "PDB retry timer, then force-drain signalled while no worker runs",
         job: Job::Drain,
         hold: Hold::BudgetThenForce,
     },
     Case {
-        workflow: "DrainNode",
+        workflow: workflow_type::DRAIN_NODE,
         step: "evict-pods",
         at: "kube.await_pods_gone on a pod held by a finalizer",
         job: Job::Drain,
         hold: Hold::Finalizer,
     },
     Case {
-        workflow: "DrainNode",
+        workflow: workflow_type::DRAIN_NODE,
         step: "move-volumes",
         at: "kube.await_volumes_detached, the CSI detach hangs",
         job: Job::VolumeDrain,
@@ -290,21 +291,21 @@ const CASES: [Case; 26] = [
         ),
     },
     Case {
-        workflow: "DrainNode",
+        workflow: workflow_type::DRAIN_NODE,
         step: "move-volumes",
         at: "azure.await_disks_released, disk GET throttled",
         job: Job::VolumeDrain,
         hold: Hold::Fault(|n| throttle_path("disk.get", format!("*/disks/{}", n.volume))),
     },
     Case {
-        workflow: "DrainNode",
+        workflow: workflow_type::DRAIN_NODE,
         step: "move-volumes",
         at: "kube.await_volumes_reattached, no node has room for the pod",
         job: Job::VolumeDrain,
         hold: Hold::NoRoom,
     },
     Case {
-        workflow: "DrainNode",
+        workflow: workflow_type::DRAIN_NODE,
         step: "force-drain",
         at: "azure.force_detach_data_disks after force-drain, its write throttled",
         job: Job::VolumeDrain,
@@ -312,28 +313,28 @@ const CASES: [Case; 26] = [
     },
     // RollingUpdate.
     Case {
-        workflow: "RollingUpdate",
+        workflow: workflow_type::ROLLING_UPDATE,
         step: "create child, create-vm",
         at: "CreateMachine child, VM PUT throttled",
         job: Job::Rollout,
         hold: Hold::Fault(|n| throttle("vm.put", &format!("{}-*", n.pool))),
     },
     Case {
-        workflow: "RollingUpdate",
+        workflow: workflow_type::ROLLING_UPDATE,
         step: "create child, provision-vm",
         at: "CreateMachine child, operation polls throttled",
         job: Job::Rollout,
         hold: Hold::Fault(|n| throttle("operation.status", &format!("{}-*", n.pool))),
     },
     Case {
-        workflow: "RollingUpdate",
+        workflow: workflow_type::ROLLING_UPDATE,
         step: "delete child, delete-vm",
         at: "DeleteMachine child, VM DELETE throttled",
         job: Job::Rollout,
         hold: Hold::Fault(|n| throttle("vm.delete", &format!("{}-*", n.pool))),
     },
     Case {
-        workflow: "RollingUpdate",
+        workflow: workflow_type::ROLLING_UPDATE,
         step: "mark-outdated",
         at: "kube.mark_outdated, the outdated taint refused (500)",
         job: Job::Rollout,
@@ -345,14 +346,14 @@ const CASES: [Case; 26] = [
         }),
     },
     Case {
-        workflow: "RollingUpdate",
+        workflow: workflow_type::ROLLING_UPDATE,
         step: "paused",
         at: "the observe timer of a paused rollout",
         job: Job::Rollout,
         hold: Hold::Paused,
     },
     Case {
-        workflow: "RollingUpdate",
+        workflow: workflow_type::ROLLING_UPDATE,
         step: "awaiting-approval",
         at: "the wait for approve after a canary of 1",
         job: Job::Rollout,
