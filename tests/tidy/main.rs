@@ -23,12 +23,28 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The text of `path`; a file that cannot be read fails the test, naming it.
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|error| panic!("reading {}: {error}", path.display()))
+}
+
+/// The paths in folder `dir`, sorted; a folder or entry that cannot be read fails the test,
+/// naming it.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|error| panic!("reading folder {}: {error}", dir.display()))
+        .map(|entry| {
+            entry
+                .unwrap_or_else(|error| panic!("reading folder {}: {error}", dir.display()))
+                .path()
+        })
+        .collect();
+    paths.sort();
+    paths
+}
+
 fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
+    for path in entries(dir) {
         if path.is_dir() {
             rust_files(&path, found);
         } else if path.extension().is_some_and(|e| e == "rs") {
@@ -43,7 +59,7 @@ fn sources(crate_dir: &str) -> Vec<(PathBuf, String)> {
     files
         .into_iter()
         .map(|path| {
-            let text = fs::read_to_string(&path).unwrap_or_default();
+            let text = read(&path);
             (path, text)
         })
         .collect()
@@ -134,7 +150,7 @@ fn workflow_code_never_touches_the_outside_world_directly() {
 
 #[test]
 fn model_has_no_io_async_or_temporal_dependencies() {
-    let manifest = fs::read_to_string(repo_root().join("model/Cargo.toml")).unwrap_or_default();
+    let manifest = read(&repo_root().join("model/Cargo.toml"));
     let dependencies = manifest
         .split("[dev-dependencies]")
         .next()
@@ -211,11 +227,11 @@ fn every_runbook_has_the_house_headings() {
     let dir = repo_root().join("workflows/runbooks");
     let mut violations = Vec::new();
     let mut count = 0;
-    for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+    for path in entries(&dir) {
         count += 1;
-        let text = fs::read_to_string(entry.path()).unwrap_or_default();
+        let text = read(&path);
         for heading in headings.iter().filter(|h| !text.contains(*h)) {
-            violations.push(format!("{} lacks {heading}", entry.path().display()));
+            violations.push(format!("{} lacks {heading}", path.display()));
         }
     }
     assert!(count > 0, "no runbooks found in {}", dir.display());
