@@ -4,6 +4,7 @@
 mod compose;
 mod deploy;
 mod messages;
+mod modules;
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -298,5 +299,48 @@ fn messages_for_people_carry_no_debug_formatting() {
          Duration with nodewright_model::text::duration, an error with \
          nodewright_model::text::error_chain. Debug stays fine in tests and in tracing's ?field \
          sigils; a justified case goes in DEBUG_FORMAT_ALLOWED with its reason",
+    );
+}
+
+/// Cycles printed but let through for now: (target, module prefix, why). A cycle passes when
+/// every module in it lies under the prefix (`""`: the whole target). Keep it short.
+const CYCLES_ALLOWED: &[(&str, &str, &str)] = &[
+    // being split in issue 21: the lead empties this once the workflow splits are merged.
+    ("workflows", "", "being split in issue 21"),
+    (
+        "model",
+        "drain",
+        "being split in issue 21 (model/src/drain is rewritten with the drain workflow)",
+    ),
+];
+
+#[test]
+fn no_import_cycles_between_modules() {
+    let root = repo_root();
+    let mut violations = Vec::new();
+    for crate_dir in CRATES {
+        for target in modules::targets(&root, crate_dir, sources(crate_dir)) {
+            let graph = modules::graph(&target.files);
+            for cycle in modules::cycles(&graph) {
+                let line = format!("{}: {}", target.label, cycle.join(" -> "));
+                let allowed = CYCLES_ALLOWED.iter().find(|(label, prefix, _)| {
+                    *label == target.label
+                        && cycle.iter().all(|module| {
+                            module.as_str() == *prefix
+                                || module.starts_with(&format!("{prefix}::"))
+                                || prefix.is_empty()
+                        })
+                });
+                match allowed {
+                    Some((_, _, why)) => println!("allowed ({why}): {line}"),
+                    None => violations.push(line),
+                }
+            }
+        }
+    }
+    report(
+        violations,
+        "import cycles between modules (module A uses B and B, directly or through others, uses \
+         A; see tests/tidy/modules.rs for the rule): move what both need into a leaf module",
     );
 }
