@@ -38,6 +38,10 @@ pub struct ModuleFile {
     pub text: String,
 }
 
+/// A path some code names: the module whose code names it (inline modules included), and the
+/// path's absolute segments (`crate::`, `super::` and `self::` resolved).
+type Use = (String, Vec<String>);
+
 /// The module path of `file` inside a target whose root file lives in `tree` (`None` when the
 /// file is not under it): `arm/mod.rs` -> `arm`, `arm/disks.rs` -> `arm::disks`, `lib.rs` -> ``.
 pub fn module_path(tree: &Path, file: &Path) -> Option<String> {
@@ -56,26 +60,22 @@ pub fn module_path(tree: &Path, file: &Path) -> Option<String> {
 
 /// Builds the module graph of one target from its files.
 pub fn graph(files: &[ModuleFile]) -> Graph {
-    let scanned: Vec<(String, Vec<(String, Vec<String>)>)> = files
+    let uses: Vec<Use> = files
         .iter()
-        .map(|file| (file.module.clone(), scan(&file.module, &file.text)))
+        .flat_map(|file| scan(&file.module, &file.text))
         .collect();
     let mut known: BTreeSet<String> = files.iter().map(|f| f.module.clone()).collect();
-    for (_, uses) in &scanned {
-        known.extend(uses.iter().map(|(from, _)| from.clone()));
-    }
+    known.extend(uses.iter().map(|(from, _)| from.clone()));
     let mut result = Graph::default();
     for module in &known {
         result.edges.entry(module.clone()).or_default();
     }
-    for (_, uses) in scanned {
-        for (from, path) in uses {
-            let Some(to) = resolve(&known, &path) else {
-                continue;
-            };
-            if !is_ancestor_or_self(&from, &to) && !is_ancestor_or_self(&to, &from) {
-                result.edges.entry(from).or_default().insert(to);
-            }
+    for (from, path) in uses {
+        let Some(to) = resolve(&known, &path) else {
+            continue;
+        };
+        if !is_ancestor_or_self(&from, &to) && !is_ancestor_or_self(&to, &from) {
+            result.edges.entry(from).or_default().insert(to);
         }
     }
     result
@@ -153,7 +153,7 @@ fn resolve(known: &BTreeSet<String>, path: &[String]) -> Option<String> {
 
 /// The paths `text` (the file of module `module`) names, as (the module whose code names it,
 /// the absolute path's segments).
-fn scan(module: &str, text: &str) -> Vec<(String, Vec<String>)> {
+fn scan(module: &str, text: &str) -> Vec<Use> {
     let code: Vec<char> = code_only(text).chars().collect();
     let file_module: Vec<String> = if module.is_empty() {
         Vec::new()
