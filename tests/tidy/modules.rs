@@ -13,9 +13,12 @@
 //!   that path resolves into module B: the longest prefix of the path that is a known module.
 //! - No edge is counted between a module and its ancestors or descendants: a parent declares its
 //!   children (`mod x;` is not a use), re-exports them (`pub use self::x::Item`), and children
-//!   use their parent's items (`use super::*`). So a path naming an item re-exported by an
-//!   ancestor counts as a use of that ancestor, not of the module that defines the item.
+//!   use their parent's items (`use super::*`).
 //! - A cycle is a circle of such edges, reported as `target: a -> b -> a` (`crate` is the root).
+//!
+//! - A path to an item an ancestor re-exports (`pub use`, any visibility: `super::Emulator`
+//!   where the parent has `pub use emulator::Emulator`) is followed to the module the
+//!   re-export names, so re-exports cannot hide a cycle. Glob re-exports are not followed.
 //!
 //! Paths that start with a name brought in by a `use` (`use super::sibling; sibling::f()`)
 //! already have their edge from that `use`. Macros' `$crate::` is not an edge.
@@ -38,9 +41,19 @@ pub struct ModuleFile {
     pub text: String,
 }
 
-/// A path some code names: the module whose code names it (inline modules included), and the
-/// path's absolute segments (`crate::`, `super::` and `self::` resolved).
-type Use = (String, Vec<String>);
+/// A path some code names.
+#[derive(Debug)]
+struct Use {
+    /// The module whose code names it (inline modules included).
+    from: String,
+    /// The path's absolute segments (`crate::`, `super::` and `self::` resolved; a `use` of a
+    /// relative path is read as starting at `from`).
+    path: Vec<String>,
+    /// Whether it was written as a relative `use` (`use child::X`, or an outside crate's path).
+    relative: bool,
+    /// The name a `pub use` (any visibility) re-exports it as.
+    exported_as: Option<String>,
+}
 
 /// The module path of `file` inside a target whose root file lives in `tree` (`None` when the
 /// file is not under it): `arm/mod.rs` -> `arm`, `arm/disks.rs` -> `arm::disks`, `lib.rs` -> ``.
@@ -65,13 +78,32 @@ pub fn graph(files: &[ModuleFile]) -> Graph {
         .flat_map(|file| scan(&file.module, &file.text))
         .collect();
     let mut known: BTreeSet<String> = files.iter().map(|f| f.module.clone()).collect();
-    known.extend(uses.iter().map(|(from, _)| from.clone()));
+    known.extend(uses.iter().map(|found| found.from.clone()));
+    // A relative `use` names a child module, or else an outside crate: only the first counts.
+    let uses: Vec<Use> = uses
+        .into_iter()
+        .filter(|found| {
+            let depth = found.from.split("::").filter(|s| !s.is_empty()).count();
+            !found.relative
+                || found
+                    .path
+                    .get(..=depth)
+                    .is_some_and(|child| known.contains(&child.join("::")))
+        })
+        .collect();
+    let reexports: BTreeMap<(String, String), Vec<String>> = uses
+        .iter()
+        .filter_map(|found| {
+            let name = found.exported_as.clone()?;
+            Some(((found.from.clone(), name), found.path.clone()))
+        })
+        .collect();
     let mut result = Graph::default();
     for module in &known {
         result.edges.entry(module.clone()).or_default();
     }
-    for (from, path) in uses {
-        let Some(to) = resolve(&known, &path) else {
+    for Use { from, path, .. } in uses {
+        let Some(to) = resolve(&known, &reexports, &path) else {
             continue;
         };
         if !is_ancestor_or_self(&from, &to) && !is_ancestor_or_self(&to, &from) {
@@ -143,12 +175,33 @@ fn is_ancestor_or_self(ancestor: &str, module: &str) -> bool {
             .is_some_and(|rest| rest.starts_with("::"))
 }
 
-/// The longest prefix of `path` (absolute segments) that is a known module.
-fn resolve(known: &BTreeSet<String>, path: &[String]) -> Option<String> {
-    (0..=path.len())
-        .rev()
-        .map(|length| path[..length].join("::"))
-        .find(|candidate| known.contains(candidate))
+/// The module `path` (absolute segments) names: its longest prefix that is a known module, or,
+/// when the next segment is an item that module re-exports (`pub use`), the module the
+/// re-export names (followed a few steps).
+fn resolve(
+    known: &BTreeSet<String>,
+    reexports: &BTreeMap<(String, String), Vec<String>>,
+    path: &[String],
+) -> Option<String> {
+    let mut path = path.to_vec();
+    let mut module = None;
+    for _ in 0..8 {
+        let length = (0..=path.len())
+            .rev()
+            .find(|length| known.contains(&path[..*length].join("::")))?;
+        let prefix = path[..length].join("::");
+        let target = path
+            .get(length)
+            .and_then(|name| reexports.get(&(prefix.clone(), name.clone())));
+        module = Some(prefix);
+        match target {
+            Some(target) if !path.starts_with(target) => {
+                path = target.iter().chain(&path[length + 1..]).cloned().collect();
+            }
+            _ => break,
+        }
+    }
+    module
 }
 
 /// The paths `text` (the file of module `module`) names, as (the module whose code names it,
@@ -193,6 +246,48 @@ fn scan(module: &str, text: &str) -> Vec<Use> {
                     continue;
                 }
             }
+            if word == "use" {
+                let exported = is_exported(&code, i);
+                let mut paths = Vec::new();
+                let next = path_tree(&code, skip_space(&code, end), &mut Vec::new(), &mut paths);
+                let from = current.join("::");
+                for (segments, alias) in paths {
+                    let relative = !matches!(
+                        segments.first().map(String::as_str),
+                        Some("crate" | "super" | "self")
+                    );
+                    let path = if relative {
+                        current
+                            .iter()
+                            .chain(
+                                segments
+                                    .iter()
+                                    .filter(|s| !matches!(s.as_str(), "self" | "*")),
+                            )
+                            .cloned()
+                            .collect()
+                    } else {
+                        match absolute(&current, &segments) {
+                            Some(path) => path,
+                            None => continue,
+                        }
+                    };
+                    let name = alias.or_else(|| {
+                        segments
+                            .last()
+                            .filter(|last| !matches!(last.as_str(), "self" | "*"))
+                            .cloned()
+                    });
+                    found.push(Use {
+                        from: from.clone(),
+                        path,
+                        relative,
+                        exported_as: name.filter(|_| exported),
+                    });
+                }
+                i = next.max(end);
+                continue;
+            }
             if matches!(word.as_str(), "crate" | "super" | "self")
                 && (i == 0 || code[i - 1] != '$')
                 && starts_with(&code, skip_space(&code, end), "::")
@@ -200,9 +295,14 @@ fn scan(module: &str, text: &str) -> Vec<Use> {
                 let mut relative = Vec::new();
                 let next = path_tree(&code, i, &mut Vec::new(), &mut relative);
                 let from = current.join("::");
-                for segments in relative {
-                    if let Some(absolute) = absolute(&current, &segments) {
-                        found.push((from.clone(), absolute));
+                for (segments, _) in relative {
+                    if let Some(path) = absolute(&current, &segments) {
+                        found.push(Use {
+                            from: from.clone(),
+                            path,
+                            relative: false,
+                            exported_as: None,
+                        });
                     }
                 }
                 i = next.max(end);
@@ -214,6 +314,23 @@ fn scan(module: &str, text: &str) -> Vec<Use> {
         }
     }
     found
+}
+
+/// Whether the `use` at `at` is a re-export: `pub` or `pub(..)` comes right before it.
+fn is_exported(code: &[char], at: usize) -> bool {
+    let mut end = code[..at]
+        .iter()
+        .rposition(|c| !c.is_whitespace())
+        .map_or(0, |p| p + 1);
+    if end > 0 && code[end - 1] == ')' {
+        let Some(open) = code[..end].iter().rposition(|c| *c == '(') else {
+            return false;
+        };
+        end = open;
+    }
+    let start = end.saturating_sub(3);
+    code[start..end].iter().collect::<String>() == "pub"
+        && (start == 0 || !is_path_char(code[start - 1]))
 }
 
 /// Resolves `crate::`, `super::` and `self::` against the module `current`.
@@ -252,7 +369,7 @@ fn path_tree(
     code: &[char],
     mut i: usize,
     prefix: &mut Vec<String>,
-    found: &mut Vec<Vec<String>>,
+    found: &mut Vec<(Vec<String>, Option<String>)>,
 ) -> usize {
     let depth = prefix.len();
     loop {
@@ -282,7 +399,8 @@ fn path_tree(
                 return i;
             }
             Some('*') => {
-                found.push(prefix.clone());
+                prefix.push("*".to_owned());
+                found.push((prefix.clone(), None));
                 prefix.truncate(depth);
                 return i + 1;
             }
@@ -293,19 +411,22 @@ fn path_tree(
                 if starts_with(code, i, "::") {
                     i += 2;
                 } else {
-                    found.push(prefix.clone());
-                    prefix.truncate(depth);
-                    // `B as C`: the alias names nothing.
+                    // `B as C`: the alias names nothing, but is what a `pub use` exports.
                     let (next, after) = ident(code, i);
                     if next == "as" {
-                        return ident(code, skip_space(code, after)).1;
+                        let (alias, alias_end) = ident(code, skip_space(code, after));
+                        found.push((prefix.clone(), Some(alias)));
+                        prefix.truncate(depth);
+                        return alias_end;
                     }
+                    found.push((prefix.clone(), None));
+                    prefix.truncate(depth);
                     return end;
                 }
             }
             _ => {
                 if prefix.len() > depth {
-                    found.push(prefix.clone());
+                    found.push((prefix.clone(), None));
                 }
                 prefix.truncate(depth);
                 return i;
@@ -583,6 +704,30 @@ mod tests {
     }
 
     #[test]
+    fn an_item_a_parent_re_exports_counts_as_a_use_of_the_module_defining_it() {
+        check(
+            &[
+                (
+                    "",
+                    "mod a; mod b; pub use a::A;\npub(crate) use self::b::{B as Bee};",
+                ),
+                ("a", "use crate::Bee;"),
+                ("b", "use super::A; use std::fmt;"),
+            ],
+            &["a -> b -> a"],
+        );
+        // Relative uses of outside crates and of the module's own children are not edges.
+        check(
+            &[
+                ("", "mod a; mod b;"),
+                ("a", "use b::X; use serde::Serialize;"),
+                ("b", "use crate::a::Y;"),
+            ],
+            &[],
+        );
+    }
+
+    #[test]
     fn parents_and_children_are_not_cycles() {
         check(
             &[
@@ -654,7 +799,7 @@ mod tests {
         }];
         let uses: BTreeSet<Vec<String>> = scan(&files[0].module, &files[0].text)
             .into_iter()
-            .map(|(_, path)| path)
+            .map(|found| found.path)
             .collect();
         let expected: BTreeSet<Vec<String>> = [
             vec!["x", "z", "A"],
