@@ -9,16 +9,17 @@
 //!   `src/arm/disks.rs` is `arm::disks`), plus the inline modules written inside it
 //!   (`mod tests { .. }` in `src/arm/disks.rs` is `arm::disks::tests`).
 //! - There is an edge A -> B when A's code (not its comments or strings) names a path that starts
-//!   with `crate::`, `super::` or `self::` (a `use`, with its `{..}` groups, or a path in code) and
-//!   that path resolves into module B: the longest prefix of the path that is a known module.
+//!   with `crate::`, `super::` or `self::` (a `use`, with its `{..}` groups, or a path in code),
+//!   or `use`s a relative path to a child module, and that path resolves into module B: the
+//!   longest prefix of the path that is a known module.
+//! - A path to an item a module re-exports (`pub use`, any visibility: `super::Emulator` where
+//!   the parent has `pub use emulator::Emulator`) is followed to the module the re-export names,
+//!   so re-exports cannot hide a cycle. Glob re-exports are not followed.
 //! - No edge is counted between a module and its ancestors or descendants: a parent declares its
 //!   children (`mod x;` is not a use), re-exports them (`pub use self::x::Item`), and children
 //!   use their parent's items (`use super::*`).
-//! - A cycle is a circle of such edges, reported as `target: a -> b -> a` (`crate` is the root).
-//!
-//! - A path to an item an ancestor re-exports (`pub use`, any visibility: `super::Emulator`
-//!   where the parent has `pub use emulator::Emulator`) is followed to the module the
-//!   re-export names, so re-exports cannot hide a cycle. Glob re-exports are not followed.
+//! - A cycle is a circle of such edges, reported as `target: a -> b -> a` (`crate` is the root;
+//!   at most a thousand per target). How a crate's files split into targets: [`targets`].
 //!
 //! Paths that start with a name brought in by a `use` (`use super::sibling; sibling::f()`)
 //! already have their edge from that `use`. Macros' `$crate::` is not an edge.
