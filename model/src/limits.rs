@@ -18,6 +18,11 @@ const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
+/// The longest pool name. A machine name is `<pool>-<5 characters>`, so a pool of at most 40
+/// characters gives machine names of at most 46: within Kubernetes' 63 for Node names and label
+/// values and Azure's 64 for VM and Linux computer names (`machine_name` asserts this).
+pub const MAX_POOL_NAME_LEN: usize = crate::cluster::MAX_CLUSTER_NAME_LEN;
+
 /// The most machines one pool may have (`spec.replicas`). Beyond a thousand machines a pool's
 /// rollout lists and status outgrow a Temporal payload; split them over several pools.
 pub const MAX_REPLICAS: u32 = 1000;

@@ -11,7 +11,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::InvalidName;
-use crate::pool::MAX_POOL_NAME_LEN;
+use crate::limits::MAX_POOL_NAME_LEN;
 
 /// The characters of a machine name's suffix (Kubernetes' `SafeEncodeString` alphabet).
 pub const SUFFIX_ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";

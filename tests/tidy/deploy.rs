@@ -7,11 +7,11 @@ use std::fs;
 
 use serde_json::Value;
 
-use super::repo_root;
+use super::{entries, read, repo_root};
 
 /// The workspace version of Cargo.toml.
 fn workspace_version() -> String {
-    let text = fs::read_to_string(repo_root().join("Cargo.toml")).expect("reading Cargo.toml");
+    let text = read(&repo_root().join("Cargo.toml"));
     let manifest: toml::Table = toml::from_str(&text).expect("Cargo.toml is TOML");
     manifest["workspace"]["package"]["version"]
         .as_str()
@@ -21,13 +21,14 @@ fn workspace_version() -> String {
 
 /// Every file of `deploy/`, with its text.
 fn deploy_files() -> Vec<(String, String)> {
-    let mut files: Vec<(String, String)> = fs::read_dir(repo_root().join("deploy"))
-        .expect("reading deploy/")
-        .flatten()
-        .map(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let text = fs::read_to_string(entry.path()).unwrap_or_default();
-            (name, text)
+    let mut files: Vec<(String, String)> = entries(&repo_root().join("deploy"))
+        .into_iter()
+        .map(|path| {
+            let name = path
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, read(&path))
         })
         .collect();
     files.sort();

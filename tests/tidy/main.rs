@@ -5,6 +5,7 @@ mod compose;
 mod dependencies;
 mod deploy;
 mod messages;
+mod modules;
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -25,12 +26,28 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The text of `path`; a file that cannot be read fails the test, naming it.
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|error| panic!("reading {}: {error}", path.display()))
+}
+
+/// The paths in folder `dir`, sorted; a folder or entry that cannot be read fails the test,
+/// naming it.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|error| panic!("reading folder {}: {error}", dir.display()))
+        .map(|entry| {
+            entry
+                .unwrap_or_else(|error| panic!("reading folder {}: {error}", dir.display()))
+                .path()
+        })
+        .collect();
+    paths.sort();
+    paths
+}
+
 fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
+    for path in entries(dir) {
         if path.is_dir() {
             rust_files(&path, found);
         } else if path.extension().is_some_and(|e| e == "rs") {
@@ -45,7 +62,7 @@ fn sources(crate_dir: &str) -> Vec<(PathBuf, String)> {
     files
         .into_iter()
         .map(|path| {
-            let text = fs::read_to_string(&path).unwrap_or_default();
+            let text = read(&path);
             (path, text)
         })
         .collect()
@@ -136,7 +153,7 @@ fn workflow_code_never_touches_the_outside_world_directly() {
 
 #[test]
 fn model_has_no_io_async_or_temporal_dependencies() {
-    let manifest = fs::read_to_string(repo_root().join("model/Cargo.toml")).unwrap_or_default();
+    let manifest = read(&repo_root().join("model/Cargo.toml"));
     let dependencies = manifest
         .split("[dev-dependencies]")
         .next()
@@ -213,11 +230,11 @@ fn every_runbook_has_the_house_headings() {
     let dir = repo_root().join("workflows/runbooks");
     let mut violations = Vec::new();
     let mut count = 0;
-    for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+    for path in entries(&dir) {
         count += 1;
-        let text = fs::read_to_string(entry.path()).unwrap_or_default();
+        let text = read(&path);
         for heading in headings.iter().filter(|h| !text.contains(*h)) {
-            violations.push(format!("{} lacks {heading}", entry.path().display()));
+            violations.push(format!("{} lacks {heading}", path.display()));
         }
     }
     assert!(count > 0, "no runbooks found in {}", dir.display());
@@ -284,5 +301,46 @@ fn messages_for_people_carry_no_debug_formatting() {
          Duration with nodewright_model::text::duration, an error with \
          nodewright_model::text::error_chain. Debug stays fine in tests and in tracing's ?field \
          sigils; a justified case goes in DEBUG_FORMAT_ALLOWED with its reason",
+    );
+}
+
+/// Cycles printed but let through for now: (target, module prefix, why). A cycle passes when
+/// one of its modules lies under the prefix (`""`: the whole target). Keep it short.
+const CYCLES_ALLOWED: &[(&str, &str, &str)] = &[
+    // being split in issue 21: the lead empties this once the workflow splits are merged.
+    ("workflows", "", "being split in issue 21"),
+    // being split in issue 21: model/src/drain is rewritten with the drain workflow; its
+    // cycles with pool::valid go once LocalDataPolicy leaves drain/.
+    ("model", "drain", "being split in issue 21"),
+];
+
+#[test]
+fn no_import_cycles_between_modules() {
+    let root = repo_root();
+    let mut violations = Vec::new();
+    for crate_dir in CRATES {
+        for target in modules::targets(&root, crate_dir, sources(crate_dir)) {
+            let graph = modules::graph(&target.files);
+            for cycle in modules::cycles(&graph) {
+                let line = format!("{}: {}", target.label, cycle.join(" -> "));
+                let allowed = CYCLES_ALLOWED.iter().find(|(label, prefix, _)| {
+                    *label == target.label
+                        && cycle.iter().any(|module| {
+                            module.as_str() == *prefix
+                                || module.starts_with(&format!("{prefix}::"))
+                                || prefix.is_empty()
+                        })
+                });
+                match allowed {
+                    Some((_, _, why)) => println!("allowed ({why}): {line}"),
+                    None => violations.push(line),
+                }
+            }
+        }
+    }
+    report(
+        violations,
+        "import cycles between modules (module A uses B and B, directly or through others, uses \
+         A; see tests/tidy/modules.rs for the rule): move what both need into a leaf module",
     );
 }

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::credential::Credential;
 use super::error::{CallError, Error};
-use super::poll::{OperationHandle, PollProtocol};
+use super::operation::{OperationHandle, PollProtocol};
 
 /// The public Azure cloud's Resource Manager endpoint.
 pub const DEFAULT_ENDPOINT: &str = "https://management.azure.com/";

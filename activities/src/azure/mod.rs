@@ -5,7 +5,8 @@
 //! - [`client`]: [`ArmClient`] (endpoint, subscription, resource group, token, no retries).
 //! - [`credential`]: static tokens (sandbox) and `azure_identity` credentials (real Azure).
 //! - [`keyvault`]: [`KeyVaultClient`], reading a bootstrap secret from Azure Key Vault.
-//! - [`poll`]: [`OperationHandle`], one poll, and a bounded wait.
+//! - [`operation`]: [`OperationHandle`] and [`Progress`], an async operation as plain data.
+//! - [`poll`]: one poll of an operation, and a bounded wait.
 //! - [`virtual_machines`], [`disks`], [`network_interfaces`]: typed bodies and REST calls.
 //! - [`error`]: [`Error`], named after the failed step, classified for Temporal.
 
@@ -17,6 +18,7 @@ pub mod inventory;
 pub mod keyvault;
 pub mod machines;
 pub mod network_interfaces;
+pub mod operation;
 pub mod permissions;
 pub mod poll;
 pub mod resource;
@@ -26,5 +28,5 @@ pub use client::{ArmClient, ArmConfig, DEFAULT_ENDPOINT, Deletion, Submitted};
 pub use credential::{Credential, CredentialKind, DEFAULT_SCOPE};
 pub use error::{CallError, Error, Result};
 pub use keyvault::{KeyVaultClient, KeyVaultError};
-pub use poll::{OperationHandle, PollProtocol, Progress};
+pub use operation::{OperationHandle, PollProtocol, Progress};
 pub use resource::{Properties, Resource, SubResource};

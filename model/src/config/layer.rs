@@ -208,22 +208,17 @@ pub(crate) struct WorkerLayer {
 }
 
 impl Layer {
-    /// Parses the file (when there is one), then lays the environment over it.
-    pub(crate) fn read(
-        file_text: Option<&str>,
-        file_name: &str,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Self> {
-        let mut layer = match file_text {
+    /// Parses the file (when there is one; an empty layer otherwise). The environment is laid
+    /// over it by `env::apply`.
+    pub(crate) fn parse(file_text: Option<&str>, file_name: &str) -> Result<Self> {
+        match file_text {
             Some(text) => toml::from_str(text).map_err(|error| ConfigError::ParseFile {
                 file: file_name.to_owned(),
                 location: error.span().map(|span| line_and_column(text, span.start)),
                 problem: error.message().trim().to_owned(),
-            })?,
-            None => Layer::default(),
-        };
-        super::env::apply(&mut layer, env)?;
-        Ok(layer)
+            }),
+            None => Ok(Layer::default()),
+        }
     }
 }
 

@@ -240,6 +240,17 @@ pub enum LogFormat {
     Json,
 }
 
+/// Parses the file (when there is one), then lays the environment over it.
+fn read_layer(
+    file_text: Option<&str>,
+    file_name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Layer> {
+    let mut layer = Layer::parse(file_text, file_name)?;
+    env::apply(&mut layer, env)?;
+    Ok(layer)
+}
+
 impl ClusterConfig {
     /// Reads the configuration from `file_text` (the config file's contents, `None` when there is
     /// none; `file_name` names it in messages) and the environment (`env` looks a variable up).
@@ -249,7 +260,7 @@ impl ClusterConfig {
         file_name: &str,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self> {
-        let layer = Layer::read(file_text, file_name, &env)?;
+        let layer = read_layer(file_text, file_name, &env)?;
         let resolve = Resolve::new(file_text.map(|_| file_name));
         let cluster = resolve.cluster(&layer)?;
         Ok(Self {
@@ -271,7 +282,7 @@ impl ClientConfig {
         file_name: &str,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self> {
-        let layer = Layer::read(file_text, file_name, &env)?;
+        let layer = read_layer(file_text, file_name, &env)?;
         let resolve = Resolve::new(file_text.map(|_| file_name));
         let cluster = resolve.cluster(&layer)?;
         Ok(Self {

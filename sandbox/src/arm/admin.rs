@@ -34,7 +34,7 @@ use axum::routing::{delete, get, post};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::Emulator;
+use super::emulator::Emulator;
 use super::error::ArmError;
 use super::faults::FaultRule;
 use super::http::query_map;

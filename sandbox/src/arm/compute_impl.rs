@@ -9,12 +9,12 @@ use chrono::Utc;
 use serde_json::json;
 
 use super::data_disks::{self, entry_disk};
+use super::emulator::Emulator;
+use super::engine::{Core, OpSpec};
 use super::error::ArmError;
 use super::faults::{FaultKind, Target};
 use super::latency::Step;
-use super::operations::{Action, OpStatus};
-use super::state::{Kind, Power, Resource, key, name_of, obj_at};
-use super::{Core, Emulator, OpSpec};
+use super::state::{Action, Kind, OpStatus, Power, Resource, key, name_of, obj_at};
 use crate::compute::{Compute, ComputeError, GuestState, MachineView};
 
 /// How often a waiting attach/detach re-checks even without a change notification.
@@ -251,7 +251,7 @@ fn begin(
         FaultKind::Conflict,
     ];
     if let Some(fired) = core.faults.fire(&kinds, target) {
-        let error = super::http::fault_error(fired.rule.kind, &fired.rule, vm.id());
+        let error = super::faults::fault_error(fired.rule.kind, &fired.rule, vm.id());
         if let Some(error) = error {
             return Err(error);
         }
@@ -342,8 +342,7 @@ impl Compute for Emulator {
     }
 
     fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.ensure_ticker();
-        self.inner.changes.subscribe()
+        self.subscribe()
     }
 
     fn disk_managed_by(&self, disk_id: &str) -> Result<Option<String>, ComputeError> {

@@ -7,8 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::error::ArmError;
-use super::operations::Operation;
-use super::state::{State, key, name_of, obj_at};
+use super::state::{Operation, State, key, name_of, obj_at};
 
 /// Highest LUN Azure allows.
 const MAX_LUN: u64 = 63;

@@ -9,15 +9,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use super::emulator::Emulator;
 use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
-use super::operations::Action;
 use super::state::{
-    Kind, Power, Resource, State, key, merge, props, required_location, resource_id,
+    Action, Kind, Power, Resource, State, key, merge, props, required_location, resource_id,
     stamp_envelope, timestamp,
 };
-use super::{Emulator, OpSpec};
 
 const DISKS: &str = "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/disks";
 
@@ -194,15 +193,7 @@ fn write_disk(
         let location = disk.location().to_owned();
         let rendered = render(&core.state, &disk);
         core.state.resources.insert(key(&id), disk);
-        let spec = OpSpec::for_request(
-            ctx,
-            sub,
-            Kind::Disk,
-            action,
-            id.clone(),
-            location,
-            vec![step],
-        );
+        let spec = ctx.op_spec(sub, Kind::Disk, action, id.clone(), location, vec![step]);
         let op = core.begin(spec, now);
         Ok((rendered, op))
     })?;
@@ -247,8 +238,7 @@ async fn delete(
         if let Some(r) = core.state.get_mut(&id) {
             r.set_provisioning_state("Deleting");
         }
-        let spec = OpSpec::for_request(
-            &ctx,
+        let spec = ctx.op_spec(
             &sub,
             Kind::Disk,
             Action::Delete,

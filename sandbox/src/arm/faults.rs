@@ -15,6 +15,8 @@
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+use super::error::ArmError;
+
 /// How long a `stall` rule holds a request when it says nothing.
 pub const DEFAULT_STALL_SECONDS: u64 = 60;
 
@@ -356,6 +358,28 @@ pub fn glob(pattern: &str, text: &str) -> bool {
         }
     }
     p[pi..].iter().all(|c| *c == '*')
+}
+
+/// Maps a fired request-level fault rule to its answer.
+pub fn fault_error(kind: FaultKind, rule: &FaultRule, path: &str) -> Option<ArmError> {
+    let message = |default: &str| rule.message.clone().unwrap_or_else(|| default.to_owned());
+    match kind {
+        FaultKind::Throttle => Some(ArmError::Throttled {
+            retry_after: rule.retry_after.unwrap_or(1),
+            network: path.to_ascii_lowercase().contains("/microsoft.network/"),
+        }),
+        FaultKind::ServerError => Some(ArmError::rejected(
+            rule.status.unwrap_or(500),
+            rule.code.as_deref().unwrap_or("InternalServerError"),
+            message("An internal server error occurred (injected)."),
+        )),
+        FaultKind::Conflict => Some(ArmError::rejected(
+            rule.status.unwrap_or(409),
+            rule.code.as_deref().unwrap_or("Conflict"),
+            message("Another operation is in progress on the resource (injected)."),
+        )),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -25,10 +25,9 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::data_disks::{entries_of, entry_disk, force_detached, to_be_detached};
+use super::engine::{Core, OpSpec};
 use super::error::ArmError;
-use super::operations::{Action, OpStatus, Operation};
-use super::state::{key, obj_at};
-use super::{Core, OpSpec};
+use super::state::{Action, OpStatus, Operation, key, obj_at};
 
 /// What happens to one disk a busy-VM force detach names.
 enum Plan {

@@ -11,11 +11,17 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::Emulator;
+use super::emulator::Emulator;
+use super::engine::OpSpec;
 use super::error::ArmError;
-use super::faults::{FaultKind, Target};
+use super::faults::Target;
+use super::latency::Step;
+use super::paths::vm_in_path;
 use super::requests::RequestRecord;
-use super::state::{Resource, State as EmState, page, page_token, parse_page_token, strip_nulls};
+use super::state::{
+    Action, Kind, Links, Resource, State as EmState, page, page_token, parse_page_token,
+    strip_nulls,
+};
 use super::stats::operation_name;
 
 /// The api-versions the emulator accepts for VMs.
@@ -185,15 +191,38 @@ pub(super) fn check_tag_names(body: &Value) -> Result<(), ArmError> {
     ))
 }
 
-/// The polling URLs of an accepted operation.
-#[derive(Debug, Clone)]
-pub struct Links {
-    /// The `Azure-AsyncOperation` URL.
-    pub async_operation: String,
-    /// The `Location` URL.
-    pub location: String,
-    /// `Retry-After` seconds.
-    pub retry_after: u64,
+impl Ctx {
+    /// What this request starts on `resource`: no VM name filter, no disk work, no
+    /// fingerprint (callers set those fields when they apply). `force_detach` lists the disks of
+    /// `detach` detached with `detachOption: ForceDetach`.
+    pub fn op_spec<'a>(
+        &'a self,
+        subscription: &'a str,
+        kind: Kind,
+        action: Action,
+        resource: String,
+        location: String,
+        steps: Vec<Step>,
+    ) -> OpSpec<'a> {
+        OpSpec {
+            name: &self.operation,
+            method: self.method.as_str(),
+            path: &self.path,
+            vm: None,
+            kind,
+            action,
+            resource,
+            subscription,
+            location,
+            api_version: &self.api_version,
+            steps,
+            attach: Vec::new(),
+            detach: Vec::new(),
+            force_detach: Vec::new(),
+            created: Vec::new(),
+            fingerprint: None,
+        }
+    }
 }
 
 /// A JSON answer, with an `ETag` header when given.
@@ -266,13 +295,6 @@ pub fn check_api_version(path: &str, version: Option<&str>) -> Result<(), ArmErr
         }
     }
     Ok(())
-}
-
-/// The VM name a path addresses, if any.
-pub(crate) fn vm_in_path(path: &str) -> Option<&str> {
-    let mut segments = path.split('/');
-    segments.find(|s| s.eq_ignore_ascii_case("virtualMachines"))?;
-    segments.next().filter(|s| !s.is_empty())
 }
 
 /// The middleware around every route.
@@ -395,32 +417,6 @@ impl Drop for GaveUp {
             record.time = chrono::Utc::now();
             self.emulator.record(record);
         }
-    }
-}
-
-/// Maps a fired request-level fault rule to its answer.
-pub fn fault_error(
-    kind: FaultKind,
-    rule: &super::faults::FaultRule,
-    path: &str,
-) -> Option<ArmError> {
-    let message = |default: &str| rule.message.clone().unwrap_or_else(|| default.to_owned());
-    match kind {
-        FaultKind::Throttle => Some(ArmError::Throttled {
-            retry_after: rule.retry_after.unwrap_or(1),
-            network: path.to_ascii_lowercase().contains("/microsoft.network/"),
-        }),
-        FaultKind::ServerError => Some(ArmError::rejected(
-            rule.status.unwrap_or(500),
-            rule.code.as_deref().unwrap_or("InternalServerError"),
-            message("An internal server error occurred (injected)."),
-        )),
-        FaultKind::Conflict => Some(ArmError::rejected(
-            rule.status.unwrap_or(409),
-            rule.code.as_deref().unwrap_or("Conflict"),
-            message("Another operation is in progress on the resource (injected)."),
-        )),
-        _ => None,
     }
 }
 

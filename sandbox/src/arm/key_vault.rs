@@ -24,11 +24,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::Utc;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Emulator;
+use super::emulator::Emulator;
 use super::http::query_map;
 use super::requests::RequestRecord;
 
@@ -41,46 +41,7 @@ pub const SANDBOX_TENANT: &str = "00000000-0000-0000-0000-000000000000";
 /// The recovery level every secret reports (soft delete and purge protection off).
 const RECOVERY_LEVEL: &str = "Recoverable+Purgeable";
 
-/// The secrets of every vault, by lower-cased vault name, then lower-cased secret name (Key Vault
-/// names are case-insensitive).
-pub type Vaults = BTreeMap<String, BTreeMap<String, StoredSecret>>;
-
-/// One secret and its versions, oldest first.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StoredSecret {
-    /// The name as first set.
-    pub name: String,
-    /// Every version, oldest first; the last is the latest.
-    pub versions: Vec<SecretVersion>,
-}
-
-/// One version of a secret.
-#[derive(Clone, Serialize, Deserialize)]
-pub struct SecretVersion {
-    /// 32 hex digits.
-    pub version: String,
-    /// The value.
-    pub value: String,
-    /// `contentType`, when set.
-    #[serde(default)]
-    pub content_type: Option<String>,
-    /// Whether it may be read.
-    pub enabled: bool,
-    /// When it was set.
-    pub created: DateTime<Utc>,
-    /// Tags.
-    #[serde(default)]
-    pub tags: BTreeMap<String, String>,
-}
-
-impl std::fmt::Debug for SecretVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SecretVersion")
-            .field("version", &self.version)
-            .field("enabled", &self.enabled)
-            .finish_non_exhaustive()
-    }
-}
+pub use super::state::vaults::{SecretVersion, StoredSecret, Vaults};
 
 /// The routes, behind the data plane's own authentication and api-version check.
 pub fn routes(emulator: Emulator) -> Router<Emulator> {

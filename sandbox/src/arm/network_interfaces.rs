@@ -9,12 +9,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use super::emulator::Emulator;
+use super::engine::OpSpec;
 use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
-use super::operations::Action;
-use super::state::{Kind, Resource, key, props, required_location, resource_id, stamp_envelope};
-use super::{Emulator, OpSpec};
+use super::state::{
+    Action, Kind, Resource, key, props, required_location, resource_id, stamp_envelope,
+};
 
 const NICS: &str =
     "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces";
@@ -64,15 +66,7 @@ fn spec<'a>(
     action: Action,
     step: Step,
 ) -> OpSpec<'a> {
-    OpSpec::for_request(
-        ctx,
-        sub,
-        Kind::Nic,
-        action,
-        id.to_owned(),
-        location,
-        vec![step],
-    )
+    ctx.op_spec(sub, Kind::Nic, action, id.to_owned(), location, vec![step])
 }
 
 async fn put(

@@ -72,6 +72,13 @@ fn canonical_path(path: &str) -> Option<String> {
     changed.then(|| format!("/{}", segments.join("/")))
 }
 
+/// The VM name a path addresses, if any.
+pub(crate) fn vm_in_path(path: &str) -> Option<&str> {
+    let mut segments = path.split('/');
+    segments.find(|s| s.eq_ignore_ascii_case("virtualMachines"))?;
+    segments.next().filter(|s| !s.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

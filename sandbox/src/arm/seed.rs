@@ -24,7 +24,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Core;
+use super::engine::Core;
 
 /// The tag nodewright names a resource's machine with (`machineTag` of a generator).
 const MACHINE_TAG: &str = "nodewright.io-machine";

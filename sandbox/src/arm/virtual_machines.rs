@@ -1,7 +1,7 @@
 //! `Microsoft.Compute/virtualMachines`: routes and handlers (GET, list, PUT, PATCH, DELETE,
 //! instanceView, attachDetachDataDisks, deallocate, start, powerOff).
 
-mod body;
+pub(super) mod body;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -12,16 +12,16 @@ use axum::routing::{get, post};
 use chrono::Utc;
 use serde_json::{Value, json};
 
-pub use body::{cascade_delete, render};
+pub use body::render;
 
 use super::data_disks::{self, entry_disk};
+use super::emulator::Emulator;
+use super::engine::{Core, OpSpec};
 use super::error::ArmError;
 use super::force_detach;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
-use super::operations::{Action, Operation};
-use super::state::{Kind, Power, Resource, key, name_of, resource_id};
-use super::{Core, Emulator, OpSpec};
+use super::state::{Action, Kind, Operation, Power, Resource, key, name_of, resource_id};
 
 const VMS: &str =
     "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines";
@@ -149,8 +149,7 @@ fn spec<'a>(
     action: Action,
     steps: Vec<Step>,
 ) -> OpSpec<'a> {
-    OpSpec::for_request(
-        ctx,
+    ctx.op_spec(
         sub,
         Kind::Vm,
         action,

@@ -21,12 +21,7 @@ use super::spec::{API_VERSION, KIND, Pool};
 use super::valid::ValidPool;
 use crate::ClusterName;
 
-/// The longest pool name. A machine name is `<pool>-<5 characters>`, so a pool of at most 40
-/// characters gives machine names of at most 46: within Kubernetes' 63 for Node names and label
-/// values and Azure's 64 for VM and Linux computer names (`machine_name` asserts this).
-pub const MAX_POOL_NAME_LEN: usize = crate::cluster::MAX_CLUSTER_NAME_LEN;
-
-pub use crate::limits::MAX_REPLICAS;
+pub use crate::limits::{MAX_POOL_NAME_LEN, MAX_REPLICAS};
 
 /// One value of a pool file that cannot be used, and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -11,7 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::ArmError;
-use super::operations::{OpStatus, Operation};
+
+pub mod operation;
+pub mod vaults;
+
+pub use operation::{Action, Links, OpError, OpStatus, Operation};
 
 /// The resource types the emulator serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,7 +182,7 @@ pub struct State {
     pub in_progress: BTreeSet<String>,
     /// Key Vault secrets, by vault (see `key_vault.rs`).
     #[serde(default)]
-    pub vaults: super::key_vault::Vaults,
+    pub vaults: vaults::Vaults,
 }
 
 impl State {

@@ -1,0 +1,100 @@
+//! What happens to resources when an operation completes: its effects applied (created, updated,
+//! deleted, powered), its outcome recorded, its resources freed.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::data_disks;
+use super::state::{Action, Kind, OpStatus, Operation, Power, State, after, key};
+use super::virtual_machines::body::cascade_delete;
+
+/// Completes the operation: applies its effects, records its outcome, frees its resources.
+pub fn complete(state: &mut State, op_id: &str, now: DateTime<Utc>, boot: Duration) {
+    let Some(op) = state.operations.get(op_id).cloned() else {
+        return;
+    };
+    let touched = std::iter::once(&op.resource)
+        .chain(&op.attach)
+        .chain(&op.detach)
+        .chain(&op.created);
+    for id in touched {
+        if let Some(r) = state.get_mut(id)
+            && r.busy.as_deref() == Some(op_id)
+        {
+            r.busy = None;
+        }
+    }
+    let succeeded = op.fail_with.is_none();
+    let boot_at = after(now, boot);
+    if op.kind == Kind::Vm {
+        data_disks::finish(state, &op, succeeded);
+    }
+    if succeeded {
+        succeed(state, &op, now, boot_at);
+    } else if let Some(r) = state.get_mut(&op.resource) {
+        r.set_provisioning_state("Failed");
+        r.last_error = op.fail_with.as_ref().map(|e| e.code.clone());
+        if let Some(power) = r.power {
+            r.power = Some(match (op.action, power) {
+                (Action::Create | Action::Start, _) => Power::Stopped,
+                (_, Power::Stopping | Power::Deallocating) => Power::Running,
+                (_, other) => other,
+            });
+        }
+    }
+    if !succeeded {
+        for id in &op.created {
+            state.resources.remove(&key(id));
+        }
+    }
+    if let Some(record) = state.operations.get_mut(op_id) {
+        record.status = if succeeded {
+            OpStatus::Succeeded
+        } else {
+            OpStatus::Failed
+        };
+        record.error = op.fail_with.clone();
+        record.end_time = Some(now);
+    }
+}
+
+fn succeed(state: &mut State, op: &Operation, now: DateTime<Utc>, boot_at: DateTime<Utc>) {
+    if op.action == Action::Delete {
+        if let Some(gone) = state.resources.remove(&key(&op.resource))
+            && gone.kind == Kind::Vm
+        {
+            cascade_delete(state, &gone.body);
+        }
+        return;
+    }
+    for id in &op.created {
+        if let Some(disk) = state.get_mut(id) {
+            disk.set_provisioning_state("Succeeded");
+        }
+    }
+    let resource_key = key(&op.resource);
+    if op.kind == Kind::Vm && matches!(op.action, Action::Create | Action::Start) {
+        state.pending_boots.insert(resource_key.clone());
+    }
+    let Some(r) = state.resources.get_mut(&resource_key) else {
+        return;
+    };
+    // Another operation still runs on it (a force detach ended before the update it preempted):
+    // the provisioning state stays non-terminal until that one ends.
+    if r.busy.is_none() {
+        r.set_provisioning_state("Succeeded");
+    }
+    r.last_error = None;
+    let power = match op.action {
+        Action::Create | Action::Start => {
+            r.boot_at = Some(boot_at.max(now));
+            r.boot_signalled = false;
+            Some(Power::Running)
+        }
+        Action::Deallocate => Some(Power::Deallocated),
+        Action::PowerOff => Some(Power::Stopped),
+        Action::Update | Action::Delete => r.power,
+    };
+    r.power = power;
+}
