@@ -95,62 +95,6 @@ fn every_rust_file_starts_with_a_module_doc() {
     report(violations, "files without a //! header");
 }
 
-/// Whether code (not comments) names `word` as the start of a path: `tokio::time` counts,
-/// `nodewright_activities::kube::` does not.
-fn names_path(text: &str, word: &str) -> bool {
-    text.lines()
-        .map(str::trim_start)
-        .filter(|line| !line.starts_with("//"))
-        .any(|line| {
-            line.match_indices(word).any(|(at, _)| {
-                let before = line[..at].chars().next_back();
-                !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
-            })
-        })
-}
-
-#[test]
-fn names_path_ignores_comments_and_nested_paths() {
-    assert!(names_path("let t = tokio::time::sleep(d);", "tokio::"));
-    assert!(names_path("use kube::Api;", "kube::"));
-    assert!(!names_path(
-        "use nodewright_activities::kube::KubeActivities;",
-        "kube::"
-    ));
-    assert!(!names_path("//! never names `tokio::`", "tokio::"));
-}
-
-#[test]
-fn workflow_code_never_touches_the_outside_world_directly() {
-    let forbidden = [
-        "tokio::",
-        "reqwest",
-        "kube::",
-        "SystemTime",
-        "rand::",
-        "std::thread",
-        "Instant::now",
-    ];
-    // Workflow code is `workflows/src`; its integration tests (`workflows/tests`, the replay
-    // test) run the SDK's replayer on a Tokio runtime of their own.
-    let tests_dir = repo_root().join("workflows").join("tests");
-    let violations = sources("workflows")
-        .into_iter()
-        .filter(|(path, _)| !path.starts_with(&tests_dir))
-        .flat_map(|(path, text)| {
-            forbidden
-                .iter()
-                .filter(|word| names_path(&text, word))
-                .map(|word| format!("{} names {word}", path.display()))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    report(
-        violations,
-        "workflows must use the workflow context for time, IO and concurrency",
-    );
-}
-
 #[test]
 fn model_has_no_io_async_or_temporal_dependencies() {
     let manifest = read(&repo_root().join("model/Cargo.toml"));
