@@ -5,7 +5,7 @@
 //! Run with `cargo test -p nodewright-activities --test arm_pool` after `dev/stack up`. The
 //! sandbox's endpoint, token, subscription, resource group and location come from the
 //! environment (`NODEWRIGHT_ARM_ENDPOINT`, ...) or else from the stack's env file (`.run/env`);
-//! without them the test prints why and passes without running.
+//! without either the tests fail, saying the stack is needed.
 //!
 //! The resource group is shared with other tests, so every VM is named with a suffix unique to
 //! the run, tagged for a cluster name unique to the run (a sweep of the stack's cluster never
@@ -37,9 +37,7 @@ mod arm_pool {
     #[tokio::test]
     async fn only_the_pools_vms_of_this_cluster_are_listed_with_template_and_creation_time()
     -> TestResult {
-        let Some(sandbox) = Sandbox::from_stack()? else {
-            return Ok(());
-        };
+        let sandbox = Sandbox::from_stack()?;
         let run = Run::new();
         let fault = sandbox
             .add_fault(json!({ "kind": "never_joins", "vm": run.vm_glob() }))
@@ -184,7 +182,7 @@ mod arm_pool {
     }
 
     impl Sandbox {
-        fn from_stack() -> TestResult<Option<Self>> {
+        fn from_stack() -> TestResult<Self> {
             let file = stack_env();
             let get = |key: &str| std::env::var(key).ok().or_else(|| file.get(key).cloned());
             let (Some(endpoint), Some(token), Some(subscription), Some(group), Some(location)) = (
@@ -194,23 +192,25 @@ mod arm_pool {
                 get("NODEWRIGHT_AZURE_RESOURCE_GROUP"),
                 get("NODEWRIGHT_AZURE_LOCATION"),
             ) else {
-                eprintln!(
-                    "skipped: the sandbox's settings are neither in the environment nor in .run/env"
+                return Err(
+                    "needs the local stack: the sandbox's settings are neither in the \
+                            environment nor in .run/env; run `dev/stack up`, or `dev/test` which \
+                            brings it up"
+                        .into(),
                 );
-                return Ok(None);
             };
             let config = ArmConfig::new(endpoint.parse()?, subscription, group);
             let arm = ArmClient::new(config, Credential::fixed(token.clone()))?;
             let http = reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
                 .build()?;
-            Ok(Some(Self {
+            Ok(Self {
                 arm,
                 http,
                 endpoint: endpoint.trim_end_matches('/').to_owned(),
                 token,
                 location,
-            }))
+            })
         }
 
         /// Creates a VM with `tags` (no NIC, no OS disk) and waits until it is provisioned.

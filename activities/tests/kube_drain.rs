@@ -4,7 +4,7 @@
 //!
 //! Run with `cargo test -p nodewright-activities --test kube_drain` after `dev/stack up`. The
 //! kubeconfig comes from `KUBECONFIG`, or else from the stack's env file (`.run/env`); without
-//! either the tests print why and pass without running.
+//! either the tests fail, saying the stack is needed.
 //!
 //! Every object a test creates carries the label `nodewright.io/test-run=<suffix>`, unique per
 //! test, and is deleted by that label at the end whether the test passed or not. Hand-made
@@ -60,9 +60,7 @@ mod kube_drain {
 
     #[tokio::test]
     async fn prepare_cordons_taints_and_marks_terminating_and_uncordon_undoes_it() -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let run = Run::new("prep");
         with_cleanup(&client, &run, prepare_scenario(&client, &run)).await
     }
@@ -162,9 +160,7 @@ mod kube_drain {
 
     #[tokio::test]
     async fn prepare_and_uncordon_leave_other_machines_nodes_alone() -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let run = Run::new("foreign");
         with_cleanup(&client, &run, foreign_scenario(&client, &run)).await
     }
@@ -250,9 +246,7 @@ mod kube_drain {
     #[tokio::test]
     async fn list_node_pods_classifies_a_daemonset_pod_and_resolves_a_claim_to_its_volume()
     -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let run = Run::new("list");
         with_cleanup(&client, &run, list_scenario(&client, &run)).await
     }
@@ -381,9 +375,7 @@ mod kube_drain {
 
     #[tokio::test]
     async fn an_accepted_eviction_is_awaited_until_the_pod_is_gone() -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let run = Run::new("evict");
         with_cleanup(&client, &run, evict_scenario(&client, &run)).await
     }
@@ -411,9 +403,7 @@ mod kube_drain {
 
     #[tokio::test]
     async fn an_eviction_a_budget_refuses_is_reported_with_the_budget() -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let run = Run::new("pdb");
         with_cleanup(&client, &run, budget_scenario(&client, &run)).await
     }
@@ -467,9 +457,7 @@ mod kube_drain {
 
     #[tokio::test]
     async fn a_pod_of_another_uid_is_never_evicted_or_deleted() -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let run = Run::new("uid");
         with_cleanup(&client, &run, uid_scenario(&client, &run)).await
     }
@@ -518,9 +506,7 @@ mod kube_drain {
 
     #[tokio::test]
     async fn volume_waits_follow_the_volume_attachments() -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let run = Run::new("vols");
         with_cleanup(&client, &run, volumes_scenario(&client, &run)).await
     }
@@ -589,9 +575,7 @@ mod kube_drain {
 
     #[tokio::test]
     async fn force_mode_deletes_every_volume_attachment_of_the_node() -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let run = Run::new("force");
         with_cleanup(&client, &run, force_scenario(&client, &run)).await
     }
@@ -634,9 +618,7 @@ mod kube_drain {
 
     #[tokio::test]
     async fn a_node_event_is_recorded_once_whatever_the_retries() -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let run = Run::new("event");
         with_cleanup(&client, &run, event_scenario(&client, &run)).await
     }
@@ -1094,15 +1076,12 @@ mod kube_drain {
         }
     }
 
-    async fn client() -> TestResult<Option<kube::Client>> {
-        let Some(path) = kubeconfig_path() else {
-            eprintln!("skipped: KUBECONFIG is not set and no stack env file names one");
-            return Ok(None);
-        };
+    async fn client() -> TestResult<kube::Client> {
+        let path = kubeconfig_path().ok_or("needs the local stack: KUBECONFIG is not set and no stack env file (.run/env) names one; run `dev/stack up`, or `dev/test` which brings it up")?;
         let kubeconfig = Kubeconfig::read_from(&path)?;
         let config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-        Ok(Some(client_from_config(config)?))
+        Ok(client_from_config(config)?)
     }
 
     fn kubeconfig_path() -> Option<PathBuf> {

@@ -11,7 +11,7 @@
 //!
 //! Run with `cargo test -p nodewright-activities --test kube_join_tokens` after `dev/stack up`.
 //! The kubeconfig comes from `KUBECONFIG`, or else from the stack's env file (`.run/env`);
-//! without either the test prints why and passes without running. The tests sit in a
+//! without either the tests fail, saying the stack is needed. The tests sit in a
 //! `#[cfg(test)]` module so the tidy test sees them as test code.
 
 #[cfg(test)]
@@ -37,9 +37,7 @@ mod kube_join_tokens {
     #[tokio::test]
     async fn a_machines_token_is_minted_reused_refreshed_and_deleted_and_no_other_is_touched()
     -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let suffix = uuid::Uuid::new_v4().simple().to_string();
         let cluster = ClusterName::parse("cluster", &format!("kjt{}", &suffix[..8]))?;
         let machine = format!("workers-{}", &suffix[8..13]);
@@ -52,12 +50,8 @@ mod kube_join_tokens {
 
     #[tokio::test]
     async fn the_role_of_deploy_join_tokens_is_enough() -> TestResult {
-        let Some(admin) = client().await? else {
-            return Ok(());
-        };
-        let Some(config) = config().await? else {
-            return Ok(());
-        };
+        let admin = client().await?;
+        let config = config().await?;
         let suffix = uuid::Uuid::new_v4().simple().to_string();
         let account = format!("kjt-{}", &suffix[..8]);
         let grant = Grant::apply(&admin, &account).await;
@@ -248,22 +242,14 @@ mod kube_join_tokens {
             .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
     }
 
-    async fn client() -> TestResult<Option<kube::Client>> {
-        Ok(match config().await? {
-            Some(config) => Some(client_from_config(config)?),
-            None => None,
-        })
+    async fn client() -> TestResult<kube::Client> {
+        Ok(client_from_config(config().await?)?)
     }
 
-    async fn config() -> TestResult<Option<kube::Config>> {
-        let Some(path) = kubeconfig_path() else {
-            eprintln!("skipped: KUBECONFIG is not set and no stack env file names one");
-            return Ok(None);
-        };
+    async fn config() -> TestResult<kube::Config> {
+        let path = kubeconfig_path().ok_or("needs the local stack: KUBECONFIG is not set and no stack env file (.run/env) names one; run `dev/stack up`, or `dev/test` which brings it up")?;
         let kubeconfig = Kubeconfig::read_from(&path)?;
-        Ok(Some(
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?,
-        ))
+        Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?)
     }
 
     fn kubeconfig_path() -> Option<PathBuf> {

@@ -4,7 +4,7 @@
 //!
 //! Run with `cargo test -p nodewright-activities --test kube_pool` after `dev/stack up`. The
 //! kubeconfig comes from `KUBECONFIG`, or else from the stack's env file (`.run/env`); without
-//! either the tests print why and pass without running.
+//! either the tests fail, saying the stack is needed.
 //!
 //! Every Node a test creates carries the label `nodewright.io/test-run=<suffix>`, unique per
 //! test, and is deleted by that label at the end whether the test passed or not. Their
@@ -41,9 +41,7 @@ mod kube_pool {
     #[tokio::test]
     async fn pool_nodes_are_listed_and_marked_outdated_and_cleared_keeping_other_taints()
     -> TestResult {
-        let Some(client) = client().await? else {
-            return Ok(());
-        };
+        let client = client().await?;
         let run = Run::new("pool");
         with_cleanup(&client, &run, pool_scenario(&client, &run)).await
     }
@@ -355,15 +353,12 @@ mod kube_pool {
             .any(|f| f.manager.as_deref() == Some(FIELD_MANAGER) && f.subresource.is_none())
     }
 
-    async fn client() -> TestResult<Option<kube::Client>> {
-        let Some(path) = kubeconfig_path() else {
-            eprintln!("skipped: KUBECONFIG is not set and no stack env file names one");
-            return Ok(None);
-        };
+    async fn client() -> TestResult<kube::Client> {
+        let path = kubeconfig_path().ok_or("needs the local stack: KUBECONFIG is not set and no stack env file (.run/env) names one; run `dev/stack up`, or `dev/test` which brings it up")?;
         let kubeconfig = Kubeconfig::read_from(&path)?;
         let config =
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-        Ok(Some(client_from_config(config)?))
+        Ok(client_from_config(config)?)
     }
 
     fn kubeconfig_path() -> Option<PathBuf> {
