@@ -14,6 +14,7 @@ mod preflight;
 mod runs;
 mod settings;
 mod sweep;
+mod table;
 
 use std::process::ExitCode;
 

@@ -7,7 +7,7 @@ use nodewright_model::ClusterName;
 use nodewright_workflows::search;
 use temporalio_client::{WorkflowExecutionStatus, WorkflowListOptions};
 
-use crate::{CliError, Output, settings::Settings};
+use crate::{CliError, Output, settings::Settings, table};
 
 /// The arguments of `runs`.
 #[derive(Debug, clap::Args)]
@@ -119,20 +119,14 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
                 println!("no runs match {query}");
                 return Ok(());
             }
-            println!(
-                "{:<40} {:<10} {:<16} {:<20} STARTED",
-                "WORKFLOW ID", "STATUS", "PHASE", "CLOSED"
-            );
-            for row in rows {
-                let text = |key: &str| row[key].as_str().unwrap_or("").to_owned();
-                println!(
-                    "{:<40} {:<10} {:<16} {:<20} {}",
-                    text("workflowId"),
-                    text("status"),
-                    text("phase"),
-                    text("closed"),
-                    text("started")
-                );
+            let text =
+                |row: &serde_json::Value, key: &str| row[key].as_str().unwrap_or("").to_owned();
+            let header = ["WORKFLOW ID", "STATUS", "PHASE", "CLOSED", "STARTED"];
+            let cells = rows.iter().map(|row| {
+                ["workflowId", "status", "phase", "closed", "started"].map(|key| text(row, key))
+            });
+            for line in table::lines("", header, cells) {
+                println!("{line}");
             }
         }
     }

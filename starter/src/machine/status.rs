@@ -10,7 +10,7 @@ use temporalio_client::{
 };
 
 use super::render::print_steps;
-use crate::{CliError, Output, settings::Settings};
+use crate::{CliError, Output, settings::Settings, table};
 
 /// One run of a machine workflow, as found.
 struct Found {
@@ -162,9 +162,17 @@ fn print_drain(drain: &DrainStatus) {
     }
     let left: Vec<_> = drain.pods_left().collect();
     println!("  pods left    {}", left.len());
-    for pod in left {
-        let detail = pod.detail.as_deref().unwrap_or("");
-        println!("    {:<40} {:<12} {detail}", pod.pod, pod.state.as_str());
+    if !left.is_empty() {
+        let rows = left.iter().map(|pod| {
+            [
+                pod.pod.clone(),
+                pod.state.as_str().to_owned(),
+                pod.detail.clone().unwrap_or_default(),
+            ]
+        });
+        for line in table::lines("    ", ["POD", "STATE", "DETAIL"], rows) {
+            println!("{line}");
+        }
     }
     for block in &drain.pdbs_blocking {
         let note = if block.misconfigured {

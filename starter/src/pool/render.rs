@@ -7,6 +7,8 @@ use nodewright_model::rollout::{
     RolloutStatus, StrategyView,
 };
 
+use crate::table;
+
 /// A span of seconds, short: `45s`, `12m`, `2h05m`, `3d4h`.
 pub fn span(seconds: u64) -> String {
     match seconds {
@@ -239,20 +241,20 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
         lines.push(format!("  summary      {summary}"));
     }
     if !status.machines.is_empty() {
-        lines.push(format!(
-            "  {:<24} {:<12} {:<8} {:<18} ACTIVITY",
-            "NAME", "TEMPLATE", "UPDATED", "HEALTH"
-        ));
-        for machine in &status.machines {
-            lines.push(format!(
-                "  {:<24} {:<12} {:<8} {:<18} {}",
-                machine.name,
-                machine.template_hash,
-                if machine.updated { "yes" } else { "no" },
+        let rows = status.machines.iter().map(|machine| {
+            [
+                machine.name.clone(),
+                machine.template_hash.clone(),
+                if machine.updated { "yes" } else { "no" }.to_owned(),
                 health(machine.health, now),
-                activity(machine.activity)
-            ));
-        }
+                activity(machine.activity).to_owned(),
+            ]
+        });
+        lines.extend(table::lines(
+            "  ",
+            ["NAME", "TEMPLATE", "UPDATED", "HEALTH", "ACTIVITY"],
+            rows,
+        ));
     }
     lines
 }
@@ -281,25 +283,25 @@ pub fn report_lines(report: &PoolReport, cluster: &str) -> Vec<String> {
         report.ready(),
         timestamp(now)
     )];
-    lines.push(format!(
-        "  {:<24} {:<12} {:<18} {:<9} AGE",
-        "NAME", "TEMPLATE", "HEALTH", "ACTIVITY"
-    ));
-    for machine in &report.machines {
+    let rows = report.machines.iter().map(|machine| {
         let template = if machine.template_hash.is_empty() {
             "-"
         } else {
             machine.template_hash.as_str()
         };
-        lines.push(format!(
-            "  {:<24} {:<12} {:<18} {:<9} {}",
-            machine.name,
-            template,
+        [
+            machine.name.clone(),
+            template.to_owned(),
             health(machine.health, now),
-            activity(machine.activity),
-            span(since(machine.created_at, now))
-        ));
-    }
+            activity(machine.activity).to_owned(),
+            span(since(machine.created_at, now)),
+        ]
+    });
+    lines.extend(table::lines(
+        "  ",
+        ["NAME", "TEMPLATE", "HEALTH", "ACTIVITY", "AGE"],
+        rows,
+    ));
     let templates: Vec<String> = report
         .by_template()
         .into_iter()

@@ -7,6 +7,8 @@ use nodewright_model::sweep::{
     SweepStatus,
 };
 
+use crate::table;
+
 /// The table's column headers.
 const COLUMNS: [&str; 6] = ["KIND", "NAME", "ACTION", "RULE", "OUTCOME", "DETAIL"];
 
@@ -27,7 +29,7 @@ pub fn audit_lines(workflow_id: &str, audit: &SweepAudit, all: bool) -> Vec<Stri
         rows.extend(audit.not_ours.iter().flat_map(foreign_rows));
     }
     if !rows.is_empty() {
-        lines.extend(table(&rows));
+        lines.extend(table::lines("", COLUMNS, rows));
     }
     if let Some(line) = not_ours_line(&audit.not_ours) {
         lines.push(line);
@@ -139,33 +141,6 @@ fn not_ours_line(groups: &[ForeignGroup]) -> Option<String> {
         .map(|group| format!("{} {} ({})", group.names.len(), group.kind, owner(group)))
         .collect();
     Some(format!("not ours: {}", counts.join(", ")))
-}
-
-/// The header and the rows in columns two spaces apart; the last column is not padded.
-fn table(rows: &[Row]) -> Vec<String> {
-    let mut widths = COLUMNS.map(|title| title.chars().count());
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |cells: [&str; 6]| {
-        let mut text = String::new();
-        for (index, cell) in cells.iter().enumerate() {
-            text.push_str(cell);
-            if index + 1 < cells.len() {
-                let padding = widths[index].saturating_sub(cell.chars().count());
-                text.push_str(&" ".repeat(padding + 2));
-            }
-        }
-        text.trim_end().to_owned()
-    };
-    let mut lines = vec![line(COLUMNS)];
-    lines.extend(
-        rows.iter()
-            .map(|row| line(row.each_ref().map(String::as_str))),
-    );
-    lines
 }
 
 /// `brake: too-many-removals — 4 machines, 1 with a Node, 0 NotReady; 4 removals planned (4
