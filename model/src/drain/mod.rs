@@ -1,5 +1,6 @@
 //! Draining a node: which pods go and in what order, when a PodDisruptionBudget is
-//! misconfigured, when the drain turns to force mode, and what the `status` query reports.
+//! misconfigured, when the drain turns to force mode, which settings it uses, the order of its
+//! lanes, and what the `status` query and its result report.
 //!
 //! The DrainNode workflow observes (activities), asks this module (pure), acts (activities).
 //! Behaviour follows machine-controller-manager (`mcm-behaviour.md` §3): pods without persistent
@@ -8,10 +9,14 @@
 
 mod annotation;
 mod force;
+mod lanes;
 mod local_data;
 mod pdb;
 mod pods;
+mod progress;
+mod report;
 mod request;
+mod settings;
 mod status;
 
 pub use annotation::{
@@ -19,15 +24,27 @@ pub use annotation::{
     policy_to_tag,
 };
 pub use force::{ConditionFacts, ForceReason, NodeHealth, force_reason};
+pub use lanes::{
+    AfterEviction, DrainPhase, EvictionAnswer, FORCE_DETACH_BUDGET, LaneEnd, MIN_WAIT, RoundEnd,
+    after_eviction, after_round, first_phase, next_phase, wait_within_deadline,
+};
 pub use local_data::{LocalDataPod, LocalDataPolicy, local_data_of, refusal};
 pub use pdb::{PdbFacts, is_misconfigured};
 pub use pods::{
     DrainPlan, PodFacts, PodRef, SkipReason, SkippedPod, TrackedVolume, VolumeFacts, VolumePod,
     detach_budget, plan_drain, pod_disappearance_budget,
 };
+pub use report::{
+    InFlightEnd, cordoned, describe_plan, drained_summary, given_back, in_flight_kept,
+    kept_after_cancel, next_continuation, not_this_machine, purpose_word,
+};
 pub use request::{
     AnnotationError, DrainPurpose, DrainRequest, DrainResume, DrainedNode, policy_from_annotation,
     policy_to_annotation, salvage_policy,
+};
+pub use settings::{
+    AnnotationTrust, DrainSettings, SettingsSources, TagRead, asks_salvage, describe_policy,
+    drain_settings,
 };
 pub use status::{
     DrainMode, DrainStatus, PdbBlock, PodProgress, PodState, VolumeProgress, VolumeState,

@@ -1,0 +1,119 @@
+//! How each step of the drain changes its `status`: the plan shown, an eviction's answer, the
+//! end of force mode.
+
+use super::lanes::EvictionAnswer;
+use super::pdb::is_misconfigured;
+use super::pods::DrainPlan;
+use super::status::{DrainStatus, PodState, VolumeProgress, VolumeState};
+use crate::machine::{Step, StepState};
+
+impl DrainStatus {
+    /// Puts every pod of `plan` and every volume it tracks into the status (a volume already
+    /// there keeps its state).
+    pub fn show_plan(&mut self, plan: &DrainPlan) {
+        for skipped in &plan.skipped {
+            self.set_pod(
+                &skipped.pod,
+                PodState::Skipped,
+                Some(skipped.reason.as_str().to_owned()),
+            );
+        }
+        for pod in &plan.terminating {
+            self.set_pod(&pod.key(), PodState::Terminating, None);
+        }
+        for refused in &plan.refused {
+            let detail = format!("refused: local data ({})", refused.what());
+            self.set_pod(&refused.pod, PodState::Refused, Some(detail));
+        }
+        for pod in &plan.without_volumes {
+            self.set_pod(&pod.key(), PodState::Waiting, None);
+        }
+        for volume_pod in &plan.with_volumes {
+            let key = volume_pod.pod.key();
+            self.set_pod(&key, PodState::Waiting, None);
+            if let Some(entry) = self.pods.iter_mut().find(|p| p.pod == key) {
+                entry.with_volumes = true;
+            }
+            for tracked in &volume_pod.tracked {
+                if !self
+                    .volumes
+                    .iter()
+                    .any(|v| v.persistent_volume == tracked.persistent_volume)
+                {
+                    self.volumes.push(VolumeProgress {
+                        persistent_volume: tracked.persistent_volume.clone(),
+                        pod: key.clone(),
+                        disk_id: tracked.disk_id.clone(),
+                        state: VolumeState::Attached,
+                        new_node: None,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Records one eviction of `pod` and its answer: the pod's state, and the
+    /// PodDisruptionBudget blocking it (called misconfigured when waiting cannot help).
+    pub fn record_eviction(&mut self, pod: &str, answer: &EvictionAnswer<'_>) {
+        self.count_eviction(pod);
+        match answer {
+            EvictionAnswer::Accepted => {
+                self.set_block(pod, None);
+                self.set_pod(pod, PodState::Evicting, Some("evicted".to_owned()));
+            }
+            EvictionAnswer::Gone => {
+                self.set_block(pod, None);
+                self.set_pod(pod, PodState::Gone, Some("already gone".to_owned()));
+            }
+            EvictionAnswer::Blocked { pdb, message } => {
+                let detail = match pdb {
+                    Some(pdb) if is_misconfigured(pdb) => format!(
+                        "blocked by PodDisruptionBudget {} (misconfigured: all its pods are healthy and it allows no disruption)",
+                        pdb.key()
+                    ),
+                    Some(pdb) => format!(
+                        "blocked by PodDisruptionBudget {} ({} disruptions allowed)",
+                        pdb.key(),
+                        pdb.disruptions_allowed
+                    ),
+                    None => format!("eviction refused: {message}"),
+                };
+                let block =
+                    pdb.map(|pdb| (pdb.key(), is_misconfigured(pdb), pdb.disruptions_allowed));
+                self.set_block(pod, block);
+                self.set_pod(pod, PodState::Blocked, Some(detail));
+            }
+        }
+    }
+
+    /// The end of force mode at `at`: a volume not reattached elsewhere is force-detached when
+    /// its disk is among `force_detached` (the data disks ARM detached), or, without a disk,
+    /// when anything was released here (`released_here`: VolumeAttachments deleted or disks
+    /// detached); the graceful steps still pending are closed as skipped.
+    pub fn end_force_mode(&mut self, force_detached: &[String], released_here: bool, at: &str) {
+        for volume in &mut self.volumes {
+            let disk_released = volume
+                .disk_id
+                .as_ref()
+                .is_some_and(|disk| force_detached.iter().any(|d| d.eq_ignore_ascii_case(disk)));
+            let released = disk_released || (volume.disk_id.is_none() && released_here);
+            if volume.state != VolumeState::Reattached && released {
+                volume.state = VolumeState::ForceDetached;
+            }
+        }
+        for step in [Step::EvictPods, Step::MoveVolumes] {
+            let pending = self
+                .run
+                .steps
+                .iter()
+                .any(|p| p.step == step && p.state == StepState::Pending);
+            if pending {
+                self.run
+                    .finish(step, at, Some("skipped: force mode".to_owned()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,238 @@
+//! Table tests of how the drain's steps change its status.
+
+use super::*;
+use crate::drain::{
+    LocalDataPod, PdbFacts, PodRef, SkipReason, SkippedPod, TrackedVolume, VolumePod,
+};
+use crate::machine::MachineStatus;
+
+fn status() -> DrainStatus {
+    DrainStatus::new(MachineStatus::new("drain", "web-abcde", None, &Step::DRAIN))
+}
+
+fn pod(name: &str) -> PodRef {
+    PodRef {
+        namespace: "shop".to_owned(),
+        name: name.to_owned(),
+        uid: format!("uid-{name}"),
+        grace_period_seconds: 30,
+    }
+}
+
+fn pdb(disruptions_allowed: i32, current_healthy: i32) -> PdbFacts {
+    PdbFacts {
+        namespace: "shop".to_owned(),
+        name: "web".to_owned(),
+        generation: None,
+        observed_generation: None,
+        expected_pods: 2,
+        current_healthy,
+        desired_healthy: 2,
+        disruptions_allowed,
+    }
+}
+
+fn volume(pv: &str, disk: Option<&str>, state: VolumeState) -> VolumeProgress {
+    VolumeProgress {
+        persistent_volume: pv.to_owned(),
+        pod: "shop/db".to_owned(),
+        disk_id: disk.map(ToOwned::to_owned),
+        state,
+        new_node: None,
+    }
+}
+
+#[test]
+fn the_plan_shows_every_pod_and_each_tracked_volume_once() {
+    let plan = DrainPlan {
+        skipped: vec![SkippedPod {
+            pod: "kube-system/proxy".to_owned(),
+            reason: SkipReason::DaemonSet,
+        }],
+        terminating: vec![pod("old")],
+        without_volumes: vec![pod("web")],
+        with_volumes: vec![VolumePod {
+            pod: pod("db"),
+            priority: 0,
+            tracked: vec![TrackedVolume {
+                persistent_volume: "pv-1".to_owned(),
+                disk_id: Some("/disks/d1".to_owned()),
+            }],
+            untracked: Vec::new(),
+        }],
+        local_data: Vec::new(),
+        refused: vec![LocalDataPod {
+            pod: "shop/cache".to_owned(),
+            empty_dirs: vec!["scratch".to_owned()],
+            no_controller: false,
+        }],
+    };
+    let mut shown = status();
+    shown.show_plan(&plan);
+    shown.show_plan(&plan);
+    let states: Vec<(&str, PodState, bool)> = shown
+        .pods
+        .iter()
+        .map(|p| (p.pod.as_str(), p.state, p.with_volumes))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("kube-system/proxy", PodState::Skipped, false),
+            ("shop/old", PodState::Terminating, false),
+            ("shop/cache", PodState::Refused, false),
+            ("shop/web", PodState::Waiting, false),
+            ("shop/db", PodState::Waiting, true),
+        ]
+    );
+    assert_eq!(
+        shown.volumes,
+        [volume("pv-1", Some("/disks/d1"), VolumeState::Attached)]
+    );
+    assert_eq!(
+        shown.pods[2].detail.as_deref(),
+        Some("refused: local data (emptyDir scratch)")
+    );
+}
+
+#[test]
+fn an_eviction_answer_sets_the_pod_and_its_blocking_budget() {
+    let misconfigured = pdb(0, 2);
+    let waiting = pdb(0, 1);
+    let table = [
+        (
+            EvictionAnswer::Accepted,
+            PodState::Evicting,
+            "evicted",
+            None,
+        ),
+        (EvictionAnswer::Gone, PodState::Gone, "already gone", None),
+        (
+            EvictionAnswer::Blocked {
+                pdb: Some(&misconfigured),
+                message: "",
+            },
+            PodState::Blocked,
+            "blocked by PodDisruptionBudget shop/web (misconfigured: all its pods are healthy and it allows no disruption)",
+            Some(true),
+        ),
+        (
+            EvictionAnswer::Blocked {
+                pdb: Some(&waiting),
+                message: "",
+            },
+            PodState::Blocked,
+            "blocked by PodDisruptionBudget shop/web (0 disruptions allowed)",
+            Some(false),
+        ),
+        (
+            EvictionAnswer::Blocked {
+                pdb: None,
+                message: "Too many requests",
+            },
+            PodState::Blocked,
+            "eviction refused: Too many requests",
+            None,
+        ),
+    ];
+    for (answer, state, detail, blocking) in table {
+        let mut recorded = status();
+        recorded.set_pod("shop/web", PodState::Waiting, None);
+        recorded.record_eviction("shop/web", &answer);
+        let entry = &recorded.pods[0];
+        assert_eq!((entry.state, entry.evictions), (state, 1), "{answer:?}");
+        assert_eq!(entry.detail.as_deref(), Some(detail), "{answer:?}");
+        let block = recorded.pdbs_blocking.first().map(|b| b.misconfigured);
+        assert_eq!(block, blocking, "{answer:?}");
+    }
+}
+
+#[test]
+fn an_accepted_eviction_clears_the_block_of_an_earlier_one() {
+    let budget = pdb(0, 1);
+    let mut recorded = status();
+    recorded.set_pod("shop/web", PodState::Waiting, None);
+    recorded.record_eviction(
+        "shop/web",
+        &EvictionAnswer::Blocked {
+            pdb: Some(&budget),
+            message: "",
+        },
+    );
+    recorded.record_eviction("shop/web", &EvictionAnswer::Accepted);
+    assert!(recorded.pdbs_blocking.is_empty());
+    assert_eq!(recorded.pods[0].evictions, 2);
+}
+
+#[test]
+fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
+    use VolumeState::{Attached, DetachTimedOut, ForceDetached, Reattached};
+    let table = [
+        (
+            "disk detached",
+            Some("/DISKS/D1"),
+            Attached,
+            vec!["/disks/d1"],
+            false,
+            ForceDetached,
+        ),
+        (
+            "disk not detached",
+            Some("/disks/d1"),
+            DetachTimedOut,
+            vec!["/disks/d2"],
+            true,
+            DetachTimedOut,
+        ),
+        (
+            "no disk, attachments deleted",
+            None,
+            Attached,
+            vec![],
+            true,
+            ForceDetached,
+        ),
+        (
+            "no disk, nothing released",
+            None,
+            Attached,
+            vec![],
+            false,
+            Attached,
+        ),
+        (
+            "reattached elsewhere stays",
+            Some("/disks/d1"),
+            Reattached,
+            vec!["/disks/d1"],
+            true,
+            Reattached,
+        ),
+    ];
+    for (name, disk, before, detached, released_here, after) in table {
+        let mut forced = status();
+        forced.volumes.push(volume("pv-1", disk, before));
+        let detached: Vec<String> = detached.into_iter().map(ToOwned::to_owned).collect();
+        forced.end_force_mode(&detached, released_here, "2026-11-21T10:00:00Z");
+        assert_eq!(forced.volumes[0].state, after, "{name}");
+    }
+    let mut forced = status();
+    forced.run.start(Step::EvictPods, "2026-11-21T09:00:00Z");
+    forced
+        .run
+        .finish(Step::EvictPods, "2026-11-21T09:30:00Z", None);
+    forced.end_force_mode(&[], false, "2026-11-21T10:00:00Z");
+    let detail = |step: Step| {
+        forced
+            .run
+            .steps
+            .iter()
+            .find(|p| p.step == step)
+            .and_then(|p| p.detail.clone())
+    };
+    assert_eq!(detail(Step::EvictPods), None);
+    assert_eq!(
+        detail(Step::MoveVolumes).as_deref(),
+        Some("skipped: force mode")
+    );
+}

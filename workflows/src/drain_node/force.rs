@@ -1,0 +1,143 @@
+//! Step 7, force mode: every pod still to move deleted with grace period 0, the node's
+//! VolumeAttachments deleted, and the VM's data disks force-detached in Azure.
+
+use nodewright_activities::azure::machines::{
+    ArmReadActivities, ArmWriteActivities, AwaitForceDetach, ForceDetachDisks, ForceDetachStarted,
+};
+use nodewright_activities::kube::KubeActivities;
+use nodewright_activities::kube::drain::{NodeAttachments, PodAction, PodDeletion};
+use nodewright_model::drain::{DrainMode, FORCE_DETACH_BUDGET, ForceReason, PodRef, PodState};
+use nodewright_model::machine::Step;
+use nodewright_model::names::arm_write_task_queue;
+use temporalio_sdk::workflows::join_all;
+
+use super::state::{Ctx, Drain, list_pods, note_local_data, plan_pods, warn, with_status};
+use crate::progress::{StepFailed, begin, done, fact, later, now, rfc3339};
+use crate::{activity_options, cancellation};
+
+/// Step 7, force mode: deletes every pod still to move with grace period 0, deletes the node's
+/// VolumeAttachments and force-detaches the VM's data disks in Azure.
+pub(super) async fn force_drain(
+    ctx: &mut Ctx,
+    state: &mut Drain,
+    reason: ForceReason,
+) -> Result<(), StepFailed> {
+    let reason_text = reason.to_string();
+    let mode = DrainMode::Force {
+        reason: reason_text.clone(),
+    };
+    with_status(ctx, |status| status.mode = mode);
+    state.result.forced = Some(reason_text.clone());
+    begin(ctx, Step::ForceDrain);
+    fact(ctx, "forceReason", reason_text);
+
+    let listed = list_pods(ctx, state, Step::ForceDrain).await?;
+    let plan = plan_pods(ctx, state, &listed.pods);
+    for refused in &plan.refused {
+        warn(
+            ctx,
+            format!(
+                "{refused} came after the pods were selected and stays on the node: the drain's localData policy is refuse"
+            ),
+        );
+    }
+    let victims: Vec<PodRef> = plan.moving().cloned().collect();
+    let deletions = victims.iter().map(|pod| {
+        ctx.execute_activity(
+            KubeActivities::delete_pod,
+            PodAction { pod: pod.clone() },
+            cancellation::shielded(activity_options::kube_write()),
+        )
+    });
+    let outcomes = join_all(deletions).await;
+    for (pod, outcome) in victims.iter().zip(outcomes) {
+        let outcome = outcome.map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
+        let key = pod.key();
+        let detail = match outcome {
+            PodDeletion::Deleted => {
+                state.result.force_deleted.push(key.clone());
+                note_local_data(ctx, state, &plan, &key);
+                "deleted with grace period 0"
+            }
+            PodDeletion::Gone => "already gone",
+        };
+        with_status(ctx, |status| {
+            status.set_pod(&key, PodState::ForceDeleted, Some(detail.to_owned()));
+            status.set_block(&key, None);
+        });
+    }
+
+    let attachments = ctx
+        .execute_activity(
+            KubeActivities::delete_node_volume_attachments,
+            NodeAttachments {
+                node: state.request.node.clone(),
+            },
+            cancellation::shielded(activity_options::kube_write()),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
+    let force_detached = force_detach_disks(ctx, state).await?;
+
+    let released_here = !attachments.is_empty() || !force_detached.is_empty();
+    let at = rfc3339(now(ctx));
+    with_status(ctx, |status| {
+        status.end_force_mode(&force_detached, released_here, &at);
+    });
+    done(
+        ctx,
+        Step::ForceDrain,
+        format!(
+            "{} pods deleted with grace period 0, {} VolumeAttachments deleted, {} data disks force-detached",
+            state.result.force_deleted.len(),
+            attachments.len(),
+            force_detached.len()
+        ),
+    );
+    Ok(())
+}
+
+/// Force-detaches the VM's data disks (ARM-write queue) and waits for ARM to finish; returns
+/// the disks detached.
+async fn force_detach_disks(ctx: &mut Ctx, state: &Drain) -> Result<Vec<String>, StepFailed> {
+    let writes = arm_write_task_queue(ctx.task_queue());
+    let started = ctx
+        .execute_activity(
+            ArmWriteActivities::force_detach_data_disks,
+            ForceDetachDisks {
+                cluster: state.request.cluster.clone(),
+                machine: state.request.node.clone(),
+            },
+            cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
+    match started {
+        ForceDetachStarted::Started { disks, operation } => {
+            let at = later(now(ctx), FORCE_DETACH_BUDGET);
+            let left = ctx
+                .execute_activity(
+                    ArmReadActivities::await_force_detach,
+                    AwaitForceDetach {
+                        machine: state.request.node.clone(),
+                        operation,
+                        deadline: rfc3339(at),
+                    },
+                    activity_options::wait(FORCE_DETACH_BUDGET),
+                )
+                .await
+                .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
+            if !left.pending.is_empty() {
+                warn(
+                    ctx,
+                    format!(
+                        "Azure still lists {} on the VM after the force detach",
+                        left.pending.join(", ")
+                    ),
+                );
+            }
+            Ok(disks)
+        }
+        ForceDetachStarted::NothingAttached | ForceDetachStarted::VmAbsent => Ok(Vec::new()),
+    }
+}

@@ -1,0 +1,162 @@
+//! Step 5, the parallel lane: the pods without persistent volumes are evicted all at once,
+//! those a PodDisruptionBudget blocks again every PDB retry interval; and the evictions and
+//! waits for pods to go that the volume lane shares.
+
+use std::time::Duration;
+
+use nodewright_activities::kube::KubeActivities;
+use nodewright_activities::kube::drain::{AwaitPodsGone, PodAction};
+use nodewright_model::drain::{
+    AfterEviction, DrainPlan, EvictionAnswer, LaneEnd, PodRef, PodState, RoundEnd, after_eviction,
+    after_round, pod_disappearance_budget,
+};
+use nodewright_model::machine::Step;
+use temporalio_sdk::workflows::join_all;
+
+use super::state::{
+    Ctx, Drain, answer_of, force_due, list_pods, note_local_data, pause, wait_deadline, with_status,
+};
+use crate::progress::{StepFailed, begin, done, fact};
+use crate::{activity_options, cancellation};
+
+/// Step 5: evicts the pods without persistent volumes all at once, retries those a PDB blocks
+/// every PDB retry interval, and waits for them (and the pods already terminating) to go.
+pub(super) async fn evict_without_volumes(
+    ctx: &mut Ctx,
+    state: &mut Drain,
+    plan: &DrainPlan,
+) -> Result<LaneEnd, StepFailed> {
+    begin(ctx, Step::EvictPods);
+    let mut leaving: Vec<PodRef> = plan.terminating.clone();
+    let mut to_evict: Vec<PodRef> = plan.without_volumes.clone();
+    let mut rounds = 0u32;
+    loop {
+        cancellation::guard(ctx, Step::EvictPods)?;
+        if let Some(reason) = force_due(ctx, state) {
+            done(ctx, Step::EvictPods, format!("interrupted: {reason}"));
+            return Ok(LaneEnd::Forced(reason));
+        }
+        let attempts = to_evict.iter().map(|pod| {
+            // An eviction sent is let finish: what it evicted is known and reported.
+            ctx.execute_activity(
+                KubeActivities::evict_pod,
+                PodAction { pod: pod.clone() },
+                cancellation::shielded(activity_options::kube_write()),
+            )
+        });
+        let outcomes = join_all(attempts).await;
+        let mut blocked = Vec::new();
+        for (pod, outcome) in to_evict.iter().zip(outcomes) {
+            let outcome = outcome.map_err(|e| StepFailed::from_activity(Step::EvictPods, &e))?;
+            let answer = answer_of(&outcome);
+            record_eviction(ctx, pod, &answer);
+            match after_eviction(&answer) {
+                AfterEviction::Leaving => {
+                    state.result.evicted.push(pod.key());
+                    note_local_data(ctx, state, plan, &pod.key());
+                    leaving.push(pod.clone());
+                }
+                AfterEviction::Left => {}
+                AfterEviction::RetryLater => blocked.push(pod.clone()),
+            }
+        }
+        if !leaving.is_empty() {
+            leaving = await_gone(ctx, state, leaving, Step::EvictPods).await?;
+        }
+        let suggested = ctx.continue_as_new_suggested();
+        match after_round(blocked.len(), leaving.len(), suggested) {
+            RoundEnd::Finished => {
+                let evicted = state.result.evicted.len();
+                done(ctx, Step::EvictPods, format!("{evicted} evicted"));
+                return Ok(LaneEnd::Finished);
+            }
+            RoundEnd::ContinueAsNew => return Ok(LaneEnd::ContinueAsNew),
+            RoundEnd::RetryAfterPause => {}
+        }
+        rounds = rounds.saturating_add(1);
+        pause(ctx, state.policy.pdb_retry_interval).await;
+        // Pods may have left meanwhile (deleted by someone, rescheduled): evict only those
+        // still here, and look at the node's health again.
+        let listed = list_pods(ctx, state, Step::EvictPods).await?;
+        state.health = listed.health.clone();
+        let present = |pod: &PodRef| listed.pods.iter().any(|p| p.uid == pod.uid);
+        for pod in blocked.iter().chain(&leaving).filter(|p| !present(p)) {
+            let key = pod.key();
+            with_status(ctx, |status| {
+                status.set_pod(&key, PodState::Gone, None);
+                status.set_block(&key, None);
+            });
+        }
+        blocked.retain(present);
+        leaving.retain(present);
+        to_evict = blocked;
+        fact(ctx, "evictionRounds", rounds.to_string());
+    }
+}
+
+/// Asks for one eviction of `pod`, records its answer and says what becomes of the pod.
+pub(super) async fn evict(
+    ctx: &mut Ctx,
+    pod: &PodRef,
+    step: Step,
+) -> Result<AfterEviction, StepFailed> {
+    let outcome = ctx
+        .execute_activity(
+            KubeActivities::evict_pod,
+            PodAction { pod: pod.clone() },
+            cancellation::shielded(activity_options::kube_write()),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(step, &e))?;
+    let answer = answer_of(&outcome);
+    record_eviction(ctx, pod, &answer);
+    Ok(after_eviction(&answer))
+}
+
+/// Records one eviction of `pod` and its answer in the status.
+fn record_eviction(ctx: &mut Ctx, pod: &PodRef, answer: &EvictionAnswer<'_>) {
+    let key = pod.key();
+    with_status(ctx, |status| status.record_eviction(&key, answer));
+}
+
+/// Waits for `pods` to go (their grace period, at most the drain timeout, plus 30 s); returns
+/// those still there.
+pub(super) async fn await_gone(
+    ctx: &mut Ctx,
+    state: &Drain,
+    pods: Vec<PodRef>,
+    step: Step,
+) -> Result<Vec<PodRef>, StepFailed> {
+    let longest = pods
+        .iter()
+        .map(|p| Duration::from_secs(p.grace_period_seconds))
+        .max()
+        .unwrap_or_default();
+    let (deadline, budget) =
+        wait_deadline(ctx, pod_disappearance_budget(longest, state.policy.timeout));
+    let pending = ctx
+        .execute_activity(
+            KubeActivities::await_pods_gone,
+            AwaitPodsGone {
+                pods: pods.clone(),
+                deadline,
+            },
+            activity_options::wait(budget),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(step, &e))?;
+    let mut still = Vec::new();
+    for pod in pods {
+        let key = pod.key();
+        if pending.pending.contains(&key) {
+            let detail = format!("still terminating after {}s", budget.as_secs());
+            with_status(ctx, |status| {
+                status.set_pod(&key, PodState::Evicting, Some(detail));
+            });
+            still.push(pod);
+        } else {
+            with_status(ctx, |status| status.set_pod(&key, PodState::Gone, None));
+        }
+    }
+    Ok(still)
+}

@@ -1,0 +1,192 @@
+//! What every step of a drain shares: the workflow's state (the `status` query's answer, the
+//! deadline, a force request), the drain's own (settings, result, the pod in flight), and the
+//! small moves each step makes: edit the status, look whether force mode is due, pause, list
+//! the node's pods, plan them.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use nodewright_activities::kube::KubeActivities;
+use nodewright_activities::kube::drain::{Eviction, ListNodePods, NodePods};
+use nodewright_model::cancel::Canceled;
+use nodewright_model::drain::{
+    DrainPlan, DrainRequest, DrainStatus, DrainedNode, EvictionAnswer, ForceReason,
+    LocalDataPolicy, NodeHealth, PodFacts, VolumePod, force_reason, plan_drain,
+    wait_within_deadline,
+};
+use nodewright_model::machine::{MachineStatus, Step};
+use nodewright_model::pool::DrainPolicy;
+use temporalio_macros::workflow;
+use temporalio_sdk::workflows::select;
+use temporalio_sdk::{ActivityOptions, WorkflowContext};
+
+use crate::progress::{HasStatus, StepFailed, later, left_until, now, rfc3339};
+use crate::{activity_options, cancellation};
+
+/// The patch that brought the local-data policy: asked only when a plan refuses a pod, so a run
+/// that planned before it evicts such pods as it did then, and a drain without local data
+/// records no marker.
+const PATCH_LOCAL_DATA: &str = "local-data-policy";
+
+/// Drains one node; see the runbook in the module documentation.
+#[workflow]
+#[derive(Default)]
+pub struct DrainNodeWorkflow {
+    pub(super) status: Option<DrainStatus>,
+    pub(super) deadline: Option<DateTime<Utc>>,
+    pub(super) force_requested: bool,
+    /// Extensions signalled before the deadline was known, added to it once it is.
+    pub(super) pending_extension_seconds: u64,
+}
+
+/// The status of a drain of `node` before its first step.
+pub(super) fn fresh_status(node: &str) -> DrainStatus {
+    DrainStatus::new(MachineStatus::new("drain", node, None, &Step::DRAIN))
+}
+
+impl HasStatus for DrainNodeWorkflow {
+    fn status_mut(&mut self) -> &mut MachineStatus {
+        &mut self.status.get_or_insert_with(|| fresh_status("")).run
+    }
+}
+
+/// The workflow's context.
+pub(super) type Ctx = WorkflowContext<DrainNodeWorkflow>;
+
+/// How a drain run ends, but for a failure.
+pub(super) enum Finish {
+    Drained(DrainedNode),
+    ContinueAsNew(Box<DrainRequest>),
+    Canceled(Canceled),
+}
+
+/// What every step of one drain needs.
+pub(super) struct Drain {
+    pub(super) request: DrainRequest,
+    pub(super) vm_id: String,
+    pub(super) policy: DrainPolicy,
+    pub(super) started_at: String,
+    pub(super) result: DrainedNode,
+    pub(super) health: NodeHealth,
+    /// The pod whose volumes are moving: evicted, its volumes not yet attached elsewhere.
+    pub(super) in_flight: Option<VolumePod>,
+    /// Set on the cancellation path: waits run shielded from the cancellation.
+    pub(super) shielded: bool,
+}
+
+/// `deadline` moved `seconds` later (saturating at the latest instant a deadline can name).
+pub(super) fn extended(deadline: DateTime<Utc>, seconds: u64) -> DateTime<Utc> {
+    later(deadline, Duration::from_secs(seconds))
+}
+
+/// Edits the status, when there is one.
+pub(super) fn with_status(ctx: &mut Ctx, edit: impl FnOnce(&mut DrainStatus)) {
+    ctx.state_mut(|s| {
+        if let Some(status) = s.status.as_mut() {
+            edit(status);
+        }
+    });
+}
+
+/// Adds `warning` to the status, once.
+pub(super) fn warn(ctx: &mut Ctx, warning: String) {
+    with_status(ctx, |status| {
+        if !status.warnings.contains(&warning) {
+            status.warnings.push(warning);
+        }
+    });
+}
+
+/// An eviction's answer as the model reads it.
+pub(super) fn answer_of(outcome: &Eviction) -> EvictionAnswer<'_> {
+    match outcome {
+        Eviction::Accepted => EvictionAnswer::Accepted,
+        Eviction::Gone => EvictionAnswer::Gone,
+        Eviction::Blocked { pdb, message } => EvictionAnswer::Blocked {
+            pdb: pdb.as_ref(),
+            message,
+        },
+    }
+}
+
+/// Whether force mode is due now.
+pub(super) fn force_due(ctx: &Ctx, state: &Drain) -> Option<ForceReason> {
+    let (deadline, requested) = ctx.state(|s| (s.deadline, s.force_requested));
+    let deadline = deadline.unwrap_or_else(|| now(ctx));
+    force_reason(
+        now(ctx).timestamp(),
+        deadline.timestamp(),
+        &state.health,
+        state.policy.force_after_unhealthy,
+        requested,
+    )
+}
+
+/// The time left until the drain's deadline, when it is known.
+fn left(ctx: &Ctx) -> Option<Duration> {
+    ctx.state(|s| s.deadline).map(|d| left_until(ctx, d))
+}
+
+/// Waits `interval` (never past the deadline), or less when force is requested.
+pub(super) async fn pause(ctx: &mut Ctx, interval: Duration) {
+    let wait = wait_within_deadline(interval, left(ctx));
+    select! {
+        _ = ctx.timer(wait) => {},
+        _ = ctx.wait_condition(|s: &DrainNodeWorkflow| s.force_requested) => {},
+    };
+}
+
+/// Options of a wait of up to `budget`: shielded from the cancellation on its path.
+pub(super) fn wait_options(state: &Drain, budget: Duration) -> ActivityOptions {
+    let options = activity_options::wait(budget);
+    if state.shielded {
+        cancellation::shielded(options)
+    } else {
+        options
+    }
+}
+
+/// A deadline `budget` from now, never past the drain's deadline, as RFC 3339.
+pub(super) fn wait_deadline(ctx: &Ctx, budget: Duration) -> (String, Duration) {
+    let budget = wait_within_deadline(budget, left(ctx));
+    let at = later(now(ctx), budget);
+    (rfc3339(at), budget)
+}
+
+/// The node's pods and health now.
+pub(super) async fn list_pods(
+    ctx: &mut Ctx,
+    state: &Drain,
+    step: Step,
+) -> Result<NodePods, StepFailed> {
+    ctx.execute_activity(
+        KubeActivities::list_node_pods,
+        ListNodePods {
+            node: state.request.node.clone(),
+        },
+        activity_options::read(),
+    )
+    .await
+    .map_err(|e| StepFailed::from_activity(step, &e))
+}
+
+/// [`plan_drain`] under the drain's local-data policy (the purpose's default unless set), shown
+/// in the status. A run that planned before the policy existed (no [`PATCH_LOCAL_DATA`] marker)
+/// evicts every pod, as it did then.
+pub(super) fn plan_pods(ctx: &mut Ctx, state: &Drain, pods: &[PodFacts]) -> DrainPlan {
+    let policy = LocalDataPolicy::or_default_for(state.policy.local_data, state.request.purpose);
+    let mut plan = plan_drain(pods, policy);
+    if !plan.refused.is_empty() && !ctx.patched(PATCH_LOCAL_DATA) {
+        plan = plan_drain(pods, LocalDataPolicy::Evict);
+    }
+    with_status(ctx, |status| status.show_plan(&plan));
+    plan
+}
+
+/// Records that `pod` left with its local data, when the plan says it had any.
+pub(super) fn note_local_data(ctx: &mut Ctx, state: &mut Drain, plan: &DrainPlan, pod: &str) {
+    if let Some(lost) = plan.local_data_of(pod) {
+        state.result.note_local_data_lost(lost);
+        with_status(ctx, |status| status.note_local_data_lost(lost));
+    }
+}

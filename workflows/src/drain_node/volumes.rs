@@ -1,0 +1,260 @@
+//! Step 6, the serial lane: the pods with persistent volumes, one at a time: evict, wait for its
+//! volumes to detach here (VolumeAttachment gone, Azure disk released), then to attach on
+//! another node; and the volumes whose detach timed out, looked at again until they detach.
+
+use std::time::Duration;
+
+use nodewright_activities::azure::machines::{ArmReadActivities, AwaitDisksReleased};
+use nodewright_activities::kube::KubeActivities;
+use nodewright_activities::kube::drain::AwaitVolumes;
+use nodewright_model::drain::{
+    AfterEviction, DrainPlan, LaneEnd, MIN_WAIT, PodState, VolumePod, VolumeState, detach_budget,
+    wait_within_deadline,
+};
+use nodewright_model::machine::Step;
+
+use super::lanes::{await_gone, evict};
+use super::state::{
+    Ctx, Drain, force_due, list_pods, note_local_data, pause, wait_deadline, wait_options, warn,
+    with_status,
+};
+use crate::cancellation;
+use crate::progress::{StepFailed, begin, done, later, now, rfc3339};
+
+/// Step 6: the pods with persistent volumes, one at a time in the plan's order: evict, wait for
+/// its volumes to detach here (VolumeAttachment gone, disk released in Azure), then to attach
+/// on another node. A detach that times out is recorded in `stuck`.
+pub(super) async fn move_volumes(
+    ctx: &mut Ctx,
+    state: &mut Drain,
+    plan: &DrainPlan,
+    stuck: &mut Vec<VolumePod>,
+) -> Result<LaneEnd, StepFailed> {
+    begin(ctx, Step::MoveVolumes);
+    let mut moved = 0usize;
+    for volume_pod in &plan.with_volumes {
+        let key = volume_pod.pod.key();
+        loop {
+            cancellation::guard(ctx, Step::MoveVolumes)?;
+            if let Some(reason) = force_due(ctx, state) {
+                done(ctx, Step::MoveVolumes, format!("interrupted: {reason}"));
+                return Ok(LaneEnd::Forced(reason));
+            }
+            match evict(ctx, &volume_pod.pod, Step::MoveVolumes).await? {
+                AfterEviction::Leaving => {
+                    state.result.evicted.push(key.clone());
+                    note_local_data(ctx, state, plan, &key);
+                    break;
+                }
+                AfterEviction::Left => break,
+                AfterEviction::RetryLater => {
+                    if ctx.continue_as_new_suggested() {
+                        return Ok(LaneEnd::ContinueAsNew);
+                    }
+                    pause(ctx, state.policy.pdb_retry_interval).await;
+                    let listed = list_pods(ctx, state, Step::MoveVolumes).await?;
+                    state.health = listed.health;
+                    if !listed.pods.iter().any(|p| p.uid == volume_pod.pod.uid) {
+                        break;
+                    }
+                }
+            }
+        }
+        if volume_pod.tracked.is_empty() {
+            await_gone(ctx, state, vec![volume_pod.pod.clone()], Step::MoveVolumes).await?;
+            continue;
+        }
+        state.in_flight = Some(volume_pod.clone());
+        set_volumes(ctx, volume_pod, VolumeState::Detaching);
+        let grace = Duration::from_secs(volume_pod.pod.grace_period_seconds);
+        let budget = detach_budget(grace, state.policy.volume_detach_timeout);
+        let pending = await_detached(ctx, state, volume_pod, budget).await?;
+        with_status(ctx, |status| status.set_pod(&key, PodState::Gone, None));
+        if !pending.is_empty() {
+            with_status(ctx, |status| {
+                for pv in &pending {
+                    status.set_volume(pv, VolumeState::DetachTimedOut, None);
+                }
+            });
+            warn(
+                ctx,
+                format!(
+                    "{} of pod {key} did not detach from {} within {}s; waiting until the deadline, then force mode",
+                    pending.join(", "),
+                    state.request.node,
+                    budget.as_secs()
+                ),
+            );
+            state.in_flight = None;
+            stuck.push(volume_pod.clone());
+            continue;
+        }
+        await_reattached(ctx, state, volume_pod).await?;
+        state.in_flight = None;
+        moved += 1;
+    }
+    let detail = if stuck.is_empty() {
+        format!("{moved} pods moved with their volumes")
+    } else {
+        format!(
+            "{moved} pods moved with their volumes, {} with a detach pending",
+            stuck.len()
+        )
+    };
+    done(ctx, Step::MoveVolumes, detail);
+    Ok(LaneEnd::Finished)
+}
+
+/// Step 6, again: volumes whose detach timed out are looked at again every PDB retry interval
+/// until they detach or force mode is due.
+pub(super) async fn await_stuck_volumes(
+    ctx: &mut Ctx,
+    state: &mut Drain,
+    stuck: &mut Vec<VolumePod>,
+) -> Result<LaneEnd, StepFailed> {
+    begin(ctx, Step::MoveVolumes);
+    loop {
+        cancellation::guard(ctx, Step::MoveVolumes)?;
+        if let Some(reason) = force_due(ctx, state) {
+            done(ctx, Step::MoveVolumes, format!("detach pending, {reason}"));
+            return Ok(LaneEnd::Forced(reason));
+        }
+        if ctx.continue_as_new_suggested() {
+            return Ok(LaneEnd::ContinueAsNew);
+        }
+        pause(ctx, state.policy.pdb_retry_interval).await;
+        let mut still = Vec::new();
+        for volume_pod in stuck.drain(..) {
+            let pending = await_detached(ctx, state, &volume_pod, MIN_WAIT).await?;
+            if pending.is_empty() {
+                await_reattached(ctx, state, &volume_pod).await?;
+            } else {
+                still.push(volume_pod);
+            }
+        }
+        *stuck = still;
+        if stuck.is_empty() {
+            done(ctx, Step::MoveVolumes, "every volume detached");
+            return Ok(LaneEnd::Finished);
+        }
+        let listed = list_pods(ctx, state, Step::MoveVolumes).await?;
+        state.health = listed.health;
+    }
+}
+
+/// Waits up to `budget` until the pod's tracked volumes have no VolumeAttachment on this node
+/// and their Azure disks are not `managedBy` its VM; returns the PVs still attached.
+pub(super) async fn await_detached(
+    ctx: &mut Ctx,
+    state: &Drain,
+    volume_pod: &VolumePod,
+    budget: Duration,
+) -> Result<Vec<String>, StepFailed> {
+    let (deadline, budget) = wait_deadline(ctx, budget);
+    let attachments = ctx
+        .execute_activity(
+            KubeActivities::await_volumes_detached,
+            AwaitVolumes {
+                node: state.request.node.clone(),
+                persistent_volumes: persistent_volumes(volume_pod),
+                deadline: deadline.clone(),
+            },
+            wait_options(state, budget),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
+    let mut pending = attachments.pending;
+    let disks: Vec<(String, String)> = volume_pod
+        .tracked
+        .iter()
+        .filter(|t| !pending.contains(&t.persistent_volume))
+        .filter_map(|t| t.disk_id.clone().map(|d| (t.persistent_volume.clone(), d)))
+        .collect();
+    if !disks.is_empty() {
+        let released = ctx
+            .execute_activity(
+                ArmReadActivities::await_disks_released,
+                AwaitDisksReleased {
+                    vm_id: state.vm_id.clone(),
+                    disk_ids: disks.iter().map(|(_, d)| d.clone()).collect(),
+                    deadline,
+                },
+                wait_options(state, budget),
+            )
+            .await
+            .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
+        for (pv, disk) in disks {
+            if released.pending.contains(&disk) {
+                pending.push(pv);
+            }
+        }
+    }
+    Ok(pending)
+}
+
+/// Waits up to the reattach timeout until each moved volume is attached on another node; a
+/// timeout is a warning.
+pub(super) async fn await_reattached(
+    ctx: &mut Ctx,
+    state: &mut Drain,
+    volume_pod: &VolumePod,
+) -> Result<(), StepFailed> {
+    set_volumes(ctx, volume_pod, VolumeState::Reattaching);
+    // The reattach wait is not bounded by the drain deadline: the pod has already left.
+    let budget = wait_within_deadline(state.policy.volume_attach_timeout, None);
+    let at = later(now(ctx), budget);
+    let reattached = ctx
+        .execute_activity(
+            KubeActivities::await_volumes_reattached,
+            AwaitVolumes {
+                node: state.request.node.clone(),
+                persistent_volumes: persistent_volumes(volume_pod),
+                deadline: rfc3339(at),
+            },
+            wait_options(state, budget),
+        )
+        .await
+        .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
+    for (pv, node) in &reattached.attached {
+        let new_node = Some(node.clone());
+        with_status(ctx, |status| {
+            status.set_volume(pv, VolumeState::Reattached, new_node);
+        });
+        state.result.volumes_moved.push((pv.clone(), node.clone()));
+    }
+    if !reattached.pending.is_empty() {
+        with_status(ctx, |status| {
+            for pv in &reattached.pending {
+                status.set_volume(pv, VolumeState::ReattachTimedOut, None);
+            }
+        });
+        warn(
+            ctx,
+            format!(
+                "{} of pod {} did not attach on another node within {}s",
+                reattached.pending.join(", "),
+                volume_pod.pod.key(),
+                budget.as_secs()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The PersistentVolumes of `volume_pod` the drain waits on.
+fn persistent_volumes(volume_pod: &VolumePod) -> Vec<String> {
+    volume_pod
+        .tracked
+        .iter()
+        .map(|t| t.persistent_volume.clone())
+        .collect()
+}
+
+/// Sets every tracked volume of `volume_pod` to `state`.
+fn set_volumes(ctx: &mut Ctx, volume_pod: &VolumePod, state: VolumeState) {
+    with_status(ctx, |status| {
+        for tracked in &volume_pod.tracked {
+            status.set_volume(&tracked.persistent_volume, state, None);
+        }
+    });
+}
