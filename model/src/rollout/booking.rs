@@ -25,12 +25,15 @@ impl ChildEnd {
         matches!(self, ChildEnd::Canceled(_)) && kind == ChildKind::Delete
     }
 
-    /// How a cancelled delete of `machine` ended, given the machines the last look saw (`None`
-    /// when it could not look): deleted when that look no longer sees it, else cancelled.
-    pub fn after_last_look(machine: &str, reason: String, seen: Option<&[&str]>) -> Self {
-        match seen {
-            Some(left) if delete_finished_anyway(machine, left) => ChildEnd::Succeeded,
-            _ => ChildEnd::Canceled(reason),
+    /// How a child of `machine` that ended so and waited for the last look ended, given the
+    /// machines that look saw (`None` when it could not look): a cancelled delete whose machine
+    /// that look no longer sees finished the deletion (it was past its point of no return).
+    pub fn after_last_look(self, machine: &str, seen: Option<&[&str]>) -> Self {
+        match (self, seen) {
+            (ChildEnd::Canceled(_), Some(left)) if delete_finished_anyway(machine, left) => {
+                ChildEnd::Succeeded
+            }
+            (end, _) => end,
         }
     }
 }

@@ -2,6 +2,8 @@
 //! clock (paused or waiting) or finds the rollout stalled ([`judge_progress`]), and how a look
 //! updates the status ([`RolloutStatus::record_look`]).
 
+use std::time::Duration;
+
 use super::phase::RolloutPhase;
 use super::plan::{Counts, Holdup};
 use super::status::{MachineView, RolloutStatus, made_progress};
@@ -78,8 +80,8 @@ pub struct Look {
     pub holdup: Option<Holdup>,
     /// When, Unix seconds.
     pub at: i64,
-    /// The progress deadline, seconds.
-    pub deadline_secs: i64,
+    /// The progress deadline.
+    pub deadline: Duration,
     /// The pool's replicas.
     pub replicas: u32,
 }
@@ -93,7 +95,7 @@ impl RolloutStatus {
             machines,
             holdup,
             at,
-            deadline_secs,
+            deadline,
             replicas,
         } = look;
         let verdict = judge_progress(&ProgressInput {
@@ -104,7 +106,7 @@ impl RolloutStatus {
             last_progress_at: self.last_progress_at,
             stalled: self.stalled.is_some(),
             at,
-            deadline_secs,
+            deadline_secs: i64::try_from(deadline.as_secs()).unwrap_or(i64::MAX),
         });
         match verdict {
             ProgressVerdict::Progressed => {

@@ -189,19 +189,21 @@ fn a_canceled_delete_waits_for_the_last_look_which_tells_whether_it_finished() {
     assert!(!ChildEnd::Canceled(stopped()).waits_for_last_look(ChildKind::Create));
     assert!(!ChildEnd::Failed(stopped()).waits_for_last_look(ChildKind::Delete));
     assert!(!ChildEnd::Succeeded.waits_for_last_look(ChildKind::Delete));
-    let table: [(Option<&[&str]>, ChildEnd); 3] = [
-        (Some(&["workers-other"]), ChildEnd::Succeeded),
+    let canceled = || ChildEnd::Canceled(stopped());
+    let failed = || ChildEnd::Failed(stopped());
+    let table: [(ChildEnd, Option<&[&str]>, ChildEnd); 5] = [
+        (canceled(), Some(&["workers-other"]), ChildEnd::Succeeded),
         (
+            canceled(),
             Some(&["workers-abc12", "workers-other"]),
-            ChildEnd::Canceled(stopped()),
+            canceled(),
         ),
-        (None, ChildEnd::Canceled(stopped())),
+        (canceled(), None, canceled()),
+        (failed(), Some(&["workers-other"]), failed()),
+        (ChildEnd::Succeeded, None, ChildEnd::Succeeded),
     ];
-    for (seen, expected) in table {
-        assert_eq!(
-            ChildEnd::after_last_look("workers-abc12", stopped(), seen),
-            expected
-        );
+    for (end, seen, expected) in table {
+        assert_eq!(end.after_last_look("workers-abc12", seen), expected);
     }
 }
 

@@ -123,7 +123,7 @@ fn look(counts: Counts, at: i64) -> Look {
         machines: Vec::new(),
         holdup: None,
         at,
-        deadline_secs: DEADLINE,
+        deadline: std::time::Duration::from_secs(600),
         replicas: 3,
     }
 }
