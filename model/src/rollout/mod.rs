@@ -1,26 +1,41 @@
 //! Rolling updates of a pool: the machines as observed ([`observed`]), the planner that decides
 //! what to create and delete now ([`plan()`]), what the RollingUpdate workflow takes and returns
-//! ([`request`]) and what its `status` query answers ([`status`]).
+//! ([`request`]) and what its `status` query answers ([`status`]); and every other decision the
+//! workflow makes: how its phase moves ([`phase`]), what a signal does ([`signal`]), what a round
+//! of its loop does after a look ([`round`]), how a child's end is booked and when the rollout
+//! pauses itself ([`booking`]), when it is stalled ([`progress`]) and how it ends ([`ending`]).
 
+pub mod booking;
+pub mod ending;
 pub mod observed;
+pub mod phase;
 pub mod plan;
+pub mod progress;
 pub mod report;
 pub mod request;
+pub mod round;
+pub mod signal;
 pub mod status;
 
 #[cfg(test)]
 mod simulation;
 
+pub use booking::{ChildEnd, self_pause_due};
+pub use ending::{ending_summary, history_after};
 pub use observed::{Activity, Health, ObservedMachine, PoolNode, PoolVm, Running, observe};
+pub use phase::{PhaseEvent, RolloutPhase, next_phase, shown_phase};
 pub use plan::{Budget, Counts, DeleteReason, Holdup, Plan, PlanInput, Victim, plan, victim_order};
+pub use progress::{Look, ProgressInput, ProgressVerdict, judge_progress, remaining};
 pub use report::{InspectPoolRequest, PoolReport};
 pub use request::{
     DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, PoolHistory, RolloutOutcome, RolloutRequest,
     RolloutResult, StrategyChange, TemplateRecord,
 };
+pub use round::{AfterLook, Round, after_look, canary_target, to_clear_outdated, to_mark_outdated};
+pub use signal::Signal;
 pub use status::{
-    ChildFailure, ChildKind, InFlight, MachineView, RolloutPhase, RolloutStatus, StrategyView,
-    Timings, made_progress,
+    ChildFailure, ChildKind, InFlight, MachineView, RolloutStatus, StrategyView, Timings,
+    fallback_strategy, made_progress,
 };
 
 /// The taint on Nodes of outdated machines during a rollout, so that evicted pods avoid the

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::status::RolloutStatus;
+pub use super::phase::RolloutOutcome;
+use super::status::{RolloutStatus, StrategyView};
 use crate::ClusterName;
 use crate::pool::{Amount, MachineTemplate, RolloutStrategy, ValidPool};
 
@@ -152,19 +153,39 @@ impl StrategyChange {
     }
 }
 
-/// How a rollout ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RolloutOutcome {
-    /// Every machine runs the new template, `replicas` of them, all Ready.
-    Completed,
-    /// Aborted: the children in flight finished, nothing new was started; the pool may mix
-    /// templates.
-    Aborted,
-    /// Canceled: the children in flight were cancelled (a create removes what it made, a
-    /// delete gives its machine back unless its VM delete was sent), nothing new was started;
-    /// the pool may mix templates.
-    Canceled,
+impl RolloutRequest {
+    /// The status this rollout's run starts from at `at` (Unix seconds): the previous run's,
+    /// after continue-as-new, with the strategy in force; else a fresh one.
+    pub fn first_status(&self, at: i64) -> RolloutStatus {
+        match &self.resume {
+            Some(previous) => {
+                let mut status = (**previous).clone();
+                status.strategy = StrategyView::of(&self.pool.strategy, self.pool.replicas);
+                status
+            }
+            None => self.fresh_status(at),
+        }
+    }
+
+    /// The status of this rollout before its first look, starting at `at` (Unix seconds).
+    pub fn fresh_status(&self, at: i64) -> RolloutStatus {
+        let pool = &self.pool;
+        let mut status = RolloutStatus::new(
+            &pool.name,
+            &pool.template_hash,
+            pool.replicas,
+            StrategyView::of(&pool.strategy, pool.replicas),
+            pool.strategy.max_failures,
+            at,
+        );
+        status.previous_template_hash = self
+            .history
+            .current
+            .as_ref()
+            .map(|r| r.template_hash.clone());
+        status.canary = self.canary;
+        status
+    }
 }
 
 /// What RollingUpdate returns.

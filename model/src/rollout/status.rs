@@ -3,46 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::observed::{Activity, Health};
+use super::observed::{Activity, Health, ObservedMachine};
+use super::phase::RolloutPhase;
 use super::plan::{Budget, Counts, Holdup};
-use crate::pool::Amount;
-
-/// Where a rollout is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RolloutPhase {
-    /// Replacing machines.
-    Progressing,
-    /// Paused (by `pause`, or by itself after too many failures): nothing new starts; children
-    /// in flight finish.
-    Paused,
-    /// The canary is done; waiting for `approve`.
-    AwaitingApproval,
-    /// `abort` asked: children in flight finish, nothing new starts.
-    Aborting,
-    /// Every machine runs the new template.
-    Completed,
-    /// Ended by `abort`.
-    Aborted,
-    /// Ended by a cancellation request: the children in flight were cancelled with it and
-    /// ended by their own runbooks; nothing new started.
-    Canceled,
-}
-
-impl RolloutPhase {
-    /// The word the `NodewrightPhase` search attribute and the CLI show.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RolloutPhase::Progressing => "progressing",
-            RolloutPhase::Paused => "paused",
-            RolloutPhase::AwaitingApproval => "awaiting-approval",
-            RolloutPhase::Aborting => "aborting",
-            RolloutPhase::Completed => "completed",
-            RolloutPhase::Aborted => "aborted",
-            RolloutPhase::Canceled => "canceled",
-        }
-    }
-}
+use crate::pool::{Amount, RolloutStrategy};
 
 /// Which kind of child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +64,19 @@ pub struct MachineView {
     pub activity: Activity,
 }
 
+impl MachineView {
+    /// `machine` as the status shows it, in a rollout to `template_hash`.
+    pub fn of(machine: &ObservedMachine, template_hash: &str) -> Self {
+        Self {
+            name: machine.name.clone(),
+            template_hash: machine.template_hash.clone(),
+            updated: machine.template_hash == template_hash,
+            health: machine.health,
+            activity: machine.activity,
+        }
+    }
+}
+
 /// The strategy in force and what it resolves to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -110,6 +87,28 @@ pub struct StrategyView {
     pub max_unavailable: Amount,
     /// Both in machines for the pool's replicas.
     pub budget: Budget,
+}
+
+impl StrategyView {
+    /// `strategy` and what it resolves to for `replicas` machines.
+    pub fn of(strategy: &RolloutStrategy, replicas: u32) -> Self {
+        Self {
+            max_surge: strategy.max_surge,
+            max_unavailable: strategy.max_unavailable,
+            budget: Budget::resolve(strategy.max_surge, strategy.max_unavailable, replicas),
+        }
+    }
+}
+
+/// The strategy a rollout uses when it has none yet (before its first step): maxSurge 1,
+/// maxUnavailable 0, maxFailures 3, a progress deadline of 30 minutes.
+pub fn fallback_strategy() -> RolloutStrategy {
+    RolloutStrategy {
+        max_surge: Amount::Count(1),
+        max_unavailable: Amount::Count(0),
+        max_failures: 3,
+        progress_deadline: std::time::Duration::from_secs(30 * 60),
+    }
 }
 
 /// Durations measured so far, for the estimate.
@@ -279,6 +278,19 @@ impl RolloutStatus {
             continuation: 0,
             summary: None,
         }
+    }
+
+    /// What the `status` query answers before the run has set its status.
+    pub fn empty() -> Self {
+        let strategy = fallback_strategy();
+        Self::new(
+            "",
+            "",
+            0,
+            StrategyView::of(&strategy, 0),
+            strategy.max_failures,
+            0,
+        )
     }
 }
 

@@ -1,0 +1,194 @@
+//! How a rollout ends: its summary ([`ending_summary`]), the pool's template history it leaves
+//! for a later `pool rollback` ([`history_after`]), the status it ends with
+//! ([`RolloutStatus::end`]) and the one a continued run starts from
+//! ([`RolloutStatus::carried_over`]).
+
+use super::request::{PoolHistory, RolloutOutcome, TemplateRecord};
+use super::status::RolloutStatus;
+use crate::pool::ValidPool;
+
+/// The one line that says how the rollout of `pool` ended, from its last `status`.
+pub fn ending_summary(outcome: RolloutOutcome, pool: &ValidPool, status: &RolloutStatus) -> String {
+    let counts = status.counts;
+    let word = match outcome {
+        RolloutOutcome::Completed => {
+            return format!(
+                "pool {} runs template {}: {} machines Ready ({} created, {} deleted)",
+                pool.name, pool.template_hash, counts.available, status.created, status.deleted
+            );
+        }
+        RolloutOutcome::Aborted => "aborted",
+        RolloutOutcome::Canceled => "canceled",
+    };
+    format!(
+        "{word}: pool {} has {} machines for {} replicas: {} of template {} and {} of older templates, {} available ({} created, {} deleted); roll again or `nodewright pool rollback {}` to make it whole",
+        pool.name,
+        counts.total,
+        pool.replicas,
+        counts.updated,
+        pool.template_hash,
+        counts.old,
+        counts.available,
+        status.created,
+        status.deleted,
+        pool.name
+    )
+}
+
+/// The pool's template history after a rollout of `pool` ended so: a completed rollout makes
+/// its template the current one (and the one before it what `pool rollback` rolls back to); an
+/// aborted or canceled one changes nothing.
+pub fn history_after(
+    outcome: RolloutOutcome,
+    history: &PoolHistory,
+    pool: &ValidPool,
+) -> PoolHistory {
+    match outcome {
+        RolloutOutcome::Completed => history.completed(TemplateRecord {
+            template_hash: pool.template_hash.clone(),
+            template: pool.template.clone(),
+        }),
+        RolloutOutcome::Aborted | RolloutOutcome::Canceled => history.clone(),
+    }
+}
+
+impl RolloutStatus {
+    /// The status as the rollout ends so: the outcome's phase, the summary, nothing in flight
+    /// or holding up.
+    pub fn end(&mut self, outcome: RolloutOutcome, summary: String) {
+        self.phase = outcome.phase();
+        self.summary = Some(summary);
+        self.in_flight.clear();
+        self.holdup = None;
+    }
+
+    /// The status a run continued as new starts from: this one, one continuation more, with
+    /// nothing in flight (the children finished before).
+    pub fn carried_over(mut self) -> Self {
+        self.continuation = self.continuation.saturating_add(1);
+        self.in_flight.clear();
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::from_yaml;
+    use crate::rollout::phase::RolloutPhase;
+    use crate::rollout::plan::Counts;
+    use crate::rollout::status::{ChildKind, InFlight};
+
+    fn pool() -> ValidPool {
+        from_yaml(include_str!("../../../examples/pools/workers.yaml"))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn status() -> RolloutStatus {
+        let mut status = RolloutStatus::empty();
+        status.counts = Counts {
+            total: 4,
+            updated: 1,
+            available: 3,
+            old: 2,
+            ..Counts::default()
+        };
+        status.created = 1;
+        status.deleted = 1;
+        status
+    }
+
+    #[test]
+    fn each_ending_is_summed_up_in_one_line() {
+        let pool = pool();
+        let (name, hash, replicas) = (&pool.name, &pool.template_hash, pool.replicas);
+        let mixed = |word: &str| {
+            format!(
+                "{word}: pool {name} has 4 machines for {replicas} replicas: 1 of template {hash} and 2 of older templates, 3 available (1 created, 1 deleted); roll again or `nodewright pool rollback {name}` to make it whole"
+            )
+        };
+        let table = [
+            (
+                RolloutOutcome::Completed,
+                format!(
+                    "pool {name} runs template {hash}: 3 machines Ready (1 created, 1 deleted)"
+                ),
+            ),
+            (RolloutOutcome::Aborted, mixed("aborted")),
+            (RolloutOutcome::Canceled, mixed("canceled")),
+        ];
+        for (outcome, expected) in table {
+            assert_eq!(ending_summary(outcome, &pool, &status()), expected);
+        }
+    }
+
+    #[test]
+    fn only_a_completed_rollout_changes_what_a_rollback_rolls_to() {
+        let pool = pool();
+        let before = PoolHistory {
+            current: Some(TemplateRecord {
+                template_hash: "older".to_owned(),
+                template: pool.template.clone(),
+            }),
+            previous: None,
+        };
+        let hashes = |h: &PoolHistory| {
+            (
+                h.current.as_ref().map(|r| r.template_hash.clone()),
+                h.previous.as_ref().map(|r| r.template_hash.clone()),
+            )
+        };
+        let table = [
+            (
+                RolloutOutcome::Completed,
+                (Some(pool.template_hash.clone()), Some("older".to_owned())),
+            ),
+            (RolloutOutcome::Aborted, (Some("older".to_owned()), None)),
+            (RolloutOutcome::Canceled, (Some("older".to_owned()), None)),
+        ];
+        for (outcome, expected) in table {
+            assert_eq!(
+                hashes(&history_after(outcome, &before, &pool)),
+                expected,
+                "{outcome:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_ended_status_has_the_outcomes_phase_and_nothing_in_flight() {
+        for (outcome, phase) in [
+            (RolloutOutcome::Completed, RolloutPhase::Completed),
+            (RolloutOutcome::Aborted, RolloutPhase::Aborted),
+            (RolloutOutcome::Canceled, RolloutPhase::Canceled),
+        ] {
+            let mut status = status();
+            status.holdup = Some(crate::rollout::plan::Holdup::Budget);
+            status.in_flight.push(InFlight {
+                machine: "m".to_owned(),
+                kind: ChildKind::Create,
+                workflow_id: "create/c/m".to_owned(),
+                started_at: 0,
+            });
+            status.end(outcome, "done".to_owned());
+            assert_eq!(status.phase, phase);
+            assert_eq!(status.summary.as_deref(), Some("done"));
+            assert!(status.in_flight.is_empty() && status.holdup.is_none());
+        }
+    }
+
+    #[test]
+    fn a_continued_run_counts_one_continuation_more() {
+        let mut status = status();
+        status.continuation = 2;
+        let next = status.clone().carried_over();
+        assert_eq!(next.continuation, 3);
+        assert_eq!(
+            RolloutStatus {
+                continuation: 3,
+                ..status
+            },
+            next
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! RollingUpdate's children: starting the CreateMachine and DeleteMachine runs a plan asks for,
+//! keeping the future of each one's end, awaiting the first to finish, and booking how it ended
+//! (`model::rollout::booking` decides what counts).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
+use nodewright_model::machine_name::MachineName;
+use nodewright_model::rollout::{ChildEnd, ChildKind, InFlight, Plan, RolloutRequest};
+use nodewright_model::{Operation, WorkflowId};
+use temporalio_sdk::{StartChildWorkflowExecutionFailedCause, WorkflowContext};
+
+use super::state::HasRollout;
+use crate::create_machine::CreateMachineWorkflow;
+use crate::delete_machine::DeleteMachineWorkflow;
+use crate::progress::{child_failure_text, child_options, now, was_canceled};
+
+/// The patch that passes the pool's drain settings to each DeleteMachine it starts (the trusted
+/// baseline the Node's drain-policy annotation is bounded by); runs recorded before it passed
+/// none, and their drains read the VM's tag instead.
+const DRAIN_POLICY_PATCH: &str = "rollout-passes-drain-policy";
+
+/// A child in flight and the future of its end.
+pub struct Child {
+    /// What the status shows of it.
+    pub entry: InFlight,
+    outcome: Pin<Box<dyn Future<Output = ChildEnd>>>,
+}
+
+/// Starts the children the plan asks for, deletes first; `at` is now in Unix milliseconds.
+pub async fn start_children<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    decided: &Plan,
+    children: &mut Vec<Child>,
+    at: i64,
+) {
+    for victim in &decided.delete {
+        let workflow_id =
+            WorkflowId::for_subject(Operation::Delete, &request.cluster, &victim.name);
+        let input = DeleteMachineRequest {
+            cluster: request.cluster.clone(),
+            machine: victim.name.clone(),
+            skip_drain: false,
+            force: false,
+            drain_policy: ctx
+                .patched(DRAIN_POLICY_PATCH)
+                .then(|| request.pool.drain.clone()),
+        };
+        let options = child_options(
+            &workflow_id,
+            format!(
+                "rollout of pool {}: delete machine {} ({})",
+                request.pool.name, victim.name, victim.reason
+            ),
+        );
+        let entry = InFlight {
+            machine: victim.name.clone(),
+            kind: ChildKind::Delete,
+            workflow_id: workflow_id.to_string(),
+            started_at: at,
+        };
+        match ctx
+            .start_child_workflow(DeleteMachineWorkflow::run, input, options)
+            .await
+        {
+            Ok(started) => track(children, entry, started.result()),
+            Err(error) => start_failed(ctx, request, entry, &error),
+        }
+    }
+    for _ in 0..decided.create {
+        let machine = MachineName::generate(&request.pool.name, ctx.random::<u64>()).to_string();
+        let workflow_id = WorkflowId::for_subject(Operation::Create, &request.cluster, &machine);
+        let input = CreateMachineRequest {
+            cluster: request.cluster.clone(),
+            pool: request.pool.name.clone(),
+            machine: machine.clone(),
+            template: request.pool.template.clone(),
+            template_hash: request.pool.template_hash.clone(),
+            creation_timeout: request.pool.timeouts.creation,
+            keep_on_failure: false,
+            drain: request.pool.drain.clone(),
+        };
+        let options = child_options(
+            &workflow_id,
+            format!(
+                "rollout of pool {}: create machine {machine} (template {})",
+                request.pool.name, request.pool.template_hash
+            ),
+        );
+        let entry = InFlight {
+            machine,
+            kind: ChildKind::Create,
+            workflow_id: workflow_id.to_string(),
+            started_at: at,
+        };
+        match ctx
+            .start_child_workflow(CreateMachineWorkflow::run, input, options)
+            .await
+        {
+            Ok(started) => track(children, entry, started.result()),
+            Err(error) => start_failed(ctx, request, entry, &error),
+        }
+    }
+}
+
+/// Keeps a started child and the future of its end (its result reduced to success or the
+/// failure's text).
+fn track<T, F>(children: &mut Vec<Child>, entry: InFlight, result: F)
+where
+    F: Future<Output = Result<T, temporalio_sdk::ChildWorkflowExecutionError>> + 'static,
+{
+    children.push(Child {
+        entry,
+        outcome: Box::pin(async move {
+            match result.await {
+                Ok(_) => ChildEnd::Succeeded,
+                Err(e) if was_canceled(&e) => ChildEnd::Canceled(child_failure_text(&e)),
+                Err(e) => ChildEnd::Failed(child_failure_text(&e)),
+            }
+        }),
+    });
+}
+
+/// A child that could not start. One whose ID is taken (someone else is creating or deleting
+/// that machine) is not counted as a failure: the next look sees what that run does.
+fn start_failed<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    entry: InFlight,
+    error: &temporalio_sdk::ChildWorkflowStartError,
+) {
+    let taken = matches!(
+        error,
+        temporalio_sdk::ChildWorkflowStartError::StartFailed {
+            cause: StartChildWorkflowExecutionFailedCause::WorkflowAlreadyExists,
+            ..
+        }
+    );
+    let reason = if taken {
+        format!(
+            "{} is already running (started by someone else); left to it",
+            entry.workflow_id
+        )
+    } else {
+        format!("could not start {}: {error}", entry.workflow_id)
+    };
+    let at = now(ctx).timestamp();
+    let pool = request.pool.name.clone();
+    ctx.state_mut(|s| {
+        s.rollout_mut()
+            .with_status(|status| status.book_failure(entry, reason, !taken, at, &pool));
+    });
+}
+
+/// The first child to finish (children are polled in order, so replays agree), with its index.
+pub fn first_finished(children: &mut [Child]) -> impl Future<Output = (usize, ChildEnd)> + '_ {
+    std::future::poll_fn(move |cx| {
+        for (index, child) in children.iter_mut().enumerate() {
+            if let Poll::Ready(outcome) = child.outcome.as_mut().poll(cx) {
+                return Poll::Ready((index, outcome));
+            }
+        }
+        Poll::Pending
+    })
+}
+
+/// Books a finished child: its duration, or its failure (counted against `max_failures`, and
+/// the rollout may pause itself).
+pub fn child_finished<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    entry: InFlight,
+    outcome: ChildEnd,
+) {
+    let at = now(ctx).timestamp_millis();
+    let pool = request.pool.name.clone();
+    ctx.state_mut(|s| {
+        s.rollout_mut()
+            .with_status(|status| status.book_child(entry, outcome, at, &pool));
+    });
+}
+
+/// Shows the children in flight in the status.
+pub fn show_in_flight<W: HasRollout>(ctx: &mut WorkflowContext<W>, children: &[Child]) {
+    let in_flight: Vec<InFlight> = children.iter().map(|c| c.entry.clone()).collect();
+    ctx.state_mut(|s| {
+        s.rollout_mut()
+            .with_status(|status| status.in_flight = in_flight);
+    });
+}

@@ -1,0 +1,177 @@
+//! RollingUpdate's eyes and hands on the pool: observing its VMs and Nodes, planning from what
+//! was seen (`model::rollout::plan`), and setting or removing the outdated taint on Nodes
+//! (`model::rollout::round` picks which).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope, ListPoolVms};
+use nodewright_activities::kube::{KubeActivities, ListPoolNodes, MachineNode, MarkOutdated};
+use nodewright_model::rollout::{
+    Budget, ObservedMachine, Plan, PlanInput, RolloutRequest, Running, canary_target, observe,
+    plan, to_clear_outdated, to_mark_outdated,
+};
+use temporalio_sdk::{ActivityOptions, WorkflowContext};
+
+use super::state::HasRollout;
+use super::status::note;
+use crate::activity_options;
+use crate::cancellation;
+use crate::progress::activity_failure_text;
+
+/// Observes the pool: its VMs and Nodes, joined with the work in flight.
+pub async fn look<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    running: &[Running<'_>],
+) -> Result<Vec<ObservedMachine>, String> {
+    look_with(ctx, request, running, activity_options::read()).await
+}
+
+/// [`look`] with the reads' `options`.
+pub async fn look_with<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    running: &[Running<'_>],
+    options: ActivityOptions,
+) -> Result<Vec<ObservedMachine>, String> {
+    let vms = ctx
+        .execute_activity(
+            ArmReadActivities::list_pool_vms,
+            ListPoolVms {
+                cluster: request.cluster.clone(),
+                pool: request.pool.name.clone(),
+            },
+            activity_options::paged(options.clone()),
+        )
+        .await
+        .map_err(|e| activity_failure_text(&e))?;
+    let nodes = ctx
+        .execute_activity(
+            KubeActivities::list_pool_nodes,
+            ListPoolNodes {
+                pool: request.pool.name.clone(),
+            },
+            options,
+        )
+        .await
+        .map_err(|e| activity_failure_text(&e))?;
+    Ok(observe(&vms, &nodes, running, &request.pool.template_hash))
+}
+
+/// The plan for what a look saw at `at` (Unix seconds), under the strategy in force and the
+/// canary's state.
+pub fn decide<W: HasRollout>(
+    ctx: &WorkflowContext<W>,
+    request: &RolloutRequest,
+    machines: &[ObservedMachine],
+    at: i64,
+) -> Plan {
+    let (strategy, approved) = ctx.state(|s| {
+        let rollout = s.rollout();
+        (
+            rollout.strategy_in_force(),
+            rollout
+                .status
+                .as_ref()
+                .is_some_and(|st| st.approved_by.is_some()),
+        )
+    });
+    let replicas = request.pool.replicas;
+    plan(&PlanInput {
+        replicas,
+        template_hash: &request.pool.template_hash,
+        budget: Budget::resolve(strategy.max_surge, strategy.max_unavailable, replicas),
+        new_target: canary_target(request.canary, approved, replicas),
+        machines,
+        now: at,
+        health_timeout_secs: secs(request.pool.timeouts.health),
+    })
+}
+
+/// Taints the Nodes of outdated machines `nodewright.io/outdated:PreferNoSchedule` (once per
+/// machine and run; a failure is noted and tried again at the next look).
+pub async fn mark_outdated<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    scope: &ArmScope,
+    machines: &[ObservedMachine],
+    tainted: &mut BTreeSet<String>,
+) {
+    let nodes = machine_nodes(
+        scope,
+        &to_mark_outdated(machines, &request.pool.template_hash, tainted),
+    );
+    if nodes.is_empty() {
+        return;
+    }
+    let names: Vec<String> = nodes.iter().map(|n| n.node.clone()).collect();
+    let marked = ctx
+        .execute_activity(
+            KubeActivities::mark_outdated,
+            MarkOutdated {
+                nodes,
+                outdated: true,
+            },
+            cancellation::shielded(activity_options::kube_write()),
+        )
+        .await;
+    match marked {
+        Ok(_) => tainted.extend(names),
+        Err(e) => note(
+            ctx,
+            format!(
+                "could not taint outdated nodes ({}); trying again",
+                activity_failure_text(&e)
+            ),
+        ),
+    }
+}
+
+/// Removes the outdated taint from every machine of the pool that still has it.
+pub async fn clear_outdated<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    scope: &ArmScope,
+    machines: &[ObservedMachine],
+) {
+    let nodes = machine_nodes(scope, &to_clear_outdated(machines));
+    if nodes.is_empty() {
+        return;
+    }
+    if let Err(e) = ctx
+        .execute_activity(
+            KubeActivities::mark_outdated,
+            MarkOutdated {
+                nodes,
+                outdated: false,
+            },
+            activity_options::kube_write(),
+        )
+        .await
+    {
+        note(
+            ctx,
+            format!(
+                "could not remove the outdated taint ({}); remove it by hand: kubectl taint nodes -l nodewright.io/pool={} nodewright.io/outdated-",
+                activity_failure_text(&e),
+                request.pool.name
+            ),
+        );
+    }
+}
+
+/// Each machine's Node and the VM it must belong to.
+fn machine_nodes(scope: &ArmScope, machines: &[&ObservedMachine]) -> Vec<MachineNode> {
+    machines
+        .iter()
+        .map(|m| MachineNode {
+            node: m.name.clone(),
+            vm_id: scope.vm_id(&m.name),
+        })
+        .collect()
+}
+
+fn secs(duration: Duration) -> i64 {
+    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
+}

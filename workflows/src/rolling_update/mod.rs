@@ -1,0 +1,337 @@
+#![doc = include_str!("../../runbooks/rolling_update.md")]
+
+mod children;
+mod look;
+mod state;
+mod status;
+
+use std::collections::BTreeSet;
+
+use futures::FutureExt;
+use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope};
+use nodewright_model::rollout::{
+    AfterLook, ChildKind, RolloutOutcome, RolloutPhase, RolloutRequest, RolloutResult,
+    RolloutStatus, Round, Running, Signal, StrategyChange, StrategyView, after_look,
+};
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::workflows::select;
+use temporalio_sdk::{
+    ContinueAsNewOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView,
+    WorkflowResult, WorkflowTermination,
+};
+
+use self::children::{Child, child_finished, first_finished, show_in_flight, start_children};
+use self::look::{clear_outdated, decide, look, look_with, mark_outdated};
+use self::state::{HasRollout, RolloutState};
+use self::status::{
+    announce, continue_as_new_due, finish, next_run, note, record_look, set_phase_attribute,
+};
+use crate::progress::now;
+use crate::{activity_options, cancellation, input};
+
+/// Rolls a pool to a new template; see the runbook above.
+#[workflow]
+#[derive(Default)]
+pub struct RollingUpdateWorkflow {
+    state: RolloutState,
+}
+
+impl HasRollout for RollingUpdateWorkflow {
+    fn rollout(&self) -> &RolloutState {
+        &self.state
+    }
+
+    fn rollout_mut(&mut self) -> &mut RolloutState {
+        &mut self.state
+    }
+}
+
+#[workflow_methods]
+impl RollingUpdateWorkflow {
+    /// Runs the runbook.
+    #[run(name = "RollingUpdate")]
+    pub async fn run(
+        ctx: &mut WorkflowContext<Self>,
+        request: RolloutRequest,
+    ) -> WorkflowResult<RolloutResult> {
+        input::admit(
+            ctx,
+            "RollingUpdate",
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("pool.name", &request.pool.name)),
+            },
+            request.check(),
+        )?;
+        announce(ctx, &request);
+        let scope = ctx
+            .execute_activity(
+                ArmReadActivities::scope,
+                (),
+                // Reads the worker's configuration: let it answer even after a request, so the
+                // cancellation path runs with it.
+                cancellation::shielded(activity_options::read()),
+            )
+            .await?;
+        match roll(ctx, &request, &scope).await {
+            Finish::Ended(result) => Ok(*result),
+            Finish::Canceled(result) => {
+                ctx.set_current_details(result.status.summary.clone().unwrap_or_default());
+                Err(WorkflowTermination::cancelled_with_details(*result))
+            }
+            Finish::ContinueAsNew(next) => {
+                match ctx.continue_as_new(*next, ContinueAsNewOptions::default()) {
+                    Err(termination) => Err(termination),
+                    Ok(never) => match never {},
+                }
+            }
+        }
+    }
+
+    /// No new children from the next loop; those in flight finish.
+    #[signal(name = "pause")]
+    pub fn pause(&mut self, _ctx: &mut SyncWorkflowContext<Self>, by: String) {
+        self.signaled(Signal::Pause, &by);
+    }
+
+    /// Goes on after a pause (the failure count starts again from 0).
+    #[signal(name = "resume")]
+    pub fn resume(&mut self, _ctx: &mut SyncWorkflowContext<Self>, by: String) {
+        self.signaled(Signal::Resume, &by);
+    }
+
+    /// Lets the children in flight finish, starts nothing new, then ends `aborted`.
+    #[signal(name = "abort")]
+    pub fn abort(&mut self, _ctx: &mut SyncWorkflowContext<Self>, by: String) {
+        self.signaled(Signal::Abort, &by);
+    }
+
+    /// Lets a canary rollout go on beyond its canary.
+    #[signal(name = "approve")]
+    pub fn approve(&mut self, _ctx: &mut SyncWorkflowContext<Self>, by: String) {
+        self.signaled(Signal::Approve, &by);
+    }
+
+    /// Refuses a change that changes nothing or zeroes both budgets.
+    #[update_validator(set_strategy)]
+    fn validate_set_strategy(
+        &self,
+        _ctx: &WorkflowContextView,
+        change: &StrategyChange,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let Some(strategy) = self.state.strategy.as_ref() else {
+            return Err("the rollout has not started yet; try again in a moment".into());
+        };
+        change.apply(strategy).map(|_| ()).map_err(Into::into)
+    }
+
+    /// New maxSurge/maxUnavailable, used from the next plan; returns the strategy in force.
+    #[update(name = "set_strategy")]
+    pub fn set_strategy(
+        &mut self,
+        _ctx: &mut SyncWorkflowContext<Self>,
+        change: StrategyChange,
+    ) -> StrategyView {
+        let state = &mut self.state;
+        state.wakeups += 1;
+        let current = state.strategy_in_force();
+        let changed = change.apply(&current).unwrap_or(current);
+        let desired = state.status.as_ref().map_or(0, |s| s.desired);
+        let view = StrategyView::of(&changed, desired);
+        state.with_status(|status| status.strategy = view);
+        state.strategy = Some(changed);
+        view
+    }
+
+    /// Desired, updated, ready, available, old, in flight, phase and why, failures, machines,
+    /// the estimated time left.
+    #[query(name = "status")]
+    pub fn status(&self, _ctx: &WorkflowContextView) -> RolloutStatus {
+        self.state
+            .status
+            .clone()
+            .unwrap_or_else(RolloutStatus::empty)
+    }
+}
+
+impl RollingUpdateWorkflow {
+    /// A signal: wakes the loop and acts on the status as `model::rollout::signal` says.
+    fn signaled(&mut self, signal: Signal, by: &str) {
+        self.state.wakeups += 1;
+        self.state.with_status(|status| status.signaled(signal, by));
+    }
+}
+
+/// How a run ends.
+enum Finish {
+    Ended(Box<RolloutResult>),
+    Canceled(Box<RolloutResult>),
+    ContinueAsNew(Box<RolloutRequest>),
+}
+
+/// The loop: observe → taint → plan → act → wait, until done, aborted, cancelled or due to
+/// continue as new.
+async fn roll(
+    ctx: &mut WorkflowContext<RollingUpdateWorkflow>,
+    request: &RolloutRequest,
+    scope: &ArmScope,
+) -> Finish {
+    let mut children: Vec<Child> = Vec::new();
+    let mut tainted: BTreeSet<String> = BTreeSet::new();
+    loop {
+        if cancellation::requested(ctx) {
+            return cancel(ctx, request, children).await;
+        }
+        let at = now(ctx).timestamp();
+        let observed = match look(ctx, request, &running(&children)).await {
+            Ok(machines) => Some(machines),
+            Err(reason) => {
+                note(
+                    ctx,
+                    format!("could not observe the pool ({reason}); looking again"),
+                );
+                None
+            }
+        };
+
+        if let Some(machines) = &observed {
+            mark_outdated(ctx, request, scope, machines, &mut tainted).await;
+            let phase = ctx.state(|s| s.state.status.as_ref().map(|st| st.phase));
+            let decided = decide(ctx, request, machines, at);
+            record_look(ctx, request, machines, &decided.counts, decided.holdup, at);
+            let round = Round {
+                phase: phase.unwrap_or(RolloutPhase::Progressing),
+                in_flight: !children.is_empty(),
+                done: decided.done,
+                holdup: decided.holdup,
+                continue_due: continue_as_new_due(ctx, request),
+            };
+            match after_look(&round) {
+                AfterLook::EndAborted => {
+                    return Finish::Ended(Box::new(finish(ctx, request, RolloutOutcome::Aborted)));
+                }
+                AfterLook::Complete => {
+                    clear_outdated(ctx, request, scope, machines).await;
+                    return Finish::Ended(Box::new(finish(
+                        ctx,
+                        request,
+                        RolloutOutcome::Completed,
+                    )));
+                }
+                AfterLook::GoOn {
+                    await_approval,
+                    start_children: start,
+                    continue_as_new,
+                } => {
+                    if await_approval {
+                        ctx.state_mut(|s| {
+                            s.state.with_status(|status| {
+                                status.phase = RolloutPhase::AwaitingApproval;
+                            });
+                        });
+                    }
+                    if start && !cancel_came_while_looking(ctx) {
+                        let at_millis = now(ctx).timestamp_millis();
+                        start_children(ctx, request, &decided, &mut children, at_millis).await;
+                    }
+                    if continue_as_new {
+                        return Finish::ContinueAsNew(Box::new(next_run(ctx, request)));
+                    }
+                }
+            }
+        }
+        show_in_flight(ctx, &children);
+        set_phase_attribute(ctx);
+
+        let seen = ctx.state(|s| s.state.wakeups);
+        let interval = request.observe_wait();
+        let finished = select! {
+            done = first_finished(&mut children).fuse() => Some(done),
+            _ = ctx.wait_condition(move |s: &RollingUpdateWorkflow| s.state.wakeups != seen) => None,
+            _ = ctx.timer(interval) => None,
+        };
+        if let Some((index, outcome)) = finished {
+            let child = children.remove(index);
+            child_finished(ctx, request, child.entry, outcome);
+        }
+    }
+}
+
+/// The children in flight as the observation joins them with the pool's machines.
+fn running(children: &[Child]) -> Vec<Running<'_>> {
+    children
+        .iter()
+        .map(|c| Running {
+            machine: &c.entry.machine,
+            creating: c.entry.kind == ChildKind::Create,
+            since: c.entry.started_at / 1000,
+        })
+        .collect()
+}
+
+/// Whether a cancellation request reached the run during this round's look: no child is started
+/// after it (the loop's top takes the cancellation path). The check is recorded as a patch, so
+/// runs recorded before it replay unchanged; the marker appears only in runs cancelled there.
+fn cancel_came_while_looking(ctx: &WorkflowContext<RollingUpdateWorkflow>) -> bool {
+    cancellation::requested(ctx) && ctx.patched(CANCEL_WHILE_LOOKING_PATCH)
+}
+
+/// Patch marker of [`cancel_came_while_looking`].
+const CANCEL_WHILE_LOOKING_PATCH: &str = "rollout-no-start-after-cancel";
+
+/// The cancellation path: nothing new starts; the children in flight were asked to cancel with
+/// this run (their cancellation inherits it) and each ends by its own runbook; once all have
+/// ended, the rollout ends Canceled with what was done.
+async fn cancel(
+    ctx: &mut WorkflowContext<RollingUpdateWorkflow>,
+    request: &RolloutRequest,
+    mut children: Vec<Child>,
+) -> Finish {
+    let because = match cancellation::reason(ctx) {
+        Some(reason) => format!("canceled: {reason}"),
+        None => "canceled".to_owned(),
+    };
+    ctx.state_mut(|s| {
+        s.state
+            .with_status(|status| status.paused_because = Some(because));
+    });
+    show_in_flight(ctx, &children);
+    let mut canceled_deletes = Vec::new();
+    while !children.is_empty() {
+        let (index, outcome) = first_finished(&mut children).await;
+        let child = children.remove(index);
+        if outcome.waits_for_last_look(child.entry.kind) {
+            // Booked after the last look: past its point of no return it finished the deletion.
+            canceled_deletes.push((child.entry, outcome));
+        } else {
+            child_finished(ctx, request, child.entry, outcome);
+        }
+        show_in_flight(ctx, &children);
+    }
+    // A last look, shielded from the cancellation: the status shows the pool as the rollout
+    // leaves it, and counts the deletions that finished.
+    let shielded = cancellation::shielded(activity_options::read());
+    let seen = match look_with(ctx, request, &[], shielded).await {
+        Ok(machines) => {
+            let at = now(ctx).timestamp();
+            let decided = decide(ctx, request, &machines, at);
+            record_look(ctx, request, &machines, &decided.counts, decided.holdup, at);
+            Some(machines)
+        }
+        Err(reason) => {
+            note(
+                ctx,
+                format!("could not look at the pool after the cancellation ({reason})"),
+            );
+            None
+        }
+    };
+    let left: Option<Vec<&str>> = seen
+        .as_ref()
+        .map(|machines| machines.iter().map(|m| m.name.as_str()).collect());
+    for (entry, outcome) in canceled_deletes {
+        let outcome = outcome.after_last_look(&entry.machine, left.as_deref());
+        child_finished(ctx, request, entry, outcome);
+    }
+    Finish::Canceled(Box::new(finish(ctx, request, RolloutOutcome::Canceled)))
+}

@@ -1,0 +1,42 @@
+//! RollingUpdate's in-memory state (what its `status` query answers, the strategy in force, the
+//! wake-up counter, the phase last shown) and the trait through which the runbook's mechanics
+//! reach it, so that they need not name the workflow type.
+
+use nodewright_model::pool::RolloutStrategy;
+use nodewright_model::rollout::{RolloutStatus, fallback_strategy};
+
+/// What a rollout keeps beside its history.
+#[derive(Default)]
+pub struct RolloutState {
+    /// The status the `status` query answers (set before the first step).
+    pub status: Option<RolloutStatus>,
+    /// The strategy in force (`set_strategy` changes it).
+    pub strategy: Option<RolloutStrategy>,
+    /// Bumped by every signal and update, so that the wait wakes up.
+    pub wakeups: u64,
+    /// The `NodewrightPhase` last set (it is set again only when it changes: every upsert is a
+    /// history event).
+    pub phase_shown: Option<&'static str>,
+}
+
+impl RolloutState {
+    /// The strategy in force, or the fallback before the first step.
+    pub fn strategy_in_force(&self) -> RolloutStrategy {
+        self.strategy.clone().unwrap_or_else(fallback_strategy)
+    }
+
+    /// Changes the status, once it is set.
+    pub fn with_status(&mut self, change: impl FnOnce(&mut RolloutStatus)) {
+        if let Some(status) = self.status.as_mut() {
+            change(status);
+        }
+    }
+}
+
+/// A workflow whose state holds a [`RolloutState`].
+pub trait HasRollout {
+    /// The rollout's state.
+    fn rollout(&self) -> &RolloutState;
+    /// The rollout's state, for changes.
+    fn rollout_mut(&mut self) -> &mut RolloutState;
+}

@@ -1,0 +1,136 @@
+//! What RollingUpdate shows and hands on: its status (brought up to date at each look, noted,
+//! ended), the `NodewrightPhase` search attribute, and the input of a run continued as new. The
+//! judgements behind them live in `model::rollout` (`progress`, `phase`, `ending`).
+
+use nodewright_model::Operation;
+use nodewright_model::rollout::{
+    Counts, Holdup, Look, MachineView, ObservedMachine, RolloutOutcome, RolloutRequest,
+    RolloutResult, ending_summary, history_after, shown_phase,
+};
+use temporalio_sdk::WorkflowContext;
+
+use super::state::HasRollout;
+use crate::progress::now;
+use crate::search;
+
+/// Search attributes, the status (fresh, or the previous run's) and the strategy in force.
+pub fn announce<W: HasRollout>(ctx: &mut WorkflowContext<W>, request: &RolloutRequest) {
+    ctx.upsert_search_attributes([
+        search::CLUSTER.value_set(request.cluster.to_string()),
+        search::POOL.value_set(request.pool.name.clone()),
+        search::OPERATION.value_set(Operation::Rollout.to_string()),
+    ]);
+    let status = request.first_status(now(ctx).timestamp());
+    let strategy = request.pool.strategy.clone();
+    ctx.state_mut(|s| {
+        let rollout = s.rollout_mut();
+        rollout.status = Some(status);
+        rollout.strategy = Some(strategy);
+    });
+    set_phase_attribute(ctx);
+}
+
+/// Brings the status up to date with a look at the pool at `at` (Unix seconds): counts,
+/// machines, progress or stall, estimate.
+pub fn record_look<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    machines: &[ObservedMachine],
+    counts: &Counts,
+    holdup: Option<Holdup>,
+    at: i64,
+) {
+    let look = Look {
+        counts: *counts,
+        machines: machines
+            .iter()
+            .map(|m| MachineView::of(m, &request.pool.template_hash))
+            .collect(),
+        holdup,
+        at,
+        deadline: request.pool.strategy.progress_deadline,
+        replicas: request.pool.replicas,
+    };
+    ctx.state_mut(|s| {
+        s.rollout_mut()
+            .with_status(|status| status.record_look(look))
+    });
+}
+
+/// `NodewrightPhase`: the phase, or `stalled` while stalled and progressing; set only when it
+/// changes.
+pub fn set_phase_attribute<W: HasRollout>(ctx: &mut WorkflowContext<W>) {
+    let (phase, shown) = ctx.state(|s| {
+        let rollout = s.rollout();
+        let phase = rollout
+            .status
+            .as_ref()
+            .map(|st| shown_phase(st.phase, st.stalled.is_some()));
+        (phase, rollout.phase_shown)
+    });
+    if let Some(phase) = phase
+        && shown != Some(phase)
+    {
+        ctx.upsert_search_attributes([search::PHASE.value_set(phase.to_owned())]);
+        ctx.state_mut(|s| s.rollout_mut().phase_shown = Some(phase));
+    }
+}
+
+/// A line in the status's summary (observations that failed, taints that could not be set).
+pub fn note<W: HasRollout>(ctx: &mut WorkflowContext<W>, line: String) {
+    ctx.state_mut(|s| {
+        s.rollout_mut()
+            .with_status(|status| status.summary = Some(line));
+    });
+}
+
+/// Whether the history is long enough to continue as a new run.
+pub fn continue_as_new_due<W>(ctx: &WorkflowContext<W>, request: &RolloutRequest) -> bool {
+    ctx.history_length() >= request.history_limit || ctx.continue_as_new_suggested()
+}
+
+/// The next run's input: the same rollout, with the strategy in force and the status so far.
+pub fn next_run<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+) -> RolloutRequest {
+    let (strategy, status) = ctx.state(|s| {
+        let rollout = s.rollout();
+        (rollout.strategy.clone(), rollout.status.clone())
+    });
+    let mut next = request.clone();
+    if let Some(strategy) = strategy {
+        next.pool.strategy = strategy;
+    }
+    next.resume = status.map(|status| Box::new(status.carried_over()));
+    next
+}
+
+/// Ends the rollout: the result, the phase, the summary.
+pub fn finish<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    outcome: RolloutOutcome,
+) -> RolloutResult {
+    let (strategy, status) = ctx.state(|s| {
+        let rollout = s.rollout();
+        (rollout.strategy.clone(), rollout.status.clone())
+    });
+    let mut pool = request.pool.clone();
+    if let Some(strategy) = strategy {
+        pool.strategy = strategy;
+    }
+    let mut status = status.unwrap_or_else(|| request.fresh_status(0));
+    let history = history_after(outcome, &request.history, &pool);
+    let summary = ending_summary(outcome, &pool, &status);
+    status.end(outcome, summary);
+    let final_status = status.clone();
+    ctx.state_mut(|s| s.rollout_mut().status = Some(final_status));
+    set_phase_attribute(ctx);
+    RolloutResult {
+        outcome,
+        pool,
+        history,
+        status,
+    }
+}
