@@ -16,6 +16,7 @@ mod settings;
 mod state;
 mod volumes;
 
+use nodewright_model::workflow_type;
 use std::time::Duration;
 
 use nodewright_activities::azure::machines::ArmReadActivities;
@@ -43,7 +44,7 @@ use crate::{activity_options, cancellation, input};
 #[workflow_methods]
 impl DrainNodeWorkflow {
     /// Runs the runbook.
-    #[run(name = "DrainNode")]
+    #[run(name = workflow_type::DRAIN_NODE)]
     pub async fn run(
         ctx: &mut WorkflowContext<Self>,
         request: DrainRequest,
@@ -51,7 +52,7 @@ impl DrainNodeWorkflow {
         // 0. The input is checked before anything happens.
         input::admit_machine_run(
             ctx,
-            "DrainNode",
+            workflow_type::DRAIN_NODE,
             &input::Subject {
                 cluster: &request.cluster,
                 named: Some(("node", &request.node)),

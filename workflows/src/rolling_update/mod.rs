@@ -5,6 +5,7 @@ mod look;
 mod state;
 mod status;
 
+use nodewright_model::workflow_type;
 use std::collections::BTreeSet;
 
 use futures::FutureExt;
@@ -49,14 +50,14 @@ impl HasRollout for RollingUpdateWorkflow {
 #[workflow_methods]
 impl RollingUpdateWorkflow {
     /// Runs the runbook.
-    #[run(name = "RollingUpdate")]
+    #[run(name = workflow_type::ROLLING_UPDATE)]
     pub async fn run(
         ctx: &mut WorkflowContext<Self>,
         request: RolloutRequest,
     ) -> WorkflowResult<RolloutResult> {
         input::admit(
             ctx,
-            "RollingUpdate",
+            workflow_type::ROLLING_UPDATE,
             &input::Subject {
                 cluster: &request.cluster,
                 named: Some(("pool.name", &request.pool.name)),
