@@ -167,11 +167,14 @@ pub fn past_creation_timeout(what: &str, timeout: Duration, detail: &str) -> Str
 mod tests {
     use super::*;
 
+    /// A case of the adoption table: its name, the tags found, whether it is adopted.
+    type AdoptionCase<'a> = (&'a str, &'a [(&'a str, &'a str)], bool);
+
     #[test]
     fn only_this_clusters_resource_of_this_machine_is_adopted() {
         use crate::ownership::TAG_CLUSTER;
         let cluster = ClusterName::parse("cluster", "prod").expect("a valid cluster name");
-        let table: [(&str, &[(&str, &str)], bool); 5] = [
+        let table: [AdoptionCase; 5] = [
             (
                 "ours",
                 &[(TAG_CLUSTER, "prod"), (TAG_MACHINE, "web-abc12")],

@@ -170,11 +170,7 @@ mod tests {
             last_heartbeat: 0,
         };
         let table = [
-            (
-                "same, NotReady",
-                node("u1", not_ready.clone()),
-                Recheck::Delete,
-            ),
+            ("same, NotReady", node("u1", not_ready), Recheck::Delete),
             (
                 "recreated",
                 node("u2", not_ready),
