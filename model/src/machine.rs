@@ -1,5 +1,6 @@
 //! What the machine workflows take, return and report: the create and delete requests, their
-//! results, the names of a machine's Azure resources, and the progress the `status` query shows.
+//! results, the names of a machine's Azure resources, and the progress the `status` query shows;
+//! [`create`] holds CreateMachine's decisions.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ClusterName;
 use crate::pool::MachineTemplate;
+
+pub mod create;
 
 /// The name of a machine's network interface: `<machine>-nic`.
 pub fn nic_name(machine: &str) -> String {

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Preconditions};
 use nodewright_model::ownership::{LABEL_MACHINE, LABEL_POOL};
-use nodewright_model::sweep::{NodeReadiness, NodeRecord, name_from_id};
+use nodewright_model::sweep::{NodeReadiness, NodeRecord, Recheck, name_from_id, recheck_node};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result};
@@ -219,16 +219,8 @@ pub async fn delete_orphan_node(
             });
         }
     };
-    let record = node_record(&node);
-    if record.uid != input.uid {
-        return Ok(OrphanNodeDeleted::LeftAlone {
-            reason: format!("Node {} was recreated (uid {})", input.name, record.uid),
-        });
-    }
-    if record.readiness == NodeReadiness::Ready {
-        return Ok(OrphanNodeDeleted::LeftAlone {
-            reason: format!("Node {} is Ready again", input.name),
-        });
+    if let Recheck::LeaveAlone(reason) = recheck_node(&input.uid, &node_record(&node)) {
+        return Ok(OrphanNodeDeleted::LeftAlone { reason });
     }
     let params = DeleteParams {
         preconditions: Some(Preconditions {

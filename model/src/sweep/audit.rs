@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::approval::RefusedApproval;
 use super::brake::Brake;
 use super::classify::{Action, Decision, Rule, SubjectKind};
-use super::inventory::ResourceKind;
+use super::inventory::{Inventory, ResourceKind};
 use crate::ClusterName;
 
 /// What happened to a subject the sweep acted on (or would have).
@@ -197,6 +197,31 @@ pub struct Seen {
     pub nodes: u32,
 }
 
+impl Seen {
+    /// What `inventory` holds, by kind.
+    pub fn of(inventory: &Inventory) -> Self {
+        let count = |kind| {
+            let n = inventory
+                .resources
+                .iter()
+                .filter(|r| r.kind == kind)
+                .count();
+            u32::try_from(n).unwrap_or(u32::MAX)
+        };
+        Seen {
+            vms: count(ResourceKind::Vm),
+            nics: count(ResourceKind::Nic),
+            disks: count(ResourceKind::Disk),
+            nodes: u32::try_from(inventory.nodes.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Everything seen, all kinds together.
+    pub fn total(&self) -> u32 {
+        self.vms + self.nics + self.disks + self.nodes
+    }
+}
+
 /// A sweep's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -298,6 +323,28 @@ impl SweepAudit {
     /// How many deletions and replacements the plan holds.
     pub fn planned(&self) -> u32 {
         u32::try_from(self.removals().count()).unwrap_or(u32::MAX)
+    }
+
+    /// The planned removals counted by action and kind: `delete vm`, `delete nic`,
+    /// `replace vm`.
+    pub fn plan_by_kind(&self) -> BTreeMap<String, u32> {
+        let mut plan = BTreeMap::new();
+        for entry in self.removals() {
+            let key = format!("{} {}", entry.decision.action, entry.decision.kind);
+            let count = plan.entry(key).or_insert(0u32);
+            *count = count.saturating_add(1);
+        }
+        plan
+    }
+
+    /// The indexes of the removals still without an outcome, in order: what acting does.
+    pub fn pending_removals(&self) -> Vec<usize> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.decision.action.removes() && e.outcome.is_none())
+            .map(|(index, _)| index)
+            .collect()
     }
 
     /// Sets the outcome of every removal still without one.

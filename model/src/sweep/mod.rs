@@ -1,7 +1,8 @@
 //! OrphanSweep's pure side: the inventory it lists, the classifier that decides what is an
 //! orphan (and why everything else is kept), the safety decisions around it (the plausibility
-//! brake, approvals bound to a plan, the fresh plan after waiting, the paging guard), and the
-//! audit it returns (architecture §3).
+//! brake, approvals bound to a plan, the fresh plan after waiting, the paging guard, the plan's
+//! next step, how each removal is done, the last look before a deletion), and the audit it
+//! returns (architecture §3).
 
 pub mod approval;
 pub mod audit;
@@ -11,6 +12,9 @@ pub mod grace;
 pub mod inventory;
 pub mod overlap;
 pub mod paging;
+pub mod plan;
+pub mod recheck;
+pub mod removal;
 pub mod replan;
 pub mod request;
 #[cfg(test)]
@@ -30,5 +34,11 @@ pub use inventory::{
 };
 pub use overlap::yield_to_running_sweep;
 pub use paging::{PageGuard, PageStep};
+pub use plan::{PlanStep, api_verdict, approval_wait, decide_plan_step, not_approved};
+pub use recheck::{Recheck, recheck_disk, recheck_nic, recheck_node};
+pub use removal::{
+    LeftoverSubject, RemovalStep, child_not_started, leftover_left_alone, machine_deleted,
+    no_recorded_template, nothing_to_do, removal_step, replacement_prefix,
+};
 pub use replan::changed_while_waiting;
 pub use request::{SweepPhase, SweepRequest, SweepStatus};

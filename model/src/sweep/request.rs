@@ -87,6 +87,21 @@ impl SweepRequest {
     pub fn brake_share(&self) -> u32 {
         self.brake_percent.min(limits::MAX_SWEEP_BRAKE_PERCENT)
     }
+
+    /// What the run does, for its first details line: `dry run`, `remediating` or
+    /// `deleting orphans`.
+    pub fn mode(&self) -> &'static str {
+        match (self.dry_run, self.remediate) {
+            (true, _) => "dry run",
+            (false, true) => "remediating",
+            (false, false) => "deleting orphans",
+        }
+    }
+
+    /// How many removals run at once: `parallelism`, at least one.
+    pub fn removals_at_once(&self) -> usize {
+        usize::try_from(self.parallelism.max(1)).unwrap_or(1)
+    }
 }
 
 fn default_brake_percent() -> u32 {

@@ -19,11 +19,13 @@ use std::sync::Arc;
 
 use nodewright_model::ClusterName;
 use nodewright_model::arm::Disposition;
+use nodewright_model::machine::create::may_adopt;
 use nodewright_model::machine::{nic_name, os_disk_name};
 use nodewright_model::ownership::{
     MAX_TAG_VALUE_CHARS, TAG_CLUSTER, TAG_DRAIN, TAG_MACHINE, is_owned_by,
 };
 use nodewright_model::rollout::PoolVm;
+use nodewright_model::sweep::{Recheck, recheck_disk, recheck_nic};
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
@@ -112,8 +114,7 @@ fn check_owned(
     cluster: &ClusterName,
     machine: &str,
 ) -> Result<(), MachineError> {
-    let machine_matches = tags.get(TAG_MACHINE).map(String::as_str) == Some(machine);
-    if is_owned_by(tags, cluster) && machine_matches {
+    if may_adopt(tags, cluster, machine) {
         Ok(())
     } else {
         Err(MachineError::NotOwned {
@@ -408,7 +409,9 @@ impl ArmWriteActivities {
                     Err(error) if is_gone(&error) => return Ok(LeftoverDeleted::AlreadyGone),
                     Err(error) => return Err(error.into()),
                 };
-                if !is_owned_by(&nic.tags, &input.cluster) || nic.attached_vm().is_some() {
+                if let Recheck::LeaveAlone(_) =
+                    recheck_nic(&nic.tags, &input.cluster, nic.attached_vm())
+                {
                     return Ok(LeftoverDeleted::LeftAlone);
                 }
                 self.client.delete_nic(name).await?
@@ -420,13 +423,8 @@ impl ArmWriteActivities {
                     Err(error) => return Err(error.into()),
                 };
                 // Only a machine's OS disk, as nodewright names and tags it: never a volume.
-                let os_disk = disk
-                    .tags
-                    .get(TAG_MACHINE)
-                    .is_some_and(|machine| *name == os_disk_name(machine));
-                if !is_owned_by(&disk.tags, &input.cluster)
-                    || disk.managed_by().is_some()
-                    || !os_disk
+                if let Recheck::LeaveAlone(_) =
+                    recheck_disk(name, &disk.tags, &input.cluster, disk.managed_by())
                 {
                     return Ok(LeftoverDeleted::LeftAlone);
                 }
