@@ -250,13 +250,7 @@ fn messages_for_people_carry_no_debug_formatting() {
 
 /// Cycles printed but let through for now: (target, module prefix, why). A cycle passes when
 /// one of its modules lies under the prefix (`""`: the whole target). Keep it short.
-const CYCLES_ALLOWED: &[(&str, &str, &str)] = &[
-    // being split in issue 21: the lead empties this once the workflow splits are merged.
-    ("workflows", "", "being split in issue 21"),
-    // being split in issue 21: model/src/drain is rewritten with the drain workflow; its
-    // cycles with pool::valid go once LocalDataPolicy leaves drain/.
-    ("model", "drain", "being split in issue 21"),
-];
+const CYCLES_ALLOWED: &[(&str, &str, &str)] = &[];
 
 #[test]
 fn no_import_cycles_between_modules() {

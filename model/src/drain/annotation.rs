@@ -37,7 +37,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::local_data::LocalDataPolicy;
-use super::request::DrainPurpose;
+use super::purpose::DrainPurpose;
 use crate::limits;
 use crate::pool::DrainPolicy;
 

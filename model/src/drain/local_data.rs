@@ -35,8 +35,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::pods::PodFacts;
-use super::request::DrainPurpose;
+use super::purpose::DrainPurpose;
 
 /// What a drain does with a pod whose data its eviction loses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,23 +110,6 @@ impl std::fmt::Display for LocalDataPod {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} ({})", self.pod, self.what())
     }
-}
-
-/// The local data an eviction of `pod` loses, if any. Only asked of pods the drain would evict:
-/// mirror, DaemonSet, finished and terminating pods are sorted out before.
-pub fn local_data_of(pod: &PodFacts) -> Option<LocalDataPod> {
-    let no_controller = pod.controller_kind.is_none();
-    if pod.empty_dirs.is_empty() && !no_controller {
-        return None;
-    }
-    let mut empty_dirs = pod.empty_dirs.clone();
-    empty_dirs.sort();
-    empty_dirs.dedup();
-    Some(LocalDataPod {
-        pod: pod.key(),
-        empty_dirs,
-        no_controller,
-    })
 }
 
 /// Why a drain under [`LocalDataPolicy::Refuse`] stopped before its first eviction: the pods,

@@ -14,6 +14,7 @@ mod local_data;
 mod pdb;
 mod pods;
 mod progress;
+mod purpose;
 mod report;
 mod request;
 mod settings;
@@ -28,18 +29,19 @@ pub use lanes::{
     AfterEviction, DrainPhase, EvictionAnswer, FORCE_DETACH_BUDGET, LaneEnd, MIN_WAIT, RoundEnd,
     after_eviction, after_round, first_phase, next_phase, wait_within_deadline,
 };
-pub use local_data::{LocalDataPod, LocalDataPolicy, local_data_of, refusal};
+pub use local_data::{LocalDataPod, LocalDataPolicy, refusal};
 pub use pdb::{PdbFacts, is_misconfigured};
 pub use pods::{
     DrainPlan, PodFacts, PodRef, SkipReason, SkippedPod, TrackedVolume, VolumeFacts, VolumePod,
-    detach_budget, plan_drain, pod_disappearance_budget,
+    detach_budget, local_data_of, plan_drain, pod_disappearance_budget,
 };
+pub use purpose::DrainPurpose;
 pub use report::{
     InFlightEnd, cordoned, describe_plan, drained_summary, given_back, in_flight_kept,
     kept_after_cancel, next_continuation, not_this_machine, purpose_word,
 };
 pub use request::{
-    AnnotationError, DrainPurpose, DrainRequest, DrainResume, DrainedNode, policy_from_annotation,
+    AnnotationError, DrainRequest, DrainResume, DrainedNode, policy_from_annotation,
     policy_to_annotation, salvage_policy,
 };
 pub use settings::{

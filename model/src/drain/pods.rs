@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::AZURE_DISK_CSI_DRIVER;
-use super::local_data::{LocalDataPod, LocalDataPolicy, local_data_of};
+use super::local_data::{LocalDataPod, LocalDataPolicy};
 
 /// Seconds Kubernetes gives a pod that names no termination grace period.
 const DEFAULT_GRACE_SECONDS: u64 = 30;
@@ -330,6 +330,23 @@ pub fn pod_disappearance_budget(grace: Duration, timeout: Duration) -> Duration 
 /// timeout (MCM: `terminationGracePeriodSeconds + PvDetachTimeout`); saturating.
 pub fn detach_budget(grace: Duration, detach_timeout: Duration) -> Duration {
     grace.saturating_add(detach_timeout)
+}
+
+/// The local data an eviction of `pod` loses, if any. Only asked of pods the drain would evict:
+/// mirror, DaemonSet, finished and terminating pods are sorted out before.
+pub fn local_data_of(pod: &PodFacts) -> Option<LocalDataPod> {
+    let no_controller = pod.controller_kind.is_none();
+    if pod.empty_dirs.is_empty() && !no_controller {
+        return None;
+    }
+    let mut empty_dirs = pod.empty_dirs.clone();
+    empty_dirs.sort();
+    empty_dirs.dedup();
+    Some(LocalDataPod {
+        pod: pod.key(),
+        empty_dirs,
+        no_controller,
+    })
 }
 
 #[cfg(test)]

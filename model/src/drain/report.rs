@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use super::pods::DrainPlan;
-use super::request::{DrainPurpose, DrainResume, DrainedNode};
+use super::purpose::DrainPurpose;
+use super::request::{DrainResume, DrainedNode};
 
 /// The run's closing line, e.g. `web-abcde drained in force mode (force was requested)`.
 pub fn drained_summary(node: &str, drained: &DrainedNode) -> String {

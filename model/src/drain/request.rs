@@ -5,19 +5,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::local_data::{LocalDataPod, LocalDataPolicy};
+use super::purpose::DrainPurpose;
 use crate::ClusterName;
 use crate::limits;
 use crate::pool::DrainPolicy;
-
-/// Why a node is drained, which decides what the drain leaves behind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DrainPurpose {
-    /// Maintenance: the node stays cordoned (and tainted) until `machine uncordon`; the VM stays.
-    Maintenance,
-    /// The machine is deleted next (DeleteMachine): also marks the Node `Terminating`.
-    Deletion,
-}
 
 /// The input of DrainNode.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,7 +17,8 @@
 use super::ANNOTATION_DRAIN_POLICY;
 use super::annotation::{TAG_DRAIN, bound_annotation, policy_from_tag};
 use super::local_data::LocalDataPolicy;
-use super::request::{DrainPurpose, policy_from_annotation, salvage_policy};
+use super::purpose::DrainPurpose;
+use super::request::{policy_from_annotation, salvage_policy};
 use crate::pool::DrainPolicy;
 
 /// What reading the VM's [`TAG_DRAIN`] tag gave.

@@ -10,6 +10,7 @@ use nodewright_model::Operation;
 use nodewright_model::cancel::Canceled;
 use nodewright_model::machine::create::{FailureCleanup, JoinTokenCleanup, decide_failure_cleanup};
 use nodewright_model::machine::{CreateMachineRequest, CreatedMachine, MachineStatus, Step};
+use nodewright_model::workflow_type;
 use temporalio_macros::workflow_methods;
 use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
@@ -24,14 +25,14 @@ use crate::{activity_options, cancellation, input};
 #[workflow_methods]
 impl CreateMachineWorkflow {
     /// Runs the runbook.
-    #[run(name = "CreateMachine")]
+    #[run(name = workflow_type::CREATE_MACHINE)]
     pub async fn run(
         ctx: &mut WorkflowContext<Self>,
         request: CreateMachineRequest,
     ) -> WorkflowResult<CreatedMachine> {
         input::admit_machine_run(
             ctx,
-            "CreateMachine",
+            workflow_type::CREATE_MACHINE,
             &input::Subject {
                 cluster: &request.cluster,
                 named: Some(("machine", &request.machine)),

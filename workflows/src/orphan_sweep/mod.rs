@@ -14,6 +14,7 @@ use nodewright_model::sweep::{
     check_grace, classify, decide_approval, decide_brake, decide_plan_step, grace_floor, human,
     not_approved, record_refusal,
 };
+use nodewright_model::workflow_type;
 use temporalio_macros::workflow_methods;
 use temporalio_sdk::{
     SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult, WorkflowTermination,
@@ -32,14 +33,14 @@ use crate::{cancellation, input, search};
 #[workflow_methods]
 impl OrphanSweepWorkflow {
     /// Runs the runbook.
-    #[run(name = "OrphanSweep")]
+    #[run(name = workflow_type::ORPHAN_SWEEP)]
     pub async fn run(
         ctx: &mut WorkflowContext<Self>,
         request: SweepRequest,
     ) -> WorkflowResult<SweepAudit> {
         input::admit(
             ctx,
-            "OrphanSweep",
+            workflow_type::ORPHAN_SWEEP,
             &input::Subject {
                 cluster: &request.cluster,
                 named: None,
