@@ -20,7 +20,7 @@ mod kube_drain {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
 
-    use chrono::{SecondsFormat, Utc};
+    use chrono::Utc;
     use futures::FutureExt;
     use k8s_openapi::api::apps::v1::DaemonSet;
     use k8s_openapi::api::core::v1::{
@@ -1050,9 +1050,8 @@ mod kube_drain {
         }
     }
 
-    fn in_seconds(seconds: i64) -> String {
-        (Utc::now() + chrono::Duration::seconds(seconds))
-            .to_rfc3339_opts(SecondsFormat::Millis, true)
+    fn in_seconds(seconds: i64) -> chrono::DateTime<Utc> {
+        Utc::now() + chrono::Duration::seconds(seconds)
     }
 
     fn parse<T: DeserializeOwned>(value: Value) -> TestResult<T> {

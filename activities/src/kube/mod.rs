@@ -55,16 +55,6 @@ pub fn client_from_config(mut config: ::kube::Config) -> StdResult<::kube::Clien
     ::kube::Client::try_from(config)
 }
 
-/// The instant an activity's wait gives up, from the RFC 3339 text the workflow sent (its own
-/// clock). An unreadable deadline means "now": the wait looks once and times out.
-///
-/// `nodes` keeps a private copy of this for `await_node`; it can call this one instead.
-pub(crate) fn deadline_from_rfc3339(text: &str) -> chrono::DateTime<chrono::Utc> {
-    chrono::DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&chrono::Utc))
-        .unwrap_or_else(|_| chrono::Utc::now())
-}
-
 impl KubeActivities {
     /// Activities that act on the cluster behind `client` (build it with [`client_from_config`]),
     /// without checking the API's cluster identity (in-test workers).

@@ -35,7 +35,7 @@ pub struct AwaitNode {
     /// The VM's ARM id; the Node's providerID must name it.
     pub vm_id: String,
     /// Give up at this instant (RFC 3339, from the workflow's clock).
-    pub deadline: String,
+    pub deadline: chrono::DateTime<chrono::Utc>,
 }
 
 /// How a wait for a Node ended.
@@ -144,7 +144,7 @@ pub async fn await_node(
     ready: bool,
 ) -> Result<NodeWait> {
     let api: Api<Node> = Api::all(client.clone());
-    let deadline = super::deadline_from_rfc3339(&input.deadline);
+    let deadline = input.deadline;
     loop {
         crate::lifetime::beat(ctx).await;
         let last_seen = match get(&api, &input.node).await? {

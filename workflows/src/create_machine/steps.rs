@@ -118,7 +118,7 @@ pub(super) async fn create(
             AwaitVm {
                 machine: request.machine.clone(),
                 operation,
-                deadline: deadline_text.clone(),
+                deadline,
             },
             activity_options::wait(left_until(ctx, deadline)),
         )
@@ -155,7 +155,7 @@ pub(super) async fn create(
     let await_node = AwaitNode {
         node: request.machine.clone(),
         vm_id: vm_id.clone(),
-        deadline: deadline_text.clone(),
+        deadline,
     };
     let registered = ctx
         .execute_activity(

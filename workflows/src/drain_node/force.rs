@@ -121,7 +121,7 @@ async fn force_detach_disks(ctx: &mut Ctx, state: &Drain) -> Result<Vec<String>,
                     AwaitForceDetach {
                         machine: state.request.node.clone(),
                         operation,
-                        deadline: rfc3339(at),
+                        deadline: at,
                     },
                     activity_options::wait(FORCE_DETACH_BUDGET),
                 )

@@ -20,7 +20,7 @@ use temporalio_macros::workflow;
 use temporalio_sdk::workflows::select;
 use temporalio_sdk::{ActivityOptions, WorkflowContext};
 
-use crate::progress::{HasStatus, StepFailed, later, left_until, now, rfc3339};
+use crate::progress::{HasStatus, StepFailed, later, left_until, now};
 use crate::{activity_options, cancellation};
 
 /// The patch that brought the local-data policy: asked only when a plan refuses a pod, so a run
@@ -147,10 +147,10 @@ pub(super) fn wait_options(state: &Drain, budget: Duration) -> ActivityOptions {
 }
 
 /// A deadline `budget` from now, never past the drain's deadline, as RFC 3339.
-pub(super) fn wait_deadline(ctx: &Ctx, budget: Duration) -> (String, Duration) {
+pub(super) fn wait_deadline(ctx: &Ctx, budget: Duration) -> (DateTime<Utc>, Duration) {
     let budget = wait_within_deadline(budget, left(ctx));
     let at = later(now(ctx), budget);
-    (rfc3339(at), budget)
+    (at, budget)
 }
 
 /// The node's pods and health now.

@@ -19,7 +19,7 @@ use super::state::{
     with_status,
 };
 use crate::cancellation;
-use crate::progress::{StepFailed, begin, done, later, now, rfc3339};
+use crate::progress::{StepFailed, begin, done, later, now};
 
 /// Step 6: the pods with persistent volumes, one at a time in the plan's order: evict, wait for
 /// its volumes to detach here (VolumeAttachment gone, disk released in Azure), then to attach
@@ -157,7 +157,7 @@ pub(super) async fn await_detached(
             AwaitVolumes {
                 node: state.request.node.clone(),
                 persistent_volumes: persistent_volumes(volume_pod),
-                deadline: deadline.clone(),
+                deadline,
             },
             wait_options(state, budget),
         )
@@ -209,7 +209,7 @@ pub(super) async fn await_reattached(
             AwaitVolumes {
                 node: state.request.node.clone(),
                 persistent_volumes: persistent_volumes(volume_pod),
-                deadline: rfc3339(at),
+                deadline: at,
             },
             wait_options(state, budget),
         )

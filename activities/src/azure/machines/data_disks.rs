@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use temporalio_sdk::activities::ActivityContext;
 
 use super::error::MachineError;
-use super::wait::{heartbeat, parse_deadline};
+use super::wait::heartbeat;
 use super::{check_owned, is_gone};
 use crate::azure::virtual_machines::{AttachDetachDataDisks, DataDiskToDetach, VirtualMachine};
 use crate::azure::{ArmClient, OperationHandle, Progress};
@@ -26,7 +26,7 @@ pub struct AwaitDisksReleased {
     /// The disks (ARM ids).
     pub disk_ids: Vec<String>,
     /// Give up at this instant (RFC 3339, workflow clock).
-    pub deadline: String,
+    pub deadline: chrono::DateTime<chrono::Utc>,
 }
 
 /// The disks still attached to the VM (empty: all released).
@@ -73,7 +73,7 @@ pub struct AwaitForceDetach {
     /// The operation [`ForceDetachStarted::Started`] returned.
     pub operation: Option<OperationHandle>,
     /// Give up at this instant (RFC 3339, workflow clock).
-    pub deadline: String,
+    pub deadline: chrono::DateTime<chrono::Utc>,
 }
 
 /// Polls each disk until none is `managedBy` `vm_id` (a deleted disk counts as released), or
@@ -83,7 +83,7 @@ pub(super) async fn await_disks_released(
     ctx: &ActivityContext,
     input: &AwaitDisksReleased,
 ) -> Result<DisksReleased, MachineError> {
-    let deadline = parse_deadline(&input.deadline)?;
+    let deadline = input.deadline;
     loop {
         heartbeat(ctx).await;
         let mut pending = Vec::new();
@@ -156,7 +156,7 @@ pub(super) async fn await_force_detach(
     ctx: &ActivityContext,
     input: &AwaitForceDetach,
 ) -> Result<DisksReleased, MachineError> {
-    let deadline = parse_deadline(&input.deadline)?;
+    let deadline = input.deadline;
     if let Some(handle) = &input.operation {
         loop {
             heartbeat(ctx).await;

@@ -75,7 +75,7 @@ pub struct AwaitVm {
     /// The operation to poll; without one the VM itself is polled.
     pub operation: Option<OperationHandle>,
     /// Give up at this instant (RFC 3339, from the workflow's clock).
-    pub deadline: String,
+    pub deadline: chrono::DateTime<chrono::Utc>,
 }
 
 /// How a wait for a VM ended.

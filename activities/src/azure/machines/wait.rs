@@ -21,7 +21,7 @@ pub(super) async fn await_vm(
     ctx: &ActivityContext,
     input: &AwaitVm,
 ) -> Result<VmProvisioned, MachineError> {
-    let deadline = parse_deadline(&input.deadline)?;
+    let deadline = input.deadline;
     let mut operation = input.operation.clone();
     loop {
         heartbeat(ctx).await;
@@ -147,17 +147,6 @@ pub(super) async fn await_vm_deletion(
             Ok(_) => tokio::time::sleep(VM_POLL_INTERVAL).await,
         }
     }
-}
-
-pub(super) fn parse_deadline(text: &str) -> Result<DateTime<Utc>, MachineError> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| {
-            MachineError::Unexpected(format!(
-                "deadline {} is not RFC 3339: {e}",
-                nodewright_model::text::quoted(text)
-            ))
-        })
 }
 
 /// Sleeps `delay` (the server's `Retry-After`), but never past the deadline and never longer

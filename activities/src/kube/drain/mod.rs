@@ -140,7 +140,7 @@ pub struct AwaitPodsGone {
     /// The pods (a pod counts as gone when absent or when its UID changed).
     pub pods: Vec<PodRef>,
     /// Give up at this instant (RFC 3339, workflow clock).
-    pub deadline: String,
+    pub deadline: chrono::DateTime<chrono::Utc>,
 }
 
 /// Wait for volumes of a Node.
@@ -152,7 +152,7 @@ pub struct AwaitVolumes {
     /// The PersistentVolumes.
     pub persistent_volumes: Vec<String>,
     /// Give up at this instant (RFC 3339, workflow clock).
-    pub deadline: String,
+    pub deadline: chrono::DateTime<chrono::Utc>,
 }
 
 /// How a wait ended: what is still pending (empty: all done).

@@ -25,7 +25,7 @@ pub async fn await_volumes_detached(
     heartbeat: &impl Heartbeat,
     input: &AwaitVolumes,
 ) -> Result<Pending> {
-    let deadline = crate::kube::deadline_from_rfc3339(&input.deadline);
+    let deadline = input.deadline;
     let observe = move || async move {
         let attachments = list_attachments(client).await?;
         Ok(attached_here(
@@ -45,7 +45,7 @@ pub async fn await_volumes_reattached(
     heartbeat: &impl Heartbeat,
     input: &AwaitVolumes,
 ) -> Result<Reattached> {
-    let deadline = crate::kube::deadline_from_rfc3339(&input.deadline);
+    let deadline = input.deadline;
     let observe = move || async move {
         let attachments = list_attachments(client).await?;
         Ok(attached_elsewhere(

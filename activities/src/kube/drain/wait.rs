@@ -65,7 +65,7 @@ pub async fn await_pods_gone(
     heartbeat: &impl Heartbeat,
     input: &AwaitPodsGone,
 ) -> Result<Pending> {
-    let deadline = crate::kube::deadline_from_rfc3339(&input.deadline);
+    let deadline = input.deadline;
     let pending = poll_until(
         heartbeat,
         deadline,
