@@ -8,7 +8,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::Node;
+use nodewright_model::drain::DrainStatus;
+use nodewright_model::machine::MachineStatus;
 use nodewright_model::ownership::TAG_MACHINE;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::binaries::{KillOnDrop, binary};
@@ -296,6 +300,34 @@ impl CliResult {
         serde_json::from_str(&self.stdout)
             .with_context(|| format!("stdout is not JSON: {}", self.stdout))
     }
+
+    /// Standard output as one JSON document of type `T`: a field the type requires that is
+    /// missing, renamed or of another type fails here, instead of reading as a default.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_str(&self.stdout).with_context(|| {
+            format!(
+                "stdout is not a {}: {}",
+                std::any::type_name::<T>(),
+                self.stdout
+            )
+        })
+    }
+}
+
+/// What `machine status <machine> --output json` prints for a create or a delete: the run's
+/// status as the CLI words it, the workflow's `status` query, and a delete's drain.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatusDocument {
+    /// `create/<cluster>/<machine>` or `delete/...`.
+    pub workflow_id: String,
+    /// `running`, `completed`, `failed`, `canceled`, ...
+    pub run_status: String,
+    /// The workflow's `status` query.
+    pub status: MachineStatus,
+    /// A delete's drain (its DrainNode child's `status` query), when it drained.
+    #[serde(default)]
+    pub drain: Option<DrainStatus>,
 }
 
 /// Runs `nodewright machine create --pool <pool_file> --name <machine>` plus `extra` (e.g.
@@ -663,4 +695,33 @@ pub async fn ensure_joined(client: &kube::Client, machine: &str, pool: &str) -> 
 /// A path relative to the repository.
 pub fn repo_path(relative: &str) -> PathBuf {
     repo_root().join(Path::new(relative))
+}
+
+#[cfg(test)]
+mod document_tests {
+    use super::*;
+
+    fn cli_result(stdout: &str) -> CliResult {
+        CliResult {
+            code: Some(0),
+            stdout: stdout.to_owned(),
+            stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_status_document_without_the_fields_the_type_requires_does_not_parse() {
+        let empty_status = r#"{"workflowId":"create/c/m","runStatus":"completed","status":{}}"#;
+        assert!(
+            cli_result(empty_status)
+                .parse::<MachineStatusDocument>()
+                .is_err()
+        );
+        let no_run_status = r#"{"workflowId":"create/c/m","status":null}"#;
+        assert!(
+            cli_result(no_run_status)
+                .parse::<MachineStatusDocument>()
+                .is_err()
+        );
+    }
 }

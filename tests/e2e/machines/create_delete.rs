@@ -2,13 +2,15 @@
 //! delete it and find nothing; delete again quietly.
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::machine::{Outcome, StepState};
 use nodewright_model::ownership::{
     LABEL_MACHINE, LABEL_POOL, LABEL_TEMPLATE, TAG_CLUSTER, TAG_CREATED, TAG_MACHINE, TAG_POOL,
     TAG_TEMPLATE, provider_id,
 };
 use nodewright_tests::Stack;
 use nodewright_tests::machines::{
-    CliResult, KillableWorker, Sandbox, create_machine, node, write_pool_file,
+    CliResult, KillableWorker, MachineStatusDocument, Sandbox, create_machine, node,
+    write_pool_file,
 };
 use nodewright_tests::temporal_worker::unique_task_queue;
 
@@ -123,16 +125,13 @@ async fn create_makes_a_tagged_vm_and_a_ready_labelled_node_and_delete_removes_e
         &task_queue,
         &["machine", "status", &machine, "--output", "json"],
     )?;
-    let status = status.expect_code(0)?.json()?;
-    ensure!(status["runStatus"] == "completed", "{status}");
-    ensure!(status["status"]["outcome"] == "succeeded", "{status}");
-    let steps = status["status"]["steps"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let status: MachineStatusDocument = status.expect_code(0)?.parse()?;
+    ensure!(status.run_status == "completed", "{status:?}");
+    ensure!(status.status.outcome == Outcome::Succeeded, "{status:?}");
+    let steps = &status.status.steps;
     ensure!(
-        steps.len() == 6 && steps.iter().all(|s| s["state"] == "done"),
-        "every create step done: {status}"
+        steps.len() == 6 && steps.iter().all(|s| s.state == StepState::Done),
+        "every create step done: {status:?}"
     );
 
     // A second create of the same name while nothing runs would be a new run; while one runs
