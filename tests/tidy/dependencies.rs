@@ -1,12 +1,11 @@
 //! What the crates may depend on: one TLS crypto provider for the whole process, and nothing in
 //! the workflows crate that could reach a clock, a random source or the network.
 
-use std::fs;
 use std::process::Command;
 
 use toml::Value;
 
-use crate::repo_root;
+use crate::{read, repo_root, report};
 
 /// The packages of the workspace's build graph (all targets, normal and build dependencies) that
 /// depend on `package`, as `cargo tree -i` prints them; empty when none is compiled in. Cargo.lock
@@ -49,6 +48,46 @@ fn one_tls_crypto_provider_is_compiled_in() {
     );
 }
 
+/// The names of the `[dependencies]` of `crate_dir`'s Cargo.toml (not the dev-dependencies).
+fn dependency_names(crate_dir: &str) -> Vec<String> {
+    let path = repo_root().join(crate_dir).join("Cargo.toml");
+    let manifest: Value =
+        toml::from_str(&read(&path)).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+    manifest
+        .get("dependencies")
+        .and_then(Value::as_table)
+        .unwrap_or_else(|| panic!("{} has no [dependencies]", path.display()))
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// The dependencies of `crate_dir` whose names start with one of `forbidden`.
+fn forbidden_dependencies(crate_dir: &str, forbidden: &[&str]) -> Vec<String> {
+    dependency_names(crate_dir)
+        .into_iter()
+        .filter(|name| forbidden.iter().any(|prefix| name.starts_with(prefix)))
+        .collect()
+}
+
+#[test]
+fn model_has_no_io_async_or_temporal_dependencies() {
+    let forbidden = [
+        "tokio",
+        "reqwest",
+        "kube",
+        "temporalio",
+        "futures",
+        "chrono",
+        "rand",
+    ];
+    let violations = forbidden_dependencies("model", &forbidden)
+        .into_iter()
+        .map(|name| format!("model depends on {name}"))
+        .collect();
+    report(violations, "model is pure");
+}
+
 /// Crates that read clocks, randomness, the network or processes: workflow code must not be able
 /// to name them (workflows/clippy.toml refuses the same through std).
 const OUTSIDE_WORLD_CRATES: [&str; 8] = [
@@ -64,28 +103,14 @@ const OUTSIDE_WORLD_CRATES: [&str; 8] = [
 
 #[test]
 fn the_workflows_crate_cannot_name_the_outside_world() {
-    let path = repo_root().join("workflows/Cargo.toml");
-    let text =
-        fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let manifest: Value =
-        toml::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
-    let dependencies = manifest
-        .get("dependencies")
-        .and_then(Value::as_table)
-        .unwrap_or_else(|| panic!("{} has no [dependencies]", path.display()));
-    let named: Vec<&str> = OUTSIDE_WORLD_CRATES
-        .into_iter()
-        .filter(|name| dependencies.contains_key(*name))
-        .collect();
+    let named = forbidden_dependencies("workflows", &OUTSIDE_WORLD_CRATES);
     assert!(
         named.is_empty(),
         "workflows/Cargo.toml depends on {}: workflow code must stay deterministic; do the work in \
          an activity (activities/) and call it from the workflow",
         named.join(", ")
     );
-    let clippy = repo_root().join("workflows/clippy.toml");
-    let rules =
-        fs::read_to_string(&clippy).unwrap_or_else(|e| panic!("reading {}: {e}", clippy.display()));
+    let rules = read(&repo_root().join("workflows/clippy.toml"));
     for banned in [
         "chrono::Utc::now",
         "std::time::SystemTime",
@@ -96,8 +121,7 @@ fn the_workflows_crate_cannot_name_the_outside_world() {
     ] {
         assert!(
             rules.contains(&format!("\"{banned}\"")),
-            "{} no longer refuses {banned}",
-            clippy.display()
+            "workflows/clippy.toml no longer refuses {banned}"
         );
     }
 }

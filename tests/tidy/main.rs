@@ -96,34 +96,6 @@ fn every_rust_file_starts_with_a_module_doc() {
 }
 
 #[test]
-fn model_has_no_io_async_or_temporal_dependencies() {
-    let manifest = read(&repo_root().join("model/Cargo.toml"));
-    let dependencies = manifest
-        .split("[dev-dependencies]")
-        .next()
-        .unwrap_or_default();
-    let forbidden = [
-        "tokio",
-        "reqwest",
-        "kube",
-        "temporalio",
-        "futures",
-        "chrono",
-        "rand",
-    ];
-    let violations = forbidden
-        .iter()
-        .filter(|name| {
-            dependencies
-                .lines()
-                .any(|l| l.trim_start().starts_with(*name))
-        })
-        .map(|name| format!("model depends on {name}"))
-        .collect();
-    report(violations, "model is pure");
-}
-
-#[test]
 fn no_unwrap_or_expect_outside_tests() {
     // Test code may unwrap: the tests crate is all test code.
     let violations = CRATES
