@@ -8,6 +8,7 @@ pub mod bootstrap_token;
 pub mod cancel;
 pub mod cluster;
 pub mod config;
+pub mod disruption;
 pub mod drain;
 pub mod identity;
 pub mod input;
