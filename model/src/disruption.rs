@@ -243,11 +243,12 @@ mod tests {
             annotations,
         };
         // (node annotations, pods, expected marks)
-        let cases: Vec<(
-            &BTreeMap<String, String>,
-            Vec<AnnotatedPod<'_>>,
+        type Case<'a> = (
+            &'a BTreeMap<String, String>,
+            Vec<AnnotatedPod<'a>>,
             Vec<DoNotDisrupt>,
-        )> = vec![
+        );
+        let cases: Vec<Case<'_>> = vec![
             (&none, vec![], vec![]),
             (&ours, vec![], vec![node_mark(ANNOTATION_DO_NOT_DISRUPT)]),
             (
