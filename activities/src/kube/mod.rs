@@ -1,6 +1,7 @@
 //! Kubernetes activities, over `kube` and `k8s-openapi`.
 
 pub mod bootstrap;
+pub mod disruption;
 pub mod drain;
 mod error;
 pub mod events;
@@ -23,6 +24,7 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
 use crate::lifetime;
 
+pub use disruption::{DisruptionMarksOf, NodeMarks};
 pub use drain::{
     AwaitPodsGone, AwaitVolumes, Eviction, ListNodePods, NodeAttachments, NodePods, Pending,
     PodAction, PodDeletion, PrepareDrain, PreparedNode, Reattached, RestoreNode,
@@ -361,6 +363,22 @@ impl KubeActivities {
         input: ListPoolNodes,
     ) -> Result<Vec<PoolNode>, ActivityError> {
         pool::list_pool_nodes(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Reads the do-not-disrupt marks (`nodewright.io/do-not-disrupt`,
+    /// `karpenter.sh/do-not-disrupt`) on the machine's Node and on the active pods bound to it.
+    ///
+    /// # Idempotency
+    /// Read-only: a rerun reads again. A missing Node has no marks.
+    #[activity(name = "kube.disruption_marks")]
+    pub async fn disruption_marks(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: DisruptionMarksOf,
+    ) -> Result<NodeMarks, ActivityError> {
+        disruption::disruption_marks(&self.client, &input)
             .await
             .map_err(Error::into_activity_error)
     }

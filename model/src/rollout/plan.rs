@@ -84,6 +84,9 @@ pub struct PlanInput<'a> {
     pub now: i64,
     /// A machine NotReady this long is broken for good.
     pub health_timeout_secs: i64,
+    /// Machines held by do-not-disrupt marks ([`crate::rollout::hold`]): never chosen as
+    /// outdated or surplus victims (unhealthy ones still go).
+    pub held: &'a BTreeSet<String>,
 }
 
 /// Why a machine is deleted.
@@ -158,6 +161,8 @@ pub enum Holdup {
     Budget,
     /// The new template reached the canary's target; the rest waits for approval.
     CanaryReached,
+    /// The machines left to replace carry do-not-disrupt marks (the status lists them).
+    DoNotDisrupt,
 }
 
 /// What to do now.
@@ -225,7 +230,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         .collect();
     let mut chosen = Vec::new();
     let old_excess = count_u32(outdated.len()).saturating_sub(allowed_old);
-    outdated.retain(|m| m.activity == Activity::Idle);
+    let is_held = |m: &ObservedMachine| input.held.contains(&m.name);
+    let held_old = outdated
+        .iter()
+        .any(|m| m.activity == Activity::Idle && is_held(m));
+    outdated.retain(|m| m.activity == Activity::Idle && !is_held(m));
     outdated.sort_by(|a, b| victim_order(a, b));
     chosen.extend(
         outdated
@@ -242,7 +251,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     )
     .saturating_sub(old_excess);
     let surplus = live_after_old.saturating_sub(replicas);
-    updated.retain(|m| m.activity == Activity::Idle);
+    updated.retain(|m| m.activity == Activity::Idle && !is_held(m));
     updated.sort_by(|a, b| victim_order(a, b));
     chosen.extend(
         updated
@@ -293,6 +302,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         Some(Holdup::InFlight)
     } else if new_target < replicas && new_live >= new_target {
         Some(Holdup::CanaryReached)
+    } else if held_old {
+        Some(Holdup::DoNotDisrupt)
     } else {
         Some(Holdup::Budget)
     };

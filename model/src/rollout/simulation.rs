@@ -2,6 +2,8 @@
 //! decisions, property tests of the invariants over every state a rollout reaches, and the
 //! 200-machine rollouts that must take exactly the ideal number of steps.
 
+use std::collections::BTreeSet;
+
 use proptest::prelude::*;
 
 use super::observed::{Activity, Health, ObservedMachine};
@@ -38,6 +40,7 @@ fn plan_for(machines: &[ObservedMachine], replicas: u32, budget: Budget, now: i6
         machines,
         now,
         health_timeout_secs: HEALTH_TIMEOUT,
+        held: &BTreeSet::new(),
     })
 }
 
@@ -217,6 +220,7 @@ fn a_canary_replaces_that_many_and_holds() {
         machines: &pool,
         now: 100,
         health_timeout_secs: HEALTH_TIMEOUT,
+        held: &BTreeSet::new(),
     });
     // One new machine is Ready: one old goes, nothing more is created.
     assert_eq!((held.create, names(&held)), (0, vec!["old-000"]));
@@ -229,9 +233,48 @@ fn a_canary_replaces_that_many_and_holds() {
         machines: &pool,
         now: 101,
         health_timeout_secs: HEALTH_TIMEOUT,
+        held: &BTreeSet::new(),
     });
     assert_eq!((waiting.create, waiting.delete.len()), (0, 0));
     assert_eq!(waiting.holdup, Some(Holdup::CanaryReached));
+}
+
+#[test]
+fn machines_held_by_do_not_disrupt_are_passed_over_and_named_as_the_holdup() {
+    let budget = Budget::resolve(Amount::Count(1), Amount::Count(0), 3);
+    let mut pool = ready_old(3);
+    pool.push(machine("new-0", NEW, Health::Ready, 50));
+    let plan_with = |pool: &[ObservedMachine], held: &BTreeSet<String>| {
+        plan(&PlanInput {
+            replicas: 3,
+            template_hash: NEW,
+            budget,
+            new_target: 3,
+            machines: pool,
+            now: 100,
+            health_timeout_secs: HEALTH_TIMEOUT,
+            held,
+        })
+    };
+    // old-000 would go first; held, old-001 goes instead.
+    let held = BTreeSet::from(["old-000".to_owned()]);
+    let first = plan_with(&pool, &held);
+    assert_eq!(names(&first), vec!["old-001"]);
+    assert_eq!(first.holdup, None);
+
+    // Every old machine held: nothing to delete, and the holdup says why; nothing is done.
+    let all: BTreeSet<String> = (0..3).map(|i| format!("old-{i:03}")).collect();
+    let stuck = plan_with(&pool, &all);
+    assert_eq!((stuck.create, stuck.delete.len()), (0, 0));
+    assert_eq!(stuck.holdup, Some(Holdup::DoNotDisrupt));
+    assert!(!stuck.done);
+
+    // An unhealthy machine goes although held: that is not a voluntary disruption.
+    pool[2].health = Health::Failed;
+    let broken = plan_with(&pool, &all);
+    assert_eq!(broken.delete.len(), 1);
+    assert_eq!(broken.delete[0].name, "old-002");
+    assert_eq!(broken.delete[0].reason, DeleteReason::Unhealthy);
 }
 
 #[test]
@@ -550,6 +593,7 @@ proptest! {
                 machines: &observed,
                 now: sim.now,
                 health_timeout_secs: HEALTH_TIMEOUT,
+                held: &BTreeSet::new(),
             });
             check_invariants(&observed, replicas, budget, &plan)?;
             if plan.create == 0 && plan.delete.is_empty() && sim.in_flight() == 0 {
@@ -565,7 +609,8 @@ proptest! {
     }
 
     /// Any clock, health timeout, transition and creation times, replicas, canary target and
-    /// budget (counts far beyond any pool): a plan, never a panic, within replicas + surge.
+    /// budget (counts far beyond any pool), any machines held by do-not-disrupt: a plan, never a
+    /// panic, within replicas + surge, and no held machine chosen but for being unhealthy.
     #[test]
     fn any_times_and_numbers_give_a_plan_within_the_budget(
         machines in prop::collection::vec(
@@ -578,7 +623,12 @@ proptest! {
         unavailable in prop_oneof![amount_strategy(), any::<u32>().prop_map(Amount::Count), any::<u32>().prop_map(Amount::Percent)],
         now in any::<i64>(),
         health_timeout_secs in any::<i64>(),
+        held_mask in any::<u16>(),
     ) {
+        let held: BTreeSet<String> = (0..machines.len())
+            .filter(|i| held_mask & (1 << i) != 0)
+            .map(|i| format!("m-{i:02}"))
+            .collect();
         let machines: Vec<ObservedMachine> = machines
             .into_iter()
             .enumerate()
@@ -603,7 +653,14 @@ proptest! {
             machines: &machines,
             now,
             health_timeout_secs,
+            held: &held,
         });
+        for victim in &plan.delete {
+            prop_assert!(
+                victim.reason == DeleteReason::Unhealthy || !held.contains(&victim.name),
+                "held machine {} chosen as {}", victim.name, victim.reason
+            );
+        }
         let total = u64::from(plan.counts.total);
         prop_assert!(
             total + u64::from(plan.create) <= u64::from(budget.max_total(replicas)).max(total)

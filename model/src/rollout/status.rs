@@ -217,6 +217,9 @@ pub struct RolloutStatus {
     /// Children in flight.
     #[serde(default)]
     pub in_flight: Vec<InFlight>,
+    /// Machines left alone for now because they carry do-not-disrupt marks, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<crate::rollout::HeldMachine>,
     /// The pool's machines at the last look.
     #[serde(default)]
     pub machines: Vec<MachineView>,
@@ -268,6 +271,7 @@ impl RolloutStatus {
             max_failures,
             failures: Vec::new(),
             in_flight: Vec::new(),
+            held: Vec::new(),
             machines: Vec::new(),
             created: 0,
             deleted: 0,

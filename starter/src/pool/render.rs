@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use nodewright_model::rollout::{
-    Activity, ChildFailure, ChildKind, Health, Holdup, InFlight, PoolReport, RolloutPhase,
-    RolloutStatus, StrategyView,
+    Activity, ChildFailure, ChildKind, HOLD_RECHECK_SECS, Health, Holdup, InFlight, PoolReport,
+    RolloutPhase, RolloutStatus, StrategyView,
 };
 
 use crate::table;
@@ -146,6 +146,9 @@ fn holdup(holdup: Holdup, pool: &str) -> String {
         Holdup::CanaryReached => format!(
             "the canary is done; the rest waits for `nodewright pool rollout approve {pool}`"
         ),
+        Holdup::DoNotDisrupt => format!(
+            "the machines left to replace carry do-not-disrupt marks (see held); each is looked at again {HOLD_RECHECK_SECS}s after it was held"
+        ),
     }
 }
 
@@ -200,6 +203,15 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
     }
     if let Some(why) = status.holdup {
         lines.push(format!("  waiting      {}", holdup(why, pool)));
+    }
+    for (index, held) in status.held.iter().enumerate() {
+        let label = if index == 0 { "held" } else { "" };
+        lines.push(format!(
+            "  {label:<12} {} since {} ago: do not disrupt: {}",
+            held.machine,
+            span(since(held.since, now)),
+            held.reason
+        ));
     }
     for (index, child) in status.in_flight.iter().enumerate() {
         let label = if index == 0 { "in flight" } else { "" };
@@ -354,6 +366,7 @@ mod tests {
             failures_counted: 0,
             max_failures: 3,
             failures: Vec::new(),
+            held: Vec::new(),
             in_flight: vec![
                 InFlight {
                     machine: "web-ab12c".to_owned(),
@@ -483,6 +496,27 @@ mod tests {
                 "42s",
                 "creating"
             ]
+        );
+    }
+
+    #[test]
+    fn held_machines_are_listed_with_their_marks() {
+        let mut status = status();
+        status.holdup = Some(Holdup::DoNotDisrupt);
+        status.held.push(nodewright_model::rollout::HeldMachine {
+            machine: "web-zz9yy".to_owned(),
+            reason: "pod shop/db-0 (karpenter.sh/do-not-disrupt)".to_owned(),
+            since: 942,
+            recheck_at: 1072,
+        });
+        let text = status_lines(&status, 1042).join("\n");
+        assert!(
+            text.contains("  held         web-zz9yy since 1m ago: do not disrupt: pod shop/db-0 (karpenter.sh/do-not-disrupt)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  waiting      the machines left to replace carry do-not-disrupt marks"),
+            "{text}"
         );
     }
 

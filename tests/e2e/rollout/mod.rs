@@ -6,4 +6,5 @@ mod budget;
 pub(crate) mod common;
 mod control;
 mod crash;
+mod do_not_disrupt;
 mod failures;

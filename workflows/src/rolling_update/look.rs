@@ -8,8 +8,8 @@ use std::time::Duration;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope, ListPoolVms};
 use nodewright_activities::kube::{KubeActivities, ListPoolNodes, MachineNode, MarkOutdated};
 use nodewright_model::rollout::{
-    Budget, ObservedMachine, Plan, PlanInput, RolloutRequest, Running, canary_target, observe,
-    plan, to_clear_outdated, to_mark_outdated,
+    Budget, ObservedMachine, Plan, PlanInput, RolloutRequest, Running, canary_target, held_now,
+    observe, plan, to_clear_outdated, to_mark_outdated,
 };
 use temporalio_sdk::{ActivityOptions, WorkflowContext};
 
@@ -67,14 +67,13 @@ pub fn decide<W: HasRollout>(
     machines: &[ObservedMachine],
     at: i64,
 ) -> Plan {
-    let (strategy, approved) = ctx.state(|s| {
+    let (strategy, approved, held) = ctx.state(|s| {
         let rollout = s.rollout();
+        let status = rollout.status.as_ref();
         (
             rollout.strategy_in_force(),
-            rollout
-                .status
-                .as_ref()
-                .is_some_and(|st| st.approved_by.is_some()),
+            status.is_some_and(|st| st.approved_by.is_some()),
+            status.map(|st| held_now(&st.held, at)).unwrap_or_default(),
         )
     });
     let replicas = request.pool.replicas;
@@ -86,6 +85,7 @@ pub fn decide<W: HasRollout>(
         machines,
         now: at,
         health_timeout_secs: secs(request.pool.timeouts.health),
+        held: &held,
     })
 }
 

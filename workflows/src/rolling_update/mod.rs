@@ -1,6 +1,7 @@
 #![doc = include_str!("../../runbooks/rolling_update.md")]
 
 mod children;
+mod hold;
 mod look;
 mod state;
 mod status;
@@ -22,6 +23,7 @@ use temporalio_sdk::{
 };
 
 use self::children::{Child, child_finished, first_finished, show_in_flight, start_children};
+use self::hold::hold_marked;
 use self::look::{clear_outdated, decide, look, look_with, mark_outdated};
 use self::state::{HasRollout, RolloutState};
 use self::status::{
@@ -232,6 +234,10 @@ async fn roll(
                         });
                     }
                     if start && !cancel_came_while_looking(ctx) {
+                        if hold_marked(ctx, &decided, at).await {
+                            // A machine to delete asked not to be disrupted: plan again without it.
+                            continue;
+                        }
                         let at_millis = now(ctx).timestamp_millis();
                         start_children(ctx, request, &decided, &mut children, at_millis).await;
                     }

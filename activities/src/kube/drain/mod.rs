@@ -21,6 +21,7 @@ pub use node::{
     restore_node, uncordon_node,
 };
 pub use pods::list_node_pods;
+pub(crate) use pods::pods_on_node;
 pub use volumes::{
     await_volumes_detached, await_volumes_reattached, delete_node_volume_attachments,
 };

@@ -46,7 +46,7 @@ pub async fn list_node_pods(client: &kube::Client, input: &ListNodePods) -> Resu
 }
 
 /// Every pod with `spec.nodeName == node`, page by page.
-async fn pods_on_node(client: &kube::Client, node: &str) -> Result<Vec<Pod>> {
+pub(crate) async fn pods_on_node(client: &kube::Client, node: &str) -> Result<Vec<Pod>> {
     let api: Api<Pod> = Api::all(client.clone());
     let mut params = ListParams::default()
         .fields(&format!("spec.nodeName={node}"))
