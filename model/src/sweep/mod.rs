@@ -38,7 +38,7 @@ pub use plan::{PlanStep, api_verdict, approval_wait, decide_plan_step, not_appro
 pub use recheck::{Recheck, recheck_disk, recheck_nic, recheck_node};
 pub use removal::{
     LeftoverSubject, RemovalStep, child_not_started, leftover_left_alone, machine_deleted,
-    no_recorded_template, nothing_to_do, removal_step, replacement_prefix,
+    no_recorded_template, nothing_to_do, remediation_held, removal_step, replacement_prefix,
 };
 pub use replan::changed_while_waiting;
 pub use request::{SweepPhase, SweepRequest, SweepStatus};

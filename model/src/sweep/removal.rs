@@ -6,6 +6,7 @@
 
 use super::audit::Outcome;
 use super::classify::{Action, Decision, SubjectKind};
+use crate::disruption::{Disruption, DisruptionDecision, DoNotDisrupt, decide, describe};
 
 /// Which leftover a removal deletes (checked again by the activity before it deletes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +100,18 @@ pub fn no_recorded_template(pool: &str, machine: &str) -> Outcome {
 pub fn leftover_left_alone() -> Outcome {
     Outcome::LeftAlone {
         reason: "looked at again, it is attached, re-tagged or not a nodewright OS disk".to_owned(),
+    }
+}
+
+/// Whether an unhealthy machine's replacement is held by its do-not-disrupt marks: a sweep's
+/// remediation is voluntary (`--remediate` chose it, nobody asked for this machine), so any mark
+/// leaves the machine alone, and the audit names the marks.
+pub fn remediation_held(marks: Vec<DoNotDisrupt>) -> Option<Outcome> {
+    match decide(Disruption::SweepRemediation, marks) {
+        DisruptionDecision::Hold { marks } => Some(Outcome::LeftAlone {
+            reason: format!("do not disrupt: {}", describe(&marks)),
+        }),
+        DisruptionDecision::Proceed { .. } => None,
     }
 }
 
@@ -210,6 +223,22 @@ mod tests {
         assert!(
             reason.contains("`nodewright machine delete web-abc12`"),
             "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_marked_machine_is_not_remediated() {
+        use crate::disruption::Marked;
+        assert_eq!(remediation_held(Vec::new()), None);
+        let marks = vec![DoNotDisrupt {
+            marked: Marked::Node,
+            annotation: "nodewright.io/do-not-disrupt".to_owned(),
+        }];
+        assert_eq!(
+            remediation_held(marks),
+            Some(Outcome::LeftAlone {
+                reason: "do not disrupt: Node (nodewright.io/do-not-disrupt)".to_owned()
+            })
         );
     }
 }

@@ -1,5 +1,6 @@
 //! Remediation: a pool machine whose Node has been NotReady longer than the health timeout is
-//! reported by a plain sweep, and replaced by `sweep run --remediate` — a CreateMachine from the
+//! reported by a plain sweep, left alone by `sweep run --remediate` while its Node is annotated
+//! `nodewright.io/do-not-disrupt: "true"`, and then replaced by `sweep run --remediate` — a CreateMachine from the
 //! pool's last completed rollout, and a DeleteMachine of the broken one, the create started only
 //! once the delete had started (the sweep's history says so).
 
@@ -8,6 +9,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
+use kube::api::{Patch, PatchParams};
+use nodewright_model::disruption::ANNOTATION_DO_NOT_DISRUPT;
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::is_node_ready;
 use nodewright_tests::poll::eventually;
@@ -90,6 +93,39 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
         reported["rule"] == "unhealthy" && reported["action"] == "report",
         "{reported}"
     );
+
+    // Marked do-not-disrupt, the machine is left alone by a remediating sweep (a remediation is
+    // voluntary), and the audit names the mark; the mark removed, the next sweep replaces it.
+    let mark = |value: Option<&str>| serde_json::json!({ "metadata": { "annotations": { ANNOTATION_DO_NOT_DISRUPT: value } } });
+    nodes
+        .patch(
+            &broken,
+            &PatchParams::default(),
+            &Patch::Merge(&mark(Some("true"))),
+        )
+        .await?;
+    let (code, audit) = sweep
+        .sweep(&["--remediate", "--health-timeout", "10s"])
+        .await?;
+    ensure!(code == Some(0), "remediating sweep exit {code:?}: {audit}");
+    let held = entry(&audit).context("the marked machine is not in the audit")?;
+    ensure!(
+        held["action"] == "replace"
+            && held["outcome"]["result"] == "left-alone"
+            && held["outcome"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains(ANNOTATION_DO_NOT_DISRUPT)),
+        "a do-not-disrupt machine was not left alone: {held}"
+    );
+    ensure!(
+        pool_machines(&sweep.stack, &sweep.pool)
+            .await?
+            .contains(&broken),
+        "the marked machine's VM is gone"
+    );
+    nodes
+        .patch(&broken, &PatchParams::default(), &Patch::Merge(&mark(None)))
+        .await?;
 
     let (code, audit) = sweep
         .sweep(&["--remediate", "--health-timeout", "10s"])

@@ -2,10 +2,12 @@
 //! machine's DeleteMachine with, for a pool machine, its replacement's CreateMachine. Children
 //! are shielded from the sweep's cancellation: a removal started is finished.
 
+use nodewright_activities::kube::{DisruptionMarksOf, KubeActivities};
 use nodewright_activities::temporal::{PoolOfLastRollout, TemporalActivities};
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::sweep::{
     Decision, Outcome, SweepRequest, child_not_started, machine_deleted, no_recorded_template,
+    remediation_held,
 };
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_sdk::{
@@ -55,16 +57,47 @@ pub(super) async fn delete_vm(
     }
 }
 
-/// An unhealthy machine: DeleteMachine (drained, force mode as the Node is NotReady) and, for a
-/// pool machine, CreateMachine from the pool's last completed rollout, started only once the
-/// DeleteMachine has started (a machine someone else is deleting gets no second replacement).
-/// Started, not awaited.
+/// The patch that reads an unhealthy machine's do-not-disrupt marks before replacing it; runs
+/// recorded before it read none.
+const DO_NOT_DISRUPT_PATCH: &str = "sweep-honours-do-not-disrupt";
+
+/// An unhealthy machine: left alone when its Node or a pod on it carries a do-not-disrupt mark
+/// (a remediation is voluntary); else DeleteMachine (drained, force mode as the Node is NotReady)
+/// and, for a pool machine, CreateMachine from the pool's last completed rollout, started only
+/// once the DeleteMachine has started (a machine someone else is deleting gets no second
+/// replacement). Started, not awaited.
 pub(super) async fn replace(
     ctx: &WorkflowContext<OrphanSweepWorkflow>,
     request: &SweepRequest,
     decision: &Decision,
     replacement: Option<String>,
 ) -> Outcome {
+    if ctx.patched(DO_NOT_DISRUPT_PATCH) {
+        let read = ctx
+            .execute_activity(
+                KubeActivities::disruption_marks,
+                DisruptionMarksOf {
+                    node: decision.name.clone(),
+                },
+                activity_options::read(),
+            )
+            .await;
+        match read {
+            Ok(found) => {
+                if let Some(held) = remediation_held(found.marks) {
+                    return held;
+                }
+            }
+            Err(e) => {
+                return Outcome::Failed {
+                    error: format!(
+                        "reading the machine's do-not-disrupt marks failed: {}",
+                        activity_failure_text(&e)
+                    ),
+                };
+            }
+        }
+    }
     let create = match (&decision.pool, replacement) {
         (Some(pool), Some(machine)) => {
             let looked = ctx
