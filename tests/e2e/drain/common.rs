@@ -1,11 +1,13 @@
 //! What the drain tests share: pool files with drain settings, the CLI off the async threads,
-//! the drain's `status` as JSON and its parts, machines made and removed with the CLI.
+//! the drain's `status` as a typed document (and, until the last callers move, as JSON),
+//! machines made and removed with the CLI.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Result, bail, ensure};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::DrainStatusDocument;
 use nodewright_tests::machines::{create_machine, write_pool_file};
 use serde_json::Value;
 
@@ -71,6 +73,48 @@ pub(crate) async fn drain_status(stack: &Stack, task_queue: &str, machine: &str)
         "status of {expected}: {doc}"
     );
     Ok(doc)
+}
+
+/// `machine status NAME --output json` of a machine whose latest run is its drain, typed: a
+/// field the drain's status requires that is missing or renamed fails here.
+pub(crate) async fn drain_document(
+    stack: &Stack,
+    task_queue: &str,
+    machine: &str,
+) -> Result<DrainStatusDocument> {
+    let doc: DrainStatusDocument = cli(
+        stack,
+        task_queue,
+        &["machine", "status", machine, "--output", "json"],
+    )
+    .await?
+    .expect_code(0)?
+    .parse()?;
+    let expected = format!("drain/{}/{machine}", stack.cluster);
+    ensure!(doc.workflow_id == expected, "status of {expected}: {doc}");
+    Ok(doc)
+}
+
+/// Polls [`drain_document`] until `done` holds; the error shows the last answer.
+pub(crate) async fn wait_drain(
+    stack: &Stack,
+    task_queue: &str,
+    machine: &str,
+    what: &str,
+    timeout: Duration,
+    done: impl Fn(&DrainStatusDocument) -> bool,
+) -> Result<DrainStatusDocument> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let doc = drain_document(stack, task_queue, machine).await?;
+        if done(&doc) {
+            return Ok(doc);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("timed out after {timeout:?} waiting for {what}; last status: {doc}");
+        }
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 /// Polls [`drain_status`] until `done` holds; the error shows the last answer.
