@@ -200,7 +200,11 @@ mod tests {
         );
         let evict = DrainLookup::step(&document.status, Step::EvictPods).expect("the step");
         assert_eq!(evict.state, StepState::Running);
-        assert!(document.to_string().contains(r#""workflowId":"drain/c/web-abcde""#));
+        assert!(
+            document
+                .to_string()
+                .contains(r#""workflowId":"drain/c/web-abcde""#)
+        );
     }
 
     #[test]

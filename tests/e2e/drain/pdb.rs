@@ -148,9 +148,11 @@ async fn scenario(
         WAIT,
         |doc| {
             let status = &doc.status;
-            let all_blocked = keys
-                .iter()
-                .all(|key| status.pod(key).is_some_and(|p| p.state == PodState::Blocked));
+            let all_blocked = keys.iter().all(|key| {
+                status
+                    .pod(key)
+                    .is_some_and(|p| p.state == PodState::Blocked)
+            });
             let budget = status.pdbs_blocking.iter().find(|b| b.pdb == pdb);
             all_blocked && budget.is_some_and(|b| b.misconfigured && b.pods.len() == REPLICAS)
         },
