@@ -11,7 +11,10 @@ use nodewright_model::drain::{DrainStatus, PodProgress, VolumeProgress};
 use nodewright_model::machine::{MachineStatus, Step, StepProgress};
 use nodewright_model::rollout::RolloutStatus;
 use nodewright_model::sweep::SweepStatus;
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::machines::MachineStatusDocument;
 
 /// A value as one line of JSON, for failure messages (never Rust debug formatting).
 pub fn shown<T: Serialize>(value: &T) -> String {
@@ -36,6 +39,71 @@ impl DrainStatusDocument {
     /// Whether the run is still going.
     pub fn is_running(&self) -> bool {
         self.run_status == "running"
+    }
+}
+
+/// `machine status <machine> --output json` typed by the run it shows: a drain's document when
+/// the machine's latest run is a drain (`workflowId` `drain/...`), a create's or a delete's
+/// otherwise (with the delete's drain, if it drained).
+#[derive(Debug, Clone)]
+pub enum MachineRunDocument {
+    /// The latest run is a drain.
+    Drain(Box<DrainStatusDocument>),
+    /// The latest run is a create or a delete.
+    Machine(Box<MachineStatusDocument>),
+}
+
+impl MachineRunDocument {
+    /// The run's workflow ID.
+    pub fn workflow_id(&self) -> &str {
+        match self {
+            Self::Drain(document) => &document.workflow_id,
+            Self::Machine(document) => &document.workflow_id,
+        }
+    }
+
+    /// `running`, `completed`, `failed`, `canceled`, ...
+    pub fn run_status(&self) -> &str {
+        match self {
+            Self::Drain(document) => &document.run_status,
+            Self::Machine(document) => &document.run_status,
+        }
+    }
+
+    /// The drain's status: the run's own for a drain, a delete's drain's, if it drained.
+    pub fn drain(&self) -> Option<&DrainStatus> {
+        match self {
+            Self::Drain(document) => Some(&document.status),
+            Self::Machine(document) => document.drain.as_ref(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MachineRunDocument {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let id = value
+            .get("workflowId")
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| D::Error::missing_field("workflowId"))?;
+        if id.starts_with("drain/") {
+            serde_json::from_value(value)
+                .map(|document| Self::Drain(Box::new(document)))
+                .map_err(D::Error::custom)
+        } else {
+            serde_json::from_value(value)
+                .map(|document| Self::Machine(Box::new(document)))
+                .map_err(D::Error::custom)
+        }
+    }
+}
+
+impl fmt::Display for MachineRunDocument {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Drain(document) => f.write_str(&shown(document)),
+            Self::Machine(document) => f.write_str(&shown(document)),
+        }
     }
 }
 
@@ -225,6 +293,32 @@ mod tests {
         }
         let no_run_status = r#"{"workflowId":"drain/c/m","status":{},"ui":""}"#;
         assert!(serde_json::from_str::<DrainStatusDocument>(no_run_status).is_err());
+    }
+
+    #[test]
+    fn machine_status_reads_as_the_drain_or_the_machine_run_it_shows() {
+        let status = format!(r#"{{"run":{RUN},"mode":{{"mode":"graceful"}}}}"#);
+        let drain: MachineRunDocument =
+            serde_json::from_str(&drain_document(&status)).expect("a drain's machine status");
+        assert!(matches!(drain, MachineRunDocument::Drain(_)));
+        assert_eq!(
+            drain.drain().map(|d| d.run.machine.as_str()),
+            Some("web-abcde")
+        );
+        let delete = format!(
+            r#"{{"workflowId":"delete/c/web-abcde","runStatus":"completed","status":{RUN},
+            "drain":{status},"ui":"u"}}"#
+        );
+        let delete: MachineRunDocument = serde_json::from_str(&delete).expect("a delete");
+        assert_eq!(
+            (delete.workflow_id(), delete.run_status()),
+            ("delete/c/web-abcde", "completed")
+        );
+        assert!(delete.drain().is_some());
+        // A drain document whose status is a machine run's (no mode) does not pass as one.
+        let wrong = drain_document(RUN);
+        assert!(serde_json::from_str::<MachineRunDocument>(&wrong).is_err());
+        assert!(serde_json::from_str::<MachineRunDocument>(r#"{"runStatus":"running"}"#).is_err());
     }
 
     #[test]
