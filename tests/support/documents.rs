@@ -9,7 +9,7 @@ use std::fmt;
 
 use nodewright_model::drain::{DrainStatus, PodProgress, VolumeProgress};
 use nodewright_model::machine::{MachineStatus, Step, StepProgress};
-use nodewright_model::rollout::RolloutStatus;
+use nodewright_model::rollout::{PoolReport, RolloutStatus};
 use nodewright_model::sweep::SweepStatus;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -123,6 +123,17 @@ pub struct RolloutStatusDocument {
     pub status: RolloutStatus,
 }
 
+/// `pool status <pool> --output json`: InspectPool's report of the pool's machines, and the
+/// rollout under way, if any.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolStatusDocument {
+    /// What InspectPool found.
+    pub report: PoolReport,
+    /// The running rollout's status (`null` when none runs).
+    pub rollout: Option<RolloutStatus>,
+}
+
 /// `sweep status --output json` while a sweep runs: OrphanSweep's `status` query with the run's
 /// identity beside its fields.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -165,6 +176,7 @@ macro_rules! shown_as_json {
 }
 shown_as_json!(
     DrainStatusDocument,
+    PoolStatusDocument,
     RolloutStatusDocument,
     SweepStatusDocument
 );
