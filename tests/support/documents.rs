@@ -10,7 +10,7 @@ use std::fmt;
 use nodewright_model::drain::{DrainStatus, PodProgress, VolumeProgress};
 use nodewright_model::machine::{MachineStatus, Step, StepProgress};
 use nodewright_model::rollout::{PoolReport, RolloutStatus};
-use nodewright_model::sweep::SweepStatus;
+use nodewright_model::sweep::{SweepAudit, SweepStatus};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -152,6 +152,43 @@ pub struct SweepStatusDocument {
     pub status: SweepStatus,
 }
 
+/// What `sweep run --wait --output json` prints when the sweep ended: its audit, shown as JSON
+/// in failure messages, read as the [`SweepAudit`] it holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SweepAuditDocument(pub SweepAudit);
+
+impl std::ops::Deref for SweepAuditDocument {
+    type Target = SweepAudit;
+
+    fn deref(&self) -> &SweepAudit {
+        &self.0
+    }
+}
+
+/// One run of `runs --output json` (a list of them): the CLI's own row, no model type.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRow {
+    /// The run's workflow ID.
+    pub workflow_id: String,
+    /// The workflow type (`CreateMachine`, ...).
+    #[serde(rename = "type")]
+    pub workflow_type: String,
+    /// `running`, `completed`, `failed`, ...
+    pub status: String,
+    /// The `NodewrightPool` search attribute, when set.
+    pub pool: Option<String>,
+    /// The `NodewrightMachine` search attribute, when set.
+    pub machine: Option<String>,
+    /// The `NodewrightPhase` search attribute, when set.
+    pub phase: Option<String>,
+    /// When it started, RFC 3339 (empty when unknown).
+    pub started: String,
+    /// When it closed, RFC 3339 (empty while it runs).
+    pub closed: String,
+}
+
 /// What a command with `--wait --output json` prints when its run ended: the run's result
 /// (e.g. [`nodewright_model::drain::DrainedNode`], [`nodewright_model::rollout::RolloutResult`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -175,6 +212,7 @@ macro_rules! shown_as_json {
     )*};
 }
 shown_as_json!(
+    SweepAuditDocument,
     DrainStatusDocument,
     PoolStatusDocument,
     RolloutStatusDocument,
@@ -331,6 +369,17 @@ mod tests {
         let wrong = drain_document(RUN);
         assert!(serde_json::from_str::<MachineRunDocument>(&wrong).is_err());
         assert!(serde_json::from_str::<MachineRunDocument>(r#"{"runStatus":"running"}"#).is_err());
+    }
+
+    #[test]
+    fn a_runs_row_needs_its_identity_and_status() {
+        let text = r#"[{"workflowId":"sweep/c","type":"OrphanSweep","status":"running",
+            "pool":null,"machine":null,"phase":"acting","started":"2026-11-27T02:00:00Z","closed":""}]"#;
+        let rows: Vec<RunRow> = serde_json::from_str(text).expect("runs");
+        assert_eq!(rows[0].workflow_type, "OrphanSweep");
+        assert_eq!(rows[0].phase.as_deref(), Some("acting"));
+        let renamed = text.replace("\"status\"", "\"state\"");
+        assert!(serde_json::from_str::<Vec<RunRow>>(&renamed).is_err());
     }
 
     #[test]
