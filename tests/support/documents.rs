@@ -70,6 +70,19 @@ impl MachineRunDocument {
         }
     }
 
+    /// The run's own steps and outcome: a drain's `run`, a create's or a delete's `status`.
+    pub fn run(&self) -> &MachineStatus {
+        match self {
+            Self::Drain(document) => &document.status.run,
+            Self::Machine(document) => &document.status,
+        }
+    }
+
+    /// The step the run is at (the one `running`), by its name, if any.
+    pub fn running_step(&self) -> Option<&'static str> {
+        self.run().current().map(Step::as_str)
+    }
+
     /// The drain's status: the run's own for a drain, a delete's drain's, if it drained.
     pub fn drain(&self) -> Option<&DrainStatus> {
         match self {
@@ -365,6 +378,8 @@ mod tests {
             ("delete/c/web-abcde", "completed")
         );
         assert!(delete.drain().is_some());
+        assert_eq!(delete.running_step(), Some("evict-pods"));
+        assert_eq!(drain.run().operation, "drain");
         // A drain document whose status is a machine run's (no mode) does not pass as one.
         let wrong = drain_document(RUN);
         assert!(serde_json::from_str::<MachineRunDocument>(&wrong).is_err());

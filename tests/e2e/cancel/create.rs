@@ -75,7 +75,7 @@ async fn a_create_cancelled_mid_wait_ends_canceled_with_nothing_left() -> Result
                 if status.code != Some(0) {
                     return Ok(None);
                 }
-                Ok(running_step(&status.json()?).filter(|step| step == stage.step))
+                Ok(running_step(&status)?.filter(|step| *step == stage.step))
             },
         )
         .await

@@ -47,14 +47,14 @@ async fn a_delete_cancelled_after_its_vm_delete_was_sent_finishes_the_deletion()
                     .fault(rule)
                     .await?
                     .is_some_and(|r| r["fired"].as_u64() >= Some(1));
-                let doc = cli(
+                let status = cli(
                     &stack,
                     &task_queue,
                     &["machine", "status", &machine, "--output", "json"],
                 )
-                .await?
-                .json()?;
-                Ok((fired && running_step(&doc).as_deref() == Some("delete-vm")).then_some(()))
+                .await?;
+                let step = running_step(status.expect_code(0)?)?;
+                Ok((fired && step == Some("delete-vm")).then_some(()))
             },
         )
         .await?;
