@@ -9,6 +9,7 @@ use std::fmt;
 
 use nodewright_model::drain::{DrainStatus, PodProgress, VolumeProgress};
 use nodewright_model::machine::{MachineStatus, Step, StepProgress};
+use nodewright_model::preflight::PreflightReport;
 use nodewright_model::rollout::{PoolReport, RolloutStatus};
 use nodewright_model::sweep::{SweepAudit, SweepStatus};
 use serde::de::Error as _;
@@ -179,6 +180,31 @@ impl std::ops::Deref for SweepAuditDocument {
     }
 }
 
+/// `preflight --output json`: the worker's report, the run's identity, and the pools the
+/// configuration names.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreflightDocument {
+    /// `preflight/<cluster>`.
+    pub workflow_id: String,
+    /// What the worker found.
+    pub report: PreflightReport,
+    /// The run in Temporal's UI.
+    pub ui: String,
+    /// The configured pools, each with its template hash.
+    pub pools: Vec<PoolTemplate>,
+}
+
+/// A configured pool and its template hash, as `preflight` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolTemplate {
+    /// The pool's name.
+    pub pool: String,
+    /// Its template's hash.
+    pub template_hash: String,
+}
+
 /// One run of `runs --output json` (a list of them): the CLI's own row, no model type.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -226,6 +252,7 @@ macro_rules! shown_as_json {
 }
 shown_as_json!(
     SweepAuditDocument,
+    PreflightDocument,
     DrainStatusDocument,
     PoolStatusDocument,
     RolloutStatusDocument,
