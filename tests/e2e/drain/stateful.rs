@@ -44,7 +44,6 @@ use nodewright_tests::workloads::{
     Placement, Volume, Workload, Workloads, attachments_of, disk_managed_by, ensure_priority_class,
     is_attached, node_of, set_unschedulable, wait_attached,
 };
-use serde_json::Value;
 
 /// How long any one awaited change may take.
 pub(super) const WAIT: Duration = Duration::from_secs(90);
@@ -72,26 +71,6 @@ pub(super) fn write_drain_pool_file(stack: &Stack, pool: &str) -> Result<PathBuf
     drain_pool_file(stack, pool, &DRAIN_SETTINGS)
 }
 
-/// `machine status NAME --output json`.
-#[allow(
-    dead_code,
-    reason = "the JSON form, kept for drain tests written before the typed one; goes in the last commit of the typed-status change"
-)]
-pub(super) async fn machine_status(
-    stack: &Stack,
-    task_queue: &str,
-    machine: &str,
-) -> Result<Value> {
-    cli(
-        stack,
-        task_queue,
-        &["machine", "status", machine, "--output", "json"],
-    )
-    .await?
-    .expect_code(0)?
-    .json()
-}
-
 /// `machine status NAME --output json`, typed by the run it shows (a drain, a delete with its
 /// drain): a field the run's status requires that is missing or renamed fails here.
 pub(super) async fn machine_document(
@@ -107,15 +86,6 @@ pub(super) async fn machine_document(
     .await?
     .expect_code(0)?
     .parse()
-}
-
-/// The element of the JSON array `list` whose `key` is `value`.
-#[allow(
-    dead_code,
-    reason = "the JSON form, kept for drain tests written before the typed one; goes in the last commit of the typed-status change"
-)]
-pub(super) fn entry<'a>(list: &'a Value, key: &str, value: &str) -> Option<&'a Value> {
-    list.as_array()?.iter().find(|item| item[key] == value)
 }
 
 pub(super) use nodewright_tests::stack::temporal_cli;
@@ -440,40 +410,6 @@ pub(super) async fn check_all_moved(workloads: &Workloads, on_a: &OnA, node_b: &
         }
     }
     Ok(())
-}
-
-/// The drain's status in a `machine status --output json` document: `status` for a drain,
-/// `drain` for a delete (which shows its drain's pods and volumes).
-#[allow(
-    dead_code,
-    reason = "the JSON form, kept for drain tests written before the typed one; goes in the last commit of the typed-status change"
-)]
-pub(super) fn drain_of(document: &Value) -> Option<&Value> {
-    let id = document["workflowId"].as_str()?;
-    if id.starts_with("drain/") {
-        Some(&document["status"])
-    } else {
-        Some(&document["drain"]).filter(|drain| drain.is_object())
-    }
-}
-
-/// [`check_drain_document`] of a `machine status --output json` document read as JSON.
-#[allow(
-    dead_code,
-    reason = "the JSON form, kept for drain tests written before the typed one; goes in the last commit of the typed-status change"
-)]
-pub(super) fn check_drain_status(
-    document: &Value,
-    purpose: &str,
-    cluster: &str,
-    namespace: &str,
-    on_a: &OnA,
-    node_a: &str,
-    node_b: &str,
-) -> Result<()> {
-    let document: MachineRunDocument = serde_json::from_value(document.clone())
-        .with_context(|| format!("not a machine status: {document}"))?;
-    check_drain_document(&document, purpose, cluster, namespace, on_a, node_a, node_b)
 }
 
 /// Checks `machine status --output json` after a `purpose` drain (`maintenance`: the drain is

@@ -23,8 +23,7 @@ use nodewright_tests::workloads::{
 };
 
 use super::common::{
-    PoolShape, Sampler, clean_up_pool, ensure_bounds, ensure_pool_is, roll_document,
-    rollout_pool_file,
+    PoolShape, Sampler, clean_up_pool, ensure_bounds, ensure_pool_is, roll, rollout_pool_file,
 };
 
 /// Replicas of the pool.
@@ -81,7 +80,7 @@ async fn scenario(
 ) -> Result<()> {
     // The pool is built by a first rollout (of an empty pool).
     let v1 = rollout_pool_file(stack, pool, &PoolShape::new(REPLICAS, surge, unavailable))?;
-    let built = roll_document(stack, task_queue, &v1, &[]).await?;
+    let built = roll(stack, task_queue, &v1, &[]).await?;
     let v1_hash = built.result.status.template_hash;
     ensure_pool_is(stack, pool, REPLICAS as usize, &v1_hash).await?;
 
@@ -110,7 +109,7 @@ async fn scenario(
         &PoolShape::new(REPLICAS, surge, unavailable).version("24.04.2"),
     )?;
     let started = Instant::now();
-    let rolled = roll_document(stack, task_queue, &v2, &[]).await;
+    let rolled = roll(stack, task_queue, &v2, &[]).await;
     let makespan = started.elapsed();
     let extremes = sampler.stop().await?;
     let rolled = rolled?;

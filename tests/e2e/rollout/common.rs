@@ -1,7 +1,6 @@
 //! What the rollout tests share: pool files with replicas, strategy and image version, a pool
 //! built by a first rollout, the sampler that watches the pool's Ready nodes and machines for
-//! the whole test, and the rollout's status and result through the CLI, typed (and, until the
-//! last callers move, as JSON).
+//! the whole test, and the rollout's status and result through the CLI, typed.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,7 +18,6 @@ use nodewright_tests::Stack;
 use nodewright_tests::documents::{ResultDocument, RolloutStatusDocument};
 use nodewright_tests::kube_objects::is_node_ready;
 use nodewright_tests::machines::write_pool_file;
-use serde_json::Value;
 use tokio::task::JoinHandle;
 
 pub(crate) use nodewright_tests::machines::cli;
@@ -93,50 +91,6 @@ pub(crate) fn rollout_pool_file(stack: &Stack, pool: &str, shape: &PoolShape) ->
     Ok(path)
 }
 
-/// `pool rollout status POOL --output json`.
-#[allow(
-    dead_code,
-    reason = "the JSON form, kept for tests written before the typed one; goes in the last commit of the typed-status change"
-)]
-pub(crate) async fn rollout_status(stack: &Stack, task_queue: &str, pool: &str) -> Result<Value> {
-    cli(
-        stack,
-        task_queue,
-        &["pool", "rollout", "status", pool, "--output", "json"],
-    )
-    .await?
-    .expect_code(0)?
-    .json()
-}
-
-/// Polls [`rollout_status`] until `done` holds; the error shows the last answer. A status that
-/// cannot be read (no worker to answer the query while one is restarted) is asked again.
-#[allow(
-    dead_code,
-    reason = "the JSON form, kept for tests written before the typed one; goes in the last commit of the typed-status change"
-)]
-pub(crate) async fn wait_rollout(
-    stack: &Stack,
-    task_queue: &str,
-    pool: &str,
-    what: &str,
-    timeout: Duration,
-    mut done: impl FnMut(&Value) -> bool,
-) -> Result<Value> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let last = match rollout_status(stack, task_queue, pool).await {
-            Ok(status) if done(&status) => return Ok(status),
-            Ok(status) => status.to_string(),
-            Err(error) => format!("{error:#}"),
-        };
-        if tokio::time::Instant::now() >= deadline {
-            bail!("timed out after {timeout:?} waiting for {what}; last status: {last}");
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
 /// `pool rollout status POOL --output json`, typed: a field the rollout's status requires that
 /// is missing or renamed fails here.
 pub(crate) async fn rollout_document(
@@ -187,39 +141,6 @@ pub(crate) async fn await_rollout(
         }
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// Rolls the pool to `file` with the CLI and waits (observing every second); the rollout's
-/// result, typed.
-pub(crate) async fn roll_document(
-    stack: &Stack,
-    task_queue: &str,
-    file: &std::path::Path,
-    extra: &[&str],
-) -> Result<ResultDocument<RolloutResult>> {
-    let file = file.to_string_lossy().into_owned();
-    let mut args = vec![
-        "pool",
-        "rollout",
-        "--pool",
-        &file,
-        "--wait",
-        "--observe-interval",
-        "1s",
-        "--output",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    cli(stack, task_queue, &args).await?.expect_code(0)?.parse()
-}
-
-/// A number in a status document (0 when missing).
-#[allow(
-    dead_code,
-    reason = "the JSON form, kept for tests written before the typed one; goes in the last commit of the typed-status change"
-)]
-pub(crate) fn num(value: &Value) -> u64 {
-    value.as_u64().unwrap_or_default()
 }
 
 /// What the pool looks like now: Ready Nodes of the pool, and its VMs by template.
@@ -419,13 +340,14 @@ pub(crate) async fn pool_machines(stack: &Stack, pool: &str) -> Result<Vec<Strin
         .collect())
 }
 
-/// Rolls the pool to `file` with the CLI and waits (observing every second); the result JSON.
+/// Rolls the pool to `file` with the CLI and waits (observing every second); the rollout's
+/// result, typed.
 pub(crate) async fn roll(
     stack: &Stack,
     task_queue: &str,
     file: &std::path::Path,
     extra: &[&str],
-) -> Result<Value> {
+) -> Result<ResultDocument<RolloutResult>> {
     let file = file.to_string_lossy().into_owned();
     let mut args = vec![
         "pool",
@@ -439,7 +361,7 @@ pub(crate) async fn roll(
         "json",
     ];
     args.extend_from_slice(extra);
-    cli(stack, task_queue, &args).await?.expect_code(0)?.json()
+    cli(stack, task_queue, &args).await?.expect_code(0)?.parse()
 }
 
 /// Checks that the pool has exactly `replicas` machines, all of `template`, each with a Ready

@@ -16,7 +16,7 @@ use nodewright_tests::machines::KillableWorker;
 use nodewright_tests::temporal_worker::unique_task_queue;
 
 use super::common::{
-    PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, roll_document, rollout_document,
+    PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, roll, rollout_document,
     rollout_pool_file, sample_pool, start_rollout,
 };
 
@@ -33,7 +33,7 @@ async fn built_pool(
 ) -> Result<(std::path::PathBuf, String)> {
     let shape = PoolShape::new(REPLICAS, "1", "0");
     let v1 = rollout_pool_file(stack, pool, &shape)?;
-    let built = roll_document(stack, task_queue, &v1, &[]).await?;
+    let built = roll(stack, task_queue, &v1, &[]).await?;
     let v1_hash = built.result.status.template_hash;
     ensure_pool_is(stack, pool, REPLICAS as usize, &v1_hash).await?;
     let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;

@@ -15,8 +15,8 @@ use nodewright_tests::temporal_worker::unique_task_queue;
 use serde_json::json;
 
 use super::common::{
-    PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, roll, roll_document,
-    rollout_document, rollout_pool_file, start_rollout,
+    PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, roll, rollout_document,
+    rollout_pool_file, start_rollout,
 };
 
 const REPLICAS: u32 = 3;
@@ -46,7 +46,7 @@ async fn failing(
 ) -> Result<()> {
     let shape = PoolShape::new(REPLICAS, "1", "0");
     let v1 = rollout_pool_file(stack, pool, &shape)?;
-    let built = roll_document(stack, task_queue, &v1, &[]).await?;
+    let built = roll(stack, task_queue, &v1, &[]).await?;
     let v1_hash = built.result.status.template_hash;
 
     // From now on every VM of the pool fails to provision (only new ones are created).
