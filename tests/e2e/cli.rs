@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use nodewright_tests::binaries::binary;
+use nodewright_tests::documents::PreflightDocument;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::worker_process::{WorkerProcess, free_address, scratch_dir, stack_config};
@@ -33,7 +34,7 @@ fn spawn_worker(stack: &Stack, task_queue: &str, cluster: &str) -> Result<Worker
 }
 
 /// Runs `nodewright preflight --output json`, requires exit code 0 and returns the document.
-fn preflight_json(stack: &Stack, task_queue: &str, cluster: &str) -> Result<serde_json::Value> {
+fn preflight_json(stack: &Stack, task_queue: &str, cluster: &str) -> Result<PreflightDocument> {
     let output = cli(stack, task_queue)?
         .args([
             "preflight",
@@ -52,7 +53,12 @@ fn preflight_json(stack: &Stack, task_queue: &str, cluster: &str) -> Result<serd
         Some(0),
     )
     .with_context(|| format!("stderr: {stderr}"))?;
-    Ok(serde_json::from_slice(&output.stdout)?)
+    serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "not a preflight document: {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
 }
 
 #[tokio::test]
@@ -65,15 +71,15 @@ async fn cli_runs_preflight_through_the_worker_binary_which_stops_on_sigterm() -
     let document = preflight_json(&stack, &task_queue, &cluster)?;
     ensure_eq(
         "reported apiserver version",
-        document["report"]["kubernetes"]["server_version"].as_str(),
-        Some(stack.kubernetes_version.as_str()),
+        document.report.kubernetes.server_version.as_str(),
+        stack.kubernetes_version.as_str(),
     )?;
     ensure_eq(
         "reported cluster",
-        document["report"]["cluster"].as_str(),
-        Some(cluster.as_str()),
+        document.report.cluster.as_str(),
+        cluster.as_str(),
     )?;
-    let link = document["ui"].as_str().unwrap_or_default();
+    let link = document.ui.as_str();
     assert!(
         link.ends_with(&format!("/workflows/preflight%2F{cluster}")),
         "UI link: {link}"
@@ -143,8 +149,8 @@ async fn preflight_without_a_worker_times_out_with_a_hint_and_a_later_call_joins
     let document = preflight_json(&stack, &task_queue, &cluster)?;
     ensure_eq(
         "reported cluster",
-        document["report"]["cluster"].as_str(),
-        Some(cluster.as_str()),
+        document.report.cluster.as_str(),
+        cluster.as_str(),
     )?;
 
     let client = stack.temporal_client().await?;

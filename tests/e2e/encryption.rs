@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::codec::{CodecServer, free_port, key_file};
+use nodewright_tests::documents::shown;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{
-    CliResult, KillableWorker, Sandbox, cli_with_env, write_pool_file,
+    CliResult, KillableWorker, MachineStatusDocument, Sandbox, cli_with_env, write_pool_file,
 };
 use nodewright_tests::secrets::{SecretScan, json_mentions};
 use nodewright_tests::stack::{history_json, history_json_with};
@@ -111,7 +112,15 @@ async fn scenario(
 
     // The CLI with the key reads the run; without it, or with a wrong one, it is refused.
     let status = ["--output", "json", "machine", "status", machine];
-    CliResult::run_with_env(stack, task_queue, &status, with_keys)?.expect_code(0)?;
+    let read: MachineStatusDocument =
+        CliResult::run_with_env(stack, task_queue, &status, with_keys)?
+            .expect_code(0)?
+            .parse()?;
+    ensure!(
+        read.status.machine == machine,
+        "the CLI with the key reads {machine}'s run: {}",
+        shown(&read)
+    );
     let without = CliResult::run(stack, task_queue, &status)?;
     ensure!(
         without.code != Some(0)

@@ -19,6 +19,8 @@ use anyhow::{Context, Result, ensure};
 use base64::Engine;
 use kube::config::Kubeconfig;
 use nodewright_activities::azure::{ArmClient, Deletion, Submitted};
+use nodewright_model::machine::CreatedMachine;
+use nodewright_tests::documents::ResultDocument;
 use nodewright_tests::images::{Container, Images};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{Sandbox, ensure_joined, write_pool_file};
@@ -160,10 +162,10 @@ async fn drive_worker_container(
         "--output",
         "json",
     ])?;
-    let created: Value =
-        serde_json::from_str(&created).with_context(|| format!("not JSON: {created}"))?;
+    let created: ResultDocument<CreatedMachine> = serde_json::from_str(&created)
+        .with_context(|| format!("not a create's result: {created}"))?;
     ensure!(
-        created["result"]["machine"] == machine.as_str(),
+        created.result.machine == machine && created.result.node == machine,
         "{created}"
     );
 

@@ -20,12 +20,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use nodewright_model::identity::{IDENTITY_CONFIG_MAP, KEY_CLUSTER, KEY_KUBE_SYSTEM_UID};
 use nodewright_model::ownership::{LABEL_MACHINE, LABEL_POOL, TAG_CLUSTER, provider_id};
+use nodewright_model::sweep::SweepOutcome;
+use nodewright_tests::documents::SweepAuditDocument;
 use nodewright_tests::identity::{ensure_namespace, namespace_for};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox, cli, node, write_pool_file};
@@ -452,18 +454,17 @@ async fn frozen_sweep(stack: &Stack, task_queue: &str) -> Result<String> {
         &["--output", "json", "sweep", "run", "--wait"],
     )
     .await?;
-    let audit: Value = serde_json::from_str(result.stdout.trim())
+    let audit: SweepAuditDocument = serde_json::from_str(result.stdout.trim())
         .with_context(|| format!("no audit: {}{}", result.stdout, result.stderr))?;
     ensure!(result.code == Some(3), "a frozen sweep exits 3: {audit}");
-    ensure!(audit["outcome"]["state"] == "frozen", "{audit}");
+    let SweepOutcome::Frozen { reason } = &audit.outcome else {
+        bail!("a frozen sweep: {audit}");
+    };
     ensure!(
-        audit["entries"].as_array().is_some_and(Vec::is_empty),
+        audit.entries.is_empty(),
         "nothing decided while frozen: {audit}"
     );
-    Ok(audit["outcome"]["reason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned())
+    Ok(reason.clone())
 }
 
 /// The `identity` of every event attribute object named `attributes` in `value`.

@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod binaries;
 pub mod codec;
+pub mod documents;
 pub mod identity;
 pub mod images;
 pub mod kube_objects;

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Node;
 use nodewright_model::drain::DrainStatus;
 use nodewright_model::machine::MachineStatus;
 use nodewright_model::ownership::TAG_MACHINE;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::binaries::{KillOnDrop, binary};
@@ -316,7 +316,7 @@ impl CliResult {
 
 /// What `machine status <machine> --output json` prints for a create or a delete: the run's
 /// status as the CLI words it, the workflow's `status` query, and a delete's drain.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineStatusDocument {
     /// `create/<cluster>/<machine>` or `delete/...`.

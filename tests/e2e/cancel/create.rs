@@ -7,8 +7,10 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::machine::Outcome;
+use nodewright_tests::documents::shown;
 use nodewright_tests::machines::{
-    CliResult, KillableWorker, Sandbox, cli, create_machine, write_pool_file,
+    CliResult, KillableWorker, MachineStatusDocument, Sandbox, cli, create_machine, write_pool_file,
 };
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
@@ -75,7 +77,7 @@ async fn a_create_cancelled_mid_wait_ends_canceled_with_nothing_left() -> Result
                 if status.code != Some(0) {
                     return Ok(None);
                 }
-                Ok(running_step(&status.json()?).filter(|step| step == stage.step))
+                Ok(running_step(&status)?.filter(|step| *step == stage.step))
             },
         )
         .await
@@ -117,8 +119,8 @@ async fn a_create_cancelled_mid_wait_ends_canceled_with_nothing_left() -> Result
                 if status.code != Some(0) {
                     return Ok(None);
                 }
-                let document = status.json()?;
-                Ok((document["runStatus"] != "running").then_some(document))
+                let document: MachineStatusDocument = status.parse()?;
+                Ok((document.run_status != "running").then_some(document))
             },
         )
         .await
@@ -131,31 +133,30 @@ async fn a_create_cancelled_mid_wait_ends_canceled_with_nothing_left() -> Result
         );
         sandbox.remove_fault(rule).await?;
 
-        let status = &ended["status"];
+        let shown_ended = shown(&ended);
         ensure!(
-            ended["runStatus"] == "canceled" && status["outcome"] == "canceled",
-            "the run ended Canceled, not Failed: {ended}"
+            ended.run_status == "canceled" && ended.status.outcome == Outcome::Canceled,
+            "the run ended Canceled, not Failed: {shown_ended}"
         );
-        let canceled = &status["canceled"];
+        let canceled = ended
+            .status
+            .canceled
+            .as_ref()
+            .with_context(|| format!("what the cancellation did: {shown_ended}"))?;
         ensure!(
-            canceled["atStep"] == stage.step,
-            "the status says at which step: {ended}"
+            canceled.at_step == stage.step,
+            "the status says at which step: {shown_ended}"
         );
-        let undone: Vec<&str> = canceled["undone"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
         ensure!(
-            undone
+            canceled
+                .undone
                 .iter()
                 .any(|u| u.contains("the VM (with its NIC and OS disk)")),
-            "the status says the VM went: {ended}"
+            "the status says the VM went: {shown_ended}"
         );
         ensure!(
-            canceled.get("cleanupFailure").is_none(),
-            "the clean-up succeeded: {ended}"
+            canceled.cleanup_failure.is_none(),
+            "the clean-up succeeded: {shown_ended}"
         );
         assert_nothing_left(&stack, &sandbox, &machine).await?;
     }

@@ -6,7 +6,11 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use nodewright_tests::machines::{KillableWorker, Sandbox, cli, create_machine, write_pool_file};
+use nodewright_model::machine::Outcome;
+use nodewright_tests::documents::shown;
+use nodewright_tests::machines::{
+    KillableWorker, MachineStatusDocument, Sandbox, cli, create_machine, write_pool_file,
+};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
 use serde_json::json;
@@ -47,14 +51,14 @@ async fn a_delete_cancelled_after_its_vm_delete_was_sent_finishes_the_deletion()
                     .fault(rule)
                     .await?
                     .is_some_and(|r| r["fired"].as_u64() >= Some(1));
-                let doc = cli(
+                let status = cli(
                     &stack,
                     &task_queue,
                     &["machine", "status", &machine, "--output", "json"],
                 )
-                .await?
-                .json()?;
-                Ok((fired && running_step(&doc).as_deref() == Some("delete-vm")).then_some(()))
+                .await?;
+                let step = running_step(status.expect_code(0)?)?;
+                Ok((fired && step == Some("delete-vm")).then_some(()))
             },
         )
         .await?;
@@ -73,16 +77,18 @@ async fn a_delete_cancelled_after_its_vm_delete_was_sent_finishes_the_deletion()
             "machine cancel says the deletion finished: {}",
             canceled.stdout
         );
-        let doc = cli(
+        let doc: MachineStatusDocument = cli(
             &stack,
             &task_queue,
             &["machine", "status", &machine, "--output", "json"],
         )
         .await?
-        .json()?;
+        .expect_code(0)?
+        .parse()?;
         ensure!(
-            doc["runStatus"] == "canceled" && doc["status"]["outcome"] == "canceled",
-            "the delete ended Canceled: {doc}"
+            doc.run_status == "canceled" && doc.status.outcome == Outcome::Canceled,
+            "the delete ended Canceled: {}",
+            shown(&doc)
         );
         assert_nothing_left(&stack, &sandbox, &machine).await
     }

@@ -20,16 +20,19 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use nodewright_model::drain::PodState;
+use nodewright_model::machine::Outcome;
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{DrainLookup, MachineRunDocument};
 use nodewright_tests::eventually;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox, cli};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::workloads::{Placement, Workload, Workloads, set_unschedulable};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{NodeState, run_status, running_step, state_of, temporal_cancel};
-use crate::drain::common::{create_machines, delete_machines, drain_pool_file};
+use super::{NodeState, run_status, state_of, temporal_cancel};
+use crate::drain::common::{create_machines, delete_machines, drain_document, drain_pool_file};
 
 const REPLICAS: usize = 3;
 const WAIT: Duration = Duration::from_secs(90);
@@ -160,18 +163,22 @@ async fn scenario(
         WAIT,
         Duration::from_millis(500),
         || async {
-            let doc = machine_status(stack, task_queue, node_a).await?;
-            Ok((doc["runStatus"] != "running").then_some(doc))
+            let doc = drain_document(stack, task_queue, node_a).await?;
+            Ok((!doc.is_running()).then_some(doc))
         },
     )
     .await?;
     ensure!(
-        ended["runStatus"] == "canceled" && ended["status"]["run"]["outcome"] == "canceled",
+        ended.run_status == "canceled" && ended.status.run.outcome == Outcome::Canceled,
         "the drain ended Canceled: {ended}"
     );
-    let undone = ended["status"]["run"]["canceled"]["undone"].to_string();
     ensure!(
-        undone.contains("stays cordoned"),
+        ended
+            .status
+            .run
+            .canceled
+            .as_ref()
+            .is_some_and(|c| c.undone.iter().any(|u| u.contains("stays cordoned"))),
         "the status says the cordon was kept: {ended}"
     );
     ensure!(
@@ -206,11 +213,11 @@ async fn scenario(
         WAIT,
         Duration::from_millis(500),
         || async {
-            let doc = machine_status(stack, task_queue, node_a).await?;
-            let evicting = doc["status"]["pods"].as_array().is_some_and(|p| {
-                p.iter()
-                    .any(|p| p["pod"] == key.as_str() && p["state"] == "evicting")
-            });
+            let doc = drain_document(stack, task_queue, node_a).await?;
+            let evicting = doc
+                .status
+                .pod(&key)
+                .is_some_and(|p| p.state == PodState::Evicting);
             Ok(evicting.then_some(()))
         },
     )
@@ -240,7 +247,12 @@ async fn scenario(
     Ok(())
 }
 
-async fn machine_status(stack: &Stack, task_queue: &str, machine: &str) -> Result<Value> {
+/// `machine status NAME --output json`, typed by the run it shows.
+async fn machine_document(
+    stack: &Stack,
+    task_queue: &str,
+    machine: &str,
+) -> Result<MachineRunDocument> {
     cli(
         stack,
         task_queue,
@@ -248,7 +260,7 @@ async fn machine_status(stack: &Stack, task_queue: &str, machine: &str) -> Resul
     )
     .await?
     .expect_code(0)?
-    .json()
+    .parse()
 }
 
 /// Waits until the machine's drain (its own, or its delete's) runs `step`.
@@ -263,15 +275,12 @@ async fn await_drain_step(
         WAIT,
         Duration::from_millis(500),
         || async {
-            let doc = machine_status(stack, task_queue, machine).await?;
-            let drain_running = doc["drain"]["run"]["steps"]
-                .as_array()
-                .is_some_and(|steps| {
-                    steps
-                        .iter()
-                        .any(|s| s["step"] == step && s["state"] == "running")
-                });
-            Ok((running_step(&doc).as_deref() == Some(step) || drain_running).then_some(()))
+            let doc = machine_document(stack, task_queue, machine).await?;
+            let drain_running = doc
+                .drain()
+                .and_then(|drain| drain.run.current())
+                .is_some_and(|running| running.as_str() == step);
+            Ok((doc.running_step() == Some(step) || drain_running).then_some(()))
         },
     )
     .await

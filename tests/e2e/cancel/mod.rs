@@ -21,9 +21,9 @@ use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use nodewright_model::drain::{CONDITION_TERMINATING, TAINT_DRAINING};
 use nodewright_tests::Stack;
-use nodewright_tests::machines::node;
+use nodewright_tests::documents::MachineRunDocument;
+use nodewright_tests::machines::{CliResult, node};
 use nodewright_tests::stack::{describe_workflow, temporal_cli};
-use serde_json::Value;
 
 /// Sends a cancellation request to `workflow_id` the way the Temporal UI does:
 /// `temporal workflow cancel`.
@@ -48,17 +48,10 @@ async fn temporal_cancel(stack: &Stack, workflow_id: &str) -> Result<()> {
     Ok(())
 }
 
-/// The running step of a machine run's status (`machine status --output json`).
-fn running_step(document: &Value) -> Option<String> {
-    let status = &document["status"];
-    let steps = status["steps"]
-        .as_array()
-        .or_else(|| status["run"]["steps"].as_array())?;
-    steps
-        .iter()
-        .find(|s| s["state"] == "running")
-        .and_then(|s| s["step"].as_str())
-        .map(str::to_owned)
+/// The running step of a machine run's status (`machine status --output json`), typed: a
+/// status that does not parse fails.
+fn running_step(result: &CliResult) -> Result<Option<&'static str>> {
+    Ok(result.parse::<MachineRunDocument>()?.running_step())
 }
 
 /// What a Node looks like to a scheduler after a drain was undone: schedulable or not, and

@@ -13,15 +13,16 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::rollout::{ChildKind, RolloutPhase};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox};
 use nodewright_tests::temporal_worker::unique_task_queue;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::rollout::common::{
-    PoolShape, Sampler, clean_up_pool, cli, ensure_bounds, num, pool_machines, roll,
-    rollout_pool_file, start_rollout, wait_rollout,
+    PoolShape, Sampler, await_rollout, clean_up_pool, cli, ensure_bounds, pool_machines, roll,
+    rollout_pool_file, start_rollout,
 };
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -48,20 +49,20 @@ async fn a_cancelled_rollout_cancels_its_creates_and_leaves_nothing_they_made() 
 async fn scenario(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     let file = rollout_pool_file(stack, pool, &PoolShape::new(2, "1", "0"))?;
     start_rollout(stack, task_queue, &file, &[]).await?;
-    let creating = wait_rollout(
+    let creating = await_rollout(
         stack,
         task_queue,
         pool,
         "two creates in flight",
         WAIT,
-        |doc| in_flight(doc) == 2,
+        |s| s.in_flight.len() == 2,
     )
     .await?;
-    let workflow_ids: Vec<String> = creating["inFlight"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["workflowId"].as_str().map(str::to_owned))
+    let workflow_ids: Vec<String> = creating
+        .status
+        .in_flight
+        .iter()
+        .map(|c| c.workflow_id.clone())
         .collect();
     // The creates are waiting for their Nodes: their VMs exist.
     nodewright_tests::eventually(
@@ -79,25 +80,22 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
         "pool rollout cancel says what it asked: {}",
         canceled.stdout
     );
-    let ended = wait_rollout(stack, task_queue, pool, "the rollout to end", WAIT, |doc| {
-        doc["phase"] == "canceled"
+    let ended = await_rollout(stack, task_queue, pool, "the rollout to end", WAIT, |s| {
+        s.phase == RolloutPhase::Canceled
     })
     .await?;
-    let status = &ended;
+    let status = &ended.status;
     ensure!(
-        num(&status["created"]) == 0 && in_flight(&ended) == 0,
+        status.created == 0 && status.in_flight.is_empty(),
         "nothing created, nothing in flight: {ended}"
     );
-    let failures = status["failures"].as_array().cloned().unwrap_or_default();
+    let failures = &status.failures;
     ensure!(
-        failures.len() == 2
-            && failures.iter().all(|f| f["reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("canceled"))),
+        failures.len() == 2 && failures.iter().all(|f| f.reason.starts_with("canceled")),
         "both creates are recorded as cancelled: {ended}"
     );
     ensure!(
-        num(&status["failuresCounted"]) == 0,
+        status.failures_counted == 0,
         "cancelled creates are not counted as failures: {ended}"
     );
     for workflow_id in &workflow_ids {
@@ -110,10 +108,6 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
         "no VM of pool {pool} is left"
     );
     Ok(())
-}
-
-fn in_flight(doc: &Value) -> usize {
-    doc["inFlight"].as_array().map_or(0, Vec::len)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,10 +131,8 @@ async fn a_rollout_cancelled_with_a_delete_in_flight_stays_within_its_budget() -
         let sampler = Sampler::start(&stack, &pool).await?;
         let v2 = rollout_pool_file(&stack, &pool, &shape.clone().version("24.04.2"))?;
         start_rollout(&stack, &task_queue, &v2, &[]).await?;
-        wait_rollout(&stack, &task_queue, &pool, "a delete in flight", WAIT, |doc| {
-            doc["inFlight"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|c| c["kind"] == "delete"))
+        await_rollout(&stack, &task_queue, &pool, "a delete in flight", WAIT, |s| {
+            s.in_flight.iter().any(|c| c.kind == ChildKind::Delete)
         })
         .await?;
         // Past its drain: the delete is sending its VM delete (throttled), its point of no
@@ -162,18 +154,16 @@ async fn a_rollout_cancelled_with_a_delete_in_flight_stays_within_its_budget() -
         cli(&stack, &task_queue, &["pool", "rollout", "cancel", &pool])
             .await?
             .expect_code(0)?;
-        let ended = wait_rollout(&stack, &task_queue, &pool, "the rollout to end", WAIT, |doc| {
-            doc["phase"] == "canceled"
+        let ended = await_rollout(&stack, &task_queue, &pool, "the rollout to end", WAIT, |s| {
+            s.phase == RolloutPhase::Canceled
         })
         .await?;
         let extremes = sampler.stop().await?;
         ensure_bounds(&extremes, 2, 3)?;
-        ensure!(in_flight(&ended) == 0, "nothing in flight: {ended}");
-        let status = &ended;
+        let status = &ended.status;
+        ensure!(status.in_flight.is_empty(), "nothing in flight: {ended}");
         ensure!(
-            num(&status["created"]) == 1
-                && num(&status["deleted"]) == 1
-                && status["failures"].as_array().is_none_or(Vec::is_empty),
+            status.created == 1 && status.deleted == 1 && status.failures.is_empty(),
             "the delete that finished past its point of no return counts as deleted, not as a failure: {ended}"
         );
         let machines = pool_machines(&stack, &pool).await?;

@@ -5,9 +5,10 @@
 
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
-use serde_json::{Value, json};
+use nodewright_tests::documents::shown;
+use serde_json::json;
 
-use crate::sweep::common::{OLD, SweepCluster, await_approval_wait, outcome, own_removals};
+use crate::sweep::common::{OLD, SweepCluster, await_approval_wait, outcome, own_removals, report};
 
 const ORPHANS: usize = 11;
 
@@ -51,22 +52,14 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
         "the cancelled sweep's audit",
         std::time::Duration::from_secs(60),
         std::time::Duration::from_millis(500),
-        || async {
-            let report = sweep
-                .cli(&["--output", "json", "sweep", "report", &workflow_id])
-                .await?;
-            if report.code != Some(0) {
-                return Ok(None);
-            }
-            Ok(serde_json::from_str::<Value>(report.stdout.trim()).ok())
-        },
+        || async { report(sweep, &[&workflow_id]).await },
     )
     .await
     .context("sweep report of the cancelled sweep")?;
     ensure!(
         outcome(&audit) == "canceled",
         "outcome {}",
-        audit["outcome"]
+        shown(&audit.outcome)
     );
     let own = own_removals(&audit, &prefix);
     ensure!(
@@ -76,7 +69,7 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
                 .all(|(rule, result)| rule == "orphan-nic" && result == "skipped"),
         "every planned removal skipped: {own:?}"
     );
-    let reasons = audit["entries"].to_string();
+    let reasons = shown(&audit.entries);
     ensure!(
         reasons.contains("canceled before it started"),
         "the audit says why they were skipped: {audit}"

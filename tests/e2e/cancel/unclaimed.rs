@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use nodewright_tests::documents::MachineRunDocument;
 use nodewright_tests::machines::{KillableWorker, Sandbox, cli, create_machine, write_pool_file};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::workloads::set_unschedulable;
@@ -140,21 +141,20 @@ async fn scenario(
             // `machine status` shows creates, drains and deletes; the uncordon's CLI says below.
             continue;
         }
-        let status = cli(
+        let status: MachineRunDocument = cli(
             stack,
             task_queue,
             &["machine", "status", machine, "--output", "json"],
         )
         .await?
         .expect_code(0)?
-        .json()?;
-        let run = if status["status"]["run"].is_object() {
-            &status["status"]["run"]
-        } else {
-            &status["status"]
-        };
+        .parse()?;
         ensure!(
-            run["canceled"]["atStep"] == "none",
+            status
+                .run()
+                .canceled
+                .as_ref()
+                .is_some_and(|c| c.at_step == "none"),
             "{workflow_id} was canceled before its first step: {status}"
         );
     }

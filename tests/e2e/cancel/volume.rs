@@ -29,9 +29,11 @@ use serde_json::json;
 
 use super::{NodeState, state_of};
 use crate::drain::common::{
-    create_machines, delete_machines, drain_pool_file, drain_status, print_steps, volume_entry,
-    wait_status,
+    create_machines, delete_machines, drain_document, drain_pool_file, wait_drain,
 };
+use nodewright_model::drain::VolumeState;
+use nodewright_model::machine::Outcome;
+use nodewright_tests::documents::{DrainLookup, print_steps, shown};
 
 const WAIT: Duration = Duration::from_secs(90);
 /// How often the disk's `managedBy` is sampled through ARM.
@@ -127,13 +129,17 @@ async fn scenario(
     cli(stack, task_queue, &["machine", "drain", node_a])
         .await?
         .expect_code(0)?;
-    wait_status(
+    wait_drain(
         stack,
         task_queue,
         node_a,
         "the volume detaching",
         WAIT,
-        |doc| volume_entry(&doc["status"], pv).is_some_and(|v| v["state"] == "detaching"),
+        |doc| {
+            doc.status
+                .volume(pv)
+                .is_some_and(|v| v.state == VolumeState::Detaching)
+        },
     )
     .await?;
 
@@ -143,9 +149,9 @@ async fn scenario(
         .await?
         .expect_code(0)?;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let waiting = drain_status(stack, task_queue, node_a).await?;
+    let waiting = drain_document(stack, task_queue, node_a).await?;
     ensure!(
-        waiting["runStatus"] == "running",
+        waiting.is_running(),
         "the cancelled drain waits for the volume before giving {node_a} back: {waiting}"
     );
     let attachments = attachments_of(&kube, pv).await?;
@@ -165,20 +171,28 @@ async fn scenario(
     if let Some(id) = fault.take() {
         sandbox.remove_fault(id).await?;
     }
-    let ended = wait_status(stack, task_queue, node_a, "the drain to end", WAIT, |doc| {
-        doc["runStatus"] != "running"
+    let ended = wait_drain(stack, task_queue, node_a, "the drain to end", WAIT, |doc| {
+        !doc.is_running()
     })
     .await?;
-    let status = &ended["status"];
-    print_steps(status);
+    let status = &ended.status;
+    print_steps(&status.run);
     ensure!(
-        ended["runStatus"] == "canceled" && status["run"]["outcome"] == "canceled",
+        ended.run_status == "canceled" && status.run.outcome == Outcome::Canceled,
         "the drain ended Canceled: {ended}"
     );
-    let canceled = &status["run"]["canceled"];
+    let canceled = status
+        .run
+        .canceled
+        .as_ref()
+        .with_context(|| format!("what the cancellation did: {ended}"))?;
     ensure!(
-        canceled["kept"].to_string().contains("the move finished"),
-        "the cancelled drain says the volume move finished: {canceled}"
+        canceled
+            .kept
+            .iter()
+            .any(|kept| kept.contains("the move finished")),
+        "the cancelled drain says the volume move finished: {}",
+        shown(canceled)
     );
     let attached_on_b = timeline
         .first_after(releasing, &What::attached(pv, node_b))

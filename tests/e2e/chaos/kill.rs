@@ -42,8 +42,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use nodewright_model::drain::ANNOTATION_DRAIN_POLICY;
+use nodewright_model::drain::{DrainMode, PodState, VolumeState};
+use nodewright_model::machine::Step;
+use nodewright_model::rollout::RolloutPhase;
 use nodewright_model::rollout::TAINT_OUTDATED;
 use nodewright_tests::admission::{ApiHold, NodeWrites, named};
+use nodewright_tests::documents::{DrainLookup, MachineRunDocument, RolloutStatusDocument, shown};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{
     CliResult, KillableWorker, Sandbox, cli, create_machine, node, write_pool_file,
@@ -706,8 +710,9 @@ async fn place_volume(scene: &mut Scene, file: &std::path::Path, hold: Hold) -> 
     Ok(())
 }
 
-/// The machine's (or the drain's) status document, or `None` before there is one.
-async fn machine_status(scene: &Scene) -> Result<Option<Value>> {
+/// The machine's (or the drain's) status document, or `None` before there is one (the CLI
+/// refuses); a document the CLI prints must parse.
+async fn machine_status(scene: &Scene) -> Result<Option<MachineRunDocument>> {
     let status = run(
         scene,
         &["machine", "status", &scene.machine, "--output", "json"],
@@ -716,62 +721,41 @@ async fn machine_status(scene: &Scene) -> Result<Option<Value>> {
     if status.code != Some(0) {
         return Ok(None);
     }
-    Ok(Some(status.json()?))
+    Ok(Some(status.parse()?))
 }
 
 /// The running step of a machine status document (a create's, a delete's or a drain's).
-fn running_step(doc: &Value) -> Option<String> {
-    let status = &doc["status"];
-    let steps = if status["run"].is_object() {
-        &status["run"]["steps"]
-    } else {
-        &status["steps"]
+fn running_step(doc: &MachineRunDocument) -> Option<&'static str> {
+    let step = match doc {
+        MachineRunDocument::Drain(drain) => drain.status.run.current(),
+        MachineRunDocument::Machine(machine) => machine.status.current(),
     };
-    steps
-        .as_array()?
-        .iter()
-        .find(|s| s["state"] == "running")
-        .and_then(|s| s["step"].as_str())
-        .map(str::to_owned)
+    step.map(Step::as_str)
 }
 
-/// The drain part of a machine status document: a delete's drain, or the drain itself.
-fn drain_part(doc: &Value) -> &Value {
-    if doc["drain"].is_object() {
-        &doc["drain"]
-    } else {
-        &doc["status"]
-    }
-}
-
-fn pod_states(doc: &Value) -> Vec<String> {
-    drain_part(doc)["pods"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["state"].as_str().map(str::to_owned))
-        .collect()
+/// The states of the drain's pods (a delete's drain, or the drain itself); none without one.
+fn pod_states(doc: &MachineRunDocument) -> Vec<PodState> {
+    doc.drain()
+        .map(|drain| drain.pods.iter().map(|p| p.state).collect())
+        .unwrap_or_default()
 }
 
 /// The state of the volume `pv` in a drain's status document.
-fn volume_state(doc: &Value, pv: &str) -> Option<String> {
-    drain_part(doc)["volumes"]
-        .as_array()?
-        .iter()
-        .find(|v| v["persistentVolume"] == pv)
-        .and_then(|v| v["state"].as_str())
-        .map(str::to_owned)
+fn volume_state(doc: &MachineRunDocument, pv: &str) -> Option<VolumeState> {
+    doc.drain()?.volume(pv).map(|v| v.state)
 }
 
 /// Whether every pod of the drain is blocked by a budget (at least `pods` of them).
 async fn all_blocked(scene: &Scene, pods: usize) -> Result<bool> {
     Ok(machine_status(scene).await?.is_some_and(|doc| {
         let states = pod_states(&doc);
-        states.len() >= pods && states.iter().all(|s| s == "blocked")
+        states.len() >= pods && states.iter().all(|s| *s == PodState::Blocked)
     }))
 }
 
-async fn rollout_doc(scene: &Scene) -> Result<Option<Value>> {
+/// The rollout's status document, or `None` before there is one (the CLI refuses); a document
+/// the CLI prints must parse.
+async fn rollout_doc(scene: &Scene) -> Result<Option<RolloutStatusDocument>> {
     let status = run(
         scene,
         &["pool", "rollout", "status", &scene.pool, "--output", "json"],
@@ -780,7 +764,34 @@ async fn rollout_doc(scene: &Scene) -> Result<Option<Value>> {
     if status.code != Some(0) {
         return Ok(None);
     }
-    Ok(Some(status.json()?))
+    Ok(Some(status.parse()?))
+}
+
+/// The last status of a run that ended: a machine's (or drain's), or a rollout's.
+enum Ended {
+    /// `machine status`.
+    Machine(MachineRunDocument),
+    /// `pool rollout status`.
+    Rollout(Box<RolloutStatusDocument>),
+}
+
+impl Ended {
+    /// The machine's status document; fails for a rollout's.
+    fn machine(&self) -> Result<&MachineRunDocument> {
+        match self {
+            Self::Machine(doc) => Ok(doc),
+            Self::Rollout(doc) => bail!("a machine's status, not a rollout's: {doc}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Machine(doc) => doc.fmt(f),
+            Self::Rollout(doc) => doc.fmt(f),
+        }
+    }
 }
 
 async fn fault_fired(scene: &Scene, id: u64) -> Result<bool> {
@@ -815,7 +826,7 @@ async fn await_held(scene: &Scene, case: &Case, fault: Option<u64>) -> Result<()
             let held = match case.hold {
                 Hold::Fault(_) if case.step == "register-node" => machine_status(scene)
                     .await?
-                    .is_some_and(|doc| running_step(&doc).as_deref() == Some("register-node")),
+                    .is_some_and(|doc| running_step(&doc) == Some("register-node")),
                 Hold::Fault(_) | Hold::ForcedFault(_) => match fault {
                     Some(id) => fault_fired(scene, id).await?,
                     None => false,
@@ -826,35 +837,31 @@ async fn await_held(scene: &Scene, case: &Case, fault: Option<u64>) -> Result<()
                     let refused = scene.api_hold.as_ref().is_some_and(|h| h.calls() >= 1);
                     refused
                         && (case.job == Job::Rollout
-                            || machine_status(scene).await?.is_some_and(|doc| {
-                                running_step(&doc).as_deref() == Some(case.step)
-                            }))
+                            || machine_status(scene)
+                                .await?
+                                .is_some_and(|doc| running_step(&doc) == Some(case.step)))
                 }
                 Hold::Budget | Hold::BudgetThenForce => all_blocked(scene, 2).await?,
                 Hold::Finalizer => machine_status(scene)
                     .await?
-                    .is_some_and(|doc| pod_states(&doc).iter().any(|s| s == "evicting")),
+                    .is_some_and(|doc| pod_states(&doc).contains(&PodState::Evicting)),
                 Hold::NoRoom => machine_status(scene).await?.is_some_and(|doc| {
-                    volume_state(&doc, volume).as_deref() == Some("reattaching")
+                    volume_state(&doc, volume) == Some(VolumeState::Reattaching)
                 }),
                 Hold::Paused => {
                     let doc = rollout_doc(scene).await?;
-                    let in_flight = doc
-                        .as_ref()
-                        .is_some_and(|d| d["inFlight"].as_array().is_some_and(|a| !a.is_empty()));
-                    let phase = doc
-                        .as_ref()
-                        .and_then(|d| d["phase"].as_str().map(str::to_owned));
-                    if in_flight && phase.as_deref() == Some("progressing") {
+                    let in_flight = doc.as_ref().is_some_and(|d| !d.status.in_flight.is_empty());
+                    let phase = doc.as_ref().map(|d| d.status.phase);
+                    if in_flight && phase == Some(RolloutPhase::Progressing) {
                         run(scene, &["pool", "rollout", "pause", &scene.pool])
                             .await?
                             .expect_code(0)?;
                     }
-                    phase.as_deref() == Some("paused")
+                    phase == Some(RolloutPhase::Paused)
                 }
                 Hold::Canary => rollout_doc(scene)
                     .await?
-                    .is_some_and(|d| d["phase"] == "awaiting-approval"),
+                    .is_some_and(|d| d.status.phase == RolloutPhase::AwaitingApproval),
             };
             Ok(held.then_some(()))
         },
@@ -963,33 +970,36 @@ async fn nudge_until_ready(scene: &Scene) -> Result<()> {
 }
 
 /// Waits until the job's run has ended; its last status document.
-async fn await_end(scene: &Scene, job: Job) -> Result<Value> {
+async fn await_end(scene: &Scene, job: Job) -> Result<Ended> {
     eventually("the run to end after the restart", FINISH, POLL, || async {
         if job == Job::Rollout {
             let doc = rollout_doc(scene).await?;
-            return Ok(doc.filter(|d| {
-                matches!(
-                    d["phase"].as_str(),
-                    Some("completed" | "aborted" | "canceled")
-                )
-            }));
+            return Ok(doc
+                .filter(|d| {
+                    matches!(
+                        d.status.phase,
+                        RolloutPhase::Completed | RolloutPhase::Aborted | RolloutPhase::Canceled
+                    )
+                })
+                .map(|d| Ended::Rollout(Box::new(d))));
         }
         Ok(machine_status(scene)
             .await?
-            .filter(|d| d["runStatus"] != "running"))
+            .filter(|d| d.run_status() != "running")
+            .map(Ended::Machine))
     })
     .await
 }
 
 /// The run ended as its runbook says and left a consistent world.
-async fn check_end(scene: &Scene, case: &Case, ended: &Value) -> Result<()> {
+async fn check_end(scene: &Scene, case: &Case, ended: &Ended) -> Result<()> {
     let kube = scene.stack.kube_client().await?;
     let left = scene.sandbox.machine_resources(&scene.machine).await?;
     let machine_node = node(&kube, &scene.machine).await?;
     match case.job {
         Job::Create => {
             ensure!(
-                ended["runStatus"] == "completed",
+                ended.machine()?.run_status() == "completed",
                 "the create completed: {ended}"
             );
             ensure!(
@@ -1005,7 +1015,7 @@ async fn check_end(scene: &Scene, case: &Case, ended: &Value) -> Result<()> {
         }
         Job::FailingCreate => {
             ensure!(
-                ended["runStatus"] == "failed",
+                ended.machine()?.run_status() == "failed",
                 "the create failed (AllocationFailed): {ended}"
             );
             ensure!(
@@ -1015,7 +1025,7 @@ async fn check_end(scene: &Scene, case: &Case, ended: &Value) -> Result<()> {
         }
         Job::Delete | Job::DrainingDelete => {
             ensure!(
-                ended["runStatus"] == "completed",
+                ended.machine()?.run_status() == "completed",
                 "the delete completed: {ended}"
             );
             ensure!(
@@ -1025,10 +1035,13 @@ async fn check_end(scene: &Scene, case: &Case, ended: &Value) -> Result<()> {
         }
         Job::Drain | Job::VolumeDrain => {
             ensure!(
-                ended["runStatus"] == "completed",
+                ended.machine()?.run_status() == "completed",
                 "the drain completed: {ended}"
             );
-            let forced = ended["status"]["mode"]["mode"] == "force";
+            let forced = ended
+                .machine()?
+                .drain()
+                .is_some_and(|d| matches!(d.mode, DrainMode::Force { .. }));
             ensure!(
                 forced == matches!(case.hold, Hold::BudgetThenForce | Hold::ForcedFault(_)),
                 "force mode only when it was asked: {ended}"
@@ -1047,15 +1060,18 @@ async fn check_end(scene: &Scene, case: &Case, ended: &Value) -> Result<()> {
                 "the drained machine keeps exactly one VM and NIC: {left:#?}"
             );
             if case.job == Job::VolumeDrain {
-                check_volume(scene, &kube, ended).await?;
+                check_volume(scene, &kube, ended.machine()?).await?;
             }
             run(scene, &["machine", "uncordon", &scene.machine])
                 .await?
                 .expect_code(0)?;
         }
         Job::Rollout => {
+            let Ended::Rollout(rollout) = ended else {
+                bail!("a rollout's status: {ended}");
+            };
             ensure!(
-                ended["phase"] == "completed",
+                rollout.status.phase == RolloutPhase::Completed,
                 "the rollout completed: {ended}"
             );
             let machines = pool_machines(&scene.stack, &scene.pool).await?;
@@ -1072,10 +1088,7 @@ async fn check_end(scene: &Scene, case: &Case, ended: &Value) -> Result<()> {
                     "{machine}: exactly one VM, NIC and OS disk: {resources:#?}"
                 );
             }
-            let template = ended["templateHash"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
+            let template = rollout.status.template_hash.clone();
             crate::rollout::common::ensure_pool_is(&scene.stack, &scene.pool, 2, &template).await?;
         }
     }
@@ -1095,7 +1108,11 @@ async fn check_end(scene: &Scene, case: &Case, ended: &Value) -> Result<()> {
 /// The volume cases: the pod runs on B, its volume attached to exactly one node, B: one
 /// VolumeAttachment, attached, on B; the disk `managedBy` B's VM; never attached on two nodes at
 /// once; the drain's status says the volume moved to B (in force mode: lists it).
-async fn check_volume(scene: &Scene, kube: &kube::Client, ended: &Value) -> Result<()> {
+async fn check_volume(
+    scene: &Scene,
+    kube: &kube::Client,
+    ended: &MachineRunDocument,
+) -> Result<()> {
     let node_b = scene.machine_b.as_deref().context("the second machine")?;
     let volume = scene.volume.as_deref().context("the volume")?;
     let workloads = scene.workloads.as_ref().context("the workloads")?;
@@ -1136,16 +1153,19 @@ async fn check_volume(scene: &Scene, kube: &kube::Client, ended: &Value) -> Resu
             timeline.render()
         );
     }
-    let entry = drain_part(ended)["volumes"]
-        .as_array()
-        .and_then(|volumes| volumes.iter().find(|v| v["persistentVolume"] == volume))
+    let drain = ended
+        .drain()
+        .with_context(|| format!("a drain's status: {ended}"))?;
+    let entry = drain
+        .volume(volume)
         .with_context(|| format!("{volume} in the drain's status: {ended}"))?;
     // In force mode the disk may have been released by the detach that followed the pod's
     // deletion before the force detach was sent: the world (above) is what must hold.
-    if ended["status"]["mode"]["mode"] != "force" {
+    if drain.mode == DrainMode::Graceful {
         ensure!(
-            entry["state"] == "reattached" && entry["newNode"] == node_b,
-            "the drain's status says {volume} moved to {node_b}: {entry}"
+            entry.state == VolumeState::Reattached && entry.new_node.as_deref() == Some(node_b),
+            "the drain's status says {volume} moved to {node_b}: {}",
+            shown(entry)
         );
     }
     Ok(())

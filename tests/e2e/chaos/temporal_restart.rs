@@ -15,13 +15,15 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::drain::{DrainMode, PodState};
+use nodewright_model::machine::{Outcome, Step};
+use nodewright_tests::documents::{DrainLookup, DrainStatusDocument, MachineRunDocument, shown};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox, cli, node};
 use nodewright_tests::temporal_server::TemporalServer;
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::workloads::{Placement, Workload, Workloads};
 use nodewright_tests::{Stack, eventually};
-use serde_json::Value;
 
 use crate::drain::common::{create_machines, delete_machines, drain_pool_file};
 
@@ -147,17 +149,19 @@ async fn scenario(
     let blocked = eventually("both pods blocked by the budget", WAIT, POLL, || async {
         let doc = drain_doc(stack, task_queue, node_a).await?;
         Ok(doc.filter(|d| {
-            d["runStatus"] == "running"
-                && keys
-                    .iter()
-                    .all(|k| pod_entry(d, k).is_some_and(|p| p["state"] == "blocked"))
+            d.is_running()
+                && keys.iter().all(|k| {
+                    d.status
+                        .pod(k)
+                        .is_some_and(|p| p.state == PodState::Blocked)
+                })
         }))
     })
     .await?;
     println!(
         "both pods blocked {:.1}s after the drain started; step {}",
         drain_started.elapsed().as_secs_f64(),
-        running_step(&blocked).unwrap_or_default()
+        blocked.status.run.current().map_or("none", Step::as_str)
     );
 
     // Kill the server, leave it down, start it again on the same ports and file.
@@ -180,42 +184,38 @@ async fn scenario(
         POLL,
         || async {
             let doc = drain_doc(stack, task_queue, node_a).await?;
-            Ok(doc.filter(|d| d["runStatus"] != "running"))
+            Ok(doc.filter(|d| !d.is_running()))
         },
     )
     .await?;
     println!(
         "the drain ended {} {:.1}s after the restart ({:.1}s after the kill)",
-        finished["runStatus"],
+        finished.run_status,
         restarted.elapsed().as_secs_f64(),
         killed.elapsed().as_secs_f64()
     );
     ensure!(
-        finished["runStatus"] == "completed" && finished["status"]["run"]["outcome"] == "succeeded",
+        finished.run_status == "completed" && finished.status.run.outcome == Outcome::Succeeded,
         "the drain completed: {finished}"
     );
     ensure!(
-        finished["status"]["mode"]["mode"] == "graceful",
+        finished.status.mode == DrainMode::Graceful,
         "the drain stayed graceful: {finished}"
     );
-    let mut recorded: Vec<String> = finished["status"]["pods"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|p| p["pod"].as_str().map(str::to_owned))
-        .collect();
+    let mut recorded: Vec<String> = finished.status.pods.iter().map(|p| p.pod.clone()).collect();
     recorded.sort();
     ensure!(
         recorded == keys,
         "the drain's pods are {recorded:?}, expected {keys:?}"
     );
     for key in &keys {
-        let pod = pod_entry(&finished, key).context("pod entry")?;
+        let pod = finished.status.pod(key).context("pod entry")?;
         ensure!(
-            pod["state"] == "gone" && pod["detail"] == "evicted",
-            "{key} evicted and gone: {pod}"
+            pod.state == PodState::Gone && pod.detail.as_deref() == Some("evicted"),
+            "{key} evicted and gone: {}",
+            shown(pod)
         );
-        println!("  pod {pod}");
+        println!("  pod {}", shown(pod));
     }
     let left: Vec<String> = workloads
         .pods_on(node_a)
@@ -268,7 +268,11 @@ async fn scenario(
 
 /// `machine status A --output json` when it answers with A's drain; `None` while it cannot
 /// (the server or the worker not back yet) or the latest run is not the drain.
-async fn drain_doc(stack: &Stack, task_queue: &str, machine: &str) -> Result<Option<Value>> {
+async fn drain_doc(
+    stack: &Stack,
+    task_queue: &str,
+    machine: &str,
+) -> Result<Option<DrainStatusDocument>> {
     let status = cli(
         stack,
         task_queue,
@@ -278,27 +282,13 @@ async fn drain_doc(stack: &Stack, task_queue: &str, machine: &str) -> Result<Opt
     if status.code != Some(0) {
         return Ok(None);
     }
-    let doc = status.json()?;
+    // The latest run may be the create still; a drain's document must parse.
+    let doc: MachineRunDocument = status.parse()?;
     let expected = format!("drain/{}/{machine}", stack.cluster);
-    Ok((doc["workflowId"] == expected.as_str()).then_some(doc))
-}
-
-/// The entry of `pod` (`namespace/name`) in a drain's status document.
-fn pod_entry<'a>(doc: &'a Value, pod: &str) -> Option<&'a Value> {
-    doc["status"]["pods"]
-        .as_array()?
-        .iter()
-        .find(|p| p["pod"] == pod)
-}
-
-/// The running step of a drain's status document.
-fn running_step(doc: &Value) -> Option<String> {
-    doc["status"]["run"]["steps"]
-        .as_array()?
-        .iter()
-        .find(|s| s["state"] == "running")
-        .and_then(|s| s["step"].as_str())
-        .map(str::to_owned)
+    Ok(match doc {
+        MachineRunDocument::Drain(drain) if drain.workflow_id == expected => Some(*drain),
+        _ => None,
+    })
 }
 
 /// `spec.unschedulable` of the Node, `None` when there is no Node.

@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
@@ -23,9 +23,12 @@ use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox};
 use nodewright_tests::temporal_worker::unique_task_queue;
 
+use nodewright_model::rollout::RolloutPhase;
+use nodewright_tests::documents::shown;
+
 use crate::rollout::common::{
-    PoolShape, Sampler, clean_up_pool, ensure_bounds, ensure_pool_is, num, pool_machines, roll,
-    rollout_pool_file, start_rollout, wait_rollout,
+    PoolShape, Sampler, await_rollout, clean_up_pool, ensure_bounds, ensure_pool_is, pool_machines,
+    roll, rollout_pool_file, start_rollout,
 };
 
 const REPLICAS: u32 = 20;
@@ -89,31 +92,28 @@ async fn scenario(
     start_rollout(stack, task_queue, &v2, &[]).await?;
 
     // Some new machines done, some children in flight: kill one worker for good.
-    let at_kill = wait_rollout(
+    let at_kill = await_rollout(
         stack,
         task_queue,
         pool,
         "some new machines done and children in flight",
         REACH,
-        |s| {
-            num(&s["counts"]["updated"]) >= 3
-                && num(&s["created"]) >= 3
-                && s["inFlight"].as_array().is_some_and(|c| c.len() >= 2)
-        },
+        |s| s.counts.updated >= 3 && s.created >= 3 && s.in_flight.len() >= 2,
     )
     .await?;
+    let at_kill = &at_kill.status;
     doomed.kill();
     let killed = Instant::now();
     println!(
         "killed one worker {:.0}s into the rollout: {} updated, {} created, {} deleted, in flight {}",
         rolled.elapsed().as_secs_f64(),
-        num(&at_kill["counts"]["updated"]),
-        num(&at_kill["created"]),
-        num(&at_kill["deleted"]),
-        at_kill["inFlight"]
+        at_kill.counts.updated,
+        at_kill.created,
+        at_kill.deleted,
+        shown(&at_kill.in_flight)
     );
 
-    let done = wait_rollout(
+    let done = await_rollout(
         stack,
         task_queue,
         pool,
@@ -121,8 +121,8 @@ async fn scenario(
         FINISH,
         |s| {
             matches!(
-                s["phase"].as_str(),
-                Some("completed" | "aborted" | "canceled" | "failed")
+                s.phase,
+                RolloutPhase::Completed | RolloutPhase::Aborted | RolloutPhase::Canceled
             )
         },
     )
@@ -131,12 +131,12 @@ async fn scenario(
     let done = done?;
     println!(
         "the rollout ended {} {:.0}s after the kill ({:.0}s in all)",
-        done["phase"],
+        done.status.phase.as_str(),
         killed.elapsed().as_secs_f64(),
         rolled.elapsed().as_secs_f64()
     );
     ensure!(
-        done["phase"] == "completed",
+        done.status.phase == RolloutPhase::Completed,
         "the rollout completed: {done}"
     );
     ensure!(
@@ -153,7 +153,7 @@ async fn scenario(
     )?;
 
     // Exactly 20 machines of the new template, each with one VM, NIC and OS disk.
-    let v2_hash = done["templateHash"].as_str().context("templateHash")?;
+    let v2_hash = done.status.template_hash.as_str();
     ensure_pool_is(stack, pool, REPLICAS as usize, v2_hash).await?;
     let sandbox = Sandbox::new(stack)?;
     let machines = pool_machines(stack, pool).await?;
@@ -188,8 +188,7 @@ async fn scenario(
         );
     }
     ensure!(
-        num(&done["created"]) >= u64::from(REPLICAS)
-            && num(&done["deleted"]) >= u64::from(REPLICAS),
+        done.status.created >= REPLICAS && done.status.deleted >= REPLICAS,
         "each machine replaced: {done}"
     );
 
@@ -210,8 +209,7 @@ async fn scenario(
     );
     println!(
         "{} created, {} deleted; every machine of template {v2_hash}",
-        num(&done["created"]),
-        num(&done["deleted"])
+        done.status.created, done.status.deleted
     );
     Ok(())
 }

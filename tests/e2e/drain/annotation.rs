@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use super::common::{
-    POLL, cli, create_machines, delete_machines, drain_pool_file, drain_status, wait_status,
+    POLL, cli, create_machines, delete_machines, drain_document, drain_pool_file, wait_drain,
 };
 use anyhow::{Context, Result, ensure};
 use chrono::{DateTime, Utc};
@@ -27,8 +27,11 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
-use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, TAG_DRAIN};
+use nodewright_model::drain::{
+    ANNOTATION_DRAIN_POLICY, DrainMode, DrainStatus, PodState, TAG_DRAIN,
+};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{DrainLookup, DrainStatusDocument, shown};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox};
 use nodewright_tests::poll::eventually;
@@ -116,31 +119,28 @@ async fn scenario(
     cli(stack, task_queue, &["machine", "drain", node_a])
         .await?
         .expect_code(0)?;
-    let blocked = wait_status(stack, task_queue, node_a, "the pod blocked", WAIT, |doc| {
-        doc["status"]["pods"].as_array().is_some_and(|pods| {
-            pods.iter()
-                .any(|p| p["pod"] == pod.as_str() && p["state"] == "blocked")
-        })
+    let blocked = wait_drain(stack, task_queue, node_a, "the pod blocked", WAIT, |doc| {
+        doc.status
+            .pod(&pod)
+            .is_some_and(|p| p.state == PodState::Blocked)
     })
     .await?;
-    let status = &blocked["status"];
-    let settings = status["run"]["facts"]["drainSettings"]
-        .as_str()
-        .unwrap_or_default();
+    let status = &blocked.status;
+    let settings = drain_settings(status)?;
     ensure!(
         settings.starts_with("timeout 30s, PDB retry 2s,")
             && settings.contains("force after 300s unhealthy")
             && settings.contains("(from the pool, VM tag nodewright.io-drain)"),
         "the pool's settings: {settings}"
     );
-    let started = time(&status["run"]["startedAt"])?;
-    let deadline = time(&status["deadline"])?;
+    let started = time(status.run.started_at.as_deref())?;
+    let deadline = time(status.deadline.as_deref())?;
     let lead = (deadline - started).num_seconds();
     ensure!(
         (30..=33).contains(&lead),
         "the deadline is {lead}s after the start, expected the pool's 30s"
     );
-    let warnings = status["warnings"].to_string();
+    let warnings = status.warnings.join("\n");
     for said in [
         "annotation nodewright.io/drain-policy of Node",
         "timeout 1s refused (shorter than the pool's",
@@ -155,9 +155,9 @@ async fn scenario(
     }
     // Well past the asked 1 s: still graceful, the pod still on A, never force-deleted.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let later = drain_status(stack, task_queue, node_a).await?;
+    let later = drain_document(stack, task_queue, node_a).await?;
     ensure!(
-        later["status"]["mode"] == json!({ "mode": "graceful" }),
+        later.status.mode == DrainMode::Graceful,
         "still graceful 6s later: {later}"
     );
     let on_a = workloads.pods_on(node_a).await?;
@@ -190,21 +190,29 @@ async fn scenario(
     );
     // Lift the budget: the drain finishes gracefully.
     workloads.set_min_available("web", 0).await?;
-    let finished = wait_status(
+    let finished = wait_drain(
         stack,
         task_queue,
         node_a,
         "the drain to finish",
         WAIT,
-        |doc| doc["runStatus"] == "completed",
+        |doc| doc.run_status == "completed",
     )
     .await?;
+    // (The JSON reading looked for `result.forceDeleted`, which `machine status` never prints,
+    // so it always read as empty: the pods' own states say whether one was force-deleted.)
     ensure!(
-        finished["status"]["mode"] == json!({ "mode": "graceful" })
-            && finished["result"]["forceDeleted"]
-                .as_array()
-                .is_none_or(Vec::is_empty),
-        "finished gracefully, nothing force-deleted: {finished}"
+        finished.status.mode == DrainMode::Graceful
+            && finished
+                .status
+                .pod(&pod)
+                .is_some_and(|p| p.state == PodState::Gone)
+            && finished
+                .status
+                .pods
+                .iter()
+                .all(|p| p.state != PodState::ForceDeleted),
+        "finished gracefully, the pod gone, nothing force-deleted: {finished}"
     );
     ensure!(
         refusal_events(&kube, node_a).await?.len() == 1,
@@ -220,14 +228,12 @@ async fn scenario(
             && printed.contains("timeout 1000000000000s refused"),
         "the drain's result carries the refusal, and --wait prints it:\n{printed}"
     );
-    let settings = doc["status"]["run"]["facts"]["drainSettings"]
-        .as_str()
-        .unwrap_or_default();
+    let settings = drain_settings(&doc.status)?;
     ensure!(
         settings.starts_with("timeout 30s,"),
         "the pool's timeout: {settings}"
     );
-    let warnings = doc["status"]["warnings"].to_string();
+    let warnings = doc.status.warnings.join("\n");
     ensure!(
         warnings.contains("timeout 1000000000000s refused (longer than the maximum 24h): kept 30s"),
         "the status names the refused timeout: {warnings}"
@@ -244,24 +250,23 @@ async fn scenario(
     // 3. More patient: taken.
     annotate(&kube, node_a, &json!({ "timeout": 120 })).await?;
     let (doc, _) = drain_to_end(stack, task_queue, node_a).await?;
-    let status = &doc["status"];
-    let settings = status["run"]["facts"]["drainSettings"]
-        .as_str()
-        .unwrap_or_default();
+    let status = &doc.status;
+    let settings = drain_settings(status)?;
     ensure!(
         settings.starts_with("timeout 120s, PDB retry 2s,")
             && settings.contains("made more patient by the Node's annotation: timeout"),
         "the longer timeout is taken: {settings}"
     );
-    let lead = (time(&status["deadline"])? - time(&status["run"]["startedAt"])?).num_seconds();
+    let lead =
+        (time(status.deadline.as_deref())? - time(status.run.started_at.as_deref())?).num_seconds();
     ensure!(
         (120..=123).contains(&lead),
         "deadline {lead}s after the start"
     );
     ensure!(
-        status["warnings"].as_array().is_none_or(Vec::is_empty),
+        status.warnings.is_empty(),
         "no warning: {}",
-        status["warnings"]
+        status.warnings.join("; ")
     );
     uncordon(stack, task_queue, node_a).await
 }
@@ -277,7 +282,11 @@ async fn annotate(kube: &kube::Client, node: &str, policy: &Value) -> Result<()>
 }
 
 /// `machine drain NODE --wait`, then its status; and what the CLI printed.
-async fn drain_to_end(stack: &Stack, task_queue: &str, node: &str) -> Result<(Value, String)> {
+async fn drain_to_end(
+    stack: &Stack,
+    task_queue: &str,
+    node: &str,
+) -> Result<(DrainStatusDocument, String)> {
     let drained = cli(stack, task_queue, &["machine", "drain", node, "--wait"]).await?;
     ensure!(
         drained.code == Some(0),
@@ -285,7 +294,10 @@ async fn drain_to_end(stack: &Stack, task_queue: &str, node: &str) -> Result<(Va
         drained.stdout,
         drained.stderr
     );
-    Ok((drain_status(stack, task_queue, node).await?, drained.stdout))
+    Ok((
+        drain_document(stack, task_queue, node).await?,
+        drained.stdout,
+    ))
 }
 
 /// `machine uncordon NODE`, then waits until the Node is schedulable again.
@@ -316,9 +328,17 @@ async fn refusal_events(kube: &kube::Client, node: &str) -> Result<Vec<Event>> {
         .collect())
 }
 
-fn time(value: &Value) -> Result<DateTime<Utc>> {
-    let text = value
-        .as_str()
-        .with_context(|| format!("not a time: {value}"))?;
+/// The drain settings the run took, as its `drainSettings` fact says them.
+fn drain_settings(status: &DrainStatus) -> Result<&str> {
+    status
+        .run
+        .facts
+        .get("drainSettings")
+        .map(String::as_str)
+        .with_context(|| format!("no drainSettings fact in {}", shown(status)))
+}
+
+fn time(value: Option<&str>) -> Result<DateTime<Utc>> {
+    let text = value.context("no time where one was expected")?;
     Ok(DateTime::parse_from_rfc3339(text)?.with_timezone(&Utc))
 }

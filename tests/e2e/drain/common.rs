@@ -1,36 +1,16 @@
 //! What the drain tests share: pool files with drain settings, the CLI off the async threads,
-//! the drain's `status` as JSON and its parts, machines made and removed with the CLI.
+//! the drain's `status` as a typed document, machines made and removed with the CLI.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Result, bail, ensure};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::DrainStatusDocument;
 use nodewright_tests::machines::{create_machine, write_pool_file};
-use serde_json::Value;
 
 /// How often a drain's status is read while waiting for it.
 pub(super) const POLL: Duration = Duration::from_millis(500);
-
-/// Prints the drain's steps with their details.
-pub(crate) fn print_steps(status: &Value) {
-    for step in status["run"]["steps"].as_array().into_iter().flatten() {
-        println!(
-            "  step {:<13} {:<8} {}",
-            step["step"].as_str().unwrap_or_default(),
-            step["state"].as_str().unwrap_or_default(),
-            step["detail"].as_str().unwrap_or_default()
-        );
-    }
-}
-
-/// The entry of the PersistentVolume `pv` in a DrainStatus.
-pub(crate) fn volume_entry<'a>(status: &'a Value, pv: &str) -> Option<&'a Value> {
-    status["volumes"]
-        .as_array()?
-        .iter()
-        .find(|v| v["persistentVolume"] == pv)
-}
 
 /// A pool file as [`write_pool_file`] writes it, with `spec.drain` set to `settings`.
 pub(crate) fn drain_pool_file(
@@ -55,36 +35,38 @@ pub(crate) fn drain_pool_file(
 
 pub(super) use nodewright_tests::machines::cli;
 
-/// `machine status NAME --output json` of a machine whose latest run is its drain.
-pub(crate) async fn drain_status(stack: &Stack, task_queue: &str, machine: &str) -> Result<Value> {
-    let doc = cli(
+/// `machine status NAME --output json` of a machine whose latest run is its drain, typed: a
+/// field the drain's status requires that is missing or renamed fails here.
+pub(crate) async fn drain_document(
+    stack: &Stack,
+    task_queue: &str,
+    machine: &str,
+) -> Result<DrainStatusDocument> {
+    let doc: DrainStatusDocument = cli(
         stack,
         task_queue,
         &["machine", "status", machine, "--output", "json"],
     )
     .await?
     .expect_code(0)?
-    .json()?;
+    .parse()?;
     let expected = format!("drain/{}/{machine}", stack.cluster);
-    ensure!(
-        doc["workflowId"] == expected.as_str(),
-        "status of {expected}: {doc}"
-    );
+    ensure!(doc.workflow_id == expected, "status of {expected}: {doc}");
     Ok(doc)
 }
 
-/// Polls [`drain_status`] until `done` holds; the error shows the last answer.
-pub(crate) async fn wait_status(
+/// Polls [`drain_document`] until `done` holds; the error shows the last answer.
+pub(crate) async fn wait_drain(
     stack: &Stack,
     task_queue: &str,
     machine: &str,
     what: &str,
     timeout: Duration,
-    done: impl Fn(&Value) -> bool,
-) -> Result<Value> {
+    done: impl Fn(&DrainStatusDocument) -> bool,
+) -> Result<DrainStatusDocument> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let doc = drain_status(stack, task_queue, machine).await?;
+        let doc = drain_document(stack, task_queue, machine).await?;
         if done(&doc) {
             return Ok(doc);
         }
@@ -93,28 +75,6 @@ pub(crate) async fn wait_status(
         }
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// The entry of `pod` (`namespace/name`) in a DrainStatus.
-pub(super) fn pod_entry<'a>(status: &'a Value, pod: &str) -> Option<&'a Value> {
-    status["pods"].as_array()?.iter().find(|p| p["pod"] == pod)
-}
-
-/// The entry of `step` in a DrainStatus's run.
-pub(super) fn step<'a>(status: &'a Value, step: &str) -> Option<&'a Value> {
-    status["run"]["steps"]
-        .as_array()?
-        .iter()
-        .find(|s| s["step"] == step)
-}
-
-pub(crate) fn strings(value: &Value) -> Vec<String> {
-    value
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect()
 }
 
 /// Creates the machines with the CLI, in parallel, and waits for them.

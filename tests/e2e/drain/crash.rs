@@ -29,6 +29,8 @@ use kube::Api;
 use kube::api::ListParams;
 use nodewright_activities::azure::ArmClient;
 use nodewright_model::arm::Disposition;
+use nodewright_model::drain::{PodState, VolumeState};
+use nodewright_tests::documents::{DrainLookup, MachineRunDocument};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, node};
 use nodewright_tests::stack::history_json;
@@ -41,8 +43,8 @@ use tokio::task::JoinHandle;
 
 use super::common::{create_machines, delete_machines};
 use super::stateful::{
-    check_all_moved, check_drain_status, check_parallel_evictions, check_serial_moves, drain_of,
-    entry, machine_status, place_on_a, terminate_drains, write_drain_pool_file,
+    check_all_moved, check_drain_document, check_parallel_evictions, check_serial_moves,
+    machine_document, place_on_a, terminate_drains, write_drain_pool_file,
 };
 
 /// How often A's VM is read to see its data disks.
@@ -202,29 +204,30 @@ async fn crash_mid_drain(
     let db_1 = format!("{namespace}/{}", second.pod);
     // The drain gives up on a detach after the pod's grace period + volumeDetachTimeout (61 s)
     // and goes on: the kill must come well before.
-    let last_seen = Mutex::new(Value::Null);
+    let last_seen = Mutex::new(String::from("none read"));
     eventually(
         "the drain to have moved db-0 and be waiting for db-1's volume to detach",
         Duration::from_secs(45),
         Duration::from_millis(250),
         || async {
-            let Ok(document) = machine_status(stack, task_queue, node_a).await else {
+            // A status the CLI cannot read yet is asked again; one it prints must parse.
+            let read = cli_result(stack, task_queue, node_a).await?;
+            if read.code != Some(0) {
+                *last_seen.lock().unwrap_or_else(PoisonError::into_inner) = read.stderr;
                 return Ok(None);
-            };
-            let held = drain_of(&document).is_some_and(|status| {
-                let state = |pv: &str| {
-                    entry(&status["volumes"], "persistentVolume", pv)
-                        .map(|v| v["state"].clone())
-                        .unwrap_or_default()
-                };
-                state(&first.name) == "reattached"
-                    && state(&second.name) == "detaching"
-                    && entry(&status["pods"], "pod", &db_1)
-                        .is_some_and(|p| p["state"] == "evicting")
+            }
+            let document: MachineRunDocument = read.parse()?;
+            let held = document.drain().is_some_and(|status| {
+                let state = |pv: &str| status.volume(pv).map(|v| v.state);
+                state(&first.name) == Some(VolumeState::Reattached)
+                    && state(&second.name) == Some(VolumeState::Detaching)
+                    && status
+                        .pod(&db_1)
+                        .is_some_and(|p| p.state == PodState::Evicting)
             }) && timeline
                 .first_after(since, &What::attachment_deleting(&second.name, node_a))
                 .is_some();
-            *last_seen.lock().unwrap_or_else(PoisonError::into_inner) = document;
+            *last_seen.lock().unwrap_or_else(PoisonError::into_inner) = document.to_string();
             Ok(held.then_some(()))
         },
     )
@@ -357,8 +360,8 @@ async fn crash_mid_drain(
     for step in &moves {
         eprintln!("  {}", step.describe());
     }
-    let status = machine_status(stack, task_queue, node_a).await?;
-    check_drain_status(
+    let status = machine_document(stack, task_queue, node_a).await?;
+    check_drain_document(
         &status,
         "deletion",
         &stack.cluster,
@@ -570,4 +573,14 @@ async fn activities_in_history(stack: &Stack, workflow_id: &str) -> Result<Vec<S
         "no activity in {workflow_id}'s history: {history}"
     );
     Ok(activities)
+}
+
+/// `machine status NODE --output json` as the CLI answered, whatever its exit code.
+async fn cli_result(stack: &Stack, task_queue: &str, node: &str) -> Result<CliResult> {
+    super::common::cli(
+        stack,
+        task_queue,
+        &["machine", "status", node, "--output", "json"],
+    )
+    .await
 }

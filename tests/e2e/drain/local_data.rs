@@ -24,19 +24,19 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::common::{
-    cli, create_machines, delete_machines, drain_pool_file, drain_status, pod_entry, print_steps,
-    step,
-};
+use super::common::{cli, create_machines, delete_machines, drain_document, drain_pool_file};
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use nodewright_model::drain::ANNOTATION_DRAIN_POLICY;
+use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, DrainedNode, LocalDataPod, PodState};
+use nodewright_model::machine::{DeletedMachine, Step, StepState};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{DrainLookup, ResultDocument, StepLookup, print_steps, shown};
 use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::MachineStatusDocument;
 use nodewright_tests::machines::{KillableWorker, node};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::workloads::{Placement, Workload, Workloads};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The `emptyDir` volume of the cache pods.
@@ -128,14 +128,18 @@ async fn scenario(
         );
     }
     println!("refusal: {}", said.trim());
-    let doc = drain_status(stack, task_queue, node_a).await?;
-    let status = &doc["status"];
-    print_steps(status);
-    ensure!(doc["runStatus"] == "failed", "the drain failed: {doc}");
-    let select = step(status, "select-pods").context("a select-pods step")?;
-    ensure!(select["state"] == "failed", "select-pods failed: {select}");
+    let doc = drain_document(stack, task_queue, node_a).await?;
+    let status = &doc.status;
+    print_steps(&status.run);
+    ensure!(doc.run_status == "failed", "the drain failed: {doc}");
+    let select = DrainLookup::step(status, Step::SelectPods).context("a select-pods step")?;
     ensure!(
-        step(status, "evict-pods").is_some_and(|s| s["state"] == "pending"),
+        select.state == StepState::Failed,
+        "select-pods failed: {}",
+        shown(select)
+    );
+    ensure!(
+        DrainLookup::step(status, Step::EvictPods).is_some_and(|s| s.state == StepState::Pending),
         "evict-pods never started: {doc}"
     );
     for (pod, what) in [
@@ -145,19 +149,23 @@ async fn scenario(
             format!("refused: local data (emptyDir {SCRATCH})"),
         ),
     ] {
-        let entry = pod_entry(status, pod).with_context(|| format!("{pod} in {doc}"))?;
+        let entry = status.pod(pod).with_context(|| format!("{pod} in {doc}"))?;
         ensure!(
-            entry["state"] == "refused" && entry["detail"] == what.as_str(),
-            "{pod}: {entry}"
+            entry.state == PodState::Refused && entry.detail.as_deref() == Some(what.as_str()),
+            "{pod}: {}",
+            shown(entry)
         );
     }
     let web_a = format!("{namespace}/{}", pods_a.web);
-    let web = pod_entry(status, &web_a).with_context(|| format!("{web_a} in {doc}"))?;
+    let web = status
+        .pod(&web_a)
+        .with_context(|| format!("{web_a} in {doc}"))?;
     ensure!(
-        web["state"] == "waiting" && web["evictions"] == 0,
-        "the plain pod was not evicted either: {web}"
+        web.state == PodState::Waiting && web.evictions == 0,
+        "the plain pod was not evicted either: {}",
+        shown(web)
     );
-    ensure!(status["localDataLost"] == json!([]), "nothing lost: {doc}");
+    ensure!(status.local_data_lost.is_empty(), "nothing lost: {doc}");
     let still = workloads.pods_on(node_a).await?;
     for uid in &pods_a.uids {
         ensure!(
@@ -179,22 +187,22 @@ async fn scenario(
     )
     .await?;
     drained.expect_code(0)?;
-    let result = &drained.json()?["result"];
+    let result: ResultDocument<DrainedNode> = drained.parse()?;
     println!("drain of {node_b}: {result}");
     let bare_b = format!("{namespace}/{}", pods_b.bare);
     let cache_b = format!("{namespace}/{}", pods_b.cache);
     let expected_b = lost(&bare_b, &cache_b);
     ensure!(
-        sorted(&result["localDataLost"]) == expected_b,
+        sorted(&result.result.local_data_lost) == expected_b,
         "the result names the pods with local data lost: {result}"
     );
     ensure!(
-        result["evicted"].as_array().map(Vec::len) == Some(3),
+        result.result.evicted.len() == 3,
         "all three evicted: {result}"
     );
-    let doc = drain_status(stack, task_queue, node_b).await?;
+    let doc = drain_document(stack, task_queue, node_b).await?;
     ensure!(
-        sorted(&doc["status"]["localDataLost"]) == expected_b,
+        sorted(&doc.status.local_data_lost) == expected_b,
         "the status names them too: {doc}"
     );
     let gone = workloads.pods_on(node_b).await?;
@@ -234,10 +242,10 @@ async fn scenario(
             overridden.stdout
         );
     }
-    let doc = drain_status(stack, task_queue, node_a).await?;
+    let doc = drain_document(stack, task_queue, node_a).await?;
     ensure!(
-        doc["runStatus"] == "completed"
-            && sorted(&doc["status"]["localDataLost"]) == lost(&bare_a, &cache_a),
+        doc.run_status == "completed"
+            && sorted(&doc.status.local_data_lost) == lost(&bare_a, &cache_a),
         "the override drained A and named its pods: {doc}"
     );
     let bad = cli(
@@ -298,17 +306,25 @@ async fn place_pods(workloads: &Workloads, tag: &str, node: &str) -> Result<Plac
 }
 
 /// `localDataLost` as expected: the bare pod (no controller) and the cache pod (its emptyDir).
-fn lost(bare: &str, cache: &str) -> Vec<Value> {
-    sorted(&json!([
-        { "pod": bare, "emptyDirs": [], "noController": true },
-        { "pod": cache, "emptyDirs": [SCRATCH], "noController": false },
-    ]))
+fn lost(bare: &str, cache: &str) -> Vec<LocalDataPod> {
+    sorted(&[
+        LocalDataPod {
+            pod: bare.to_owned(),
+            empty_dirs: Vec::new(),
+            no_controller: true,
+        },
+        LocalDataPod {
+            pod: cache.to_owned(),
+            empty_dirs: vec![SCRATCH.to_owned()],
+            no_controller: false,
+        },
+    ])
 }
 
-/// The entries of a JSON list, sorted by `pod`.
-fn sorted(list: &Value) -> Vec<Value> {
-    let mut entries: Vec<Value> = list.as_array().cloned().unwrap_or_default();
-    entries.sort_by(|a, b| a["pod"].as_str().cmp(&b["pod"].as_str()));
+/// The entries, sorted by `pod`.
+fn sorted(list: &[LocalDataPod]) -> Vec<LocalDataPod> {
+    let mut entries = list.to_vec();
+    entries.sort_by(|a, b| a.pod.cmp(&b.pod));
     entries
 }
 
@@ -391,26 +407,31 @@ async fn deletion(
     )
     .await?;
     deleted.expect_code(0)?;
-    let result = &deleted.json()?["result"];
-    println!("delete of {machine}: {result}");
+    let deleted: ResultDocument<DeletedMachine> = deleted.parse()?;
+    let result = &deleted.result;
+    println!("delete of {machine}: {deleted}");
     let bare = format!("{namespace}/{}", pods.bare);
     let cache = format!("{namespace}/{}", pods.cache);
     let web = format!("{namespace}/{}", pods.web);
     let expected = lost(&bare, &cache);
 
     // The result: the machine is gone, its drain evicted all three, two with their data lost.
-    let drained = &result["drained"];
     ensure!(
-        result["vmDeleted"] == true && result["nodeDeleted"] == true,
-        "the machine was deleted: {result}"
+        result.vm_deleted && result.node_deleted,
+        "the machine was deleted: {deleted}"
+    );
+    let drained = result
+        .drained
+        .as_ref()
+        .with_context(|| format!("the deletion drained: {deleted}"))?;
+    ensure!(
+        sorted_strings(&drained.evicted)
+            == sorted_strings(&[bare.clone(), cache.clone(), web.clone()]),
+        "the deletion's drain evicted all three pods: {deleted}"
     );
     ensure!(
-        sorted_strings(&drained["evicted"]) == sorted_strings(&json!([bare, cache, web])),
-        "the deletion's drain evicted all three pods: {result}"
-    );
-    ensure!(
-        sorted(&drained["localDataLost"]) == expected,
-        "the result names the pods with local data lost (the bare and the emptyDir pod, not the plain one): {result}"
+        sorted(&drained.local_data_lost) == expected,
+        "the result names the pods with local data lost (the bare and the emptyDir pod, not the plain one): {deleted}"
     );
     ensure!(
         node(&kube, machine).await?.is_none(),
@@ -418,49 +439,59 @@ async fn deletion(
     );
 
     // The status: the delete's drain step counts them, the drain part names them.
-    let doc = cli(
+    let doc: MachineStatusDocument = cli(
         stack,
         task_queue,
         &["machine", "status", machine, "--output", "json"],
     )
     .await?
     .expect_code(0)?
-    .json()?;
+    .parse()?;
+    let shown_doc = shown(&doc);
     ensure!(
-        doc["workflowId"] == format!("delete/{}/{machine}", stack.cluster).as_str()
-            && doc["runStatus"] == "completed",
-        "the status is the completed delete's: {doc}"
+        doc.workflow_id == format!("delete/{}/{machine}", stack.cluster)
+            && doc.run_status == "completed",
+        "the status is the completed delete's: {shown_doc}"
     );
-    print_steps(&json!({ "run": doc["status"] }));
-    let drain_step = doc["status"]["steps"]
-        .as_array()
-        .and_then(|steps| steps.iter().find(|s| s["step"] == "drain"))
-        .with_context(|| format!("a drain step in {doc}"))?;
+    print_steps(&doc.status);
+    let drain_step = doc
+        .status
+        .step(Step::Drain)
+        .with_context(|| format!("a drain step in {shown_doc}"))?;
     ensure!(
-        drain_step["state"] == "done"
-            && drain_step["detail"].as_str().is_some_and(
+        drain_step.state == StepState::Done
+            && drain_step.detail.as_deref().is_some_and(
                 |d| d.contains("3 evicted") && d.contains("2 with their local data lost")
             ),
-        "the delete's drain step says 2 pods lost their local data: {drain_step}"
+        "the delete's drain step says 2 pods lost their local data: {}",
+        shown(drain_step)
     );
-    let drain = &doc["drain"];
-    print_steps(drain);
+    let drain = doc
+        .drain
+        .as_ref()
+        .with_context(|| format!("the delete's drain in {shown_doc}"))?;
+    print_steps(&drain.run);
     ensure!(
-        sorted(&drain["localDataLost"]) == expected,
-        "the delete's status names the pods with local data lost: {doc}"
+        sorted(&drain.local_data_lost) == expected,
+        "the delete's status names the pods with local data lost: {shown_doc}"
     );
     ensure!(
-        drain["run"]["facts"]["drainSettings"]
-            .as_str()
+        drain
+            .run
+            .facts
+            .get("drainSettings")
             .is_some_and(|s| s.contains("local data evict (the purpose's default)")),
         "the drain says evict is a deletion's default: {}",
-        drain["run"]["facts"]
+        shown(&drain.run.facts)
     );
     for pod in [&bare, &cache, &web] {
-        let entry = pod_entry(drain, pod).with_context(|| format!("{pod} in {doc}"))?;
+        let entry = drain
+            .pod(pod)
+            .with_context(|| format!("{pod} in {shown_doc}"))?;
         ensure!(
-            entry["state"] == "gone" && entry["evictions"] == 1,
-            "{pod} was evicted once and is gone: {entry}"
+            entry.state == PodState::Gone && entry.evictions == 1,
+            "{pod} was evicted once and is gone: {}",
+            shown(entry)
         );
     }
     let left = workloads.pods_on(machine).await?;
@@ -474,14 +505,9 @@ async fn deletion(
     Ok(())
 }
 
-/// The strings of a JSON list, sorted.
-fn sorted_strings(list: &Value) -> Vec<String> {
-    let mut strings: Vec<String> = list
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
+/// The strings, sorted.
+fn sorted_strings(list: &[String]) -> Vec<String> {
+    let mut strings = list.to_vec();
     strings.sort();
     strings
 }

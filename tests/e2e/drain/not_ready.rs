@@ -17,14 +17,15 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::common::{
-    cli, create_machines, delete_machines, drain_pool_file, pod_entry, print_steps, step, strings,
-    volume_entry,
-};
+use super::common::{cli, create_machines, delete_machines, drain_pool_file};
 use anyhow::{Context, Result, bail, ensure};
 use chrono::{DateTime, Utc};
+use nodewright_model::drain::{DrainMode, DrainStatus, PodState, VolumeState};
+use nodewright_model::machine::{DeletedMachine, Outcome, Step, StepState};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{DrainLookup, ResultDocument, print_steps, shown};
 use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::MachineStatusDocument;
 use nodewright_tests::machines::{KillableWorker, Sandbox, node};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::timeline::{Timeline, What};
@@ -32,7 +33,6 @@ use nodewright_tests::workloads::{
     Placement, Workload, Workloads, attachments_of, disk_managed_by, is_attached,
     set_unschedulable, wait_attached,
 };
-use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The node-lifecycle controller's grace period is ~40–50 s; allow twice that.
@@ -187,25 +187,26 @@ async fn kill_and_delete(
         &["machine", "delete", node_a, "--wait", "--output", "json"],
     )
     .await?;
-    let deleted = deleted.expect_code(0)?.json()?;
+    let deleted: ResultDocument<DeletedMachine> = deleted.expect_code(0)?.parse()?;
     let took = timeline.now() - deleting;
-    let result = &deleted["result"];
+    let result = &deleted.result;
     ensure!(
-        result["vmDeleted"] == true && result["nodeDeleted"] == true,
+        result.vm_deleted && result.node_deleted,
         "VM and Node deleted: {deleted}"
     );
-    let drained = &result["drained"];
+    let drained = result
+        .drained
+        .as_ref()
+        .with_context(|| format!("the delete drained: {deleted}"))?;
     ensure!(
-        drained["forced"]
-            .as_str()
+        drained
+            .forced
+            .as_deref()
             .is_some_and(|r| r.contains("has not been Ready")),
         "drained in force mode because the node is NotReady: {deleted}"
     );
-    ensure!(
-        drained["evicted"].as_array().is_some_and(Vec::is_empty),
-        "nothing evicted: {deleted}"
-    );
-    let mut force_deleted = strings(&drained["forceDeleted"]);
+    ensure!(drained.evicted.is_empty(), "nothing evicted: {deleted}");
+    let mut force_deleted = drained.force_deleted.clone();
     force_deleted.sort();
     ensure!(
         force_deleted == keys,
@@ -213,26 +214,27 @@ async fn kill_and_delete(
     );
 
     // The drain's own status says the same, pod by pod.
-    let status_doc = drain_status(stack, task_queue, node_a).await?;
-    let status = &status_doc["status"];
+    let (run_status, status) = deletes_drain(stack, task_queue, node_a).await?;
+    let status_doc = shown(&status);
+    let status = &status;
     ensure!(
-        status_doc["runStatus"] == "completed" && status["run"]["outcome"] == "succeeded",
+        run_status == "completed" && status.run.outcome == Outcome::Succeeded,
         "{status_doc}"
     );
     ensure!(
-        status["run"]["facts"]["purpose"] == "deletion",
+        status.run.facts.get("purpose").map(String::as_str) == Some("deletion"),
         "a drain for deletion: {status_doc}"
     );
+    let DrainMode::Force { reason } = &status.mode else {
+        bail!("force mode: {status_doc}");
+    };
     ensure!(
-        status["mode"]["mode"] == "force"
-            && status["mode"]["reason"]
-                .as_str()
-                .is_some_and(|r| r.starts_with("the node has not been Ready for")),
+        reason.starts_with("the node has not been Ready for"),
         "force mode for the NotReady reason: {status_doc}"
     );
-    let seconds: i64 = status["mode"]["reason"]
-        .as_str()
-        .and_then(|r| r.rsplit(' ').next())
+    let seconds: i64 = reason
+        .rsplit(' ')
+        .next()
         .and_then(|s| s.trim_end_matches('s').parse().ok())
         .context("the reason's seconds")?;
     ensure!(
@@ -240,26 +242,34 @@ async fn kill_and_delete(
         "NotReady for {seconds}s, more than forceAfterUnhealthy {FORCE_AFTER_SECONDS}s"
     );
     for key in keys {
-        let pod = pod_entry(status, key).with_context(|| format!("{key} in {status_doc}"))?;
+        let pod = status
+            .pod(key)
+            .with_context(|| format!("{key} in {status_doc}"))?;
         ensure!(
-            pod["state"] == "force-deleted" && pod["evictions"] == 0,
-            "{key} force-deleted without an eviction: {pod}"
+            pod.state == PodState::ForceDeleted && pod.evictions == 0,
+            "{key} force-deleted without an eviction: {}",
+            shown(pod)
         );
     }
     ensure!(
-        status["pods"].as_array().map(Vec::len) == Some(keys.len()),
+        status.pods.len() == keys.len(),
         "only the test's pods were on {node_a}: {status_doc}"
     );
-    let evict_step = step(status, "evict-pods").context("evict-pods step")?;
+    let evict_step = status.step(Step::EvictPods).context("evict-pods step")?;
     ensure!(
-        evict_step["state"] == "done"
-            && evict_step["detail"] == "skipped: force mode"
-            && evict_step["startedAt"].is_null(),
-        "no eviction step ran: {evict_step}"
+        evict_step.state == StepState::Done
+            && evict_step.detail.as_deref() == Some("skipped: force mode")
+            && evict_step.started_at.is_none(),
+        "no eviction step ran: {}",
+        shown(evict_step)
     );
-    let volume = volume_entry(status, pv).context("volume entry")?;
-    ensure!(volume["state"] == "force-detached", "{volume}");
-    print_steps(status);
+    let volume = status.volume(pv).context("volume entry")?;
+    ensure!(
+        volume.state == VolumeState::ForceDetached,
+        "{}",
+        shown(volume)
+    );
+    print_steps(&status.run);
     let detaches = sandbox
         .requests(&format!("/virtualMachines/{node_a}/attachDetachDataDisks"))
         .await?;
@@ -366,25 +376,34 @@ async fn wait_not_ready(kube: &kube::Client, name: &str) -> Result<DateTime<Utc>
 // ---- helpers shared in spirit with the other drain tests ---------------------------------------
 
 /// `machine status NAME --output json` of a machine deleted by `machine delete`: the delete's
-/// run, with its drain's status under `drain`; returned with the drain's status as `status`.
-async fn drain_status(stack: &Stack, task_queue: &str, machine: &str) -> Result<Value> {
-    let mut doc = cli(
+/// run (which must have succeeded), with its drain's status under `drain`; returns the run's
+/// status word and the drain's status.
+async fn deletes_drain(
+    stack: &Stack,
+    task_queue: &str,
+    machine: &str,
+) -> Result<(String, DrainStatus)> {
+    let doc: MachineStatusDocument = cli(
         stack,
         task_queue,
         &["machine", "status", machine, "--output", "json"],
     )
     .await?
     .expect_code(0)?
-    .json()?;
+    .parse()?;
     let expected = format!("delete/{}/{machine}", stack.cluster);
     ensure!(
-        doc["workflowId"] == expected.as_str() && doc["status"]["run"].is_null(),
-        "status of {expected}: {doc}"
+        doc.workflow_id == expected,
+        "status of {expected}: {}",
+        shown(&doc)
     );
     ensure!(
-        doc["status"]["outcome"] == "succeeded",
-        "the delete did not succeed: {doc}"
+        doc.status.outcome == Outcome::Succeeded,
+        "the delete did not succeed: {}",
+        shown(&doc)
     );
-    doc["status"] = doc["drain"].take();
-    Ok(doc)
+    let drain = doc
+        .drain
+        .with_context(|| format!("no drain in the status of {expected}"))?;
+    Ok((doc.run_status, drain))
 }

@@ -19,14 +19,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::common::{
-    POLL, cli, create_machines, delete_machines, drain_pool_file, drain_status, pod_entry, step,
-    strings, wait_status,
+    POLL, cli, create_machines, delete_machines, drain_document, drain_pool_file, wait_drain,
 };
 use anyhow::{Context, Result, bail, ensure};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
-use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, TAINT_DRAINING};
+use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, DrainMode, PodState, TAINT_DRAINING};
+use nodewright_model::machine::{Outcome, Step, StepState};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{DrainLookup, print_steps, shown};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, node};
 use nodewright_tests::temporal_worker::unique_task_queue;
@@ -139,38 +140,33 @@ async fn scenario(
         .expect_code(0)?;
 
     // 1. Blocked: every pod refused by the budget, which is called misconfigured.
-    let blocked = wait_status(
+    let blocked = wait_drain(
         stack,
         task_queue,
         node_a,
         "every pod blocked by a misconfigured PDB",
         WAIT,
         |doc| {
-            let status = &doc["status"];
-            let all_blocked = keys
-                .iter()
-                .all(|key| pod_entry(status, key).is_some_and(|p| p["state"] == "blocked"));
-            let budget = status["pdbsBlocking"]
-                .as_array()
-                .and_then(|b| b.iter().find(|b| b["pdb"] == pdb.as_str()).cloned());
-            all_blocked
-                && budget.is_some_and(|b| {
-                    b["misconfigured"] == true
-                        && b["pods"].as_array().is_some_and(|p| p.len() == REPLICAS)
-                })
+            let status = &doc.status;
+            let all_blocked = keys.iter().all(|key| {
+                status
+                    .pod(key)
+                    .is_some_and(|p| p.state == PodState::Blocked)
+            });
+            let budget = status.pdbs_blocking.iter().find(|b| b.pdb == pdb);
+            all_blocked && budget.is_some_and(|b| b.misconfigured && b.pods.len() == REPLICAS)
         },
     )
     .await?;
-    let status = &blocked["status"];
-    ensure!(blocked["runStatus"] == "running", "{blocked}");
-    ensure!(status["mode"] == json!({ "mode": "graceful" }), "{blocked}");
-    let budget = &status["pdbsBlocking"][0];
+    let status = &blocked.status;
+    ensure!(blocked.run_status == "running", "{blocked}");
+    ensure!(status.mode == DrainMode::Graceful, "{blocked}");
     ensure!(
-        status["pdbsBlocking"].as_array().map(Vec::len) == Some(1)
-            && budget["disruptionsAllowed"] == 0,
+        status.pdbs_blocking.len() == 1 && status.pdbs_blocking[0].disruptions_allowed == 0,
         "one blocking budget allowing no disruption: {blocked}"
     );
-    let mut blocked_pods: Vec<String> = strings(&budget["pods"]);
+    let budget = &status.pdbs_blocking[0];
+    let mut blocked_pods: Vec<String> = budget.pods.clone();
     blocked_pods.sort();
     let mut sorted_keys = keys.clone();
     sorted_keys.sort();
@@ -179,19 +175,17 @@ async fn scenario(
         "the budget blocks {blocked_pods:?}, expected {sorted_keys:?}"
     );
     for key in &keys {
-        let pod = pod_entry(status, key).context("pod entry")?;
-        ensure!(
-            pod["evictions"].as_u64() >= Some(1),
-            "{key} was evicted: {pod}"
-        );
-        let detail = pod["detail"].as_str().unwrap_or_default();
+        let pod = status.pod(key).context("pod entry")?;
+        ensure!(pod.evictions >= 1, "{key} was evicted: {}", shown(pod));
+        let detail = pod.detail.as_deref().context("a blocked pod's detail")?;
         ensure!(
             detail.contains(&pdb) && detail.contains("misconfigured"),
-            "{key}'s detail names the misconfigured budget: {pod}"
+            "{key}'s detail names the misconfigured budget: {}",
+            shown(pod)
         );
     }
-    let started_at = time(&status["run"]["startedAt"])?;
-    let original = time(&status["deadline"])?;
+    let started_at = time(status.run.started_at.as_deref())?;
+    let original = time(status.deadline.as_deref())?;
     let lead = (original - started_at).num_seconds();
     ensure!(
         (TIMEOUT_SECONDS..=TIMEOUT_SECONDS + 3).contains(&lead),
@@ -229,16 +223,16 @@ async fn scenario(
         "extend-drain says what it did: {}",
         extended.stdout
     );
-    let moved = wait_status(
+    let moved = wait_drain(
         stack,
         task_queue,
         node_a,
         "the deadline to move",
         WAIT,
-        |doc| time(&doc["status"]["deadline"]).is_ok_and(|d| d != original),
+        |doc| time(doc.status.deadline.as_deref()).is_ok_and(|d| d != original),
     )
     .await?;
-    let deadline = time(&moved["status"]["deadline"])?;
+    let deadline = time(moved.status.deadline.as_deref())?;
     ensure!(
         deadline - original == chrono::Duration::seconds(EXTEND_SECONDS),
         "deadline moved from {original} to {deadline}, expected +{EXTEND_SECONDS}s"
@@ -247,12 +241,11 @@ async fn scenario(
 
     // 3. Graceful past the original deadline; force mode at the extended one.
     let mut graceful_at: Option<DateTime<Utc>> = None;
-    let forced = loop {
+    let (reason, forced) = loop {
         let asked = Utc::now();
-        let doc = drain_status(stack, task_queue, node_a).await?;
-        let status = &doc["status"];
-        match status["mode"]["mode"].as_str() {
-            Some("graceful") => {
+        let doc = drain_document(stack, task_queue, node_a).await?;
+        match &doc.status.mode {
+            DrainMode::Graceful => {
                 graceful_at = Some(asked);
                 if asked > original {
                     ensure_pods_unmoved(workloads, node_a, &uids)
@@ -260,8 +253,7 @@ async fn scenario(
                         .with_context(|| format!("graceful after the original deadline: {doc}"))?;
                 }
             }
-            Some("force") => break doc,
-            _ => bail!("unexpected mode in {doc}"),
+            DrainMode::Force { reason } => break (reason.clone(), doc),
         }
         if Utc::now() > deadline + chrono::Duration::seconds(30) {
             bail!("no force mode 30 s after the extended deadline {deadline}: {doc}");
@@ -273,9 +265,6 @@ async fn scenario(
         graceful_at >= original + chrono::Duration::seconds(1),
         "the last graceful look was at {graceful_at}, not after the original deadline {original}"
     );
-    let reason = forced["status"]["mode"]["reason"]
-        .as_str()
-        .unwrap_or_default();
     ensure!(
         reason.contains("deadline"),
         "force reason names the deadline: {forced}"
@@ -286,71 +275,71 @@ async fn scenario(
     );
 
     // 4. The drain completes; the pods were deleted with grace period 0 and run on B.
-    let finished = wait_status(
+    let finished = wait_drain(
         stack,
         task_queue,
         node_a,
         "the drain to complete",
         WAIT,
-        |doc| doc["runStatus"] != "running",
+        |doc| !doc.is_running(),
     )
     .await?;
-    let status = &finished["status"];
+    let status = &finished.status;
     ensure!(
-        finished["runStatus"] == "completed" && status["run"]["outcome"] == "succeeded",
+        finished.run_status == "completed" && status.run.outcome == Outcome::Succeeded,
         "the drain succeeded: {finished}"
     );
-    let force_step = step(status, "force-drain").context("a force-drain step")?;
-    let force_started = time(&force_step["startedAt"])?;
+    let force_step = status
+        .step(Step::ForceDrain)
+        .context("a force-drain step")?;
+    let force_started = time(force_step.started_at.as_deref())?;
     ensure!(
         force_started >= deadline && force_started <= deadline + chrono::Duration::seconds(5),
         "force mode began at {force_started}, expected at the extended deadline {deadline}"
     );
     ensure!(
-        force_step["state"] == "done"
-            && force_step["detail"].as_str().is_some_and(
+        force_step.state == StepState::Done
+            && force_step.detail.as_deref().is_some_and(
                 |d| d.contains(&format!("{REPLICAS} pods deleted with grace period 0"))
             ),
-        "force-drain step: {force_step}"
+        "force-drain step: {}",
+        shown(force_step)
     );
-    let evict_step = step(status, "evict-pods").context("an evict-pods step")?;
+    let evict_step = status.step(Step::EvictPods).context("an evict-pods step")?;
     ensure!(
-        evict_step["detail"]
-            .as_str()
+        evict_step
+            .detail
+            .as_deref()
             .is_some_and(|d| d.contains("deadline")),
-        "evict-pods was interrupted by the deadline: {evict_step}"
+        "evict-pods was interrupted by the deadline: {}",
+        shown(evict_step)
     );
     let tries = (force_started - drain_started).num_seconds() / PDB_RETRY_SECONDS + 2;
     for key in &keys {
-        let pod = pod_entry(status, key).context("pod entry")?;
+        let pod = status.pod(key).context("pod entry")?;
         ensure!(
-            pod["state"] == "force-deleted",
-            "{key} force-deleted: {pod}"
+            pod.state == PodState::ForceDeleted,
+            "{key} force-deleted: {}",
+            shown(pod)
         );
         ensure!(
-            pod["detail"] == "deleted with grace period 0",
-            "{key} deleted with grace period 0: {pod}"
+            pod.detail.as_deref() == Some("deleted with grace period 0"),
+            "{key} deleted with grace period 0: {}",
+            shown(pod)
         );
-        let evictions = pod["evictions"].as_i64().unwrap_or_default();
+        let evictions = i64::from(pod.evictions);
         ensure!(
             (2..=tries).contains(&evictions),
             "{key}: {evictions} evictions; expected one per {PDB_RETRY_SECONDS}s retry interval, at most {tries}"
         );
     }
     ensure!(
-        status["pdbsBlocking"].as_array().is_some_and(Vec::is_empty),
+        status.pdbs_blocking.is_empty(),
         "no budget blocks anything once forced: {finished}"
     );
-    for step in status["run"]["steps"].as_array().into_iter().flatten() {
-        println!(
-            "  step {:<13} {:<8} {}",
-            step["step"].as_str().unwrap_or_default(),
-            step["state"].as_str().unwrap_or_default(),
-            step["detail"].as_str().unwrap_or_default()
-        );
-    }
-    for pod in status["pods"].as_array().into_iter().flatten() {
-        println!("  pod {pod}");
+    print_steps(&status.run);
+    for pod in &status.pods {
+        println!("  pod {}", shown(pod));
     }
     let after = workloads
         .wait_app_running("web", REPLICAS, Some(node_b), WAIT)
@@ -413,10 +402,8 @@ async fn ensure_cordoned(kube: &kube::Client, node_name: &str, cordoned: bool) -
 
 // ---- helpers shared in spirit with the other drain tests ---------------------------------------
 
-fn time(value: &Value) -> Result<DateTime<Utc>> {
-    let text = value
-        .as_str()
-        .with_context(|| format!("{value} is not a time"))?;
+fn time(value: Option<&str>) -> Result<DateTime<Utc>> {
+    let text = value.context("no time where one was expected")?;
     Ok(DateTime::parse_from_rfc3339(text)
         .with_context(|| format!("{text} is not RFC 3339"))?
         .with_timezone(&Utc))

@@ -30,8 +30,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use nodewright_model::drain::TAINT_DRAINING;
+use nodewright_model::drain::{DrainMode, PodState, TAINT_DRAINING, VolumeState};
+use nodewright_model::machine::Outcome;
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{DrainLookup, MachineRunDocument, shown};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox, node};
 
@@ -42,7 +44,6 @@ use nodewright_tests::workloads::{
     Placement, Volume, Workload, Workloads, attachments_of, disk_managed_by, ensure_priority_class,
     is_attached, node_of, set_unschedulable, wait_attached,
 };
-use serde_json::Value;
 
 /// How long any one awaited change may take.
 pub(super) const WAIT: Duration = Duration::from_secs(90);
@@ -70,12 +71,13 @@ pub(super) fn write_drain_pool_file(stack: &Stack, pool: &str) -> Result<PathBuf
     drain_pool_file(stack, pool, &DRAIN_SETTINGS)
 }
 
-/// `machine status NAME --output json`.
-pub(super) async fn machine_status(
+/// `machine status NAME --output json`, typed by the run it shows (a drain, a delete with its
+/// drain): a field the run's status requires that is missing or renamed fails here.
+pub(super) async fn machine_document(
     stack: &Stack,
     task_queue: &str,
     machine: &str,
-) -> Result<Value> {
+) -> Result<MachineRunDocument> {
     cli(
         stack,
         task_queue,
@@ -83,12 +85,7 @@ pub(super) async fn machine_status(
     )
     .await?
     .expect_code(0)?
-    .json()
-}
-
-/// The element of the JSON array `list` whose `key` is `value`.
-pub(super) fn entry<'a>(list: &'a Value, key: &str, value: &str) -> Option<&'a Value> {
-    list.as_array()?.iter().find(|item| item[key] == value)
+    .parse()
 }
 
 pub(super) use nodewright_tests::stack::temporal_cli;
@@ -415,23 +412,12 @@ pub(super) async fn check_all_moved(workloads: &Workloads, on_a: &OnA, node_b: &
     Ok(())
 }
 
-/// The drain's status in a `machine status --output json` document: `status` for a drain,
-/// `drain` for a delete (which shows its drain's pods and volumes).
-pub(super) fn drain_of(document: &Value) -> Option<&Value> {
-    let id = document["workflowId"].as_str()?;
-    if id.starts_with("drain/") {
-        Some(&document["status"])
-    } else {
-        Some(&document["drain"]).filter(|drain| drain.is_object())
-    }
-}
-
 /// Checks `machine status --output json` after a `purpose` drain (`maintenance`: the drain is
 /// the latest run; `deletion`: the delete is, with its drain): completed, graceful, every moved
 /// pod `gone` after exactly one eviction, every volume `reattached` on `node_b`, the DaemonSet
 /// pod `skipped`, no PDB blocking, no warning, the pool's drain settings.
-pub(super) fn check_drain_status(
-    document: &Value,
+pub(super) fn check_drain_document(
+    document: &MachineRunDocument,
     purpose: &str,
     cluster: &str,
     namespace: &str,
@@ -445,71 +431,83 @@ pub(super) fn check_drain_status(
         "drain"
     };
     ensure!(
-        document["workflowId"] == format!("{latest}/{cluster}/{node_a}").as_str(),
+        document.workflow_id() == format!("{latest}/{cluster}/{node_a}"),
         "the latest run of {node_a} is its {latest}: {document}"
     );
-    ensure!(document["runStatus"] == "completed", "{document}");
-    if latest == "delete" {
-        ensure!(document["status"]["outcome"] == "succeeded", "{document}");
+    ensure!(document.run_status() == "completed", "{document}");
+    match document {
+        MachineRunDocument::Machine(delete) => ensure!(
+            latest == "delete" && delete.status.outcome == Outcome::Succeeded,
+            "{document}"
+        ),
+        MachineRunDocument::Drain(_) => ensure!(latest == "drain", "{document}"),
     }
-    let status = drain_of(document).with_context(|| format!("no drain status in {document}"))?;
-    ensure!(status["run"]["outcome"] == "succeeded", "{document}");
+    let status = document
+        .drain()
+        .with_context(|| format!("no drain status in {document}"))?;
+    ensure!(status.run.outcome == Outcome::Succeeded, "{document}");
     ensure!(
-        status["run"]["facts"]["purpose"] == purpose,
+        status.run.facts.get("purpose").map(String::as_str) == Some(purpose),
         "a {purpose} drain: {document}"
     );
-    ensure!(status["mode"]["mode"] == "graceful", "{document}");
-    ensure!(
-        status["warnings"].as_array().is_some_and(Vec::is_empty),
-        "warnings: {document}"
-    );
-    ensure!(
-        status["pdbsBlocking"].as_array().is_some_and(Vec::is_empty),
-        "PDBs blocking: {document}"
-    );
-    let settings = status["run"]["facts"]["drainSettings"]
-        .as_str()
-        .unwrap_or_default();
+    ensure!(status.mode == DrainMode::Graceful, "{document}");
+    ensure!(status.warnings.is_empty(), "warnings: {document}");
+    ensure!(status.pdbs_blocking.is_empty(), "PDBs blocking: {document}");
+    let settings = status
+        .run
+        .facts
+        .get("drainSettings")
+        .with_context(|| format!("no drainSettings fact in {document}"))?;
     ensure!(
         settings.contains("PDB retry 2s")
             && settings.contains("from the pool, VM tag nodewright.io-drain"),
-        "the pool's drain settings, from the VM's tag: {settings:?}"
+        "the pool's drain settings, from the VM's tag: {settings}"
     );
     for name in on_a.moving.keys() {
         let key = format!("{namespace}/{name}");
-        let pod = entry(&status["pods"], "pod", &key)
+        let pod = status
+            .pod(&key)
             .with_context(|| format!("{key} missing from {document}"))?;
         ensure!(
-            pod["state"] == "gone" && pod["evictions"] == 1,
-            "{key}: gone after one eviction: {pod}"
+            pod.state == PodState::Gone && pod.evictions == 1,
+            "{key}: gone after one eviction: {}",
+            shown(pod)
         );
         ensure!(
-            pod["withVolumes"] == on_a.volume_of(name).is_some(),
-            "{key}: withVolumes: {pod}"
+            pod.with_volumes == on_a.volume_of(name).is_some(),
+            "{key}: withVolumes: {}",
+            shown(pod)
         );
     }
     let agent = format!("{namespace}/{}", on_a.agent.0);
-    let agent = entry(&status["pods"], "pod", &agent)
+    let agent = status
+        .pod(&agent)
         .with_context(|| format!("{agent} missing from {document}"))?;
-    ensure!(agent["state"] == "skipped", "the DaemonSet pod: {agent}");
-    let volumes = status["volumes"].as_array().cloned().unwrap_or_default();
     ensure!(
-        volumes.len() == on_a.volumes.len(),
+        agent.state == PodState::Skipped,
+        "the DaemonSet pod: {}",
+        shown(agent)
+    );
+    ensure!(
+        status.volumes.len() == on_a.volumes.len(),
         "{} volumes in the status: {document}",
         on_a.volumes.len()
     );
     for volume in &on_a.volumes {
-        let seen = entry(&status["volumes"], "persistentVolume", &volume.name)
+        let seen = status
+            .volume(&volume.name)
             .with_context(|| format!("{} missing from {document}", volume.name))?;
         ensure!(
-            seen["state"] == "reattached"
-                && seen["newNode"] == node_b
-                && seen["pod"] == format!("{namespace}/{}", volume.pod).as_str()
-                && seen["diskId"]
-                    .as_str()
+            seen.state == VolumeState::Reattached
+                && seen.new_node.as_deref() == Some(node_b)
+                && seen.pod == format!("{namespace}/{}", volume.pod)
+                && seen
+                    .disk_id
+                    .as_deref()
                     .is_some_and(|id| id.eq_ignore_ascii_case(&volume.disk_id)),
-            "{}: reattached on {node_b}: {seen}",
-            volume.name
+            "{}: reattached on {node_b}: {}",
+            volume.name,
+            shown(seen)
         );
     }
     Ok(())
@@ -650,8 +648,8 @@ async fn drain_and_delete(
     check_all_moved(workloads, &on_a, node_b).await?;
 
     // What the drain says about itself.
-    let status = machine_status(stack, task_queue, node_a).await?;
-    check_drain_status(
+    let status = machine_document(stack, task_queue, node_a).await?;
+    check_drain_document(
         &status,
         "maintenance",
         &stack.cluster,

@@ -24,11 +24,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::common::{
-    cli, create_machines, delete_machines, drain_pool_file, drain_status, pod_entry, print_steps,
-    step, strings, volume_entry, wait_status,
+    cli, create_machines, delete_machines, drain_document, drain_pool_file, wait_drain,
 };
 use anyhow::{Context, Result, ensure};
+use nodewright_model::drain::{DrainMode, PodState, VolumeState};
+use nodewright_model::machine::{Outcome, Step, StepState};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{DrainLookup, print_steps, shown};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox};
 use nodewright_tests::temporal_worker::unique_task_queue;
@@ -174,40 +176,46 @@ async fn drain(
         .expect_code(0)?;
 
     // 1. The detach times out: reported, and the drain keeps waiting, gracefully.
-    let stuck = wait_status(
+    let stuck = wait_drain(
         stack,
         task_queue,
         node_a,
         "the volume detach-timed-out with a warning",
         WAIT,
         |doc| {
-            let status = &doc["status"];
-            volume_entry(status, pv).is_some_and(|v| v["state"] == "detach-timed-out")
-                && strings(&status["warnings"]).iter().any(|w| w.contains(pv))
+            let status = &doc.status;
+            status
+                .volume(pv)
+                .is_some_and(|v| v.state == VolumeState::DetachTimedOut)
+                && status.warnings.iter().any(|w| w.contains(pv))
         },
     )
     .await?;
     let reported = timeline.now();
-    let status = &stuck["status"];
-    ensure!(stuck["runStatus"] == "running", "{stuck}");
-    ensure!(status["mode"] == json!({ "mode": "graceful" }), "{stuck}");
-    let entry = volume_entry(status, pv).context("volume entry")?;
+    let status = &stuck.status;
+    ensure!(stuck.run_status == "running", "{stuck}");
+    ensure!(status.mode == DrainMode::Graceful, "{stuck}");
+    let entry = status.volume(pv).context("volume entry")?;
     ensure!(
-        entry["pod"] == pod_key.as_str()
-            && entry["diskId"]
-                .as_str()
+        entry.pod == pod_key
+            && entry
+                .disk_id
+                .as_deref()
                 .is_some_and(|d| d.eq_ignore_ascii_case(disk_id)),
-        "the volume entry names the pod and the disk: {entry}"
+        "the volume entry names the pod and the disk: {}",
+        shown(entry)
     );
-    let pod = pod_entry(status, &pod_key).context("pod entry")?;
+    let pod = status.pod(&pod_key).context("pod entry")?;
     ensure!(
-        pod["state"] == "gone" && pod["evictions"] == 1 && pod["withVolumes"] == true,
-        "{pod_key} evicted once and gone: {pod}"
+        pod.state == PodState::Gone && pod.evictions == 1 && pod.with_volumes,
+        "{pod_key} evicted once and gone: {}",
+        shown(pod)
     );
-    let warning = strings(&status["warnings"])
-        .into_iter()
+    let warning = status
+        .warnings
+        .iter()
         .find(|w| w.contains(pv))
-        .unwrap_or_default();
+        .with_context(|| format!("a warning naming {pv}: {stuck}"))?;
     ensure!(
         warning.contains("did not detach")
             && warning.contains(node_a)
@@ -226,11 +234,14 @@ async fn drain(
 
     // It stays that way: two retry intervals later, still stuck on A, attached nowhere else.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let still = drain_status(stack, task_queue, node_a).await?;
+    let still = drain_document(stack, task_queue, node_a).await?;
     ensure!(
-        still["runStatus"] == "running"
-            && still["status"]["mode"]["mode"] == "graceful"
-            && volume_entry(&still["status"], pv).is_some_and(|v| v["state"] == "detach-timed-out"),
+        still.run_status == "running"
+            && still.status.mode == DrainMode::Graceful
+            && still
+                .status
+                .volume(pv)
+                .is_some_and(|v| v.state == VolumeState::DetachTimedOut),
         "still waiting gracefully on the stuck volume: {still}"
     );
     let attachments = attachments_of(&kube, pv).await?;
@@ -267,39 +278,51 @@ async fn drain(
     cli(stack, task_queue, &["machine", "force-drain", node_a])
         .await?
         .expect_code(0)?;
-    let finished = wait_status(
+    let finished = wait_drain(
         stack,
         task_queue,
         node_a,
         "the drain to complete",
         WAIT,
-        |doc| doc["runStatus"] != "running",
+        |doc| !doc.is_running(),
     )
     .await?;
     let done = timeline.now();
-    let status = &finished["status"];
+    let status = &finished.status;
     ensure!(
-        finished["runStatus"] == "completed" && status["run"]["outcome"] == "succeeded",
+        finished.run_status == "completed" && status.run.outcome == Outcome::Succeeded,
         "the drain succeeded: {finished}"
     );
     ensure!(
-        status["mode"] == json!({ "mode": "force", "reason": "force was requested" }),
+        status.mode
+            == DrainMode::Force {
+                reason: "force was requested".to_owned()
+            },
         "force mode on request: {finished}"
     );
     ensure!(
-        status["run"]["facts"]["forceRequestedBy"] == "nodewright machine force-drain",
+        status.run.facts.get("forceRequestedBy").map(String::as_str)
+            == Some("nodewright machine force-drain"),
         "who asked: {finished}"
     );
-    let entry = volume_entry(status, pv).context("volume entry")?;
-    ensure!(entry["state"] == "force-detached", "{entry}");
-    print_steps(status);
-    let force_step = step(status, "force-drain").context("a force-drain step")?;
+    let entry = status.volume(pv).context("volume entry")?;
     ensure!(
-        force_step["state"] == "done"
-            && force_step["detail"]
-                .as_str()
+        entry.state == VolumeState::ForceDetached,
+        "{}",
+        shown(entry)
+    );
+    print_steps(&status.run);
+    let force_step = status
+        .step(Step::ForceDrain)
+        .context("a force-drain step")?;
+    ensure!(
+        force_step.state == StepState::Done
+            && force_step
+                .detail
+                .as_deref()
                 .is_some_and(|d| d.contains("1 data disks force-detached")),
-        "force-drain step: {force_step}"
+        "force-drain step: {}",
+        shown(force_step)
     );
 
     let calls = sandbox.requests(&force_detaches).await?;

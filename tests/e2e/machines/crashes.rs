@@ -5,8 +5,11 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::machine::{Outcome, Step};
+use nodewright_tests::documents::shown;
 use nodewright_tests::machines::{
-    CliResult, KillableWorker, Sandbox, create_machine, node, write_pool_file,
+    CliResult, KillableWorker, MachineStatusDocument, Sandbox, create_machine, node,
+    write_pool_file,
 };
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
@@ -54,7 +57,7 @@ const STAGES: [Stage; 4] = [
 ];
 
 /// The step the run is in, from `machine status`.
-fn running_step(stack: &Stack, task_queue: &str, machine: &str) -> Result<Option<String>> {
+fn running_step(stack: &Stack, task_queue: &str, machine: &str) -> Result<Option<&'static str>> {
     let status = CliResult::run(
         stack,
         task_queue,
@@ -63,12 +66,8 @@ fn running_step(stack: &Stack, task_queue: &str, machine: &str) -> Result<Option
     if status.code != Some(0) {
         return Ok(None);
     }
-    let document = status.json()?;
-    Ok(document["status"]["steps"]
-        .as_array()
-        .and_then(|steps| steps.iter().find(|s| s["state"] == "running"))
-        .and_then(|s| s["step"].as_str())
-        .map(str::to_owned))
+    let document: MachineStatusDocument = status.parse()?;
+    Ok(document.status.current().map(Step::as_str))
 }
 
 #[tokio::test]
@@ -90,7 +89,7 @@ async fn a_worker_killed_mid_create_at_any_step_leaves_exactly_one_machine() -> 
             Duration::from_secs(60),
             Duration::from_millis(300),
             || async {
-                Ok(running_step(&stack, &task_queue, &machine)?.filter(|step| step == stage.step))
+                Ok(running_step(&stack, &task_queue, &machine)?.filter(|step| *step == stage.step))
             },
         )
         .await
@@ -127,15 +126,16 @@ async fn a_worker_killed_mid_create_at_any_step_leaves_exactly_one_machine() -> 
                 if status.code != Some(0) {
                     return Ok(None);
                 }
-                let document = status.json()?;
-                Ok((document["runStatus"] != "running").then_some(document))
+                let document: MachineStatusDocument = status.parse()?;
+                Ok((document.run_status != "running").then_some(document))
             },
         )
         .await
         .with_context(|| worker.log_tail())?;
         ensure!(
-            outcome["runStatus"] == "completed",
-            "killed at {reached}: {outcome}"
+            outcome.run_status == "completed" && outcome.status.outcome == Outcome::Succeeded,
+            "killed at {reached}: {}",
+            shown(&outcome)
         );
         let resources = sandbox.machine_resources(&machine).await?;
         ensure!(

@@ -2,12 +2,13 @@
 //! delete it and find nothing; delete again quietly.
 
 use anyhow::{Context, Result, ensure};
-use nodewright_model::machine::{Outcome, StepState};
+use nodewright_model::machine::{CreatedMachine, DeletedMachine, Outcome, StepState};
 use nodewright_model::ownership::{
     LABEL_MACHINE, LABEL_POOL, LABEL_TEMPLATE, TAG_CLUSTER, TAG_CREATED, TAG_MACHINE, TAG_POOL,
     TAG_TEMPLATE, provider_id,
 };
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{ResultDocument, RunRow, shown};
 use nodewright_tests::machines::{
     CliResult, KillableWorker, MachineStatusDocument, Sandbox, create_machine, node,
     write_pool_file,
@@ -35,24 +36,21 @@ async fn create_makes_a_tagged_vm_and_a_ready_labelled_node_and_delete_removes_e
         &["--wait", "--output", "json"],
     )?;
     created.expect_code(0).with_context(|| worker.log_tail())?;
-    let document = created.json()?;
-    let result = &document["result"];
+    let document: ResultDocument<CreatedMachine> = created.parse()?;
+    let result = &document.result;
     let expected_provider_id = provider_id(
         &stack.arm.subscription_id,
         &stack.arm.resource_group,
         &machine,
     );
-    ensure!(result["machine"] == machine.as_str(), "{document}");
+    ensure!(result.machine == machine, "{document}");
     ensure!(
-        result["providerId"]
-            .as_str()
-            .is_some_and(|id| id.eq_ignore_ascii_case(&expected_provider_id)),
+        result
+            .provider_id
+            .eq_ignore_ascii_case(&expected_provider_id),
         "providerId in {document}"
     );
-    let template = result["templateHash"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let template = result.template_hash.clone();
     ensure!(template.len() == 10, "template hash in {document}");
 
     // Azure: VM, NIC and OS disk, each with every ownership tag.
@@ -141,13 +139,13 @@ async fn create_makes_a_tagged_vm_and_a_ready_labelled_node_and_delete_removes_e
         &task_queue,
         &["machine", "delete", &machine, "--wait", "--output", "json"],
     )?;
-    let deleted = deleted
+    let deleted: ResultDocument<DeletedMachine> = deleted
         .expect_code(0)
         .with_context(|| worker.log_tail())?
-        .json()?;
-    ensure!(deleted["result"]["vmDeleted"] == true, "{deleted}");
-    ensure!(deleted["result"]["nodeDeleted"] == true, "{deleted}");
-    ensure!(deleted["result"]["cordoned"] == true, "{deleted}");
+        .parse()?;
+    ensure!(deleted.result.vm_deleted, "{deleted}");
+    ensure!(deleted.result.node_deleted, "{deleted}");
+    ensure!(deleted.result.cordoned, "{deleted}");
     assert_nothing_left(&stack, &sandbox, &machine).await?;
 
     // A second delete of the same machine succeeds quietly.
@@ -169,14 +167,14 @@ async fn create_makes_a_tagged_vm_and_a_ready_labelled_node_and_delete_removes_e
         &task_queue,
         &["runs", "--pool", &pool, "--output", "json"],
     )?;
-    let runs = runs.expect_code(0)?.json()?;
+    let runs: Vec<RunRow> = runs.expect_code(0)?.parse()?;
+    let create = format!("create/{}/{machine}", stack.cluster);
     ensure!(
-        runs.as_array().is_some_and(|r| {
-            r.iter().any(|run| {
-                run["workflowId"] == format!("create/{}/{machine}", stack.cluster).as_str()
-            })
-        }),
-        "the create run is listed: {runs}"
+        runs.iter().any(|run| run.workflow_id == create
+            && run.status == "completed"
+            && run.pool.as_deref() == Some(pool.as_str())),
+        "the completed create run is listed with its pool: {}",
+        shown(&runs)
     );
     drop(worker);
     Ok(())

@@ -12,17 +12,18 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::rollout::{RolloutOutcome, RolloutStatus};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::shown;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::KillableWorker;
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::workloads::{
     Placement, Workload, Workloads, attachments_of, is_attached, node_of,
 };
-use serde_json::Value;
 
 use super::common::{
-    PoolShape, Sampler, clean_up_pool, ensure_bounds, ensure_pool_is, num, roll, rollout_pool_file,
+    PoolShape, Sampler, clean_up_pool, ensure_bounds, ensure_pool_is, roll, rollout_pool_file,
 };
 
 /// Replicas of the pool.
@@ -80,10 +81,7 @@ async fn scenario(
     // The pool is built by a first rollout (of an empty pool).
     let v1 = rollout_pool_file(stack, pool, &PoolShape::new(REPLICAS, surge, unavailable))?;
     let built = roll(stack, task_queue, &v1, &[]).await?;
-    let v1_hash = built["result"]["status"]["templateHash"]
-        .as_str()
-        .context("no templateHash in the first rollout's result")?
-        .to_owned();
+    let v1_hash = built.result.status.template_hash;
     ensure_pool_is(stack, pool, REPLICAS as usize, &v1_hash).await?;
 
     let placement = Placement::pool(pool);
@@ -117,26 +115,34 @@ async fn scenario(
     let rolled = rolled?;
     ensure_bounds(&extremes, min_ready, max_machines)?;
 
-    let result = &rolled["result"];
-    ensure!(result["outcome"] == "completed", "rollout: {rolled}");
-    let v2_hash = result["status"]["templateHash"]
-        .as_str()
-        .unwrap_or_default();
+    let result = &rolled.result;
+    ensure!(
+        result.outcome == RolloutOutcome::Completed,
+        "rollout: {rolled}"
+    );
+    let v2_hash = result.status.template_hash.as_str();
     ensure!(
         v2_hash != v1_hash,
         "the new image must change the template hash"
     );
+    let history = &result.history;
     ensure!(
-        result["history"]["current"]["templateHash"] == v2_hash
-            && result["history"]["previous"]["templateHash"] == v1_hash.as_str(),
+        history
+            .current
+            .as_ref()
+            .is_some_and(|t| t.template_hash == v2_hash)
+            && history
+                .previous
+                .as_ref()
+                .is_some_and(|t| t.template_hash == v1_hash),
         "the result records the new template as current and the old as previous: {}",
-        result["history"]
+        shown(history)
     );
-    let status = &result["status"];
+    let status = &result.status;
     ensure!(
-        num(&status["created"]) == u64::from(REPLICAS)
-            && num(&status["deleted"]) == u64::from(REPLICAS),
-        "6 created and 6 deleted: {status}"
+        status.created == REPLICAS && status.deleted == REPLICAS,
+        "6 created and 6 deleted: {}",
+        shown(status)
     );
     ensure_pool_is(stack, pool, REPLICAS as usize, v2_hash).await?;
 
@@ -171,13 +177,13 @@ async fn scenario(
 }
 
 /// Prints the makespan against `ceil(replicas / (surge + unavailable)) × (create + delete)`.
-fn report_makespan(status: &Value, surge: &str, unavailable: &str, makespan: Duration) {
-    let timings = &status["timings"];
-    let create = num(&timings["createMillis"]) as f64 / num(&timings["creates"]).max(1) as f64;
-    let delete = num(&timings["deleteMillis"]) as f64 / num(&timings["deletes"]).max(1) as f64;
-    let pace = num(&status["strategy"]["budget"]["surge"])
-        + num(&status["strategy"]["budget"]["unavailable"]);
-    let waves = u64::from(REPLICAS).div_ceil(pace.max(1));
+fn report_makespan(status: &RolloutStatus, surge: &str, unavailable: &str, makespan: Duration) {
+    let timings = &status.timings;
+    let create = timings.create_millis as f64 / f64::from(timings.creates.max(1));
+    let delete = timings.delete_millis as f64 / f64::from(timings.deletes.max(1));
+    let budget = &status.strategy.budget;
+    let pace = budget.surge + budget.unavailable;
+    let waves = REPLICAS.div_ceil(pace.max(1));
     let bound = waves as f64 * (create + delete) / 1000.0;
     println!(
         "makespan maxSurge {surge} maxUnavailable {unavailable}: {:.1} s; lower bound {waves} × ({:.1} s create + {:.1} s delete) = {bound:.1} s; ratio {:.2}",

@@ -1,6 +1,6 @@
 //! What the rollout tests share: pool files with replicas, strategy and image version, a pool
 //! built by a first rollout, the sampler that watches the pool's Ready nodes and machines for
-//! the whole test, and the rollout's status through the CLI.
+//! the whole test, and the rollout's status and result through the CLI, typed.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,10 +13,11 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
 use nodewright_model::ownership::{LABEL_POOL, TAG_CLUSTER, TAG_POOL, TAG_TEMPLATE};
+use nodewright_model::rollout::{RolloutResult, RolloutStatus};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{ResultDocument, RolloutStatusDocument};
 use nodewright_tests::kube_objects::is_node_ready;
 use nodewright_tests::machines::write_pool_file;
-use serde_json::Value;
 use tokio::task::JoinHandle;
 
 pub(crate) use nodewright_tests::machines::cli;
@@ -90,8 +91,13 @@ pub(crate) fn rollout_pool_file(stack: &Stack, pool: &str, shape: &PoolShape) ->
     Ok(path)
 }
 
-/// `pool rollout status POOL --output json`.
-pub(crate) async fn rollout_status(stack: &Stack, task_queue: &str, pool: &str) -> Result<Value> {
+/// `pool rollout status POOL --output json`, typed: a field the rollout's status requires that
+/// is missing or renamed fails here.
+pub(crate) async fn rollout_document(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+) -> Result<RolloutStatusDocument> {
     cli(
         stack,
         task_queue,
@@ -99,36 +105,42 @@ pub(crate) async fn rollout_status(stack: &Stack, task_queue: &str, pool: &str) 
     )
     .await?
     .expect_code(0)?
-    .json()
+    .parse()
 }
 
-/// Polls [`rollout_status`] until `done` holds; the error shows the last answer. A status that
-/// cannot be read (no worker to answer the query while one is restarted) is asked again.
-pub(crate) async fn wait_rollout(
+/// Polls [`rollout_document`] until `done` holds for its status; the error shows the last
+/// answer. A status the CLI cannot read (no worker to answer the query while one is restarted)
+/// is asked again; one it prints that does not parse fails.
+pub(crate) async fn await_rollout(
     stack: &Stack,
     task_queue: &str,
     pool: &str,
     what: &str,
     timeout: Duration,
-    mut done: impl FnMut(&Value) -> bool,
-) -> Result<Value> {
+    mut done: impl FnMut(&RolloutStatus) -> bool,
+) -> Result<RolloutStatusDocument> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let last = match rollout_status(stack, task_queue, pool).await {
-            Ok(status) if done(&status) => return Ok(status),
-            Ok(status) => status.to_string(),
-            Err(error) => format!("{error:#}"),
+        let answer = cli(
+            stack,
+            task_queue,
+            &["pool", "rollout", "status", pool, "--output", "json"],
+        )
+        .await?;
+        let last = if answer.code == Some(0) {
+            let document: RolloutStatusDocument = answer.parse()?;
+            if done(&document.status) {
+                return Ok(document);
+            }
+            document.to_string()
+        } else {
+            format!("exit {:?}: {}", answer.code, answer.stderr.trim())
         };
         if tokio::time::Instant::now() >= deadline {
             bail!("timed out after {timeout:?} waiting for {what}; last status: {last}");
         }
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// A number in a status document (0 when missing).
-pub(crate) fn num(value: &Value) -> u64 {
-    value.as_u64().unwrap_or_default()
 }
 
 /// What the pool looks like now: Ready Nodes of the pool, and its VMs by template.
@@ -328,13 +340,14 @@ pub(crate) async fn pool_machines(stack: &Stack, pool: &str) -> Result<Vec<Strin
         .collect())
 }
 
-/// Rolls the pool to `file` with the CLI and waits (observing every second); the result JSON.
+/// Rolls the pool to `file` with the CLI and waits (observing every second); the rollout's
+/// result, typed.
 pub(crate) async fn roll(
     stack: &Stack,
     task_queue: &str,
     file: &std::path::Path,
     extra: &[&str],
-) -> Result<Value> {
+) -> Result<ResultDocument<RolloutResult>> {
     let file = file.to_string_lossy().into_owned();
     let mut args = vec![
         "pool",
@@ -348,7 +361,7 @@ pub(crate) async fn roll(
         "json",
     ];
     args.extend_from_slice(extra);
-    cli(stack, task_queue, &args).await?.expect_code(0)?.json()
+    cli(stack, task_queue, &args).await?.expect_code(0)?.parse()
 }
 
 /// Checks that the pool has exactly `replicas` machines, all of `template`, each with a Ready

@@ -6,15 +6,18 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::rollout::{
+    ChildKind, Health, RolloutOutcome, RolloutPhase, RolloutResult, RolloutStatus,
+};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{PoolStatusDocument, ResultDocument};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::KillableWorker;
 use nodewright_tests::temporal_worker::unique_task_queue;
-use serde_json::Value;
 
 use super::common::{
-    PoolShape, clean_up_pool, cli, ensure_pool_is, num, roll, rollout_pool_file, rollout_status,
-    sample_pool, start_rollout, wait_rollout,
+    PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, roll, rollout_document,
+    rollout_pool_file, sample_pool, start_rollout,
 };
 
 const REPLICAS: u32 = 4;
@@ -31,34 +34,27 @@ async fn built_pool(
     let shape = PoolShape::new(REPLICAS, "1", "0");
     let v1 = rollout_pool_file(stack, pool, &shape)?;
     let built = roll(stack, task_queue, &v1, &[]).await?;
-    let v1_hash = built["result"]["status"]["templateHash"]
-        .as_str()
-        .context("no templateHash")?
-        .to_owned();
+    let v1_hash = built.result.status.template_hash;
     ensure_pool_is(stack, pool, REPLICAS as usize, &v1_hash).await?;
     let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
     Ok((v2, v1_hash))
 }
 
-fn phase(status: &Value) -> &str {
-    status["phase"].as_str().unwrap_or_default()
-}
-
-fn in_flight(status: &Value) -> BTreeSet<String> {
-    status["inFlight"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["workflowId"].as_str().map(str::to_owned))
+/// The workflow IDs of the children in flight.
+fn in_flight(status: &RolloutStatus) -> BTreeSet<String> {
+    status
+        .in_flight
+        .iter()
+        .map(|c| c.workflow_id.clone())
         .collect()
 }
 
-fn creating(status: &Value) -> usize {
-    status["inFlight"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["kind"] == "create")
+/// How many creates are in flight.
+fn creating(status: &RolloutStatus) -> usize {
+    status
+        .in_flight
+        .iter()
+        .filter(|c| c.kind == ChildKind::Create)
         .count()
 }
 
@@ -78,18 +74,18 @@ async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     start_rollout(stack, task_queue, &v2, &["--canary", "1"]).await?;
 
     // The canary: one machine replaced, then it waits.
-    let waiting = wait_rollout(
+    let waiting = await_rollout(
         stack,
         task_queue,
         pool,
         "the canary to wait for approval",
         WAIT,
-        |s| phase(s) == "awaiting-approval",
+        |s| s.phase == RolloutPhase::AwaitingApproval,
     )
     .await?;
-    let counts = &waiting["counts"];
+    let counts = &waiting.status.counts;
     ensure!(
-        num(&counts["updated"]) == 1 && num(&counts["old"]) == 3 && num(&counts["total"]) == 4,
+        counts.updated == 1 && counts.old == 3 && counts.total == 4,
         "canary 1: {waiting}"
     );
     // A second rollout of the pool is refused and says how to follow the running one.
@@ -104,38 +100,36 @@ async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
         second.stderr
     );
     // `pool status` shows the mixed pool.
-    let inspected = cli(
+    let inspected: PoolStatusDocument = cli(
         stack,
         task_queue,
         &["pool", "status", pool, "--output", "json"],
     )
     .await?
     .expect_code(0)?
-    .json()?;
-    let machines = inspected["report"]["machines"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    .parse()?;
+    let machines = &inspected.report.machines;
     let on_v1 = machines
         .iter()
-        .filter(|m| m["templateHash"] == v1_hash.as_str())
+        .filter(|m| m.template_hash == v1_hash)
         .count();
     ensure!(
-        machines.len() == 4
-            && on_v1 == 3
-            && machines.iter().all(|m| m["health"]["state"] == "ready"),
+        machines.len() == 4 && on_v1 == 3 && machines.iter().all(|m| m.health == Health::Ready),
         "pool status: 4 Ready machines, 3 on the old template: {inspected}"
     );
     ensure!(
-        inspected["rollout"]["phase"] == "awaiting-approval",
+        inspected
+            .rollout
+            .as_ref()
+            .is_some_and(|r| r.phase == RolloutPhase::AwaitingApproval),
         "pool status shows the rollout: {inspected}"
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let still = rollout_status(stack, task_queue, pool).await?;
+    let still = rollout_document(stack, task_queue, pool).await?;
     ensure!(
-        phase(&still) == "awaiting-approval"
-            && in_flight(&still).is_empty()
-            && num(&still["counts"]["updated"]) == 1,
+        still.status.phase == RolloutPhase::AwaitingApproval
+            && in_flight(&still.status).is_empty()
+            && still.status.counts.updated == 1,
         "nothing moves before approval: {still}"
     );
 
@@ -143,7 +137,7 @@ async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     cli(stack, task_queue, &["pool", "rollout", "approve", pool])
         .await?
         .expect_code(0)?;
-    wait_rollout(
+    await_rollout(
         stack,
         task_queue,
         pool,
@@ -155,12 +149,12 @@ async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     cli(stack, task_queue, &["pool", "rollout", "pause", pool])
         .await?
         .expect_code(0)?;
-    let paused = wait_rollout(stack, task_queue, pool, "the pause", WAIT, |s| {
-        phase(s) == "paused"
+    let paused = await_rollout(stack, task_queue, pool, "the pause", WAIT, |s| {
+        s.phase == RolloutPhase::Paused
     })
     .await?;
-    let running_at_pause = in_flight(&paused);
-    let drained = wait_rollout(
+    let running_at_pause = in_flight(&paused.status);
+    let drained = await_rollout(
         stack,
         task_queue,
         pool,
@@ -169,21 +163,22 @@ async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
         |s| in_flight(s).is_empty(),
     )
     .await?;
-    let (created, deleted) = (num(&drained["created"]), num(&drained["deleted"]));
+    let (created, deleted) = (drained.status.created, drained.status.deleted);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let quiet = rollout_status(stack, task_queue, pool).await?;
+    let quiet = rollout_document(stack, task_queue, pool).await?;
     ensure!(
-        in_flight(&quiet).is_empty()
-            && num(&quiet["created"]) == created
-            && num(&quiet["deleted"]) == deleted
-            && phase(&quiet) == "paused",
+        in_flight(&quiet.status).is_empty()
+            && quiet.status.created == created
+            && quiet.status.deleted == deleted
+            && quiet.status.phase == RolloutPhase::Paused,
         "paused: nothing new starts (in flight at the pause: {running_at_pause:?}): {quiet}"
     );
     ensure!(
-        quiet["pausedBecause"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("paused by"),
+        quiet
+            .status
+            .paused_because
+            .as_deref()
+            .is_some_and(|why| why.contains("paused by")),
         "says who paused: {quiet}"
     );
 
@@ -195,16 +190,16 @@ async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     )
     .await?
     .expect_code(0)?;
-    let widened = rollout_status(stack, task_queue, pool).await?;
+    let widened = rollout_document(stack, task_queue, pool).await?;
     ensure!(
-        num(&widened["strategy"]["budget"]["surge"]) == 3,
+        widened.status.strategy.budget.surge == 3,
         "set-strategy: {widened}"
     );
     cli(stack, task_queue, &["pool", "rollout", "resume", pool])
         .await?
         .expect_code(0)?;
     let mut most_creating = 0;
-    let done = wait_rollout(
+    let done = await_rollout(
         stack,
         task_queue,
         pool,
@@ -212,7 +207,7 @@ async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
         WAIT,
         |s| {
             most_creating = most_creating.max(creating(s));
-            phase(s) == "completed"
+            s.phase == RolloutPhase::Completed
         },
     )
     .await;
@@ -221,23 +216,28 @@ async fn steer(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
         most_creating >= 2,
         "with maxSurge 3 several creates run at once (saw at most {most_creating}): {done}"
     );
-    let v2_hash = done["templateHash"].as_str().unwrap_or_default();
+    let v2_hash = done.status.template_hash.as_str();
     ensure!(v2_hash != v1_hash, "{done}");
     ensure_pool_is(stack, pool, REPLICAS as usize, v2_hash).await?;
 
     // Rollback: back to the template before the last completed rollout.
-    let back = cli(
+    let back: ResultDocument<RolloutResult> = cli(
         stack,
         task_queue,
         &["pool", "rollback", pool, "--wait", "--output", "json"],
     )
     .await?
     .expect_code(0)?
-    .json()?;
+    .parse()?;
     ensure!(
-        back["result"]["outcome"] == "completed"
-            && back["result"]["status"]["templateHash"] == v1_hash.as_str()
-            && back["result"]["history"]["previous"]["templateHash"] == v2_hash,
+        back.result.outcome == RolloutOutcome::Completed
+            && back.result.status.template_hash == v1_hash
+            && back
+                .result
+                .history
+                .previous
+                .as_ref()
+                .is_some_and(|p| p.template_hash == v2_hash),
         "rollback to {v1_hash}: {back}"
     );
     ensure_pool_is(stack, pool, REPLICAS as usize, &v1_hash).await?;
@@ -258,29 +258,31 @@ async fn abort_leaves_a_consistent_mixed_pool() -> Result<()> {
 async fn abort(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     let (v2, v1_hash) = built_pool(stack, task_queue, pool).await?;
     start_rollout(stack, task_queue, &v2, &[]).await?;
-    wait_rollout(
+    await_rollout(
         stack,
         task_queue,
         pool,
         "one machine replaced and a child running",
         WAIT,
-        |s| {
-            num(&s["counts"]["updated"]) >= 1 && num(&s["deleted"]) >= 1 && !in_flight(s).is_empty()
-        },
+        |s| s.counts.updated >= 1 && s.deleted >= 1 && !s.in_flight.is_empty(),
     )
     .await?;
     cli(stack, task_queue, &["pool", "rollout", "abort", pool])
         .await?
         .expect_code(0)?;
-    let ended = wait_rollout(stack, task_queue, pool, "the abort", WAIT, |s| {
-        phase(s) == "aborted"
+    let ended = await_rollout(stack, task_queue, pool, "the abort", WAIT, |s| {
+        s.phase == RolloutPhase::Aborted
     })
     .await?;
     ensure!(
-        in_flight(&ended).is_empty(),
+        ended.status.in_flight.is_empty(),
         "in-flight children finished first: {ended}"
     );
-    let summary = ended["summary"].as_str().unwrap_or_default();
+    let summary = ended
+        .status
+        .summary
+        .as_deref()
+        .with_context(|| format!("an aborted rollout's summary: {ended}"))?;
     ensure!(
         summary.starts_with("aborted"),
         "the summary reports the pool: {ended}"
@@ -292,7 +294,7 @@ async fn abort(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     let kube = stack.kube_client().await?;
     let arm = stack.arm_client()?;
     let sample = sample_pool(stack, &kube, &arm, pool).await?;
-    let v2_hash = ended["templateHash"].as_str().unwrap_or_default();
+    let v2_hash = ended.status.template_hash.as_str();
     let new = sample.by_template.get(v2_hash).copied().unwrap_or_default();
     let old = sample
         .by_template
@@ -309,10 +311,11 @@ async fn abort(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
         new >= 1 && old >= 1 && new + old == sample.machines,
         "a mixed pool: {sample:?}"
     );
+    let counts = &ended.status.counts;
     ensure!(
-        num(&ended["counts"]["updated"]) == new as u64
-            && num(&ended["counts"]["old"]) == old as u64
-            && num(&ended["counts"]["total"]) == sample.machines as u64,
+        usize::try_from(counts.updated)? == new
+            && usize::try_from(counts.old)? == old
+            && usize::try_from(counts.total)? == sample.machines,
         "the status reports the mix ({sample:?}): {ended}"
     );
     ensure!(

@@ -5,16 +5,18 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::KillableWorker;
 use nodewright_tests::temporal_worker::unique_task_queue;
 
 use super::common::{
-    PoolShape, Sampler, clean_up_pool, ensure_bounds, ensure_pool_is, num, roll, rollout_pool_file,
-    start_rollout, wait_rollout,
+    PoolShape, Sampler, await_rollout, clean_up_pool, ensure_bounds, ensure_pool_is, roll,
+    rollout_pool_file, start_rollout,
 };
+use nodewright_model::rollout::RolloutPhase;
+use nodewright_tests::documents::shown;
 
 const REPLICAS: u32 = 4;
 
@@ -52,40 +54,38 @@ async fn killed(
     // or a read; each wait leaves room for that and a machine's creation on a loaded machine.
     let wait = Duration::from_secs(300);
     for (kill, created) in [(1, 0), (2, 1), (3, 2)] {
-        let status = wait_rollout(stack, task_queue, pool, "a child running", wait, |s| {
-            num(&s["created"]) >= created && s["inFlight"].as_array().is_some_and(|c| !c.is_empty())
+        let status = await_rollout(stack, task_queue, pool, "a child running", wait, |s| {
+            s.created >= created && !s.in_flight.is_empty()
         })
         .await?;
         println!(
             "kill {kill}: {} updated, in flight {}",
-            num(&status["counts"]["updated"]),
-            status["inFlight"]
+            status.status.counts.updated,
+            shown(&status.status.in_flight)
         );
         worker.kill();
         tokio::time::sleep(Duration::from_secs(3)).await;
         worker.restart()?;
     }
-    let done = wait_rollout(
+    let done = await_rollout(
         stack,
         task_queue,
         pool,
         "the rollout to complete",
         Duration::from_secs(600),
-        |s| s["phase"] == "completed",
+        |s| s.phase == RolloutPhase::Completed,
     )
     .await;
     let extremes = sampler.stop().await?;
     let done = done?;
     ensure_bounds(&extremes, REPLICAS as usize, REPLICAS as usize + 1)?;
-    let v2_hash = done["templateHash"].as_str().context("templateHash")?;
-    ensure_pool_is(stack, pool, REPLICAS as usize, v2_hash).await?;
+    ensure_pool_is(stack, pool, REPLICAS as usize, &done.status.template_hash).await?;
     ensure!(
-        num(&done["created"]) == u64::from(REPLICAS)
-            && num(&done["deleted"]) == u64::from(REPLICAS),
+        done.status.created == REPLICAS && done.status.deleted == REPLICAS,
         "each machine replaced once: {done}"
     );
     ensure!(
-        num(&done["continuation"]) >= 1,
+        done.status.continuation >= 1,
         "the rollout continued as new at least once: {done}"
     );
     Ok(())

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::rollout::{ChildKind, RolloutPhase};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox};
@@ -14,8 +15,8 @@ use nodewright_tests::temporal_worker::unique_task_queue;
 use serde_json::json;
 
 use super::common::{
-    PoolShape, clean_up_pool, cli, ensure_pool_is, num, roll, rollout_pool_file, rollout_status,
-    start_rollout, wait_rollout,
+    PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, roll, rollout_document,
+    rollout_pool_file, start_rollout,
 };
 
 const REPLICAS: u32 = 3;
@@ -46,10 +47,7 @@ async fn failing(
     let shape = PoolShape::new(REPLICAS, "1", "0");
     let v1 = rollout_pool_file(stack, pool, &shape)?;
     let built = roll(stack, task_queue, &v1, &[]).await?;
-    let v1_hash = built["result"]["status"]["templateHash"]
-        .as_str()
-        .context("no templateHash")?
-        .to_owned();
+    let v1_hash = built.result.status.template_hash;
 
     // From now on every VM of the pool fails to provision (only new ones are created).
     *fault = Some(
@@ -84,23 +82,27 @@ async fn failing(
         waited.stderr
     );
 
-    let status = rollout_status(stack, task_queue, pool).await?;
-    ensure!(status["phase"] == "paused", "{status}");
-    let why = status["pausedBecause"].as_str().unwrap_or_default();
+    let status = rollout_document(stack, task_queue, pool).await?;
+    ensure!(status.status.phase == RolloutPhase::Paused, "{status}");
+    let why = status
+        .status
+        .paused_because
+        .as_deref()
+        .with_context(|| format!("why it paused: {status}"))?;
     ensure!(
         why.contains("3 failed") && why.contains("AllocationFailed") && why.contains("resume"),
         "the status says why and what to do: {why}"
     );
-    let failures = status["failures"].as_array().cloned().unwrap_or_default();
+    let failures = &status.status.failures;
     ensure!(
-        failures.len() >= 3 && failures.iter().all(|f| f["kind"] == "create"),
+        failures.len() >= 3 && failures.iter().all(|f| f.kind == ChildKind::Create),
         "three failed creates recorded: {status}"
     );
     // Nothing new starts while paused; the old machines are all there and Ready.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let later = rollout_status(stack, task_queue, pool).await?;
+    let later = rollout_document(stack, task_queue, pool).await?;
     ensure!(
-        later["inFlight"].as_array().is_none_or(Vec::is_empty) && num(&later["deleted"]) == 0,
+        later.status.in_flight.is_empty() && later.status.deleted == 0,
         "paused and nothing deleted: {later}"
     );
     ensure_pool_is(stack, pool, REPLICAS as usize, &v1_hash).await?;
@@ -112,17 +114,16 @@ async fn failing(
     cli(stack, task_queue, &["pool", "rollout", "resume", pool])
         .await?
         .expect_code(0)?;
-    let done = wait_rollout(
+    let done = await_rollout(
         stack,
         task_queue,
         pool,
         "the resumed rollout to complete",
         Duration::from_secs(180),
-        |s| s["phase"] == "completed",
+        |s| s.phase == RolloutPhase::Completed,
     )
     .await?;
-    let v2_hash = done["templateHash"].as_str().unwrap_or_default();
-    ensure_pool_is(stack, pool, REPLICAS as usize, v2_hash).await?;
+    ensure_pool_is(stack, pool, REPLICAS as usize, &done.status.template_hash).await?;
     Ok(())
 }
 
@@ -168,32 +169,30 @@ async fn stalling(
     let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
     start_rollout(stack, task_queue, &v2, &[]).await?;
     let wait = Duration::from_secs(120);
-    let stalled = wait_rollout(stack, task_queue, pool, "the rollout to stall", wait, |s| {
-        s["stalled"].is_string()
+    let stalled = await_rollout(stack, task_queue, pool, "the rollout to stall", wait, |s| {
+        s.stalled.is_some()
     })
     .await?;
     ensure!(
-        stalled["phase"] == "progressing"
-            && stalled["stalled"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("no progress"),
+        stalled.status.phase == RolloutPhase::Progressing
+            && stalled
+                .status
+                .stalled
+                .as_deref()
+                .is_some_and(|why| why.contains("no progress")),
         "stalled, still progressing: {stalled}"
     );
     // It keeps going: the create times out (and cleans up after itself), is counted, and the
     // next one starts.
-    let going = wait_rollout(
+    let going = await_rollout(
         stack,
         task_queue,
         pool,
         "a failure and the next create",
         wait,
-        |s| {
-            s["failures"].as_array().is_some_and(|f| !f.is_empty())
-                && s["inFlight"].as_array().is_some_and(|c| !c.is_empty())
-        },
+        |s| !s.failures.is_empty() && !s.in_flight.is_empty(),
     )
     .await?;
-    ensure!(num(&going["deleted"]) == 0, "no old machine went: {going}");
+    ensure!(going.status.deleted == 0, "no old machine went: {going}");
     Ok(())
 }

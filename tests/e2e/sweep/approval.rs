@@ -2,10 +2,12 @@
 //! nothing is deleted and every removal is reported skipped; with `sweep approve` all go.
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::sweep::{SweepAudit, SweepOutcome};
 use nodewright_tests::Stack;
-use serde_json::{Value, json};
+use nodewright_tests::documents::shown;
+use serde_json::json;
 
-use super::common::{OLD, SweepCluster, await_approval_wait, outcome, own_removals};
+use super::common::{OLD, SweepCluster, await_approval_wait, own_removals};
 
 const ORPHANS: usize = 15;
 
@@ -34,13 +36,21 @@ async fn approval(sweep: &SweepCluster) -> Result<()> {
         .collect();
 
     let (code, audit) = sweep.sweep(&["--approval-timeout", "3s"]).await?;
-    ensure!(code == Some(3), "unapproved sweep exit {code:?}: {audit}");
     ensure!(
-        outcome(&audit) == "not-approved",
-        "outcome {}",
-        audit["outcome"]
+        code == Some(3),
+        "unapproved sweep exit {code:?}: {}",
+        shown(&audit)
     );
-    ensure!(audit["outcome"]["planned"] == ORPHANS && audit["outcome"]["maxDeletions"] == 10);
+    let orphans = u32::try_from(ORPHANS)?;
+    ensure!(
+        audit.outcome
+            == SweepOutcome::NotApproved {
+                planned: orphans,
+                max_deletions: 10
+            },
+        "outcome {}",
+        shown(&audit.outcome)
+    );
     let own = own_removals(&audit, &prefix);
     ensure!(own.len() == ORPHANS, "planned {own:?}");
     ensure!(
@@ -76,19 +86,21 @@ async fn approval(sweep: &SweepCluster) -> Result<()> {
     }
     sweep.cli(&["sweep", "approve"]).await?.expect_code(0)?;
     let finished = running.await??;
-    let audit: Value = serde_json::from_str(finished.stdout.trim())
+    let audit: SweepAudit = serde_json::from_str(finished.stdout.trim())
         .with_context(|| format!("no audit: {} {}", finished.stdout, finished.stderr))?;
     ensure!(
         finished.code == Some(0),
-        "approved sweep exit {:?}: {audit}",
-        finished.code
+        "approved sweep exit {:?}: {}",
+        finished.code,
+        shown(&audit)
     );
     ensure!(
-        audit["approvedBy"]
-            .as_str()
+        audit
+            .approved_by
+            .as_deref()
             .is_some_and(|by| !by.is_empty()),
         "approvedBy {}",
-        audit["approvedBy"]
+        shown(&audit.approved_by)
     );
     let own = own_removals(&audit, &prefix);
     ensure!(

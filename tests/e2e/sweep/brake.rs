@@ -16,10 +16,11 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use nodewright_model::sweep::{Approval, ApproveSignal};
+use nodewright_model::sweep::{Approval, ApproveSignal, BrakeReason, SweepAudit, SweepPhase};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{RunRow, shown};
 use nodewright_workflows::OrphanSweepWorkflow;
-use serde_json::{Value, json};
+use serde_json::json;
 use temporalio_client::{
     NamespacedClient, WorkflowExecutionInfo, WorkflowHandle, WorkflowSignalOptions,
 };
@@ -54,15 +55,25 @@ async fn braked(sweep: &SweepCluster) -> Result<()> {
 
     // The first run brakes; its status shows why and the counts.
     let first = sweep_in_background(sweep, &["--approval-timeout", "6s"]);
-    let status = await_phase(sweep, "braked").await?;
-    let first_run_id = status["runId"].as_str().unwrap_or_default().to_owned();
-    ensure!(status["brake"]["reason"] == "no-node-matched", "{status}");
-    let counts = &status["brake"]["counts"];
+    let status = await_phase(sweep, SweepPhase::Braked).await?;
+    let first_run_id = status.run_id.clone();
+    let brake = status
+        .status
+        .brake
+        .as_ref()
+        .with_context(|| format!("a braked sweep's brake: {status}"))?;
+    ensure!(brake.reason == BrakeReason::NoNodeMatched, "{status}");
+    let counts = &brake.counts;
     ensure!(
-        counts["machines"] == 4 && counts["matched"] == 0 && counts["machineRemovals"] == 4,
-        "{counts}"
+        counts.machines == 4 && counts.matched == 0 && counts.machine_removals == 4,
+        "{}",
+        shown(counts)
     );
-    ensure!(status["plan"]["delete vm"] == 4, "plan {}", status["plan"]);
+    ensure!(
+        status.status.plan.get("delete vm") == Some(&4),
+        "plan {}",
+        shown(&status.status.plan)
+    );
     let text = sweep.cli(&["sweep", "status"]).await?;
     ensure!(
         text.stdout
@@ -71,12 +82,20 @@ async fn braked(sweep: &SweepCluster) -> Result<()> {
         text.stdout
     );
     let (code, audit) = first.await??;
-    ensure!(code == Some(3), "braked sweep exit {code:?}: {audit}");
-    ensure!(outcome(&audit) == "braked", "outcome {}", audit["outcome"]);
     ensure!(
-        audit["brake"]["counts"]["machines"] == 4,
+        code == Some(3),
+        "braked sweep exit {code:?}: {}",
+        shown(&audit)
+    );
+    ensure!(
+        outcome(&audit) == "braked",
+        "outcome {}",
+        shown(&audit.outcome)
+    );
+    ensure!(
+        audit.brake.as_ref().is_some_and(|b| b.counts.machines == 4),
         "{}",
-        audit["brake"]
+        shown(&audit.brake)
     );
     nothing_deleted(sweep, &audit, &vms).await?;
     let report = sweep.cli(&["sweep", "report"]).await?;
@@ -100,9 +119,9 @@ async fn braked(sweep: &SweepCluster) -> Result<()> {
     // The second run brakes too; an approval of the first run and one of another count are
     // refused.
     let second = sweep_in_background(sweep, &["--approval-timeout", "8s"]);
-    let status = await_phase(sweep, "braked").await?;
-    let planned = status["planned"].as_u64().context("no planned count")?;
-    let second_run_id = status["runId"].as_str().unwrap_or_default().to_owned();
+    let status = await_phase(sweep, SweepPhase::Braked).await?;
+    let planned = status.status.planned;
+    let second_run_id = status.run_id.clone();
     ensure!(second_run_id != first_run_id, "the same run twice");
     let client = sweep.stack.temporal_client().await?;
     let info = WorkflowExecutionInfo::builder()
@@ -117,7 +136,7 @@ async fn braked(sweep: &SweepCluster) -> Result<()> {
     ] {
         let approval = Approval {
             run_id: run_id.to_owned(),
-            planned: u32::try_from(count)?,
+            planned: count,
             by: by.to_owned(),
         };
         handle
@@ -131,22 +150,23 @@ async fn braked(sweep: &SweepCluster) -> Result<()> {
     let (code, audit) = second.await??;
     ensure!(
         code == Some(3),
-        "second braked sweep exit {code:?}: {audit}"
+        "second braked sweep exit {code:?}: {}",
+        shown(&audit)
     );
-    ensure!(outcome(&audit) == "braked", "outcome {}", audit["outcome"]);
     ensure!(
-        audit["approvedBy"].is_null(),
-        "approved by {}",
-        audit["approvedBy"]
+        outcome(&audit) == "braked",
+        "outcome {}",
+        shown(&audit.outcome)
     );
-    let refused: Vec<(String, String)> = audit["refusedApprovals"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-            (text(&r["by"]), text(&r["reason"]))
-        })
+    ensure!(
+        audit.approved_by.is_none(),
+        "approved by {}",
+        shown(&audit.approved_by)
+    );
+    let refused: Vec<(String, String)> = audit
+        .refused_approvals
+        .iter()
+        .map(|r| (r.by.clone(), r.reason.clone()))
         .collect();
     ensure!(
         refused.len() == 2
@@ -165,7 +185,7 @@ async fn braked(sweep: &SweepCluster) -> Result<()> {
 }
 
 /// Every VM still exists and every removal of the audit was skipped.
-async fn nothing_deleted(sweep: &SweepCluster, audit: &Value, vms: &[String]) -> Result<()> {
+async fn nothing_deleted(sweep: &SweepCluster, audit: &SweepAudit, vms: &[String]) -> Result<()> {
     let own = own_removals(audit, &sweep.pool);
     ensure!(
         own.len() == vms.len() && own.values().all(|(_, result)| result == "skipped"),
@@ -218,19 +238,35 @@ async fn cluster_wide_not_ready(sweep: &SweepCluster, machines: &[String]) -> Re
     let (code, audit) = sweep
         .sweep(&["--remediate", "--approval-timeout", "5s"])
         .await?;
-    ensure!(code == Some(3), "braked sweep exit {code:?}: {audit}");
-    ensure!(outcome(&audit) == "braked", "outcome {}", audit["outcome"]);
-    let brake = &audit["brake"];
-    ensure!(brake["reason"] == "cluster-wide-not-ready", "brake {brake}");
-    let counts = &brake["counts"];
     ensure!(
-        counts["machines"] == 5
-            && counts["matched"] == 5
-            && counts["notReady"] == 5
-            && counts["planned"] == 3
-            && counts["machineRemovals"] == 3
-            && counts["replacements"] == 3,
-        "counts {counts}"
+        code == Some(3),
+        "braked sweep exit {code:?}: {}",
+        shown(&audit)
+    );
+    ensure!(
+        outcome(&audit) == "braked",
+        "outcome {}",
+        shown(&audit.outcome)
+    );
+    let brake = audit
+        .brake
+        .as_ref()
+        .with_context(|| format!("a braked sweep's brake: {}", shown(&audit)))?;
+    ensure!(
+        brake.reason == BrakeReason::ClusterWideNotReady,
+        "brake {}",
+        shown(brake)
+    );
+    let counts = &brake.counts;
+    ensure!(
+        counts.machines == 5
+            && counts.matched == 5
+            && counts.not_ready == 5
+            && counts.planned == 3
+            && counts.machine_removals == 3
+            && counts.replacements == 3,
+        "counts {}",
+        shown(counts)
     );
     let own = own_removals(&audit, &sweep.pool);
     ensure!(
@@ -270,13 +306,8 @@ async fn cluster_wide_not_ready(sweep: &SweepCluster, machines: &[String]) -> Re
         runs.code,
         runs.stderr
     );
-    let runs: Value = serde_json::from_str(runs.stdout.trim())?;
-    let ids: Vec<&str> = runs
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|run| run["workflowId"].as_str())
-        .collect();
+    let runs: Vec<RunRow> = runs.parse()?;
+    let ids: Vec<&str> = runs.iter().map(|run| run.workflow_id.as_str()).collect();
     ensure!(
         !ids.is_empty() && ids.iter().all(|id| id.starts_with("sweep/")),
         "runs of the cluster {ids:?}"

@@ -1,6 +1,8 @@
 //! What the sweep tests share: a cluster of their own (its own name, so the sweep sees only
 //! what the test seeded as "ours" and everything else in the resource group as not ours), a
-//! worker for it, seeding helpers, `sweep run --wait`, and reading the audit.
+//! worker for it, seeding helpers, `sweep run --wait`, and reading the audit and the status as
+//! the model's types (`SweepAudit`, `SweepStatus`): a field they require that is missing or
+//! renamed fails the test instead of reading as empty.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,7 +13,9 @@ use nodewright_model::arm::Disposition;
 use nodewright_model::ownership::{
     TAG_CLUSTER, TAG_CREATED, TAG_CREATION_DEADLINE, TAG_MACHINE, TAG_POOL,
 };
+use nodewright_model::sweep::{Action, AuditEntry, Outcome, SweepAudit, SweepOutcome, SweepPhase};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::{SweepAuditDocument, SweepStatusDocument};
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, cli};
 use nodewright_tests::temporal_worker::unique_task_queue;
@@ -59,22 +63,23 @@ impl SweepCluster {
     }
 
     /// `sweep run --wait --output json` plus `extra`: the exit code and the audit.
-    pub async fn sweep(&self, extra: &[&str]) -> Result<(Option<i32>, Value)> {
+    pub async fn sweep(&self, extra: &[&str]) -> Result<(Option<i32>, SweepAuditDocument)> {
         let mut args = vec!["--output", "json", "sweep", "run", "--wait"];
         args.extend_from_slice(extra);
         let result = self
             .cli(&args)
             .await
             .with_context(|| format!("worker log:\n{}", self.worker_log()))?;
-        let audit: Value = serde_json::from_str(result.stdout.trim()).with_context(|| {
-            format!(
-                "sweep run printed no audit (exit {:?}): {}\n{}\nworker log:\n{}",
-                result.code,
-                result.stdout,
-                result.stderr,
-                self.worker_log()
-            )
-        })?;
+        let audit: SweepAuditDocument =
+            serde_json::from_str(result.stdout.trim()).with_context(|| {
+                format!(
+                    "sweep run printed no audit (exit {:?}): {}\n{}\nworker log:\n{}",
+                    result.code,
+                    result.stdout,
+                    result.stderr,
+                    self.worker_log()
+                )
+            })?;
         Ok((result.code, audit))
     }
 
@@ -150,25 +155,30 @@ pub fn ago(age: Duration) -> String {
 /// An hour: old enough for any grace period the tests use.
 pub const OLD: Duration = Duration::from_secs(2 * 3600);
 
-/// The audit's removals: (kind, name) → (rule, outcome word).
-pub fn removals(audit: &Value) -> BTreeMap<(String, String), (String, String)> {
-    audit["entries"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| matches!(e["action"].as_str(), Some("delete" | "replace")))
+/// The audit's removals: (kind, name) → (rule, outcome word; `none` when the entry has none).
+pub fn removals(audit: &SweepAudit) -> BTreeMap<(String, String), (String, String)> {
+    audit
+        .entries
+        .iter()
+        .filter(|e| matches!(e.decision.action, Action::Delete | Action::Replace))
         .map(|e| {
-            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            let decision = &e.decision;
             (
-                (text(&e["kind"]), text(&e["name"])),
-                (text(&e["rule"]), text(&e["outcome"]["result"])),
+                (decision.kind.as_str().to_owned(), decision.name.clone()),
+                (
+                    decision.rule.as_str().to_owned(),
+                    e.outcome.as_ref().map_or("none", Outcome::word).to_owned(),
+                ),
             )
         })
         .collect()
 }
 
 /// The removals whose name starts with `prefix` (the test's own).
-pub fn own_removals(audit: &Value, prefix: &str) -> BTreeMap<(String, String), (String, String)> {
+pub fn own_removals(
+    audit: &SweepAudit,
+    prefix: &str,
+) -> BTreeMap<(String, String), (String, String)> {
     removals(audit)
         .into_iter()
         .filter(|((_, name), _)| name.starts_with(prefix))
@@ -176,63 +186,94 @@ pub fn own_removals(audit: &Value, prefix: &str) -> BTreeMap<(String, String), (
 }
 
 /// The rule that kept `kind` `name`, from the kept groups (`not-ours` from the foreign groups).
-pub fn kept_rule(audit: &Value, kind: &str, name: &str) -> Option<String> {
-    let listed = |group: &Value| {
-        group["names"]
-            .as_array()
-            .is_some_and(|names| names.iter().any(|n| n.as_str() == Some(name)))
-    };
-    let kept = audit["kept"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|g| g["kind"].as_str() == Some(kind) && listed(g))
-        .and_then(|g| g["rule"].as_str().map(str::to_owned));
+pub fn kept_rule(audit: &SweepAudit, kind: &str, name: &str) -> Option<String> {
+    let listed = |names: &[String]| names.iter().any(|n| n == name);
+    let kept = audit
+        .kept
+        .iter()
+        .find(|g| g.kind.as_str() == kind && listed(&g.names))
+        .map(|g| g.rule.as_str().to_owned());
     kept.or_else(|| {
-        audit["notOurs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|g| g["kind"].as_str() == Some(kind) && listed(g))
+        audit
+            .not_ours
+            .iter()
+            .find(|g| g.kind.as_str() == kind && listed(&g.names))
             .map(|_| "not-ours".to_owned())
     })
 }
 
 /// The cluster tag a foreign `kind` `name` was grouped under (`Some(None)`: no tag).
-pub fn foreign_tag(audit: &Value, kind: &str, name: &str) -> Option<Option<String>> {
-    audit["notOurs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|g| {
-            g["kind"].as_str() == Some(kind)
-                && g["names"]
-                    .as_array()
-                    .is_some_and(|names| names.iter().any(|n| n.as_str() == Some(name)))
-        })
-        .map(|g| g["clusterTag"].as_str().map(str::to_owned))
+pub fn foreign_tag(audit: &SweepAudit, kind: &str, name: &str) -> Option<Option<String>> {
+    audit
+        .not_ours
+        .iter()
+        .find(|g| g.kind.as_str() == kind && g.names.iter().any(|n| n == name))
+        .map(|g| g.cluster_tag.clone())
+}
+
+/// The reason the audit's outcome gives (`frozen`, `braked`, `refused`, `skipped`, a
+/// `canceled` with one), `None` for an outcome without one.
+pub fn outcome_reason(audit: &SweepAudit) -> Option<&str> {
+    match &audit.outcome {
+        SweepOutcome::Frozen { reason }
+        | SweepOutcome::Braked { reason }
+        | SweepOutcome::Refused { reason }
+        | SweepOutcome::Skipped { reason } => Some(reason),
+        SweepOutcome::Canceled { reason } => reason.as_deref(),
+        SweepOutcome::Completed | SweepOutcome::DryRun | SweepOutcome::NotApproved { .. } => None,
+    }
+}
+
+/// The audit's entry about `name` (a resource or Node it did not keep).
+pub fn entry<'a>(audit: &'a SweepAudit, name: &str) -> Option<&'a AuditEntry> {
+    audit.entries.iter().find(|e| e.decision.name == name)
+}
+
+/// `sweep report --output json` plus `extra`: the newest (or the named) finished sweep's audit;
+/// `None` while the CLI has none to show (it exits non-zero), a printed audit must parse.
+pub async fn report(sweep: &SweepCluster, extra: &[&str]) -> Result<Option<SweepAuditDocument>> {
+    let mut args = vec!["--output", "json", "sweep", "report"];
+    args.extend_from_slice(extra);
+    let answer = sweep.cli(&args).await?;
+    if answer.code != Some(0) {
+        return Ok(None);
+    }
+    Ok(Some(answer.parse()?))
 }
 
 /// The audit's outcome word (`completed`, `dry-run`, `frozen`, `not-approved`).
-pub fn outcome(audit: &Value) -> &str {
-    audit["outcome"]["state"].as_str().unwrap_or_default()
+pub fn outcome(audit: &SweepAudit) -> &'static str {
+    audit.outcome.word()
 }
 
 /// Waits until the cluster's running sweep waits for approval (`sweep status`).
 pub async fn await_approval_wait(sweep: &SweepCluster) -> Result<()> {
-    await_phase(sweep, "awaiting-approval").await.map(|_| ())
+    await_phase(sweep, SweepPhase::AwaitingApproval)
+        .await
+        .map(|_| ())
 }
 
 /// Waits until the cluster's running sweep is in `phase`; its `sweep status --output json`.
-pub async fn await_phase(sweep: &SweepCluster, phase: &str) -> Result<Value> {
+/// While none runs (the CLI's `{"runStatus":"none",…}`) or the CLI cannot tell, it asks again;
+/// a running sweep's status that does not parse fails.
+pub async fn await_phase(sweep: &SweepCluster, phase: SweepPhase) -> Result<SweepStatusDocument> {
     nodewright_tests::poll::eventually(
-        &format!("a sweep to be {phase}"),
+        &format!("a sweep to be {}", phase.as_str()),
         Duration::from_secs(120),
         Duration::from_millis(500),
         || async {
-            let status = sweep.cli(&["--output", "json", "sweep", "status"]).await?;
-            let status = serde_json::from_str::<Value>(status.stdout.trim()).ok();
-            Ok(status.filter(|s| s["phase"].as_str() == Some(phase)))
+            let answer = sweep.cli(&["--output", "json", "sweep", "status"]).await?;
+            if answer.code != Some(0) {
+                return Ok(None);
+            }
+            // The one raw read: the document the CLI prints when no sweep runs.
+            let document: Value = answer.json()?;
+            if document["runStatus"] == "none" {
+                return Ok(None);
+            }
+            let status: SweepStatusDocument = serde_json::from_value(document)
+                .with_context(|| format!("sweep status: {}", answer.stdout))?;
+            Ok((status.status.phase == phase).then_some(status))
         },
     )
     .await
@@ -243,7 +284,7 @@ pub async fn await_phase(sweep: &SweepCluster, phase: &str) -> Result<Value> {
 pub fn sweep_in_background(
     sweep: &SweepCluster,
     extra: &[&str],
-) -> tokio::task::JoinHandle<Result<(Option<i32>, Value)>> {
+) -> tokio::task::JoinHandle<Result<(Option<i32>, SweepAuditDocument)>> {
     let (stack, task_queue) = (sweep.stack.clone(), sweep.task_queue.clone());
     let mut args: Vec<String> = ["--output", "json", "sweep", "run", "--wait"]
         .iter()
@@ -253,12 +294,13 @@ pub fn sweep_in_background(
     tokio::spawn(async move {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let result = cli(&stack, &task_queue, &args).await?;
-        let audit: Value = serde_json::from_str(result.stdout.trim()).with_context(|| {
-            format!(
-                "no audit (exit {:?}): {} {}",
-                result.code, result.stdout, result.stderr
-            )
-        })?;
+        let audit: SweepAuditDocument =
+            serde_json::from_str(result.stdout.trim()).with_context(|| {
+                format!(
+                    "no audit (exit {:?}): {} {}",
+                    result.code, result.stdout, result.stderr
+                )
+            })?;
         Ok((result.code, audit))
     })
 }

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::shown;
 use nodewright_tests::identity::await_identity_recorded;
 use nodewright_tests::stack::repo_root;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
-use super::common::{OLD, SweepCluster, outcome, own_removals};
+use super::common::{OLD, SweepCluster, outcome, outcome_reason, own_removals};
 
 /// A TCP proxy to the apiserver that can be stopped (connections cut, port closed) and
 /// started again on the same port.
@@ -145,7 +146,11 @@ async fn start_without_api(sweep: &mut SweepCluster, proxy: &ApiProxy) -> Result
         code == Some(3),
         "sweep without the API exit {code:?}: {audit}"
     );
-    ensure!(outcome(&audit) == "frozen", "outcome {}", audit["outcome"]);
+    ensure!(
+        outcome(&audit) == "frozen",
+        "outcome {}",
+        shown(&audit.outcome)
+    );
 
     proxy.resume().await?;
     await_identity_recorded(&sweep.cluster)
@@ -156,7 +161,7 @@ async fn start_without_api(sweep: &mut SweepCluster, proxy: &ApiProxy) -> Result
     ensure!(
         outcome(&audit) == "completed",
         "outcome {}",
-        audit["outcome"]
+        shown(&audit.outcome)
     );
     Ok(())
 }
@@ -175,13 +180,18 @@ async fn freeze(sweep: &SweepCluster, proxy: &ApiProxy) -> Result<()> {
     proxy.stop();
     let (code, audit) = sweep.sweep(&[]).await?;
     ensure!(code == Some(3), "frozen sweep exit {code:?}: {audit}");
-    ensure!(outcome(&audit) == "frozen", "outcome {}", audit["outcome"]);
-    let reason = audit["outcome"]["reason"].as_str().unwrap_or_default();
+    ensure!(
+        outcome(&audit) == "frozen",
+        "outcome {}",
+        shown(&audit.outcome)
+    );
+    let reason =
+        outcome_reason(&audit).with_context(|| format!("a frozen sweep's reason: {audit}"))?;
     ensure!(reason.contains("Kubernetes API"), "reason {reason:?}");
     ensure!(
-        audit["entries"].as_array().is_some_and(Vec::is_empty),
+        audit.entries.is_empty(),
         "entries {}",
-        audit["entries"]
+        shown(&audit.entries)
     );
     for nic in &nics {
         ensure!(

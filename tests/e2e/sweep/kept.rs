@@ -9,12 +9,15 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use nodewright_activities::azure::ArmClient;
 use nodewright_model::ownership::{TAG_CREATION_DEADLINE, TAG_CREATION_ENDED, TAG_KEPT};
+use nodewright_model::sweep::SweepPhase;
 use nodewright_tests::Stack;
+use nodewright_tests::documents::shown;
 use nodewright_tests::machines::{create_machine, write_pool_file};
 use serde_json::json;
 
 use super::common::{
-    SweepCluster, await_phase, kept_rule, outcome, own_removals, sweep_in_background,
+    SweepCluster, await_phase, kept_rule, outcome, outcome_reason, own_removals,
+    sweep_in_background,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,7 +74,7 @@ async fn kept(sweep: &SweepCluster, machine: &str) -> Result<()> {
     // A grace shorter than the creation timeout its pool recorded (20s) is refused, naming
     // both; nothing is deleted.
     let (code, audit) = sweep.sweep(&["--grace", "10s"]).await?;
-    let reason = audit["outcome"]["reason"].as_str().unwrap_or_default();
+    let reason = outcome_reason(&audit).unwrap_or_default();
     ensure!(
         code == Some(2)
             && outcome(&audit) == "refused"
@@ -98,7 +101,7 @@ async fn kept(sweep: &SweepCluster, machine: &str) -> Result<()> {
     ensure!(
         outcome(&audit) == "completed",
         "outcome: {}",
-        audit["outcome"]
+        shown(&audit.outcome)
     );
     let removals = own_removals(&audit, &sweep.pool);
     ensure!(removals.is_empty(), "removed a kept machine: {removals:?}");
@@ -114,7 +117,7 @@ async fn kept(sweep: &SweepCluster, machine: &str) -> Result<()> {
     // approved: this cluster's only VM has no Node, so the plausibility brake holds the plan.
     release(&arm, machine).await?;
     let running = sweep_in_background(sweep, &grace);
-    await_phase(sweep, "braked").await?;
+    await_phase(sweep, SweepPhase::Braked).await?;
     sweep.cli(&["sweep", "approve"]).await?.expect_code(0)?;
     let (code, audit) = running.await??;
     ensure!(code == Some(0), "sweep exit {code:?}: {audit}");

@@ -4,12 +4,15 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::shown;
 use nodewright_tests::poll::eventually;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::common::{OLD, SweepCluster, await_approval_wait, outcome, sweep_in_background};
+use super::common::{
+    OLD, SweepCluster, await_approval_wait, outcome, outcome_reason, report, sweep_in_background,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduled_run_ends_skipped_while_an_on_demand_sweep_runs() -> Result<()> {
@@ -45,14 +48,14 @@ async fn overlap(sweep: &SweepCluster) -> Result<()> {
         Duration::from_secs(60),
         Duration::from_millis(500),
         || async {
-            let report = sweep.cli(&["--output", "json", "sweep", "report"]).await?;
-            let audit = serde_json::from_str::<Value>(report.stdout.trim()).ok();
+            let audit = report(sweep, &[]).await?;
             Ok(audit.filter(|a| outcome(a) == "skipped"))
         },
     )
     .await?;
     sweep.cli(&["sweep", "unschedule"]).await?.expect_code(0)?;
-    let reason = skipped["outcome"]["reason"].as_str().unwrap_or_default();
+    let reason =
+        outcome_reason(&skipped).with_context(|| format!("a skipped sweep's reason: {skipped}"))?;
     ensure!(
         reason.starts_with(&format!(
             "another sweep runs: sweep/{} is sweeping cluster {}",
@@ -61,9 +64,9 @@ async fn overlap(sweep: &SweepCluster) -> Result<()> {
         "reason {reason:?}"
     );
     ensure!(
-        skipped["entries"].as_array().is_some_and(Vec::is_empty),
+        skipped.entries.is_empty(),
         "a skipped run planned {}",
-        skipped["entries"]
+        shown(&skipped.entries)
     );
     ensure!(sweep.exists("nic", &nic).await?, "NIC {nic} was deleted");
     let cancel = sweep

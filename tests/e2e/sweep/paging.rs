@@ -5,13 +5,16 @@
 //! disk list (an empty page) alike; once the lists page normally again, the same sweep deletes
 //! the orphans.
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::shown;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::repeating_list;
 use serde_json::json;
 
-use super::common::{OLD, SweepCluster, joined_node, outcome, own_removals, remove_nodes};
+use super::common::{
+    OLD, SweepCluster, joined_node, outcome, outcome_reason, own_removals, remove_nodes,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_whose_next_link_repeats_freezes_the_sweep_and_deletes_nothing() -> Result<()> {
@@ -64,11 +67,10 @@ async fn paging(sweep: &SweepCluster, fault: &mut Option<u64>) -> Result<()> {
         ensure!(
             outcome(&audit) == "frozen",
             "{operation}: outcome {}",
-            audit["outcome"]
+            shown(&audit.outcome)
         );
-        let reason = audit["outcome"]["reason"]
-            .as_str()
-            .unwrap_or_default()
+        let reason = outcome_reason(&audit)
+            .with_context(|| format!("{operation}: a frozen sweep's reason: {audit}"))?
             .to_lowercase();
         ensure!(
             reason.contains(&format!("{listing} came back to a page it had read"))
@@ -101,7 +103,7 @@ async fn paging(sweep: &SweepCluster, fault: &mut Option<u64>) -> Result<()> {
     ensure!(
         outcome(&audit) == "completed",
         "outcome {}",
-        audit["outcome"]
+        shown(&audit.outcome)
     );
     let removals = own_removals(&audit, &sweep.pool);
     let deleted = |kind: &str, name: &str, rule: &str| {

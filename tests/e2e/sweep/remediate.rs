@@ -1,23 +1,25 @@
 //! Remediation: a pool machine whose Node has been NotReady longer than the health timeout is
 //! reported by a plain sweep, left alone by `sweep run --remediate` while its Node is annotated
-//! `nodewright.io/do-not-disrupt: "true"`, and then replaced by `sweep run --remediate` — a CreateMachine from the
-//! pool's last completed rollout, and a DeleteMachine of the broken one, the create started only
-//! once the delete had started (the sweep's history says so).
+//! `nodewright.io/do-not-disrupt: "true"`, and then replaced by `sweep run --remediate` — a
+//! CreateMachine from the pool's last completed rollout, and a DeleteMachine of the broken one,
+//! the create started only once the delete had started (the sweep's history says so).
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use nodewright_model::disruption::ANNOTATION_DO_NOT_DISRUPT;
+use nodewright_model::sweep::{Action, Outcome, Rule, SweepAudit};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::shown;
 use nodewright_tests::kube_objects::is_node_ready;
 use nodewright_tests::poll::eventually;
 use nodewright_tests::stack::history_json;
 use serde_json::Value;
 
-use super::common::{SweepCluster, kept_rule, outcome};
+use super::common::{SweepCluster, entry, kept_rule, outcome};
 use crate::rollout::common::{PoolShape, clean_up_pool, pool_machines, roll, rollout_pool_file};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,14 +66,7 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
     )
     .await?;
 
-    let entry = |audit: &serde_json::Value| {
-        audit["entries"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|e| e["name"].as_str() == Some(broken.as_str()))
-            .cloned()
-    };
+    let entry = |audit: &SweepAudit| entry(audit, &broken).cloned();
     // The Node's NotReady may be seconds old when the test first sees it (the health timeout
     // counts from the condition's lastTransitionTime): sweep until the machine is reported.
     let mut last_rule = None;
@@ -90,8 +85,9 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
         format!("the unhealthy machine is not in the audit; it was kept by {last_rule:?}")
     })?;
     ensure!(
-        reported["rule"] == "unhealthy" && reported["action"] == "report",
-        "{reported}"
+        reported.decision.rule == Rule::Unhealthy && reported.decision.action == Action::Report,
+        "{}",
+        shown(&reported)
     );
 
     // Marked do-not-disrupt, the machine is left alone by a remediating sweep (a remediation is
@@ -109,13 +105,14 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
         .await?;
     ensure!(code == Some(0), "remediating sweep exit {code:?}: {audit}");
     let held = entry(&audit).context("the marked machine is not in the audit")?;
+    let left_alone = matches!(
+        (&held.decision.action, &held.outcome),
+        (Action::Replace, Some(Outcome::LeftAlone { reason })) if reason.contains(ANNOTATION_DO_NOT_DISRUPT)
+    );
     ensure!(
-        held["action"] == "replace"
-            && held["outcome"]["result"] == "left-alone"
-            && held["outcome"]["reason"]
-                .as_str()
-                .is_some_and(|r| r.contains(ANNOTATION_DO_NOT_DISRUPT)),
-        "a do-not-disrupt machine was not left alone: {held}"
+        left_alone,
+        "a do-not-disrupt machine was not left alone: {}",
+        shown(&held)
     );
     ensure!(
         pool_machines(&sweep.stack, &sweep.pool)
@@ -133,16 +130,10 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
     ensure!(code == Some(0), "remediating sweep exit {code:?}: {audit}");
     ensure!(outcome(&audit) == "completed");
     let replaced = entry(&audit).context("the unhealthy machine is not in the audit")?;
-    ensure!(
-        replaced["action"] == "replace" && replaced["outcome"]["result"] == "replacing",
-        "{replaced}"
-    );
-    let workflows: Vec<String> = replaced["outcome"]["workflows"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|w| w.as_str().map(str::to_owned))
-        .collect();
+    let workflows: Vec<String> = match (&replaced.decision.action, &replaced.outcome) {
+        (Action::Replace, Some(Outcome::Replacing { workflows })) => workflows.clone(),
+        _ => bail!("replaced, with its workflows: {}", shown(&replaced)),
+    };
     ensure!(
         workflows
             .iter()

@@ -3,12 +3,14 @@
 //! approve` the sweep lists everything again and keeps that VM (`changed while waiting for
 //! approval`), deleting only the other.
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, bail, ensure};
+use nodewright_model::sweep::{Outcome, SweepPhase};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::shown;
 use serde_json::json;
 
 use super::common::{
-    OLD, SweepCluster, await_phase, joined_node, outcome, own_removals, remove_nodes,
+    OLD, SweepCluster, await_phase, entry, joined_node, outcome, own_removals, remove_nodes,
     sweep_in_background,
 };
 
@@ -42,9 +44,13 @@ async fn replan(sweep: &SweepCluster, joins: &str, orphan: &str, healthy: &str) 
         sweep,
         &["--max-deletions", "1", "--approval-timeout", "60s"],
     );
-    let status = await_phase(sweep, "awaiting-approval").await?;
-    ensure!(status["brake"].is_null(), "braked: {}", status["brake"]);
-    ensure!(status["plan"]["delete vm"] == 2, "plan {}", status["plan"]);
+    let status = await_phase(sweep, SweepPhase::AwaitingApproval).await?;
+    ensure!(status.status.brake.is_none(), "braked: {status}");
+    ensure!(
+        status.status.plan.get("delete vm") == Some(&2),
+        "plan {}",
+        shown(&status.status.plan)
+    );
     joined_node(sweep, joins).await?;
     let approve = sweep.cli(&["sweep", "approve"]).await?;
     ensure!(
@@ -64,7 +70,7 @@ async fn replan(sweep: &SweepCluster, joins: &str, orphan: &str, healthy: &str) 
     ensure!(
         outcome(&audit) == "completed",
         "outcome {}",
-        audit["outcome"]
+        shown(&audit.outcome)
     );
     let own = own_removals(&audit, &sweep.pool);
     let result = |name: &str| {
@@ -73,13 +79,10 @@ async fn replan(sweep: &SweepCluster, joins: &str, orphan: &str, healthy: &str) 
     };
     ensure!(result(orphan).as_deref() == Some("deleted"), "{own:?}");
     ensure!(result(joins).as_deref() == Some("skipped"), "{own:?}");
-    let note = audit["entries"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|e| e["name"].as_str() == Some(joins))
-        .and_then(|e| e["outcome"]["reason"].as_str())
-        .context("no reason for the VM that joined")?;
+    let note = match entry(&audit, joins).and_then(|e| e.outcome.as_ref()) {
+        Some(Outcome::Skipped { reason } | Outcome::LeftAlone { reason }) => reason.as_str(),
+        _ => bail!("no reason for the VM that joined: {audit}"),
+    };
     ensure!(
         note.starts_with("changed while waiting for approval: now keep by rule"),
         "{note}"

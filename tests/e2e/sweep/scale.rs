@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
+use nodewright_tests::documents::shown;
 use serde_json::{Value, json};
 
 use super::common::{OLD, SweepCluster, joined_node, outcome, own_removals, remove_nodes};
@@ -77,7 +78,7 @@ async fn benchmark(sweep: &SweepCluster) -> Result<()> {
     ensure!(
         code == Some(0) && outcome(&dry) == "dry-run",
         "dry run {code:?}: {}",
-        dry["outcome"]
+        shown(&dry.outcome)
     );
 
     let http = reqwest::Client::new();
@@ -97,7 +98,11 @@ async fn benchmark(sweep: &SweepCluster) -> Result<()> {
         .await?
         .json()
         .await?;
-    ensure!(code == Some(0), "sweep exit {code:?}: {}", audit["outcome"]);
+    ensure!(
+        code == Some(0),
+        "sweep exit {code:?}: {}",
+        shown(&audit.outcome)
+    );
     ensure!(outcome(&audit) == "completed");
     let own = own_removals(&audit, &sweep.pool);
     ensure!(own.len() == 3 * ORPHANS_PER_KIND, "removals {own:?}");
@@ -105,10 +110,11 @@ async fn benchmark(sweep: &SweepCluster) -> Result<()> {
         own.values().all(|(_, result)| result == "deleted"),
         "{own:?}"
     );
-    let seen = &audit["seen"];
+    let seen = &audit.seen;
     ensure!(
-        seen["vms"].as_u64() >= Some((MACHINES + ORPHANS_PER_KIND) as u64),
-        "seen {seen}"
+        usize::try_from(seen.vms)? >= MACHINES + ORPHANS_PER_KIND,
+        "seen {}",
+        shown(seen)
     );
 
     let peak = worker_peak_memory(sweep).unwrap_or_else(|e| format!("unknown ({e})"));
@@ -128,7 +134,7 @@ async fn benchmark(sweep: &SweepCluster) -> Result<()> {
         dry_wall.as_secs_f64(),
         dry_wall.as_secs_f64() / baseline.as_secs_f64().max(0.001)
     );
-    println!("  seen: {seen}");
+    println!("  seen: {}", shown(seen));
     println!("  ARM requests: {} in all", stats["total"]);
     if let Some(by_operation) = stats["by_operation"].as_object() {
         for (operation, statuses) in by_operation {

@@ -12,10 +12,12 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use nodewright_model::sweep::SweepAudit;
 use nodewright_tests::Stack;
+use nodewright_tests::documents::shown;
 use nodewright_tests::machines::write_pool_file;
 use nodewright_tests::poll::eventually;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::common::{
     OLD, SweepCluster, ago, foreign_tag, joined_node, kept_rule, outcome, own_removals,
@@ -110,7 +112,7 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
         (("disk".to_owned(), lone_disk.clone()), "orphan-disk"),
         (("node".to_owned(), gone.clone()), "orphan-node"),
     ]);
-    let expect = |audit: &Value, result: &str| -> Result<()> {
+    let expect = |audit: &SweepAudit, result: &str| -> Result<()> {
         let own = own_removals(audit, &sweep.pool);
         let wanted: BTreeMap<_, _> = planned
             .iter()
@@ -152,7 +154,7 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
     ensure!(
         outcome(&dry) == "dry-run",
         "dry run outcome: {}",
-        dry["outcome"]
+        shown(&dry.outcome)
     );
     expect(&dry, "planned")?;
     for (kind, name) in [("vm", &orphan), ("nic", &lone_nic), ("disk", &lone_disk)] {
@@ -172,7 +174,7 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
     ensure!(
         outcome(&audit) == "completed",
         "outcome: {}",
-        audit["outcome"]
+        shown(&audit.outcome)
     );
     expect(&audit, "deleted")?;
     for (kind, name) in [("vm", &orphan), ("nic", &lone_nic), ("disk", &lone_disk)] {
