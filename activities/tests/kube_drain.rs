@@ -40,7 +40,7 @@ mod kube_drain {
         Reattached, client_from_config,
     };
     use nodewright_model::drain::{
-        LocalDataPod, LocalDataPolicy, PodRef, SkipReason, TrackedVolume, VolumeFacts,
+        LocalDataPod, LocalDataPolicy, PodRef, SkipReason, TrackedVolume, VolumeFacts, VolumeWait,
         is_misconfigured, plan_drain,
     };
     use serde::de::DeserializeOwned;
@@ -258,6 +258,21 @@ mod kube_drain {
         create_namespace(client, run, &namespace).await?;
         let volume = run.name("pv");
         create_volume_and_claim(client, run, &namespace, &volume).await?;
+        // The disk-like volume is attached to the node (a VolumeAttachment of the fake attacher;
+        // the test driver has no CSIDriver, so it attaches anyway); an NFS share used
+        // ReadWriteMany needs no attach.
+        create_attachment(
+            client,
+            run,
+            &run.name("va-list"),
+            &node,
+            &volume,
+            true,
+            false,
+        )
+        .await?;
+        let share = run.name("nfs");
+        create_nfs_volume_and_claim(client, run, &namespace, &share).await?;
         let daemon_set: DaemonSet = parse(json!({
             "apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": { "name": "agent", "labels": { RUN_LABEL: run.suffix } },
@@ -281,6 +296,7 @@ mod kube_drain {
         db["spec"]["volumes"] = json!([
             { "name": "data", "persistentVolumeClaim": { "claimName": "data" } },
             { "name": "ghost", "persistentVolumeClaim": { "claimName": "ghost" } },
+            { "name": "files", "persistentVolumeClaim": { "claimName": "files" } },
             { "name": "scratch", "emptyDir": {} },
         ]);
         create_pod(client, &namespace, db).await?;
@@ -326,12 +342,27 @@ mod kube_drain {
                     persistent_volume: Some(volume.clone()),
                     driver: Some(TEST_DRIVER.into()),
                     volume_handle: Some(format!("handle-{volume}")),
+                    attach_required: true,
+                    attached_here: true,
+                    access_modes: vec!["ReadWriteOnce".into()],
                 },
                 VolumeFacts {
                     claim: "ghost".into(),
                     persistent_volume: None,
                     driver: None,
                     volume_handle: None,
+                    attach_required: true,
+                    attached_here: false,
+                    access_modes: vec![],
+                },
+                VolumeFacts {
+                    claim: "files".into(),
+                    persistent_volume: Some(share.clone()),
+                    driver: None,
+                    volume_handle: None,
+                    attach_required: false,
+                    attached_here: false,
+                    access_modes: vec!["ReadWriteMany".into()],
                 },
             ]
         );
@@ -357,6 +388,13 @@ mod kube_drain {
                 persistent_volume: volume.clone(),
                 disk_id: None,
             }]
+        );
+        assert_eq!(
+            plan.not_waited_on
+                .iter()
+                .map(|v| (v.persistent_volume.as_str(), v.why))
+                .collect::<Vec<_>>(),
+            vec![(share.as_str(), VolumeWait::UsedFromOtherNodes)]
         );
 
         let gone = drain::list_node_pods(
@@ -939,6 +977,45 @@ mod kube_drain {
             "metadata": { "name": "data" },
             "spec": {
                 "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": { "requests": { "storage": "1Gi" } },
+            },
+        }))?;
+        Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)
+            .create(&PostParams::default(), &claim)
+            .await?;
+        Ok(())
+    }
+
+    /// An NFS PersistentVolume (in-tree: it never attaches) and the `ReadWriteMany` claim
+    /// `files` bound to it.
+    async fn create_nfs_volume_and_claim(
+        client: &kube::Client,
+        run: &Run,
+        namespace: &str,
+        volume: &str,
+    ) -> TestResult {
+        let persistent_volume: PersistentVolume = parse(json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": { "name": volume, "labels": { RUN_LABEL: run.suffix } },
+            "spec": {
+                "capacity": { "storage": "1Gi" },
+                "accessModes": ["ReadWriteMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "claimRef": { "namespace": namespace, "name": "files" },
+                "nfs": { "server": "nfs.example.test", "path": "/exports/files" },
+            },
+        }))?;
+        Api::<PersistentVolume>::all(client.clone())
+            .create(&PostParams::default(), &persistent_volume)
+            .await?;
+        let claim: PersistentVolumeClaim = parse(json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": { "name": "files" },
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
                 "storageClassName": "",
                 "volumeName": volume,
                 "resources": { "requests": { "storage": "1Gi" } },

@@ -1,6 +1,8 @@
 //! Workloads for the drain and volume tests, each test in a fresh namespace: Deployments,
 //! DaemonSets, bare pods (no controller), pods with `emptyDir` volumes, StatefulSets whose pods
-//! each own one `ReadWriteOnce` CSI volume backed by a managed disk in the sandbox, PodDisruptionBudgets and PriorityClasses; waits on their pods;
+//! each own one `ReadWriteOnce` CSI volume backed by a managed disk in the sandbox, volumes that
+//! never attach (an Azure Files share of a CSIDriver with `attachRequired: false`, an NFS export)
+//! for pods that name their claims, PodDisruptionBudgets and PriorityClasses; waits on their pods;
 //! cordon, eviction; and a cleanup that never fails the test.
 //!
 //! # What the platform needs for volumes to follow pods
@@ -15,6 +17,10 @@
 //!   read it) and no StorageClass. [`ensure_csi_driver`] still creates the CSIDriver AKS has
 //!   (`attachRequired: true`, which changes nothing for the controllers) so that code reading it
 //!   finds it.
+//! - A CSI volume whose driver's CSIDriver says `attachRequired: false` ([`FILE_CSI_DRIVER`],
+//!   made by [`ensure_file_csi_driver`]) gets no VolumeAttachment: the attach-detach controller
+//!   treats it as not attachable, as it does an in-tree NFS volume. Nothing on the stack serves
+//!   that driver (the sandbox's attacher serves [`CSI_DRIVER`] only), as nothing needs to.
 //! - The PersistentVolume is static (`storageClassName: ""`), pre-bound through `claimRef`, and
 //!   the claim names it in `volumeName`: the PV controller binds both at once. The StatefulSet's
 //!   `volumeClaimTemplates` produce the same claim names (`data-<set>-<ordinal>`), so the
@@ -72,6 +78,9 @@ pub const TEST_LABEL: (&str, &str) = ("nodewright.io/test", "e2e");
 pub const NAMESPACE_LABEL: &str = "nodewright.io/test-namespace";
 /// The taint key of the pools [`crate::machines::write_pool_file`] writes.
 pub const POOL_TAINT_KEY: &str = "dedicated";
+/// The Azure Files CSI driver's name. Its CSIDriver (as AKS has it) says `attachRequired: false`:
+/// a share is mounted over SMB/NFS, never attached to a VM.
+pub const FILE_CSI_DRIVER: &str = "file.csi.azure.com";
 /// The name of the volume (and claim template) in every StatefulSet pod.
 pub const VOLUME_NAME: &str = "data";
 
@@ -136,6 +145,10 @@ pub struct Workload {
     pub volume_size_gb: i64,
     /// `emptyDir` volumes of the pods, by name (mounted under `/<name>`).
     pub empty_dirs: Vec<String>,
+    /// Claims the pods mount (a volume of the claim's name, under `/<claim>`), e.g. from
+    /// [`Workloads::file_share`] or [`Workloads::nfs_volume`]. Not for StatefulSets, whose
+    /// claims come from their template.
+    pub claims: Vec<String>,
 }
 
 impl Workload {
@@ -150,7 +163,14 @@ impl Workload {
             parallel: false,
             volume_size_gb: 4,
             empty_dirs: Vec::new(),
+            claims: Vec::new(),
         }
+    }
+
+    /// Makes the pods mount the claim `claim` (which all replicas share).
+    pub fn claim(mut self, claim: &str) -> Self {
+        self.claims.push(claim.to_owned());
+        self
     }
 
     /// Gives the pods an `emptyDir` volume named `name` (local data an eviction loses).
@@ -184,7 +204,7 @@ impl Workload {
         if with_volume {
             mounts.push(json!({ "name": VOLUME_NAME, "mountPath": "/data" }));
         }
-        for name in &self.empty_dirs {
+        for name in self.empty_dirs.iter().chain(&self.claims) {
             mounts.push(json!({ "name": name, "mountPath": format!("/{name}") }));
         }
         if !mounts.is_empty() {
@@ -199,11 +219,14 @@ impl Workload {
         if let Some(class) = &self.priority_class {
             spec["priorityClassName"] = json!(class);
         }
-        if !self.empty_dirs.is_empty() {
+        if !self.empty_dirs.is_empty() || !self.claims.is_empty() {
             let volumes: Vec<Value> = self
                 .empty_dirs
                 .iter()
                 .map(|name| json!({ "name": name, "emptyDir": {} }))
+                .chain(self.claims.iter().map(|claim| {
+                    json!({ "name": claim, "persistentVolumeClaim": { "claimName": claim } })
+                }))
                 .collect();
             spec["volumes"] = json!(volumes);
         }
@@ -225,6 +248,16 @@ pub struct Volume {
     pub disk_id: String,
 }
 
+/// A volume that never attaches (an Azure Files share, an NFS export): its claim and its
+/// PersistentVolume, which no disk backs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedVolume {
+    /// The claim, in the test's namespace.
+    pub claim: String,
+    /// The PersistentVolume, `pvc-<namespace>-<claim>`.
+    pub name: String,
+}
+
 /// What an eviction request came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Eviction {
@@ -244,6 +277,8 @@ pub struct Workloads {
     location: String,
     namespace: String,
     volumes: Vec<Volume>,
+    /// The PersistentVolumes of [`SharedVolume`]s made so far.
+    shared: Vec<String>,
 }
 
 impl Workloads {
@@ -260,6 +295,7 @@ impl Workloads {
             location: stack.arm.location.clone(),
             namespace,
             volumes: Vec::new(),
+            shared: Vec::new(),
         })
     }
 
@@ -467,6 +503,100 @@ impl Workloads {
             },
         )
         .await
+    }
+
+    /// An Azure Files share for the claim `claim` asking for `access_mode` (`ReadWriteMany` as
+    /// usual, or `ReadWriteOnce`): a static PersistentVolume of [`FILE_CSI_DRIVER`] (whose
+    /// CSIDriver, made here when absent, says `attachRequired: false`) and the claim bound to
+    /// it. No VolumeAttachment ever exists for it.
+    pub async fn file_share(&mut self, claim: &str, access_mode: &str) -> Result<SharedVolume> {
+        ensure_file_csi_driver(&self.client).await?;
+        let name = format!("{}{claim}", self.volume_prefix());
+        let source = json!({ "csi": {
+            "driver": FILE_CSI_DRIVER,
+            "volumeHandle": format!("nodewright-e2e#{}#{claim}#", self.namespace),
+            "volumeAttributes": { "shareName": claim },
+        } });
+        self.shared_volume(claim, &name, access_mode, source).await
+    }
+
+    /// An NFS export for the claim `claim` (`ReadWriteOnce`): a static in-tree NFS
+    /// PersistentVolume, which never attaches, and the claim bound to it.
+    pub async fn nfs_volume(&mut self, claim: &str) -> Result<SharedVolume> {
+        let name = format!("{}{claim}", self.volume_prefix());
+        let source = json!({ "nfs": { "server": "nfs.nodewright-e2e.invalid", "path": format!("/exports/{claim}") } });
+        self.shared_volume(claim, &name, "ReadWriteOnce", source)
+            .await
+    }
+
+    /// The PersistentVolume `name` with `source` (its `csi` or `nfs` field) and `access_mode`,
+    /// pre-bound to the claim `claim`, and the claim; waits until the claim is `Bound`.
+    async fn shared_volume(
+        &mut self,
+        claim: &str,
+        name: &str,
+        access_mode: &str,
+        source: Value,
+    ) -> Result<SharedVolume> {
+        // Recorded before it is made, so that a failure half-way is cleaned up.
+        self.shared.push(name.to_owned());
+        let mut spec = json!({
+            "capacity": { "storage": "1Gi" },
+            "accessModes": [access_mode],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "volumeMode": "Filesystem",
+            "claimRef": {
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "namespace": self.namespace, "name": claim,
+            },
+        });
+        if let (Some(spec), Some(source)) = (spec.as_object_mut(), source.as_object()) {
+            spec.extend(source.clone());
+        }
+        let persistent_volume: PersistentVolume = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {
+                "name": name,
+                "labels": { TEST_LABEL.0: TEST_LABEL.1, NAMESPACE_LABEL: self.namespace },
+            },
+            "spec": spec,
+        }))?;
+        Api::<PersistentVolume>::all(self.client.clone())
+            .create(&PostParams::default(), &persistent_volume)
+            .await
+            .with_context(|| format!("creating PersistentVolume {name}"))?;
+        let object: PersistentVolumeClaim = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": { "name": claim, "labels": { TEST_LABEL.0: TEST_LABEL.1 } },
+            "spec": {
+                "accessModes": [access_mode],
+                "storageClassName": "",
+                "volumeName": name,
+                "resources": { "requests": { "storage": "1Gi" } },
+            },
+        }))?;
+        let claims: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &self.namespace);
+        claims
+            .create(&PostParams::default(), &object)
+            .await
+            .with_context(|| format!("creating claim {claim}"))?;
+        eventually(
+            &format!("claim {claim} to bind to {name}"),
+            WAIT,
+            POLL,
+            || async {
+                let found = claims.get(claim).await?;
+                let phase = found.status.and_then(|s| s.phase).unwrap_or_default();
+                Ok((phase == "Bound").then_some(()))
+            },
+        )
+        .await?;
+        Ok(SharedVolume {
+            claim: claim.to_owned(),
+            name: name.to_owned(),
+        })
     }
 
     /// Creates a PodDisruptionBudget over the pods labelled `app=<app>` and waits until the
@@ -720,6 +850,16 @@ impl Workloads {
                 eprintln!("cleanup: deleting disk {name}: {error:#}");
             }
         }
+        for name in &self.shared {
+            match persistent_volumes
+                .delete(name, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(error) => eprintln!("cleanup: deleting PersistentVolume {name}: {error}"),
+            }
+        }
     }
 
     /// Waits for the VolumeAttachments of `volumes` to go; deletes those still there after a
@@ -783,6 +923,28 @@ pub async fn ensure_csi_driver(client: &kube::Client) -> Result<()> {
         "spec": { "attachRequired": true, "podInfoOnMount": false, "fsGroupPolicy": "File" },
     }))?;
     create_if_absent(&Api::<CSIDriver>::all(client.clone()), &driver, CSI_DRIVER).await
+}
+
+/// Creates (or finds) the CSIDriver object of [`FILE_CSI_DRIVER`] as AKS has it:
+/// `attachRequired: false`. Cluster-scoped and shared by every test; creating it when it exists
+/// is a quiet success, and one that says otherwise is an error (its `attachRequired` cannot
+/// change).
+pub async fn ensure_file_csi_driver(client: &kube::Client) -> Result<()> {
+    let api = Api::<CSIDriver>::all(client.clone());
+    let driver: CSIDriver = serde_json::from_value(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+        "metadata": { "name": FILE_CSI_DRIVER },
+        "spec": { "attachRequired": false, "podInfoOnMount": true, "fsGroupPolicy": "ReadWriteOnceWithFSType" },
+    }))?;
+    create_if_absent(&api, &driver, FILE_CSI_DRIVER).await?;
+    let found = api.get(FILE_CSI_DRIVER).await?;
+    if found.spec.attach_required != Some(false) {
+        bail!(
+            "CSIDriver {FILE_CSI_DRIVER} exists with attachRequired {:?}; the file-share tests need false (delete it)",
+            found.spec.attach_required
+        );
+    }
+    Ok(())
 }
 
 /// Creates (or finds) the PriorityClass `nodewright-e2e-<value>` and returns its name.

@@ -144,6 +144,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Reading a CSI driver's CSIDriver object failed (its absence is not an error).
+    #[error("reading CSIDriver {name} failed")]
+    GetCsiDriver {
+        /// The CSI driver.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// Asking for a pod's eviction failed (other than 404, a UID mismatch, or 429).
     #[error("evicting pod {pod} failed")]
     EvictPod {
@@ -254,6 +263,7 @@ impl Error {
             Error::GetPod { .. } => "GetPod",
             Error::GetClaim { .. } => "GetClaim",
             Error::GetVolume { .. } => "GetVolume",
+            Error::GetCsiDriver { .. } => "GetCsiDriver",
             Error::EvictPod { .. } => "EvictPod",
             Error::ListPdbs { .. } => "ListPdbs",
             Error::DeletePod { .. } => "DeletePod",
@@ -286,6 +296,7 @@ impl Error {
             | Error::GetPod { source, .. }
             | Error::GetClaim { source, .. }
             | Error::GetVolume { source, .. }
+            | Error::GetCsiDriver { source, .. }
             | Error::EvictPod { source, .. }
             | Error::ListPdbs { source, .. }
             | Error::DeletePod { source, .. }
@@ -510,6 +521,13 @@ mod tests {
                     source: source(),
                 },
                 "GetVolume",
+            ),
+            (
+                Error::GetCsiDriver {
+                    name: "file.csi.azure.com".to_owned(),
+                    source: source(),
+                },
+                "GetCsiDriver",
             ),
             (
                 Error::EvictPod {

@@ -5,9 +5,12 @@
 //! The DrainNode workflow observes (activities), asks this module (pure), acts (activities).
 //! Behaviour follows machine-controller-manager (`mcm-behaviour.md` §3): pods without persistent
 //! volumes are evicted in parallel; pods with them one at a time, highest priority first, each
-//! followed by a wait for its volumes to detach here and attach elsewhere.
+//! followed by a wait for its volumes to detach here and attach elsewhere. Only volumes that
+//! attach to this node alone are waited on (`attach.rs`): a pod whose volumes need no attach
+//! (Azure Files, NFS) or are used from other nodes too goes with the parallel lane.
 
 mod annotation;
+mod attach;
 mod force;
 mod lanes;
 mod local_data;
@@ -24,6 +27,7 @@ pub use annotation::{
     BoundedPolicy, RefusalReason, RefusedField, TAG_DRAIN, bound_annotation, policy_from_tag,
     policy_to_tag,
 };
+pub use attach::{AttachFacts, VolumeWait, volume_wait};
 pub use force::{ConditionFacts, ForceReason, NodeHealth, force_reason};
 pub use lanes::{
     AfterEviction, DrainPhase, EvictionAnswer, FORCE_DETACH_BUDGET, LaneEnd, MIN_WAIT, RoundEnd,
@@ -32,13 +36,13 @@ pub use lanes::{
 pub use local_data::{LocalDataPod, LocalDataPolicy, refusal};
 pub use pdb::{PdbFacts, is_misconfigured};
 pub use pods::{
-    DrainPlan, PodFacts, PodRef, SkipReason, SkippedPod, TrackedVolume, VolumeFacts, VolumePod,
-    detach_budget, local_data_of, plan_drain, pod_disappearance_budget,
+    DrainPlan, PodFacts, PodRef, SkipReason, SkippedPod, TrackedVolume, UnwaitedVolume,
+    VolumeFacts, VolumePod, detach_budget, local_data_of, plan_drain, pod_disappearance_budget,
 };
 pub use purpose::DrainPurpose;
 pub use report::{
     InFlightEnd, cordoned, describe_plan, drained_summary, given_back, in_flight_kept,
-    kept_after_cancel, next_continuation, not_this_machine, purpose_word,
+    kept_after_cancel, next_continuation, not_this_machine, purpose_word, volumes_moved_detail,
 };
 pub use request::{
     AnnotationError, DrainRequest, DrainResume, DrainedNode, policy_from_annotation,

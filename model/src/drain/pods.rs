@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::AZURE_DISK_CSI_DRIVER;
+use super::attach::{AttachFacts, VolumeWait, volume_wait};
 use super::local_data::{LocalDataPod, LocalDataPolicy};
 
 /// Seconds Kubernetes gives a pod that names no termination grace period.
@@ -61,6 +62,37 @@ pub struct VolumeFacts {
     /// The PV's CSI volume handle, when it is a CSI volume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_handle: Option<String>,
+    /// Whether the volume attaches to a node: its CSI driver's CSIDriver `attachRequired` (true
+    /// when the driver has no CSIDriver object, as the attach-detach controller assumes), false
+    /// for an in-tree source that never attaches (NFS, hostPath, local, ...). True when not
+    /// recorded (facts from before this field), so such a volume is waited on as then.
+    #[serde(default = "attaches_unless_told")]
+    pub attach_required: bool,
+    /// Whether a VolumeAttachment of the PV on this Node existed when the pods were listed: then
+    /// it attaches, whatever its CSIDriver says.
+    #[serde(default)]
+    pub attached_here: bool,
+    /// The access modes the claim asks for (the PV's when the claim names none):
+    /// `ReadWriteOnce`, `ReadWriteOncePod`, `ReadWriteMany`, `ReadOnlyMany`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub access_modes: Vec<String>,
+}
+
+/// A volume attaches unless its facts say otherwise.
+const fn attaches_unless_told() -> bool {
+    true
+}
+
+impl VolumeFacts {
+    /// What tells whether it attaches, for [`volume_wait`].
+    pub fn attach_facts(&self) -> AttachFacts<'_> {
+        AttachFacts {
+            bound: self.persistent_volume.is_some(),
+            attach_required: self.attach_required,
+            attached_here: self.attached_here,
+            access_modes: &self.access_modes,
+        }
+    }
 }
 
 impl PodFacts {
@@ -165,8 +197,23 @@ pub struct VolumePod {
     pub priority: i32,
     /// The volumes waited on (detach here, attach elsewhere).
     pub tracked: Vec<TrackedVolume>,
-    /// Volumes not waited on: shared with another pod of the node, or not bound.
+    /// Volumes not waited on: shared with another pod of the node, not bound, needing no
+    /// attach, or used from other nodes too.
     pub untracked: Vec<String>,
+}
+
+/// A volume of a pod the drain evicts that it does not wait on because the volume never leaves
+/// this node alone: it needs no attach, or pods on other nodes use it too.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnwaitedVolume {
+    /// The PersistentVolume.
+    pub persistent_volume: String,
+    /// The pod using it (`namespace/name`); the first by name when several do.
+    pub pod: String,
+    /// Why it is not waited on ([`VolumeWait::NeedsNoAttach`] or
+    /// [`VolumeWait::UsedFromOtherNodes`]).
+    pub why: VolumeWait,
 }
 
 /// What a drain does with the pods it found on the node.
@@ -177,11 +224,16 @@ pub struct DrainPlan {
     pub skipped: Vec<SkippedPod>,
     /// Pods already terminating: waited for, not evicted.
     pub terminating: Vec<PodRef>,
-    /// Pods without persistent volumes: evicted all at once.
+    /// Pods without persistent volumes, or whose volumes need no attach or are used from
+    /// other nodes too: evicted all at once.
     pub without_volumes: Vec<PodRef>,
-    /// Pods with persistent volumes: evicted one at a time in this order (priority, highest
-    /// first; then namespace and name, so the order is stable).
+    /// Pods with persistent volumes that attach: evicted one at a time in this order (priority,
+    /// highest first; then namespace and name, so the order is stable).
     pub with_volumes: Vec<VolumePod>,
+    /// The volumes of the evicted pods the drain does not wait on because they never leave
+    /// this node alone (see [`super::attach`]), each once, by PV name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_waited_on: Vec<UnwaitedVolume>,
     /// Pods of the two lanes above whose eviction loses data (`emptyDir` volumes, no
     /// controller): allowed by [`LocalDataPolicy::Evict`], named in the drain's `localDataLost`
     /// once evicted or force-deleted.
@@ -255,8 +307,18 @@ pub fn plan_drain(pods: &[PodFacts], local_data: LocalDataPolicy) -> DrainPlan {
                 }
                 plan.local_data.push(lost);
             }
-            if pod.has_persistent_volumes() {
-                with_volumes.push(volume_pod(pod, &users));
+            let waits = volume_waits(pod, &users);
+            for (volume, wait) in &waits {
+                if let (Some(pv), false) = (&volume.persistent_volume, wait.moves_pod_alone()) {
+                    plan.not_waited_on.push(UnwaitedVolume {
+                        persistent_volume: pv.clone(),
+                        pod: pod.key(),
+                        why: *wait,
+                    });
+                }
+            }
+            if waits.iter().any(|(_, wait)| wait.moves_pod_alone()) {
+                with_volumes.push(volume_pod(pod, &waits));
             } else {
                 plan.without_volumes.push(pod.reference());
             }
@@ -274,6 +336,9 @@ pub fn plan_drain(pods: &[PodFacts], local_data: LocalDataPolicy) -> DrainPlan {
     plan.without_volumes.sort();
     plan.local_data.sort();
     plan.refused.sort();
+    plan.not_waited_on.sort();
+    plan.not_waited_on
+        .dedup_by(|b, a| a.persistent_volume == b.persistent_volume);
     plan
 }
 
@@ -289,12 +354,30 @@ fn skip_reason(pod: &PodFacts) -> Option<SkipReason> {
     }
 }
 
-fn volume_pod(pod: &PodFacts, users: &BTreeMap<&str, usize>) -> VolumePod {
+/// What the drain does about each volume of `pod`, given how many pods of the node use each PV.
+fn volume_waits<'a>(
+    pod: &'a PodFacts,
+    users: &BTreeMap<&str, usize>,
+) -> Vec<(&'a VolumeFacts, VolumeWait)> {
+    pod.volumes
+        .iter()
+        .map(|volume| {
+            let users_on_node = volume
+                .persistent_volume
+                .as_deref()
+                .and_then(|pv| users.get(pv).copied())
+                .unwrap_or(0);
+            (volume, volume_wait(volume.attach_facts(), users_on_node))
+        })
+        .collect()
+}
+
+fn volume_pod(pod: &PodFacts, waits: &[(&VolumeFacts, VolumeWait)]) -> VolumePod {
     let mut tracked = Vec::new();
     let mut untracked = Vec::new();
-    for volume in &pod.volumes {
-        match volume.persistent_volume.as_deref() {
-            Some(pv) if users.get(pv).copied().unwrap_or(0) == 1 => {
+    for (volume, wait) in waits {
+        match (volume.persistent_volume.as_deref(), wait) {
+            (Some(pv), VolumeWait::Waited) => {
                 let disk_id = (volume.driver.as_deref() == Some(AZURE_DISK_CSI_DRIVER))
                     .then(|| volume.volume_handle.clone())
                     .flatten();
@@ -303,8 +386,8 @@ fn volume_pod(pod: &PodFacts, users: &BTreeMap<&str, usize>) -> VolumePod {
                     disk_id,
                 });
             }
-            Some(pv) => untracked.push(pv.to_owned()),
-            None => untracked.push(format!("claim {} (not bound)", volume.claim)),
+            (Some(pv), _) => untracked.push(pv.to_owned()),
+            (None, _) => untracked.push(format!("claim {} (not bound)", volume.claim)),
         }
     }
     tracked.sort();
@@ -378,6 +461,23 @@ mod tests {
             persistent_volume: Some(pv.into()),
             driver: Some(AZURE_DISK_CSI_DRIVER.into()),
             volume_handle: Some(format!("/subscriptions/s/disks/{pv}")),
+            attach_required: true,
+            attached_here: true,
+            access_modes: vec!["ReadWriteOnce".into()],
+        });
+        pod
+    }
+
+    /// `pod` with a volume `pv` of `driver` that needs no attach, with these access modes.
+    fn with_share(mut pod: PodFacts, pv: &str, driver: Option<&str>, modes: &[&str]) -> PodFacts {
+        pod.volumes.push(VolumeFacts {
+            claim: format!("share-{}", pod.name),
+            persistent_volume: Some(pv.into()),
+            driver: driver.map(str::to_owned),
+            volume_handle: driver.map(|_| format!("rg#account#{pv}")),
+            attach_required: false,
+            attached_here: false,
+            access_modes: modes.iter().map(|m| (*m).to_owned()).collect(),
         });
         pod
     }
@@ -466,6 +566,9 @@ mod tests {
             persistent_volume: None,
             driver: None,
             volume_handle: None,
+            attach_required: true,
+            attached_here: false,
+            access_modes: vec![],
         });
         let plan = plan_drain(&[a, b, c, d], LocalDataPolicy::Refuse);
         let by_name: BTreeMap<&str, &VolumePod> = plan
@@ -485,6 +588,80 @@ mod tests {
             }]
         );
         assert_eq!(by_name["d"].untracked, vec!["claim pending (not bound)"]);
+    }
+
+    #[test]
+    fn a_fact_from_before_the_attach_fields_is_waited_on_as_then() {
+        let old: Result<VolumeFacts, _> = serde_json::from_str(
+            r#"{"claim":"data-db-0","persistentVolume":"pv-0","driver":"file.csi.azure.com","volumeHandle":"h"}"#,
+        );
+        let old = old.unwrap_or_else(|e| panic!("an old fact reads: {e}"));
+        assert!(old.attach_required);
+        assert!(!old.attached_here);
+        assert!(old.access_modes.is_empty());
+        assert_eq!(volume_wait(old.attach_facts(), 1), VolumeWait::Waited);
+        assert_eq!(volume_wait(old.attach_facts(), 2), VolumeWait::SharedOnNode);
+    }
+
+    #[test]
+    fn a_node_with_a_disk_a_share_and_nfs_waits_on_the_disk_alone() {
+        let disk = with_pv(pod("db-0"), "pv-disk", 0);
+        let share = with_share(
+            pod("files"),
+            "pv-share",
+            Some("file.csi.azure.com"),
+            &["ReadWriteMany"],
+        );
+        let nfs = with_share(pod("nfs"), "pv-nfs", None, &["ReadWriteOnce"]);
+        let mut both = with_share(
+            pod("both"),
+            "pv-share",
+            Some("file.csi.azure.com"),
+            &["ReadWriteMany"],
+        );
+        both = with_pv(both, "pv-own", 0);
+        let plan = plan_drain(
+            &[disk, share, nfs, both, pod("web")],
+            LocalDataPolicy::Evict,
+        );
+        let keys = |pods: &[PodRef]| pods.iter().map(PodRef::key).collect::<Vec<_>>();
+        assert_eq!(
+            keys(&plan.without_volumes),
+            vec!["shop/files", "shop/nfs", "shop/web"]
+        );
+        let serial: Vec<(&str, Vec<&str>, Vec<&str>)> = plan
+            .with_volumes
+            .iter()
+            .map(|p| {
+                (
+                    p.pod.name.as_str(),
+                    p.tracked
+                        .iter()
+                        .map(|t| t.persistent_volume.as_str())
+                        .collect(),
+                    p.untracked.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            serial,
+            vec![
+                ("both", vec!["pv-own"], vec!["pv-share"]),
+                ("db-0", vec!["pv-disk"], vec![]),
+            ]
+        );
+        let unwaited: Vec<(&str, &str, VolumeWait)> = plan
+            .not_waited_on
+            .iter()
+            .map(|v| (v.persistent_volume.as_str(), v.pod.as_str(), v.why))
+            .collect();
+        assert_eq!(
+            unwaited,
+            vec![
+                ("pv-nfs", "shop/nfs", VolumeWait::NeedsNoAttach),
+                ("pv-share", "shop/both", VolumeWait::UsedFromOtherNodes),
+            ]
+        );
     }
 
     #[test]
@@ -559,6 +736,17 @@ mod tests {
                             persistent_volume: Some(format!("pv{v}")),
                             driver: Some(AZURE_DISK_CSI_DRIVER.into()),
                             volume_handle: Some(format!("d{v}")),
+                            // pv0, pv1: disks; pv2: a share; pv3: a ReadWriteMany disk.
+                            attach_required: v != 2,
+                            attached_here: v < 2,
+                            access_modes: vec![
+                                if v == 3 {
+                                    "ReadWriteMany"
+                                } else {
+                                    "ReadWriteOnce"
+                                }
+                                .into(),
+                            ],
                         })
                         .collect(),
                     empty_dirs: empty_dirs.into_iter().map(str::to_owned).collect(),
@@ -597,7 +785,21 @@ mod tests {
             for vp in &plan.with_volumes {
                 for t in &vp.tracked {
                     prop_assert_eq!(seen[t.persistent_volume.as_str()].len(), 1);
+                    // Only attaching, single-node volumes are waited on.
+                    prop_assert!(t.persistent_volume == "pv0" || t.persistent_volume == "pv1");
                 }
+                // A pod moves alone only for a volume that attaches (the generator may repeat
+                // a UID, so any pod of it).
+                let attaches = |v: &VolumeFacts| {
+                    v.persistent_volume.as_deref().is_some_and(|pv| pv == "pv0" || pv == "pv1")
+                };
+                prop_assert!(pods
+                    .iter()
+                    .filter(|p| p.uid == vp.pod.uid)
+                    .any(|p| p.volumes.iter().any(attaches)));
+            }
+            for unwaited in &plan.not_waited_on {
+                prop_assert!(unwaited.persistent_volume == "pv2" || unwaited.persistent_volume == "pv3");
             }
             for pair in plan.with_volumes.windows(2) {
                 prop_assert!(pair[0].priority >= pair[1].priority);

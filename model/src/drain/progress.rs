@@ -8,8 +8,8 @@ use super::status::{DrainStatus, PodState, VolumeProgress, VolumeState};
 use crate::machine::{Step, StepState};
 
 impl DrainStatus {
-    /// Puts every pod of `plan` and every volume it tracks into the status (a volume already
-    /// there keeps its state).
+    /// Puts every pod of `plan`, every volume it tracks and every volume it does not wait on
+    /// into the status (a volume already there keeps its state).
     pub fn show_plan(&mut self, plan: &DrainPlan) {
         for skipped in &plan.skipped {
             self.set_pod(
@@ -46,8 +46,25 @@ impl DrainStatus {
                         disk_id: tracked.disk_id.clone(),
                         state: VolumeState::Attached,
                         new_node: None,
+                        detail: None,
                     });
                 }
+            }
+        }
+        for unwaited in &plan.not_waited_on {
+            if !self
+                .volumes
+                .iter()
+                .any(|v| v.persistent_volume == unwaited.persistent_volume)
+            {
+                self.volumes.push(VolumeProgress {
+                    persistent_volume: unwaited.persistent_volume.clone(),
+                    pod: unwaited.pod.clone(),
+                    disk_id: None,
+                    state: VolumeState::NotWaitedOn,
+                    new_node: None,
+                    detail: Some(unwaited.why.reason().to_owned()),
+                });
             }
         }
     }
@@ -86,10 +103,10 @@ impl DrainStatus {
         }
     }
 
-    /// The end of force mode at `at`: a volume not reattached elsewhere is force-detached when
-    /// its disk is among `force_detached` (the data disks ARM detached), or, without a disk,
-    /// when anything was released here (`released_here`: VolumeAttachments deleted or disks
-    /// detached); the graceful steps still pending are closed as skipped.
+    /// The end of force mode at `at`: a volume waited on and not reattached elsewhere is
+    /// force-detached when its disk is among `force_detached` (the data disks ARM detached), or,
+    /// without a disk, when anything was released here (`released_here`: VolumeAttachments
+    /// deleted or disks detached); the graceful steps still pending are closed as skipped.
     pub fn end_force_mode(&mut self, force_detached: &[String], released_here: bool, at: &str) {
         for volume in &mut self.volumes {
             let disk_released = volume
@@ -97,7 +114,11 @@ impl DrainStatus {
                 .as_ref()
                 .is_some_and(|disk| force_detached.iter().any(|d| d.eq_ignore_ascii_case(disk)));
             let released = disk_released || (volume.disk_id.is_none() && released_here);
-            if volume.state != VolumeState::Reattached && released {
+            let moving = !matches!(
+                volume.state,
+                VolumeState::Reattached | VolumeState::NotWaitedOn
+            );
+            if moving && released {
                 volume.state = VolumeState::ForceDetached;
             }
         }

@@ -66,7 +66,30 @@ pub fn describe_plan(plan: &DrainPlan) -> String {
             plan.local_data.len()
         ));
     }
+    if !plan.not_waited_on.is_empty() {
+        parts.push(format!(
+            "{} volumes not waited on (no attach, or used from other nodes)",
+            plan.not_waited_on.len()
+        ));
+    }
     parts.join(", ")
+}
+
+/// The move-volumes step's detail: `moved` pods whose every waited-on volume attached on another
+/// node, `unconfirmed` pods whose volumes detached here but were not seen attached elsewhere in
+/// time, `detach_pending` pods whose volumes had not detached. Pods whose volumes were not
+/// waited on are in none of them.
+pub fn volumes_moved_detail(moved: usize, unconfirmed: usize, detach_pending: usize) -> String {
+    let mut detail = format!("{moved} pods moved with their volumes");
+    if unconfirmed > 0 {
+        detail.push_str(&format!(
+            ", {unconfirmed} whose volumes did not attach elsewhere in time"
+        ));
+    }
+    if detach_pending > 0 {
+        detail.push_str(&format!(", {detach_pending} with a detach pending"));
+    }
+    detail
 }
 
 /// Which continuation the next run of a drain is: 1 after the first run.

@@ -109,6 +109,10 @@ pub enum VolumeState {
     ReattachTimedOut,
     /// Released by force (VolumeAttachment deleted, disk force-detached).
     ForceDetached,
+    /// Not waited on: it needs no attach (Azure Files, NFS, ...) or pods on other nodes use it
+    /// too (`ReadWriteMany`, `ReadOnlyMany`); its pod left with the pods without volumes. The
+    /// entry's `detail` says which.
+    NotWaitedOn,
 }
 
 impl VolumeState {
@@ -122,6 +126,7 @@ impl VolumeState {
             VolumeState::Reattached => "reattached",
             VolumeState::ReattachTimedOut => "reattach-timed-out",
             VolumeState::ForceDetached => "force-detached",
+            VolumeState::NotWaitedOn => "not-waited-on",
         }
     }
 }
@@ -142,6 +147,10 @@ pub struct VolumeProgress {
     /// The node it attached to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_node: Option<String>,
+    /// Why it is not waited on, for [`VolumeState::NotWaitedOn`]: `needs no attach`, `used from
+    /// other nodes too (...)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The answer of DrainNode's `status` query.
@@ -161,7 +170,8 @@ pub struct DrainStatus {
     /// PodDisruptionBudgets blocking evictions now.
     #[serde(default)]
     pub pdbs_blocking: Vec<PdbBlock>,
-    /// Volumes waited on.
+    /// Volumes waited on, then those of evicted pods not waited on
+    /// ([`VolumeState::NotWaitedOn`]).
     #[serde(default)]
     pub volumes: Vec<VolumeProgress>,
     /// Warnings (reattach timeouts, ...).
@@ -299,6 +309,7 @@ mod tests {
             VolumeState::Reattached,
             VolumeState::ReattachTimedOut,
             VolumeState::ForceDetached,
+            VolumeState::NotWaitedOn,
         ];
         for state in volumes {
             assert_eq!(
@@ -332,6 +343,7 @@ mod tests {
             disk_id: None,
             state: VolumeState::Attached,
             new_node: None,
+            detail: None,
         });
         s.set_volume("pv-0", VolumeState::Reattached, Some("web-fghij".into()));
         assert_eq!(s.volumes[0].state, VolumeState::Reattached);

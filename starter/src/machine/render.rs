@@ -75,7 +75,7 @@ pub fn drain_events(status: &DrainStatus) -> Vec<String> {
     for volume in &status.volumes {
         let pv = &volume.persistent_volume;
         let line = match volume.state {
-            VolumeState::Attached => continue,
+            VolumeState::Attached | VolumeState::NotWaitedOn => continue,
             VolumeState::Detaching => format!("{pv} ({}) detaching", volume.pod),
             VolumeState::DetachTimedOut => format!("{pv} did not detach in time"),
             VolumeState::Reattaching => {

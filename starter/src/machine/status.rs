@@ -188,8 +188,13 @@ fn print_drain(drain: &DrainStatus) {
     }
     for volume in &drain.volumes {
         let node = volume.new_node.as_deref().unwrap_or("");
+        let detail = volume
+            .detail
+            .as_deref()
+            .map(|d| format!("({}: {d})", volume.pod))
+            .unwrap_or_default();
         println!(
-            "  volume       {:<30} {:<18} {node}",
+            "  volume       {:<30} {:<18} {node}{detail}",
             volume.persistent_volume,
             volume.state.as_str()
         );

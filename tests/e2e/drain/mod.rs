@@ -1,7 +1,8 @@
 //! DrainNode end to end, alone (`machine drain`) and as DeleteMachine's first step: workloads on
-//! nodewright machines (Deployments, DaemonSets, StatefulSets on Azure Disk CSI volumes, PDBs),
-//! the `nodewright` CLI against a `nodewright-worker` process per test, and the world checked
-//! afterwards: pods, VolumeAttachments, disks in the sandbox.
+//! nodewright machines (Deployments, DaemonSets, StatefulSets on Azure Disk CSI volumes, pods on
+//! Azure Files shares and NFS volumes, PDBs), the `nodewright` CLI against a `nodewright-worker`
+//! process per test, and the world checked afterwards: pods, VolumeAttachments, disks in the
+//! sandbox.
 
 mod annotation;
 pub(crate) mod common;
@@ -9,5 +10,6 @@ mod crash;
 mod local_data;
 mod not_ready;
 mod pdb;
+mod shares;
 mod stateful;
 mod stuck_detach;

@@ -1,6 +1,8 @@
-//! Step 6, the serial lane: the pods with persistent volumes, one at a time: evict, wait for its
-//! volumes to detach here (VolumeAttachment gone, Azure disk released), then to attach on
-//! another node; and the volumes whose detach timed out, looked at again until they detach.
+//! Step 6, the serial lane: the pods with persistent volumes that attach, one at a time: evict,
+//! wait for its volumes to detach here (VolumeAttachment gone, Azure disk released), then to
+//! attach on another node; and the volumes whose detach timed out, looked at again until they
+//! detach. Volumes that need no attach or are used from other nodes are never waited on; their
+//! pods go with the parallel lane (`model::drain::volume_wait`).
 
 use std::time::Duration;
 
@@ -9,7 +11,7 @@ use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::AwaitVolumes;
 use nodewright_model::drain::{
     AfterEviction, DrainPlan, LaneEnd, MIN_WAIT, PodState, VolumePod, VolumeState, detach_budget,
-    wait_within_deadline,
+    volumes_moved_detail, wait_within_deadline,
 };
 use nodewright_model::machine::Step;
 
@@ -31,7 +33,7 @@ pub(super) async fn move_volumes(
     stuck: &mut Vec<VolumePod>,
 ) -> Result<LaneEnd, StepFailed> {
     begin(ctx, Step::MoveVolumes);
-    let mut moved = 0usize;
+    let (mut moved, mut unconfirmed) = (0usize, 0usize);
     for volume_pod in &plan.with_volumes {
         let key = volume_pod.pod.key();
         loop {
@@ -89,18 +91,23 @@ pub(super) async fn move_volumes(
             stuck.push(volume_pod.clone());
             continue;
         }
+        let moved_before = state.result.volumes_moved.len();
         await_reattached(ctx, state, volume_pod).await?;
         state.in_flight = None;
-        moved += 1;
+        // Moved only when every waited-on volume was seen attached elsewhere.
+        if state
+            .result
+            .volumes_moved
+            .len()
+            .saturating_sub(moved_before)
+            == volume_pod.tracked.len()
+        {
+            moved += 1;
+        } else {
+            unconfirmed += 1;
+        }
     }
-    let detail = if stuck.is_empty() {
-        format!("{moved} pods moved with their volumes")
-    } else {
-        format!(
-            "{moved} pods moved with their volumes, {} with a detach pending",
-            stuck.len()
-        )
-    };
+    let detail = volumes_moved_detail(moved, unconfirmed, stuck.len());
     done(ctx, Step::MoveVolumes, detail);
     Ok(LaneEnd::Finished)
 }

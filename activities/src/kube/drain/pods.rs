@@ -1,15 +1,20 @@
 //! The pods bound to a Node, as the drain's pure planner reads them: controller, mirror,
 //! phase, priority, grace period, `emptyDir` volumes, and each PersistentVolumeClaim resolved to
-//! its volume.
+//! its volume, with what tells whether the volume attaches (its CSIDriver's `attachRequired`,
+//! its in-tree source, a VolumeAttachment on the Node) and its access modes.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, Pod,
+};
+use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kube::Api;
 use kube::api::ListParams;
 use nodewright_model::drain::{ANNOTATION_MIRROR_POD, PodFacts, VolumeFacts};
 
 use super::node::node_health;
+use super::volumes::list_attachments;
 use super::{ListNodePods, NodePods};
 use crate::kube::error::{Error, Result};
 
@@ -17,7 +22,9 @@ use crate::kube::error::{Error, Result};
 const PAGE_SIZE: u32 = 500;
 
 /// Lists every pod bound to the Node (`spec.nodeName`, all namespaces) with its volumes
-/// resolved PVC → PV → CSI driver and handle, and reads the Node's health.
+/// resolved PVC → PV → CSI driver and handle, whether each attaches (each CSIDriver read once
+/// per listing; the VolumeAttachments listed once, when any claim is bound) and its access
+/// modes, and reads the Node's health.
 pub async fn list_node_pods(client: &kube::Client, input: &ListNodePods) -> Result<NodePods> {
     let nodes: Api<Node> = Api::all(client.clone());
     let node = nodes
@@ -37,6 +44,16 @@ pub async fn list_node_pods(client: &kube::Client, input: &ListNodePods) -> Resu
             resolved.push(volumes.resolve(namespace, &claim).await?);
         }
         facts.push(pod_facts(pod, resolved));
+    }
+    let bound = facts
+        .iter()
+        .flat_map(|pod| &pod.volumes)
+        .any(|volume| volume.persistent_volume.is_some());
+    if bound {
+        let attachments = list_attachments(client).await?;
+        for volume in facts.iter_mut().flat_map(|pod| pod.volumes.iter_mut()) {
+            volume.attached_here = has_attachment(&attachments, &input.node, volume);
+        }
     }
     Ok(NodePods {
         node_found: node.is_some(),
@@ -65,11 +82,13 @@ pub(crate) async fn pods_on_node(client: &kube::Client, node: &str) -> Result<Ve
     }
 }
 
-/// Reads claims and volumes once per listing, however many pods share them.
+/// Reads claims, volumes and CSIDrivers once per listing, however many pods share them.
 struct VolumeResolver<'a> {
     client: &'a kube::Client,
     claims: BTreeMap<(String, String), VolumeFacts>,
     volumes: BTreeMap<String, Option<PersistentVolume>>,
+    /// Whether each CSI driver seen needs an attach.
+    drivers: BTreeMap<String, bool>,
 }
 
 impl<'a> VolumeResolver<'a> {
@@ -78,6 +97,7 @@ impl<'a> VolumeResolver<'a> {
             client,
             claims: BTreeMap::new(),
             volumes: BTreeMap::new(),
+            drivers: BTreeMap::new(),
         }
     }
 
@@ -100,9 +120,31 @@ impl<'a> VolumeResolver<'a> {
             Some(name) => self.volume(name).await?,
             None => None,
         };
-        let facts = volume_facts(claim, found.as_ref(), volume.as_ref());
+        let mut facts = volume_facts(claim, found.as_ref(), volume.as_ref());
+        if let Some(driver) = facts.driver.clone() {
+            facts.attach_required = self.driver_attaches(&driver).await?;
+        }
         self.claims.insert(key, facts.clone());
         Ok(facts)
+    }
+
+    /// Whether the CSI driver `name` needs an attach: its CSIDriver's `attachRequired`, true
+    /// when it has no CSIDriver object (as the attach-detach controller assumes).
+    async fn driver_attaches(&mut self, name: &str) -> Result<bool> {
+        if let Some(known) = self.drivers.get(name) {
+            return Ok(*known);
+        }
+        let api: Api<CSIDriver> = Api::all(self.client.clone());
+        let found = api
+            .get_opt(name)
+            .await
+            .map_err(|source| Error::GetCsiDriver {
+                name: name.to_owned(),
+                source,
+            })?;
+        let attaches = driver_attaches(found.as_ref());
+        self.drivers.insert(name.to_owned(), attaches);
+        Ok(attaches)
     }
 
     async fn volume(&mut self, name: &str) -> Result<Option<PersistentVolume>> {
@@ -190,23 +232,78 @@ fn bound_volume(claim: &PersistentVolumeClaim) -> Option<&str> {
 
 /// The claim `name` resolved as far as it goes. A missing claim, an unbound one, or one whose
 /// volume is gone has no volume (nothing can be attached for it); a non-CSI volume has no
-/// driver or handle.
+/// driver or handle. A CSI volume is taken to attach until its CSIDriver is read; an in-tree
+/// one attaches unless its source never does ([`in_tree_attaches`]). The access modes are the
+/// claim's, the volume's when the claim names none. `attached_here` is left for the caller.
 pub(super) fn volume_facts(
     name: &str,
     claim: Option<&PersistentVolumeClaim>,
     volume: Option<&PersistentVolume>,
 ) -> VolumeFacts {
     let bound = claim.and_then(bound_volume);
-    let csi = volume
+    let spec = volume
         .filter(|_| bound.is_some())
-        .and_then(|v| v.spec.as_ref())
-        .and_then(|s| s.csi.as_ref());
+        .and_then(|v| v.spec.as_ref());
+    let csi = spec.and_then(|s| s.csi.as_ref());
+    let claim_modes = claim
+        .and_then(|c| c.spec.as_ref())
+        .and_then(|s| s.access_modes.clone())
+        .unwrap_or_default();
+    let access_modes = if claim_modes.is_empty() {
+        spec.and_then(|s| s.access_modes.clone())
+            .unwrap_or_default()
+    } else {
+        claim_modes
+    };
     VolumeFacts {
         claim: name.to_owned(),
         persistent_volume: bound.filter(|_| volume.is_some()).map(str::to_owned),
         driver: csi.map(|c| c.driver.clone()),
         volume_handle: csi.map(|c| c.volume_handle.clone()),
+        attach_required: spec.is_none_or(|s| s.csi.is_some() || in_tree_attaches(s)),
+        attached_here: false,
+        access_modes: if spec.is_some() {
+            access_modes
+        } else {
+            Vec::new()
+        },
     }
+}
+
+/// Whether an in-tree (non-CSI) volume source attaches to a node: false for the sources that
+/// never do (NFS, hostPath, local, Azure Files, CephFS, Glusterfs, Quobyte, Flocker); true for
+/// the rest (Azure Disk, iSCSI, Fibre Channel, RBD, ...) and for one not recognised, so a volume
+/// of unknown kind is waited on.
+pub(super) fn in_tree_attaches(spec: &PersistentVolumeSpec) -> bool {
+    let never_attaches = spec.nfs.is_some()
+        || spec.host_path.is_some()
+        || spec.local.is_some()
+        || spec.azure_file.is_some()
+        || spec.cephfs.is_some()
+        || spec.glusterfs.is_some()
+        || spec.quobyte.is_some()
+        || spec.flocker.is_some();
+    !never_attaches
+}
+
+/// Whether a CSI driver with this CSIDriver object (or none) needs an attach: `attachRequired`,
+/// true when unset or when there is no object, as the attach-detach controller decides.
+pub(super) fn driver_attaches(driver: Option<&CSIDriver>) -> bool {
+    driver.and_then(|d| d.spec.attach_required).unwrap_or(true)
+}
+
+/// Whether a VolumeAttachment of `volume`'s PV on `node` exists (in any state).
+pub(super) fn has_attachment(
+    attachments: &[VolumeAttachment],
+    node: &str,
+    volume: &VolumeFacts,
+) -> bool {
+    volume.persistent_volume.as_deref().is_some_and(|pv| {
+        attachments.iter().any(|attachment| {
+            attachment.spec.node_name == node
+                && attachment.spec.source.persistent_volume_name.as_deref() == Some(pv)
+        })
+    })
 }
 
 #[cfg(test)]
@@ -292,6 +389,10 @@ mod tests {
     fn a_claim_resolves_as_far_as_its_objects_exist() {
         let claim: PersistentVolumeClaim = from(json!({
             "metadata": { "name": "data-0", "namespace": "shop" },
+            "spec": { "volumeName": "pv-1", "accessModes": ["ReadWriteOnce"] },
+        }));
+        let no_modes: PersistentVolumeClaim = from(json!({
+            "metadata": { "name": "data-0", "namespace": "shop" },
             "spec": { "volumeName": "pv-1" },
         }));
         let unbound: PersistentVolumeClaim = from(json!({
@@ -304,17 +405,32 @@ mod tests {
         }));
         let nfs: PersistentVolume = from(json!({
             "metadata": { "name": "pv-1" },
-            "spec": { "nfs": { "server": "nfs", "path": "/" } },
+            "spec": { "nfs": { "server": "nfs", "path": "/" }, "accessModes": ["ReadWriteMany"] },
+        }));
+        let iscsi: PersistentVolume = from(json!({
+            "metadata": { "name": "pv-1" },
+            "spec": { "iscsi": { "targetPortal": "10.0.0.1:3260", "iqn": "iqn.x", "lun": 0 } },
         }));
         let facts = |pv: Option<&str>, driver: Option<&str>, handle: Option<&str>| VolumeFacts {
             claim: "data-0".into(),
             persistent_volume: pv.map(str::to_owned),
             driver: driver.map(str::to_owned),
             volume_handle: handle.map(str::to_owned),
+            attach_required: true,
+            attached_here: false,
+            access_modes: if pv.is_some() {
+                vec!["ReadWriteOnce".into()]
+            } else {
+                vec![]
+            },
         };
+        let mut nfs_facts = facts(Some("pv-1"), None, None);
+        nfs_facts.attach_required = false;
+        let mut nfs_pv_modes = nfs_facts.clone();
+        nfs_pv_modes.access_modes = vec!["ReadWriteMany".into()];
         let table = [
             (
-                "bound to a CSI volume",
+                "bound to a CSI volume: attaches until its CSIDriver says otherwise",
                 Some(&claim),
                 Some(&csi),
                 facts(
@@ -324,9 +440,21 @@ mod tests {
                 ),
             ),
             (
-                "bound to an NFS volume",
+                "bound to an NFS volume: never attaches, the claim's modes",
                 Some(&claim),
                 Some(&nfs),
+                nfs_facts,
+            ),
+            (
+                "a claim naming no modes takes the volume's",
+                Some(&no_modes),
+                Some(&nfs),
+                nfs_pv_modes,
+            ),
+            (
+                "bound to an iSCSI volume: an in-tree source that attaches",
+                Some(&claim),
+                Some(&iscsi),
                 facts(Some("pv-1"), None, None),
             ),
             (
@@ -346,5 +474,57 @@ mod tests {
         for (case, claim, volume, expected) in table {
             assert_eq!(volume_facts("data-0", claim, volume), expected, "{case}");
         }
+    }
+
+    #[test]
+    fn a_driver_attaches_unless_its_csidriver_says_attach_required_false() {
+        let driver = |spec: serde_json::Value| -> CSIDriver {
+            from(json!({ "metadata": { "name": "file.csi.azure.com" }, "spec": spec }))
+        };
+        let table = [
+            ("no CSIDriver object", None, true),
+            (
+                "attachRequired false",
+                Some(driver(json!({ "attachRequired": false }))),
+                false,
+            ),
+            (
+                "attachRequired true",
+                Some(driver(json!({ "attachRequired": true }))),
+                true,
+            ),
+            ("attachRequired unset", Some(driver(json!({}))), true),
+        ];
+        for (case, object, expected) in table {
+            assert_eq!(driver_attaches(object.as_ref()), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn an_attachment_on_this_node_marks_the_volume_attached_here() {
+        let attachment = |node: &str, pv: &str| -> VolumeAttachment {
+            from(json!({
+                "metadata": { "name": format!("va-{node}-{pv}") },
+                "spec": {
+                    "attacher": "file.csi.azure.com",
+                    "nodeName": node,
+                    "source": { "persistentVolumeName": pv },
+                },
+            }))
+        };
+        let attachments = [attachment("old", "pv-1"), attachment("new", "pv-2")];
+        let volume = |pv: Option<&str>| VolumeFacts {
+            claim: "data".into(),
+            persistent_volume: pv.map(str::to_owned),
+            driver: None,
+            volume_handle: None,
+            attach_required: false,
+            attached_here: false,
+            access_modes: vec![],
+        };
+        assert!(has_attachment(&attachments, "old", &volume(Some("pv-1"))));
+        assert!(!has_attachment(&attachments, "old", &volume(Some("pv-2"))));
+        assert!(!has_attachment(&attachments, "new", &volume(Some("pv-1"))));
+        assert!(!has_attachment(&attachments, "old", &volume(None)));
     }
 }

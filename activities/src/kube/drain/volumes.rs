@@ -80,7 +80,7 @@ pub async fn delete_node_volume_attachments(
 }
 
 /// Every VolumeAttachment, page by page.
-async fn list_attachments(client: &kube::Client) -> Result<Vec<VolumeAttachment>> {
+pub(super) async fn list_attachments(client: &kube::Client) -> Result<Vec<VolumeAttachment>> {
     let api: Api<VolumeAttachment> = Api::all(client.clone());
     let mut params = ListParams::default().limit(PAGE_SIZE);
     let mut attachments = Vec::new();

@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::drain::{
-    LocalDataPod, PdbFacts, PodRef, SkipReason, SkippedPod, TrackedVolume, VolumePod,
+    LocalDataPod, PdbFacts, PodRef, SkipReason, SkippedPod, TrackedVolume, UnwaitedVolume,
+    VolumePod, VolumeWait,
 };
 use crate::machine::MachineStatus;
 
@@ -39,6 +40,7 @@ fn volume(pv: &str, disk: Option<&str>, state: VolumeState) -> VolumeProgress {
         disk_id: disk.map(ToOwned::to_owned),
         state,
         new_node: None,
+        detail: None,
     }
 }
 
@@ -66,6 +68,11 @@ fn the_plan_shows_every_pod_and_each_tracked_volume_once() {
             empty_dirs: vec!["scratch".to_owned()],
             no_controller: false,
         }],
+        not_waited_on: vec![UnwaitedVolume {
+            persistent_volume: "pv-share".to_owned(),
+            pod: "shop/files".to_owned(),
+            why: VolumeWait::NeedsNoAttach,
+        }],
     };
     let mut shown = status();
     shown.show_plan(&plan);
@@ -85,9 +92,15 @@ fn the_plan_shows_every_pod_and_each_tracked_volume_once() {
             ("shop/db", PodState::Waiting, true),
         ]
     );
+    let mut share = volume("pv-share", None, VolumeState::NotWaitedOn);
+    share.pod = "shop/files".to_owned();
+    share.detail = Some("needs no attach".to_owned());
     assert_eq!(
         shown.volumes,
-        [volume("pv-1", Some("/disks/d1"), VolumeState::Attached)]
+        [
+            volume("pv-1", Some("/disks/d1"), VolumeState::Attached),
+            share
+        ]
     );
     assert_eq!(
         shown.pods[2].detail.as_deref(),
@@ -166,7 +179,7 @@ fn an_accepted_eviction_clears_the_block_of_an_earlier_one() {
 
 #[test]
 fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
-    use VolumeState::{Attached, DetachTimedOut, ForceDetached, Reattached};
+    use VolumeState::{Attached, DetachTimedOut, ForceDetached, NotWaitedOn, Reattached};
     let table = [
         (
             "disk detached",
@@ -207,6 +220,14 @@ fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
             vec!["/disks/d1"],
             true,
             Reattached,
+        ),
+        (
+            "a volume not waited on is not force-detached",
+            None,
+            NotWaitedOn,
+            vec![],
+            true,
+            NotWaitedOn,
         ),
     ];
     for (name, disk, before, detached, released_here, after) in table {

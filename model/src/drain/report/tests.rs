@@ -1,7 +1,7 @@
 //! Table tests of what a drain says to people.
 
 use super::*;
-use crate::drain::{DrainPlan, PodRef};
+use crate::drain::{DrainPlan, PodRef, UnwaitedVolume, VolumeWait};
 use crate::pool::DrainPolicy;
 
 fn drained(node_found: bool, forced: Option<&str>) -> DrainedNode {
@@ -86,9 +86,43 @@ fn the_plan_names_only_the_groups_it_has() {
             },
             "1 without volumes, 0 with volumes, 1 already terminating",
         ),
+        (
+            DrainPlan {
+                not_waited_on: vec![UnwaitedVolume {
+                    persistent_volume: "pv-share".to_owned(),
+                    pod: "shop/files".to_owned(),
+                    why: VolumeWait::NeedsNoAttach,
+                }],
+                ..DrainPlan::default()
+            },
+            "0 without volumes, 0 with volumes, 1 volumes not waited on (no attach, or used from other nodes)",
+        ),
     ];
     for (plan, expected) in table {
         assert_eq!(describe_plan(&plan), expected);
+    }
+}
+
+#[test]
+fn the_volume_step_counts_only_pods_whose_volumes_moved() {
+    let table = [
+        ((0, 0, 0), "0 pods moved with their volumes"),
+        ((2, 0, 0), "2 pods moved with their volumes"),
+        (
+            (1, 1, 0),
+            "1 pods moved with their volumes, 1 whose volumes did not attach elsewhere in time",
+        ),
+        (
+            (0, 1, 2),
+            "0 pods moved with their volumes, 1 whose volumes did not attach elsewhere in time, 2 with a detach pending",
+        ),
+    ];
+    for ((moved, unconfirmed, pending), expected) in table {
+        assert_eq!(
+            volumes_moved_detail(moved, unconfirmed, pending),
+            expected,
+            "{moved} {unconfirmed} {pending}"
+        );
     }
 }
 
