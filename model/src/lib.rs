@@ -9,6 +9,7 @@ pub mod cancel;
 pub mod cluster;
 pub mod config;
 pub mod drain;
+pub mod hooks;
 pub mod identity;
 pub mod input;
 pub mod isolation;

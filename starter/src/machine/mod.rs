@@ -45,6 +45,17 @@ pub enum MachineCommand {
         /// VolumeAttachments and force-detach its data disks, without waiting.
         #[arg(long, conflicts_with = "skip_drain")]
         force: bool,
+        /// Go on despite delete hooks on the Node (annotations
+        /// `pre-drain.delete.hook.nodewright.io/<owner>` and
+        /// `pre-terminate.delete.hook.nodewright.io/<owner>`): the run names them in its status
+        /// and result, and leaves them on the Node.
+        #[arg(long)]
+        skip_hooks: bool,
+        /// How long delete hooks may hold the delete, before the drain and again before the VM
+        /// delete, e.g. 45m; past it the delete fails and the machine stays. Default 30m, at
+        /// most 6h.
+        #[arg(long, value_name = "DURATION", conflicts_with = "skip_hooks")]
+        hook_timeout: Option<String>,
         /// Follow the run until it ends, showing its steps, pods and volumes.
         #[arg(long)]
         wait: bool,
@@ -132,6 +143,8 @@ pub async fn run(
             name,
             skip_drain,
             force,
+            skip_hooks,
+            hook_timeout,
             wait,
         } => {
             delete::run(
@@ -141,6 +154,8 @@ pub async fn run(
                     name,
                     skip_drain,
                     force,
+                    skip_hooks,
+                    hook_timeout,
                     wait,
                 },
             )
