@@ -6,7 +6,8 @@
 //!     the delete completes and nothing of the machine is left;
 //! (b) a pre-terminate hook holds it after the drain: the Node is cordoned and its pods gone,
 //!     the VM stays while the hook is there, and goes once it is removed;
-//! (c) a hold past `--hook-timeout` fails the delete naming the hook and `--skip-hooks` and
+//! (c) a cancel during a pre-drain hold ends the delete Canceled having changed nothing; a hold
+//!     past `--hook-timeout` fails the delete naming the hook and `--skip-hooks` and
 //!     leaves the machine as it was; `--skip-hooks` then deletes it despite both hooks, names
 //!     them in the result and the status, and never removed them while the Node existed.
 
@@ -201,6 +202,35 @@ async fn timeout_then_skip(setup: &Setup) -> Result<()> {
     setup.create().await?;
     annotate(stack, machine, &pre_drain, Some("audit")).await?;
     annotate(stack, machine, &pre_terminate, Some("audit")).await?;
+
+    // A cancel during the hold changes nothing.
+    setup
+        .cli(&["machine", "delete", machine])
+        .await?
+        .expect_code(0)?;
+    setup.await_hold(HookStage::PreDrain, &pre_drain).await?;
+    setup
+        .cli(&["machine", "cancel", machine, "--wait"])
+        .await?
+        .expect_code(0)?;
+    let canceled = setup.await_end().await?;
+    ensure!(
+        canceled.status.outcome == Outcome::Canceled
+            && canceled.status.hold.is_none()
+            && canceled
+                .status
+                .canceled
+                .as_ref()
+                .is_some_and(|c| c.at_step == "pre-drain-hooks" && c.undone.is_empty()),
+        "canceled during the hold, nothing undone: {canceled:?}"
+    );
+    let node_object = node(&setup.kube().await?, machine)
+        .await?
+        .with_context(|| format!("no Node {machine}"))?;
+    ensure!(
+        !is_cordoned(&node_object),
+        "the Node stays schedulable after a cancel during the hold"
+    );
 
     // Bounded: past --hook-timeout the delete fails and the machine stays as it was.
     let timed_out = setup
