@@ -2,8 +2,9 @@
 //! `pre-terminate.delete.hook.nodewright.io/<owner>`) against the local stack:
 //!
 //! (a) a pre-drain hook holds `machine delete` before its drain: the status shows the hold, the
-//!     Node stays schedulable and the VM in place, until the test removes the annotation; then
-//!     the delete completes and nothing of the machine is left;
+//!     Node stays schedulable and the VM in place, and the hold outlives the worker (killed with
+//!     SIGKILL and started again), until the test removes the annotation; then the delete
+//!     completes and nothing of the machine is left;
 //! (b) a pre-terminate hook holds it after the drain: the Node is cordoned and its pods gone,
 //!     the VM stays while the hook is there, and goes once it is removed;
 //! (c) a cancel during a pre-drain hold ends the delete Canceled having changed nothing; a hold
@@ -45,13 +46,14 @@ struct DeleteDocument {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pre_drain_hook_holds_the_delete_until_its_owner_removes_it() -> Result<()> {
-    let setup = Setup::new("hd").await?;
-    let result = pre_drain(&setup).await;
+    let mut setup = Setup::new("hd").await?;
+    let result = pre_drain(&mut setup).await;
     setup.finish(result).await
 }
 
-async fn pre_drain(setup: &Setup) -> Result<()> {
-    let Setup { stack, machine, .. } = setup;
+async fn pre_drain(setup: &mut Setup) -> Result<()> {
+    let (stack, machine) = (setup.stack.clone(), setup.machine.clone());
+    let (stack, machine) = (&stack, &machine);
     let hook = format!("{PRE_DRAIN_PREFIX}e2e-backup");
     setup.create().await?;
     annotate(
@@ -96,6 +98,17 @@ async fn pre_drain(setup: &Setup) -> Result<()> {
         text.stdout.contains("held by pre-drain hooks since") && text.stdout.contains(&hook),
         "machine status shows the hold: {}",
         text.stdout
+    );
+
+    // The hold is durable: a worker killed during it, and one started later, hold on.
+    setup.worker.kill();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    setup.worker.restart()?;
+    let resumed = setup.await_hold(HookStage::PreDrain, &hook).await?;
+    ensure!(
+        resumed.status.hold.as_ref().map(|h| &h.since)
+            == still.status.hold.as_ref().map(|h| &h.since),
+        "the same hold, since the same time: {resumed:?}"
     );
 
     annotate(stack, machine, &hook, None).await?;
