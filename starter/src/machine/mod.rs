@@ -32,9 +32,10 @@ pub enum MachineCommand {
         #[arg(long)]
         keep_on_failure: bool,
     },
-    /// Delete a machine: drain its Node (pods evicted honouring PodDisruptionBudgets, pods with
-    /// persistent volumes moved one at a time), delete the VM (NIC and OS disk with it),
-    /// leftovers and the Node object. A machine already gone is a quiet success.
+    /// Delete a machine: wait while pre-drain delete hooks hold it, drain its Node (pods
+    /// evicted honouring PodDisruptionBudgets, pods with persistent volumes moved one at a
+    /// time), wait while pre-terminate delete hooks hold it, delete the VM (NIC and OS disk with
+    /// it), leftovers and the Node object. A machine already gone is a quiet success.
     Delete {
         /// The machine's name.
         name: String,
