@@ -267,7 +267,8 @@ impl CreateMachineRequest {
 
 impl DeleteMachineRequest {
     /// Checks the input of DeleteMachine with the rules `machine delete` applies: the machine's
-    /// name, and drain settings given instead of the Node's by `spec.drain`'s bounds.
+    /// name, drain settings given instead of the Node's by `spec.drain`'s bounds, and the hook
+    /// timeout within [`limits::MAX_HOOK_TIMEOUT`].
     ///
     /// # Errors
     ///
@@ -277,6 +278,15 @@ impl DeleteMachineRequest {
         problems.machine("machine", &self.machine);
         if let Some(policy) = &self.drain_policy {
             problems.extend(received::drain("drainPolicy", policy));
+        }
+        if let Some(timeout) = self.hook_timeout {
+            problems.duration(
+                "hookTimeout",
+                "--hook-timeout",
+                timeout,
+                Duration::from_secs(1),
+                limits::MAX_HOOK_TIMEOUT,
+            );
         }
         problems.finish()
     }

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod config;
 pub mod disruption;
 pub mod drain;
+pub mod hooks;
 pub mod identity;
 pub mod input;
 pub mod isolation;

@@ -125,6 +125,10 @@ pub const MAX_SWEEP_LIST_PAGES: u32 = 100;
 /// that looks at its pool less than hourly notices nothing in time.
 pub const MAX_OBSERVE_INTERVAL: Duration = HOUR;
 
+/// The longest hold by delete hooks (`machine delete --hook-timeout`): a hold is looked at
+/// every minute after its first half hour, so six hours stay a few thousand history events.
+pub const MAX_HOOK_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
+
 /// The largest `pool rollout --history-limit` (a hidden test knob, default 2,000). Temporal
 /// suggests continuing as new from 4,096 events and warns at 10,240; a rollout continues as new
 /// before either.

@@ -77,6 +77,22 @@ pub struct DeleteMachineRequest {
     /// Drain settings instead of the ones the Node carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_policy: Option<crate::pool::DrainPolicy>,
+    /// Go on despite delete hooks on the Node (named in the status and result; never removed):
+    /// `--skip-hooks`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_hooks: bool,
+    /// How long each hold by delete hooks may last before the delete fails (default
+    /// [`crate::hooks::DEFAULT_HOOK_TIMEOUT`]): `--hook-timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_timeout: Option<Duration>,
+}
+
+impl DeleteMachineRequest {
+    /// The bound of each hold by delete hooks.
+    pub fn hook_timeout(&self) -> Duration {
+        self.hook_timeout
+            .unwrap_or(crate::hooks::DEFAULT_HOOK_TIMEOUT)
+    }
 }
 
 /// The input of UncordonNode.
@@ -132,6 +148,9 @@ pub struct DeletedMachine {
     /// Node) were left alone, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub foreign_vm: Option<String>,
+    /// The delete hooks `--skip-hooks` went past (annotation keys; they stay on the Node).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_hooks: Vec<String>,
 }
 
 impl DeletedMachine {
@@ -176,8 +195,14 @@ pub enum Step {
     DeleteJoinToken,
     /// DrainNode: cordon, taint and mark the Node (and DeleteMachine with `--skip-drain`).
     Cordon,
+    /// DeleteMachine: wait while `pre-drain.delete.hook.nodewright.io/*` annotations hold
+    /// the delete.
+    PreDrainHooks,
     /// DeleteMachine: drain the Node (the DrainNode child workflow).
     Drain,
+    /// DeleteMachine: wait while `pre-terminate.delete.hook.nodewright.io/*` annotations hold
+    /// the VM delete.
+    PreTerminateHooks,
     /// DrainNode: list the Node's pods and decide what leaves.
     SelectPods,
     /// DrainNode: evict the pods without persistent volumes, in parallel.
@@ -209,9 +234,18 @@ impl Step {
         Step::LabelNode,
         Step::WaitReady,
     ];
-    /// The steps of DeleteMachine.
+    /// The steps of DeleteMachine, as runs started before delete hooks show them.
     pub const DELETE: [Step; 4] = [
         Step::Drain,
+        Step::DeleteVm,
+        Step::DeleteLeftovers,
+        Step::DeleteNode,
+    ];
+    /// The steps of DeleteMachine with its two looks at delete hooks.
+    pub const DELETE_WITH_HOOKS: [Step; 6] = [
+        Step::PreDrainHooks,
+        Step::Drain,
+        Step::PreTerminateHooks,
         Step::DeleteVm,
         Step::DeleteLeftovers,
         Step::DeleteNode,
@@ -240,7 +274,9 @@ impl Step {
             Step::Keep => "keep",
             Step::DeleteJoinToken => "delete-join-token",
             Step::Cordon => "cordon",
+            Step::PreDrainHooks => "pre-drain-hooks",
             Step::Drain => "drain",
+            Step::PreTerminateHooks => "pre-terminate-hooks",
             Step::SelectPods => "select-pods",
             Step::EvictPods => "evict-pods",
             Step::MoveVolumes => "move-volumes",
@@ -334,6 +370,28 @@ pub struct MachineStatus {
     /// Facts gathered on the way (vm id, provider id, node, ...).
     #[serde(default)]
     pub facts: BTreeMap<String, String>,
+    /// The delete hooks holding the run now, while they do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<HookHold>,
+    /// The delete hooks `--skip-hooks` went past (they stay on the Node).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_hooks: Vec<String>,
+}
+
+/// Delete hooks holding a DeleteMachine (see [`crate::hooks`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookHold {
+    /// Which point of the delete they hold.
+    pub stage: crate::hooks::HookStage,
+    /// The annotation keys, sorted, at most [`crate::hooks::MAX_HOOKS_KEPT`].
+    pub hooks: Vec<String>,
+    /// How many there are in all.
+    pub total: usize,
+    /// When the run found them, RFC 3339.
+    pub since: String,
+    /// When the hold times out and the delete fails, RFC 3339.
+    pub until: String,
 }
 
 impl MachineStatus {
@@ -358,6 +416,8 @@ impl MachineStatus {
             failure: None,
             canceled: None,
             facts: BTreeMap::new(),
+            hold: None,
+            skipped_hooks: Vec::new(),
         }
     }
 
@@ -465,10 +525,13 @@ mod tests {
     fn step_names_are_distinct() {
         let all = Step::CREATE
             .iter()
-            .chain(Step::DELETE.iter())
+            .chain(Step::DELETE_WITH_HOOKS.iter())
             .chain([Step::Compensate].iter())
             .map(|s| s.as_str())
             .collect::<std::collections::HashSet<_>>();
-        assert_eq!(all.len(), Step::CREATE.len() + Step::DELETE.len() + 1);
+        assert_eq!(
+            all.len(),
+            Step::CREATE.len() + Step::DELETE_WITH_HOOKS.len() + 1
+        );
     }
 }

@@ -118,6 +118,8 @@ async fn hostile_runs(
         skip_drain: true,
         force: true,
         drain_policy: None,
+        skip_hooks: false,
+        hook_timeout: None,
     };
     let foreign_id = WorkflowId::for_subject(Operation::Delete, &other, machine);
     client

@@ -156,6 +156,24 @@ impl KubeActivities {
             .map_err(Error::into_activity_error)
     }
 
+    /// Reads the delete hooks on the machine's Node: its annotations
+    /// `pre-drain.delete.hook.nodewright.io/<owner>` and
+    /// `pre-terminate.delete.hook.nodewright.io/<owner>` (`model::hooks`), at most 32 of each
+    /// stage named. No Node, or a Node whose providerID names another VM, has none.
+    ///
+    /// # Idempotency
+    /// Read-only: a rerun reads again.
+    #[activity(name = "kube.read_delete_hooks")]
+    pub async fn read_delete_hooks(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: MachineNode,
+    ) -> Result<nodewright_model::hooks::NodeHooks, ActivityError> {
+        nodes::delete_hooks(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
     /// Cordons the machine's Node (only when its providerID names the machine's VM).
     ///
     /// # Idempotency

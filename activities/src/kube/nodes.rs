@@ -9,6 +9,7 @@ use chrono::Utc;
 use k8s_openapi::api::core::v1::{Node, Taint as KubeTaint};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
+use nodewright_model::hooks::{NodeHooks, hooks_on_node};
 use nodewright_model::ownership::{LABEL_MACHINE, provider_id_names_vm};
 use nodewright_model::taints::{
     ANNOTATION_MANAGED_TAINTS, ManagedTaints, Taint, TaintUpdate, decide_taints,
@@ -328,6 +329,17 @@ pub async fn cordon(client: &kube::Client, input: &MachineNode) -> Result<NodeCh
             source,
         })?;
     Ok(NodeChange::Done)
+}
+
+/// The delete hooks on the machine's Node (`model::hooks::hooks_on_node`); none when there is
+/// no Node of that name (it never registered, or is gone) or it belongs to another VM (that
+/// Node is not the machine's, and the delete leaves it alone).
+pub async fn delete_hooks(client: &kube::Client, input: &MachineNode) -> Result<NodeHooks> {
+    let api: Api<Node> = Api::all(client.clone());
+    Ok(match machine_node(&api, input).await? {
+        Ok(node) => hooks_on_node(&node.metadata.annotations.unwrap_or_default()),
+        Err(_) => NodeHooks::default(),
+    })
 }
 
 /// Deletes the Node object.

@@ -41,6 +41,8 @@ fn delete() -> DeleteMachineRequest {
         skip_drain: false,
         force: false,
         drain_policy: None,
+        skip_hooks: false,
+        hook_timeout: None,
     }
 }
 
@@ -248,6 +250,24 @@ fn delete_uncordon_and_drain_inputs_name_a_machine_and_bounded_settings() {
                     }))
                 }),
                 &["drainPolicy.volume_detach_timeout"],
+            ),
+            (
+                "skip-hooks and a hook timeout of six hours pass",
+                Box::new(|r| {
+                    r.skip_hooks = true;
+                    r.hook_timeout = Some(Duration::from_secs(6 * 3600));
+                }),
+                &[],
+            ),
+            (
+                "a hook timeout of zero is refused",
+                Box::new(|r| r.hook_timeout = Some(Duration::ZERO)),
+                &["hookTimeout"],
+            ),
+            (
+                "a hook timeout of a day is refused",
+                Box::new(|r| r.hook_timeout = Some(Duration::from_secs(86_400))),
+                &["hookTimeout"],
             ),
         ],
     );

@@ -1,8 +1,13 @@
-//! `nodewright machine delete NAME [--skip-drain] [--force] [--wait]`.
+//! `nodewright machine delete NAME [--skip-drain] [--force] [--skip-hooks] [--hook-timeout D]
+//! [--wait]`.
+
+use std::time::Duration;
 
 use nodewright_model::drain::DrainStatus;
-use nodewright_model::machine::{DeleteMachineRequest, MachineStatus, Step};
+use nodewright_model::hooks::HookSet;
+use nodewright_model::machine::{DeleteMachineRequest, HookHold, MachineStatus, Step};
 use nodewright_model::machine_name::MachineName;
+use nodewright_model::text::quoted;
 use nodewright_model::{Operation, WorkflowId};
 use nodewright_workflows::{DeleteMachineWorkflow, DrainNodeWorkflow, search};
 use temporalio_client::{
@@ -24,6 +29,10 @@ pub struct Args {
     pub skip_drain: bool,
     /// Drain in force mode from the start.
     pub force: bool,
+    /// Go on despite delete hooks.
+    pub skip_hooks: bool,
+    /// How long delete hooks may hold the run, as written (`45m`).
+    pub hook_timeout: Option<String>,
     /// Follow the run.
     pub wait: bool,
 }
@@ -40,7 +49,9 @@ impl ShowsProgress for DeleteProgress {
     }
 
     fn events(&self) -> Vec<String> {
-        self.drain.as_ref().map(drain_events).unwrap_or_default()
+        let mut events: Vec<String> = self.run.hold.iter().map(hold_line).collect();
+        events.extend(self.drain.as_ref().map(drain_events).unwrap_or_default());
+        events
     }
 }
 
@@ -50,9 +61,15 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         name,
         skip_drain,
         force,
+        skip_hooks,
+        hook_timeout,
         wait,
     } = args;
     let name = name.as_str();
+    let hook_timeout = hook_timeout
+        .as_deref()
+        .map(parse_hook_timeout)
+        .transpose()?;
     let machine =
         MachineName::parse("NAME", name).map_err(|e| CliError::InvalidInput(e.to_string()))?;
     let cluster = settings.cluster()?;
@@ -82,6 +99,8 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         skip_drain,
         force,
         drain_policy: None,
+        skip_hooks,
+        hook_timeout,
     };
     request.check()?;
     let handle = client
@@ -149,6 +168,12 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
             if let Some(drained) = &deleted.drained {
                 print_drained(drained);
             }
+            if !deleted.skipped_hooks.is_empty() {
+                println!(
+                    "  skipped hooks  {} (--skip-hooks; they stay on the Node)",
+                    deleted.skipped_hooks.join(", ")
+                );
+            }
             if deleted.vm_deleted || deleted.node_deleted || !deleted.leftovers_deleted.is_empty() {
                 println!("machine {} is gone", deleted.machine);
             } else {
@@ -161,4 +186,29 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// `--hook-timeout` as a duration, within the bounds `DeleteMachineRequest::check` applies.
+fn parse_hook_timeout(text: &str) -> Result<Duration, CliError> {
+    humantime::parse_duration(text).map_err(|e| {
+        CliError::InvalidInput(format!(
+            "--hook-timeout {} is not a duration ({e}); write e.g. 30m or 2h",
+            quoted(text)
+        ))
+    })
+}
+
+/// A hold by delete hooks in one line: `held by pre-drain hooks since T until U: a, b`.
+pub fn hold_line(hold: &HookHold) -> String {
+    let hooks = HookSet {
+        names: hold.hooks.clone(),
+        total: hold.total,
+    };
+    format!(
+        "held by {} hooks since {} until {}: {}",
+        hold.stage,
+        hold.since,
+        hold.until,
+        hooks.describe()
+    )
 }

@@ -32,9 +32,10 @@ pub enum MachineCommand {
         #[arg(long)]
         keep_on_failure: bool,
     },
-    /// Delete a machine: drain its Node (pods evicted honouring PodDisruptionBudgets, pods with
-    /// persistent volumes moved one at a time), delete the VM (NIC and OS disk with it),
-    /// leftovers and the Node object. A machine already gone is a quiet success.
+    /// Delete a machine: wait while pre-drain delete hooks hold it, drain its Node (pods
+    /// evicted honouring PodDisruptionBudgets, pods with persistent volumes moved one at a
+    /// time), wait while pre-terminate delete hooks hold it, delete the VM (NIC and OS disk with
+    /// it), leftovers and the Node object. A machine already gone is a quiet success.
     Delete {
         /// The machine's name.
         name: String,
@@ -45,6 +46,17 @@ pub enum MachineCommand {
         /// VolumeAttachments and force-detach its data disks, without waiting.
         #[arg(long, conflicts_with = "skip_drain")]
         force: bool,
+        /// Go on despite delete hooks on the Node (annotations
+        /// `pre-drain.delete.hook.nodewright.io/<owner>` and
+        /// `pre-terminate.delete.hook.nodewright.io/<owner>`): the run names them in its status
+        /// and result, and leaves them on the Node.
+        #[arg(long)]
+        skip_hooks: bool,
+        /// How long delete hooks may hold the delete, before the drain and again before the VM
+        /// delete, e.g. 45m; past it the delete fails and the machine stays. Default 30m, at
+        /// most 6h.
+        #[arg(long, value_name = "DURATION", conflicts_with = "skip_hooks")]
+        hook_timeout: Option<String>,
         /// Follow the run until it ends, showing its steps, pods and volumes.
         #[arg(long)]
         wait: bool,
@@ -132,6 +144,8 @@ pub async fn run(
             name,
             skip_drain,
             force,
+            skip_hooks,
+            hook_timeout,
             wait,
         } => {
             delete::run(
@@ -141,6 +155,8 @@ pub async fn run(
                     name,
                     skip_drain,
                     force,
+                    skip_hooks,
+                    hook_timeout,
                     wait,
                 },
             )

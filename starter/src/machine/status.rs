@@ -137,6 +137,15 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
             for (key, value) in &progress.facts {
                 println!("  {key:<12} {value}");
             }
+            if let Some(hold) = &progress.hold {
+                println!("  hooks        {}", super::delete::hold_line(hold));
+            }
+            if !progress.skipped_hooks.is_empty() {
+                println!(
+                    "  skipped      {} (--skip-hooks; they stay on the Node)",
+                    progress.skipped_hooks.join(", ")
+                );
+            }
             if let Some(drain) = &drain_status {
                 print_drain(drain);
             }

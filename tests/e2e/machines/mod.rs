@@ -6,6 +6,7 @@ mod crashes;
 mod create_delete;
 mod failures;
 mod foreign;
+mod hooks;
 mod invalid_pools;
 mod throttling;
 

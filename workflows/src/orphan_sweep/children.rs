@@ -34,6 +34,8 @@ pub(super) async fn delete_vm(
         skip_drain: true,
         force: false,
         drain_policy: None,
+        skip_hooks: false,
+        hook_timeout: None,
     };
     let options = cancellation::shielded_child(child_options(
         &workflow_id,
@@ -136,6 +138,8 @@ pub(super) async fn replace(
         skip_drain: false,
         force: false,
         drain_policy: None,
+        skip_hooks: false,
+        hook_timeout: None,
     };
     let options = cancellation::shielded_child(child_options(
         &delete_id,

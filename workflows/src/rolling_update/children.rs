@@ -48,6 +48,8 @@ pub async fn start_children<W: HasRollout>(
             drain_policy: ctx
                 .patched(DRAIN_POLICY_PATCH)
                 .then(|| request.pool.drain.clone()),
+            skip_hooks: false,
+            hook_timeout: None,
         };
         let options = child_options(
             &workflow_id,
