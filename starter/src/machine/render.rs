@@ -122,7 +122,7 @@ pub fn step_line(step: &StepProgress) -> String {
         .map(|s| format!("{s}s"))
         .unwrap_or_default();
     let detail = step.detail.as_deref().unwrap_or("");
-    format!("{mark} {:<17} {took:>5}  {detail}", step.step.as_str())
+    format!("{mark} {:<19} {took:>5}  {detail}", step.step.as_str())
         .trim_end()
         .to_owned()
 }
@@ -216,7 +216,7 @@ mod tests {
         };
         assert_eq!(
             step_line(&step),
-            "✓ provision-vm        42s  provisioningState Succeeded"
+            "✓ provision-vm          42s  provisioningState Succeeded"
         );
     }
 }

@@ -189,10 +189,14 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
         },
     )
     .await?;
-    ensure!(
-        nodes.get_opt(&broken).await?.is_none(),
-        "Node {broken} still exists"
-    );
+    // The DeleteMachine deletes the Node a few steps after the VM: wait for it to go.
+    eventually(
+        &format!("Node {broken} to be deleted"),
+        Duration::from_secs(120),
+        Duration::from_secs(1),
+        || async { Ok(nodes.get_opt(&broken).await?.is_none().then_some(())) },
+    )
+    .await?;
     println!("replaced {broken} with {replacement}");
     Ok(())
 }
