@@ -126,6 +126,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Reading a pod's Namespace (for its labels) failed.
+    #[error("reading Namespace {name} failed")]
+    GetNamespace {
+        /// The Namespace.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// Reading a PersistentVolumeClaim failed.
     #[error("reading PersistentVolumeClaim {claim} failed")]
     GetClaim {
@@ -252,6 +261,7 @@ impl Error {
             Error::ClearNodeTerminating { .. } => "ClearNodeTerminating",
             Error::ListPods { .. } => "ListPods",
             Error::GetPod { .. } => "GetPod",
+            Error::GetNamespace { .. } => "GetNamespace",
             Error::GetClaim { .. } => "GetClaim",
             Error::GetVolume { .. } => "GetVolume",
             Error::EvictPod { .. } => "EvictPod",
@@ -284,6 +294,7 @@ impl Error {
             | Error::ClearNodeTerminating { source, .. } => Some(source),
             Error::ListPods { source, .. }
             | Error::GetPod { source, .. }
+            | Error::GetNamespace { source, .. }
             | Error::GetClaim { source, .. }
             | Error::GetVolume { source, .. }
             | Error::EvictPod { source, .. }
@@ -496,6 +507,13 @@ mod tests {
                     source: source(),
                 },
                 "GetPod",
+            ),
+            (
+                Error::GetNamespace {
+                    name: "shop".to_owned(),
+                    source: source(),
+                },
+                "GetNamespace",
             ),
             (
                 Error::GetClaim {
