@@ -9,5 +9,6 @@ mod crash;
 mod local_data;
 mod not_ready;
 mod pdb;
+mod rules;
 mod stateful;
 mod stuck_detach;
