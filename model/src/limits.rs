@@ -59,6 +59,19 @@ pub const MAX_VOLUME_TIMEOUT: Duration = HOUR;
 /// no pod that a graceful drain could still save.
 pub const MAX_FORCE_AFTER_UNHEALTHY: Duration = DAY;
 
+/// The most rules `spec.drain.rules` may hold: each pod is matched against them in order at
+/// every look, and every distinct `order` is a tier the drain runs after the previous one; a pool
+/// that needs more than 32 has rules a person can no longer read.
+pub const MAX_DRAIN_RULES: usize = 32;
+
+/// The most `matchLabels` pairs, `matchExpressions` requirements, or values of one requirement,
+/// in one selector of a drain rule.
+pub const MAX_SELECTOR_TERMS: usize = 16;
+
+/// The longest drain-policy annotation nodewright writes (and reads), in bytes: the rules travel
+/// in it, and a Node's annotations together may hold 256 KiB.
+pub const MAX_DRAIN_ANNOTATION_BYTES: usize = 16 * 1024;
+
 /// The longest `spec.timeouts.creation`. Azure creates a VM and the Node registers within
 /// minutes (default 20 m); a machine not Ready after two hours will not become Ready, and meanwhile
 /// it costs money and holds a rollout's budget.

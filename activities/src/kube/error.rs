@@ -126,6 +126,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Reading a pod's Namespace (for its labels) failed.
+    #[error("reading Namespace {name} failed")]
+    GetNamespace {
+        /// The Namespace.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// Reading a PersistentVolumeClaim failed.
     #[error("reading PersistentVolumeClaim {claim} failed")]
     GetClaim {
@@ -261,6 +270,7 @@ impl Error {
             Error::ClearNodeTerminating { .. } => "ClearNodeTerminating",
             Error::ListPods { .. } => "ListPods",
             Error::GetPod { .. } => "GetPod",
+            Error::GetNamespace { .. } => "GetNamespace",
             Error::GetClaim { .. } => "GetClaim",
             Error::GetVolume { .. } => "GetVolume",
             Error::GetCsiDriver { .. } => "GetCsiDriver",
@@ -294,6 +304,7 @@ impl Error {
             | Error::ClearNodeTerminating { source, .. } => Some(source),
             Error::ListPods { source, .. }
             | Error::GetPod { source, .. }
+            | Error::GetNamespace { source, .. }
             | Error::GetClaim { source, .. }
             | Error::GetVolume { source, .. }
             | Error::GetCsiDriver { source, .. }
@@ -507,6 +518,13 @@ mod tests {
                     source: source(),
                 },
                 "GetPod",
+            ),
+            (
+                Error::GetNamespace {
+                    name: "shop".to_owned(),
+                    source: source(),
+                },
+                "GetNamespace",
             ),
             (
                 Error::GetClaim {

@@ -28,6 +28,13 @@
 //!   only let a node keep itself from being deleted, and `evict` would override a pool that asked
 //!   to stop, so the annotation may change nothing (see [`super::local_data`]).
 //!
+//! - `rules`: taken when the baseline has none (the annotation is how a pool's rules reach a
+//!   later `machine drain`, which has no pool file; the VM tag is too short for them), never
+//!   over the baseline's own. A rule can only leave a pod on the Node (`Skip`: what the pod's
+//!   own `nodewright.io/drain` label can ask anyway), wait for a pod until the deadline
+//!   (`WaitCompleted`: force mode still comes when the baseline says) or change the order:
+//!   none makes force mode earlier or bypasses a PodDisruptionBudget.
+//!
 //! Every other value — shorter, zero, beyond a maximum, not a number, an unknown field, text
 //! that is not a JSON object — is refused: the baseline's value is used and the refusal is
 //! reported with what was asked and what was kept. A field the annotation leaves out keeps the
@@ -89,6 +96,9 @@ pub(super) const DURATIONS: [DurationField; 5] = [
 
 /// The name of the `localData` field.
 const LOCAL_DATA: &str = "localData";
+
+/// The drain rules' field in the annotation (never in the tag: it is too short for them).
+const RULES: &str = "rules";
 
 /// The settings as the [`TAG_DRAIN`] tag holds them: whole seconds,
 /// `timeout=7200,pdbRetryInterval=20,volumeDetachTimeout=120,volumeAttachTimeout=90,forceAfterUnhealthy=300`
@@ -173,6 +183,10 @@ pub enum RefusalReason {
     NotLocalData,
     /// `localData` in the less careful direction for this drain's purpose.
     LessCareful(DrainPurpose),
+    /// `rules` that are not drain rules as nodewright writes them, or too many.
+    NotRules,
+    /// `rules` when the trusted settings have their own: the pool's rules are used.
+    RulesSet,
     /// A field drain settings do not have.
     Unknown,
 }
@@ -195,6 +209,10 @@ impl fmt::Display for RefusalReason {
             RefusalReason::LessCareful(DrainPurpose::Deletion) => f.write_str(
                 "a deletion drain takes the pool's localData (refusing saves no data, the VM goes)",
             ),
+            RefusalReason::NotRules => f.write_str("not drain rules as nodewright writes them"),
+            RefusalReason::RulesSet => {
+                f.write_str("the drain's own settings have rules: the annotation's are not used")
+            }
             RefusalReason::Unknown => f.write_str("not a drain setting"),
         }
     }
@@ -341,6 +359,21 @@ pub fn bound_annotation(
                     RefusalReason::LessCareful(purpose),
                 ),
             }
+        } else if name == RULES {
+            let kept = format!("{} rules", baseline.rules.len());
+            match super::rules::read_rules(value) {
+                Err(_) => {
+                    bounded_policy.refuse(name, value.to_string(), kept, RefusalReason::NotRules);
+                }
+                Ok(asked) if asked == baseline.rules => {}
+                Ok(_) if !baseline.rules.is_empty() => {
+                    bounded_policy.refuse(name, value.to_string(), kept, RefusalReason::RulesSet)
+                }
+                Ok(asked) => {
+                    bounded_policy.policy.rules = asked;
+                    bounded_policy.taken.push(RULES);
+                }
+            }
         } else {
             bounded_policy.refuse(
                 name,
@@ -378,6 +411,7 @@ mod tests {
             volume_attach_timeout: Duration::from_secs(90),
             force_after_unhealthy: Duration::from_secs(600),
             local_data: None,
+            rules: Vec::new(),
         }
     }
 
@@ -633,6 +667,7 @@ mod tests {
             volume_attach_timeout: limits::MAX_VOLUME_TIMEOUT,
             force_after_unhealthy: limits::MAX_FORCE_AFTER_UNHEALTHY,
             local_data: Some(LocalDataPolicy::Refuse),
+            rules: Vec::new(),
         };
         let tag = policy_to_tag(&longest);
         assert!(tag.len() <= 128, "{tag}");
@@ -680,6 +715,7 @@ mod tests {
                 volume_attach_timeout: secs(a),
                 force_after_unhealthy: secs(f),
                 local_data,
+                rules: Vec::new(),
             })
     }
 

@@ -7,7 +7,8 @@
 //! volumes are evicted in parallel; pods with them one at a time, highest priority first, each
 //! followed by a wait for its volumes to detach here and attach elsewhere. Only volumes that
 //! attach to this node alone are waited on (`attach.rs`): a pod whose volumes need no attach
-//! (Azure Files, NFS) or are used from other nodes too goes with the parallel lane.
+//! (Azure Files, NFS) or are used from other nodes too goes with the parallel lane. Drain rules
+//! (`rules`, Cluster API's MachineDrainRule) leave pods, wait for them, or drain them in tiers.
 
 mod annotation;
 mod attach;
@@ -20,6 +21,7 @@ mod progress;
 mod purpose;
 mod report;
 mod request;
+mod rules;
 mod settings;
 mod status;
 
@@ -41,12 +43,18 @@ pub use pods::{
 };
 pub use purpose::DrainPurpose;
 pub use report::{
-    InFlightEnd, cordoned, describe_plan, drained_summary, given_back, in_flight_kept,
-    kept_after_cancel, next_continuation, not_this_machine, purpose_word, volumes_moved_detail,
+    InFlightEnd, cordoned, describe_plan, describe_ruled_plan, drained_summary, given_back,
+    in_flight_kept, kept_after_cancel, next_continuation, not_this_machine, purpose_word,
+    volumes_moved_detail,
 };
 pub use request::{
     AnnotationError, DrainRequest, DrainResume, DrainedNode, policy_from_annotation,
     policy_to_annotation, salvage_policy,
+};
+pub use rules::{
+    DecidedBy, DrainBehavior, DrainRule, DrainRuleSpec, DrainTier, LABEL_CAPI_DRAIN, LABEL_DRAIN,
+    LabelRequirement, LabelSelector, MAX_RULE_ORDER, MIN_RULE_ORDER, PodDecision, RuleSelector,
+    RuledPlan, RuledPod, SELECTOR_OPERATORS, decide_pod, plan_with_rules, read_rules,
 };
 pub use settings::{
     AnnotationTrust, DrainSettings, SettingsSources, TagRead, asks_salvage, describe_policy,

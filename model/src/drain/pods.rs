@@ -45,6 +45,13 @@ pub struct PodFacts {
     /// The names of its `emptyDir` volumes (any medium): data an eviction loses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub empty_dirs: Vec<String>,
+    /// Its labels (what the drain rules' `podSelector` and the `nodewright.io/drain` label
+    /// read); empty in facts listed before the rules existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// The labels of its namespace (what the drain rules' `namespaceSelector` reads).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub namespace_labels: BTreeMap<String, String>,
 }
 
 /// One PersistentVolumeClaim of a pod and what it is bound to.
@@ -152,6 +159,8 @@ pub enum SkipReason {
     DaemonSet,
     /// Succeeded or Failed: nothing runs.
     Finished,
+    /// A drain rule (`Skip`) or the pod's `nodewright.io/drain: skip` label.
+    Rule,
 }
 
 impl SkipReason {
@@ -161,6 +170,7 @@ impl SkipReason {
             SkipReason::Mirror => "mirror pod",
             SkipReason::DaemonSet => "DaemonSet pod",
             SkipReason::Finished => "finished",
+            SkipReason::Rule => "skipped by a drain rule",
         }
     }
 }
@@ -173,6 +183,9 @@ pub struct SkippedPod {
     pub pod: String,
     /// Why.
     pub reason: SkipReason,
+    /// For [`SkipReason::Rule`]: which (`spec.drain.rules[1]`, `label nodewright.io/drain`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// A persistent volume whose move the drain waits for.
@@ -296,6 +309,7 @@ pub fn plan_drain(pods: &[PodFacts], local_data: LocalDataPolicy) -> DrainPlan {
             plan.skipped.push(SkippedPod {
                 pod: pod.key(),
                 reason,
+                rule: None,
             });
         } else if pod.terminating {
             plan.terminating.push(pod.reference());
@@ -450,6 +464,8 @@ mod tests {
             grace_period_seconds: Some(10),
             volumes: vec![],
             empty_dirs: vec![],
+            labels: BTreeMap::new(),
+            namespace_labels: BTreeMap::new(),
         }
     }
 
@@ -750,6 +766,8 @@ mod tests {
                         })
                         .collect(),
                     empty_dirs: empty_dirs.into_iter().map(str::to_owned).collect(),
+                    labels: BTreeMap::new(),
+                    namespace_labels: BTreeMap::new(),
                 },
             )
     }

@@ -4,6 +4,7 @@
 use super::lanes::EvictionAnswer;
 use super::pdb::is_misconfigured;
 use super::pods::DrainPlan;
+use super::rules::RuledPlan;
 use super::status::{DrainStatus, PodState, VolumeProgress, VolumeState};
 use crate::machine::{Step, StepState};
 
@@ -66,6 +67,38 @@ impl DrainStatus {
                     detail: Some(unwaited.why.reason().to_owned()),
                 });
             }
+        }
+    }
+
+    /// Puts the plan of a drain with rules into the status: [`Self::show_plan`] of the whole
+    /// Node, the pods waited for until they complete, each pod's rule and, when there is more
+    /// than one tier, its tier.
+    pub fn show_ruled_plan(&mut self, plan: &RuledPlan) {
+        self.show_plan(&plan.whole);
+        for waited in &plan.wait_completed {
+            let key = waited.pod.key();
+            self.set_pod(&key, PodState::AwaitingCompletion, None);
+            self.set_rule(&key, format!("WaitCompleted by {}", waited.by));
+        }
+        for skipped in &plan.whole.skipped {
+            if let Some(rule) = &skipped.rule {
+                self.set_rule(&skipped.pod, format!("Skip by {rule}"));
+            }
+        }
+        if plan.tiers.len() > 1 {
+            for pod in plan.whole.moving() {
+                let key = pod.key();
+                let tier = plan.orders.get(&key).copied().unwrap_or(0);
+                if let Some(entry) = self.pods.iter_mut().find(|p| p.pod == key) {
+                    entry.tier = Some(tier);
+                }
+            }
+        }
+    }
+
+    fn set_rule(&mut self, pod: &str, rule: String) {
+        if let Some(entry) = self.pods.iter_mut().find(|p| p.pod == pod) {
+            entry.rule = Some(rule);
         }
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::pods::DrainPlan;
 use super::purpose::DrainPurpose;
 use super::request::{DrainResume, DrainedNode};
+use super::rules::RuledPlan;
 
 /// The run's closing line, e.g. `web-abcde drained in force mode (force was requested)`.
 pub fn drained_summary(node: &str, drained: &DrainedNode) -> String {
@@ -90,6 +91,28 @@ pub fn volumes_moved_detail(moved: usize, unconfirmed: usize, detach_pending: us
         detail.push_str(&format!(", {detach_pending} with a detach pending"));
     }
     detail
+}
+
+/// The plan of a drain with rules in a few words: [`describe_plan`]'s, and the tiers and the
+/// pods waited for when there are (`..., 3 tiers (orders -10, 0, 20), 1 waited for until they
+/// complete`).
+pub fn describe_ruled_plan(plan: &RuledPlan) -> String {
+    let mut text = describe_plan(&plan.whole);
+    if plan.tiers.len() > 1 {
+        let orders: Vec<String> = plan.tiers.iter().map(|t| t.order.to_string()).collect();
+        text.push_str(&format!(
+            ", {} tiers (orders {})",
+            plan.tiers.len(),
+            orders.join(", ")
+        ));
+    }
+    if !plan.wait_completed.is_empty() {
+        text.push_str(&format!(
+            ", {} waited for until they complete",
+            plan.wait_completed.len()
+        ));
+    }
+    text
 }
 
 /// Which continuation the next run of a drain is: 1 after the first run.

@@ -104,14 +104,17 @@ impl Default for DrainPolicy {
             volume_attach_timeout: Duration::from_secs(90),
             force_after_unhealthy: Duration::from_secs(300),
             local_data: None,
+            rules: Vec::new(),
         }
     }
 }
 
 /// The drain settings as the Node annotation [`super::ANNOTATION_DRAIN_POLICY`] holds them:
 /// JSON with whole seconds, e.g. `{"timeout":7200,"pdbRetryInterval":20,...}`, and
-/// `"localData":"evict"` or `"refuse"` only when the pool file sets it (so the annotation of a
-/// pool without it reads as before).
+/// `"localData":"evict"` or `"refuse"` only when the pool file sets it, and `"rules":[...]` only
+/// when the pool has drain rules (so the annotation of a pool without them reads as before, and
+/// an annotation written before either existed still reads). The pool file's validation keeps
+/// the text within [`limits::MAX_DRAIN_ANNOTATION_BYTES`].
 pub fn policy_to_annotation(policy: &DrainPolicy) -> String {
     let seconds = AnnotatedPolicy {
         timeout: policy.timeout.as_secs(),
@@ -120,6 +123,7 @@ pub fn policy_to_annotation(policy: &DrainPolicy) -> String {
         volume_attach_timeout: policy.volume_attach_timeout.as_secs(),
         force_after_unhealthy: policy.force_after_unhealthy.as_secs(),
         local_data: policy.local_data,
+        rules: policy.rules.clone(),
     };
     serde_json::to_string(&seconds).unwrap_or_default()
 }
@@ -171,6 +175,11 @@ pub enum AnnotationError {
 /// why — unreadable, a value of zero, or a value beyond the maximum the pool file allows for
 /// that field ([`crate::limits`]).
 pub fn policy_from_annotation(text: &str) -> Result<DrainPolicy, AnnotationError> {
+    if text.len() > limits::MAX_DRAIN_ANNOTATION_BYTES {
+        return Err(AnnotationError::Unreadable {
+            reason: format!("longer than {} bytes", limits::MAX_DRAIN_ANNOTATION_BYTES),
+        });
+    }
     let seconds: AnnotatedPolicy =
         serde_json::from_str(text).map_err(|error| AnnotationError::Unreadable {
             reason: error.to_string(),
@@ -198,6 +207,15 @@ pub fn policy_from_annotation(text: &str) -> Result<DrainPolicy, AnnotationError
             limits::MAX_FORCE_AFTER_UNHEALTHY,
         ),
     ];
+    if seconds.rules.len() > limits::MAX_DRAIN_RULES {
+        return Err(AnnotationError::Unreadable {
+            reason: format!(
+                "{} rules, more than the maximum {}",
+                seconds.rules.len(),
+                limits::MAX_DRAIN_RULES
+            ),
+        });
+    }
     for (field, value, max) in fields {
         if value == 0 {
             return Err(AnnotationError::Zero { field });
@@ -217,6 +235,7 @@ pub fn policy_from_annotation(text: &str) -> Result<DrainPolicy, AnnotationError
         volume_attach_timeout: Duration::from_secs(seconds.volume_attach_timeout),
         force_after_unhealthy: Duration::from_secs(seconds.force_after_unhealthy),
         local_data: seconds.local_data,
+        rules: seconds.rules,
     })
 }
 
@@ -226,6 +245,10 @@ pub fn policy_from_annotation(text: &str) -> Result<DrainPolicy, AnnotationError
 /// Text that is not a JSON object keeps nothing.
 pub fn salvage_policy(text: &str) -> (DrainPolicy, Vec<AnnotationError>) {
     let defaults = DrainPolicy::default();
+    if text.len() > limits::MAX_DRAIN_ANNOTATION_BYTES {
+        let reason = format!("longer than {} bytes", limits::MAX_DRAIN_ANNOTATION_BYTES);
+        return (defaults, vec![AnnotationError::Unreadable { reason }]);
+    }
     let object = match serde_json::from_str::<serde_json::Value>(text) {
         Ok(serde_json::Value::Object(object)) => object,
         Ok(_) => {
@@ -276,6 +299,16 @@ pub fn salvage_policy(text: &str) -> (DrainPolicy, Vec<AnnotationError>) {
             }
         },
     };
+    let rules = match object.get("rules") {
+        None => Vec::new(),
+        Some(value) => match super::rules::read_rules(value) {
+            Ok(rules) => rules,
+            Err(reason) => {
+                problems.push(AnnotationError::Unreadable { reason });
+                Vec::new()
+            }
+        },
+    };
     let known = [
         "timeout",
         "pdbRetryInterval",
@@ -283,6 +316,7 @@ pub fn salvage_policy(text: &str) -> (DrainPolicy, Vec<AnnotationError>) {
         "volumeAttachTimeout",
         "forceAfterUnhealthy",
         "localData",
+        "rules",
     ];
     for unknown in object.keys().filter(|key| !known.contains(&key.as_str())) {
         problems.push(AnnotationError::Unreadable {
@@ -290,6 +324,7 @@ pub fn salvage_policy(text: &str) -> (DrainPolicy, Vec<AnnotationError>) {
         });
     }
     policy.local_data = local_data;
+    policy.rules = rules;
     (policy, problems)
 }
 
@@ -305,6 +340,9 @@ struct AnnotatedPolicy {
     /// leave it unset): the drain's purpose then decides.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     local_data: Option<LocalDataPolicy>,
+    /// Absent from annotations written before drain rules existed, and for pools without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    rules: Vec<super::rules::DrainRule>,
 }
 
 #[cfg(test)]
@@ -431,6 +469,7 @@ mod tests {
             volume_attach_timeout: limits::MAX_VOLUME_TIMEOUT,
             force_after_unhealthy: limits::MAX_FORCE_AFTER_UNHEALTHY,
             local_data: Some(LocalDataPolicy::Refuse),
+            rules: Vec::new(),
         };
         assert_eq!(
             policy_from_annotation(&policy_to_annotation(&longest)),
@@ -511,6 +550,7 @@ mod tests {
                 volume_attach_timeout: Duration::from_secs(secs[3]),
                 force_after_unhealthy: Duration::from_secs(secs[4]),
                 local_data,
+                rules: Vec::new(),
             };
             prop_assert_eq!(policy_from_annotation(&policy_to_annotation(&policy)), Ok(policy));
         }

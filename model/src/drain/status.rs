@@ -40,6 +40,10 @@ pub enum PodState {
     /// Not evicted: it would lose its data (`emptyDir`, no controller) and the drain's
     /// `localData` policy is `refuse`; the drain stops before its first eviction.
     Refused,
+    /// Not evicted (a `WaitCompleted` rule or label): waited for until it completes.
+    AwaitingCompletion,
+    /// Completed (Succeeded or Failed) while the drain waited for it.
+    Completed,
 }
 
 impl PodState {
@@ -54,6 +58,8 @@ impl PodState {
             PodState::ForceDeleted => "force-deleted",
             PodState::Skipped => "skipped",
             PodState::Refused => "refused",
+            PodState::AwaitingCompletion => "awaiting-completion",
+            PodState::Completed => "completed",
         }
     }
 }
@@ -75,6 +81,13 @@ pub struct PodProgress {
     /// More, e.g. why it is skipped or which PDB blocks it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The drain rule or label that decided its behaviour, when one did (e.g.
+    /// `WaitCompleted by spec.drain.rules[1]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Its tier (the rule's `order`), when the drain has more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<i32>,
 }
 
 /// A PodDisruptionBudget that refused an eviction.
@@ -203,7 +216,7 @@ impl DrainStatus {
         self.pods.iter().filter(|p| {
             !matches!(
                 p.state,
-                PodState::Gone | PodState::ForceDeleted | PodState::Skipped
+                PodState::Gone | PodState::ForceDeleted | PodState::Skipped | PodState::Completed
             )
         })
     }
@@ -223,6 +236,8 @@ impl DrainStatus {
                 with_volumes: false,
                 evictions: 0,
                 detail,
+                rule: None,
+                tier: None,
             }),
         }
     }

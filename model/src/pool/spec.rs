@@ -374,6 +374,11 @@ pub struct DrainSettings {
     /// deletion (see `model::drain::local_data` for why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_data: Option<String>,
+    /// Drain rules (Cluster API's MachineDrainRule): per pod selector, `Drain` (default),
+    /// `Skip` or `WaitCompleted`, and an `order` (lower first); the first matching rule wins
+    /// (see `model::drain::rules`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::drain::DrainRuleSpec>,
 }
 
 fn default_drain_timeout() -> String {
@@ -401,6 +406,7 @@ impl Default for DrainSettings {
             volume_attach_timeout: default_volume_attach_timeout(),
             force_after_unhealthy: default_force_after_unhealthy(),
             local_data: None,
+            rules: Vec::new(),
         }
     }
 }

@@ -154,6 +154,11 @@ pub struct DrainPolicy {
     /// [`crate::drain::LocalDataPolicy::or_default_for`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_data: Option<crate::drain::LocalDataPolicy>,
+    /// The drain rules (`spec.drain.rules`, checked): per pod, `Drain`, `Skip` or
+    /// `WaitCompleted` and the tier; none for a pool without them (see
+    /// [`crate::drain::plan_with_rules`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::drain::DrainRule>,
 }
 
 /// How long machines may take.

@@ -68,6 +68,10 @@ pub fn drain_events(status: &DrainStatus) -> Vec<String> {
                     .as_deref()
                     .unwrap_or("refused: it would lose its local data")
             ),
+            PodState::AwaitingCompletion => {
+                format!("{} not evicted: waiting until it completes", pod.pod)
+            }
+            PodState::Completed => format!("{} completed", pod.pod),
             PodState::Waiting | PodState::Terminating | PodState::Skipped => continue,
         };
         events.push(format!("    ↳ {line}"));

@@ -10,6 +10,7 @@ mod crash;
 mod local_data;
 mod not_ready;
 mod pdb;
+mod rules;
 mod shares;
 mod stateful;
 mod stuck_detach;

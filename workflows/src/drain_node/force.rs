@@ -1,4 +1,5 @@
-//! Step 7, force mode: every pod still to move deleted with grace period 0, the node's
+//! Step 7, force mode: every pod still to move (and every pod a `WaitCompleted` rule kept
+//! waiting; never one a `Skip` rule leaves) deleted with grace period 0, the node's
 //! VolumeAttachments deleted, and the VM's data disks force-detached in Azure.
 
 use nodewright_activities::azure::machines::{
@@ -33,7 +34,7 @@ pub(super) async fn force_drain(
 
     let listed = list_pods(ctx, state, Step::ForceDrain).await?;
     let plan = plan_pods(ctx, state, &listed.pods);
-    for refused in &plan.refused {
+    for refused in &plan.whole.refused {
         warn(
             ctx,
             format!(
@@ -41,7 +42,7 @@ pub(super) async fn force_drain(
             ),
         );
     }
-    let victims: Vec<PodRef> = plan.moving().cloned().collect();
+    let victims: Vec<PodRef> = plan.force_victims();
     let deletions = victims.iter().map(|pod| {
         ctx.execute_activity(
             KubeActivities::delete_pod,
@@ -56,7 +57,7 @@ pub(super) async fn force_drain(
         let detail = match outcome {
             PodDeletion::Deleted => {
                 state.result.force_deleted.push(key.clone());
-                note_local_data(ctx, state, &plan, &key);
+                note_local_data(ctx, state, &plan.whole, &key);
                 "deleted with grace period 0"
             }
             PodDeletion::Gone => "already gone",

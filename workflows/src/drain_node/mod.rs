@@ -4,12 +4,15 @@
 //!
 //! This file is the runbook's order: [`DrainNodeWorkflow::run`] admits the input, reads the
 //! scope, cordons and settles the settings, then runs the lanes in the order
-//! `model::drain::next_phase` gives them. The mechanics live beside it: `settings` (where the
-//! drain's settings come from), `lanes` (step 5, the parallel evictions), `volumes` (step 6,
-//! one stateful pod at a time), `force` (step 7), `cancel` (giving the Node back) and `state`
-//! (what every step shares: the workflow's state and the status edits).
+//! `model::drain::next_phase` gives them, once per tier of the drain rules (lowest order first;
+//! one tier without rules). The mechanics live beside it: `settings` (where the drain's
+//! settings come from), `lanes` (step 5, the parallel evictions), `volumes` (step 6, one
+//! stateful pod at a time), `completion` (the pods a `WaitCompleted` rule keeps, waited for
+//! after the tiers), `force` (step 7), `cancel` (giving the Node back) and `state` (what every
+//! step shares: the workflow's state and the status edits).
 
 mod cancel;
+mod completion;
 mod force;
 mod lanes;
 mod settings;
@@ -24,7 +27,7 @@ use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{PrepareDrain, PreparedNode};
 use nodewright_model::drain::{
     DrainPhase, DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode, LaneEnd,
-    cordoned, describe_plan, drained_summary, first_phase, next_continuation, next_phase,
+    cordoned, describe_ruled_plan, drained_summary, first_phase, next_continuation, next_phase,
     not_this_machine, purpose_word, refusal,
 };
 use nodewright_model::machine::Step;
@@ -245,33 +248,57 @@ async fn steps(ctx: &mut Ctx, state: &mut Drain) -> Result<Finish, StepFailed> {
     begin(ctx, Step::SelectPods);
     let listed = list_pods(ctx, state, Step::SelectPods).await?;
     state.health = listed.health.clone();
-    let plan = plan_pods(ctx, state, &listed.pods);
-    if !plan.refused.is_empty() {
+    let ruled = plan_pods(ctx, state, &listed.pods);
+    if !ruled.whole.refused.is_empty() {
         let chosen = state.policy.local_data.is_some();
-        let reason = refusal(&state.request.node, &plan.refused, chosen);
+        let reason = refusal(&state.request.node, &ruled.whole.refused, chosen);
         return Err(StepFailed::new(Step::SelectPods, reason));
     }
-    done(ctx, Step::SelectPods, describe_plan(&plan));
+    done(ctx, Step::SelectPods, describe_ruled_plan(&ruled));
 
-    // 5–7. The lanes in order; force mode takes over whenever it is due.
+    // 5–7. Per tier, the lanes in order; force mode takes over whenever it is due.
     let mut stuck = Vec::new();
-    let mut phase = first_phase(force_due(ctx, state));
-    loop {
-        let end = match &phase {
-            DrainPhase::EvictPods => lanes::evict_without_volumes(ctx, state, &plan).await?,
-            DrainPhase::MoveVolumes => volumes::move_volumes(ctx, state, &plan, &mut stuck).await?,
-            DrainPhase::AwaitStuckVolumes => {
-                volumes::await_stuck_volumes(ctx, state, &mut stuck).await?
-            }
-            DrainPhase::Force(reason) => {
+    let mut forced = false;
+    for tier in &ruled.tiers {
+        if ruled.tiers.len() > 1 {
+            fact(ctx, "tier", tier.order.to_string());
+        }
+        let plan = &tier.plan;
+        let mut phase = first_phase(force_due(ctx, state));
+        loop {
+            let end = match &phase {
+                DrainPhase::EvictPods => lanes::evict_without_volumes(ctx, state, plan).await?,
+                DrainPhase::MoveVolumes => {
+                    volumes::move_volumes(ctx, state, plan, &mut stuck).await?
+                }
+                DrainPhase::AwaitStuckVolumes => {
+                    volumes::await_stuck_volumes(ctx, state, &mut stuck).await?
+                }
+                DrainPhase::Force(reason) => {
+                    cancellation::guard(ctx, Step::ForceDrain)?;
+                    force::force_drain(ctx, state, reason.clone()).await?;
+                    forced = true;
+                    LaneEnd::Finished
+                }
+                DrainPhase::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
+                DrainPhase::Done => break,
+            };
+            phase = next_phase(&phase, end, !stuck.is_empty());
+        }
+        if forced {
+            break;
+        }
+    }
+    // The pods a WaitCompleted rule keeps: waited for until they complete or force is due.
+    if !forced && !ruled.wait_completed.is_empty() {
+        match completion::await_completed(ctx, state, &ruled.wait_completed).await? {
+            LaneEnd::Finished => {}
+            LaneEnd::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
+            LaneEnd::Forced(reason) => {
                 cancellation::guard(ctx, Step::ForceDrain)?;
-                force::force_drain(ctx, state, reason.clone()).await?;
-                LaneEnd::Finished
+                force::force_drain(ctx, state, reason).await?;
             }
-            DrainPhase::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
-            DrainPhase::Done => break,
-        };
-        phase = next_phase(&phase, end, !stuck.is_empty());
+        }
     }
 
     // 8. Done: the result, with the warnings.

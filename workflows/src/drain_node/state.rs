@@ -11,8 +11,8 @@ use nodewright_activities::kube::drain::{Eviction, ListNodePods, NodePods};
 use nodewright_model::cancel::Canceled;
 use nodewright_model::drain::{
     DrainPlan, DrainRequest, DrainStatus, DrainedNode, EvictionAnswer, ForceReason,
-    LocalDataPolicy, NodeHealth, PodFacts, VolumePod, force_reason, plan_drain,
-    wait_within_deadline,
+    LocalDataPolicy, NodeHealth, PodFacts, RuledPlan, VolumePod, force_reason, plan_drain,
+    plan_with_rules, wait_within_deadline,
 };
 use nodewright_model::machine::{MachineStatus, Step};
 use nodewright_model::pool::DrainPolicy;
@@ -27,6 +27,11 @@ use crate::{activity_options, cancellation};
 /// that planned before it evicts such pods as it did then, and a drain without local data
 /// records no marker.
 const PATCH_LOCAL_DATA: &str = "local-data-policy";
+
+/// The patch that brought drain rules' tiers and `WaitCompleted` waits: asked only when a plan
+/// has more than one tier or a pod to wait for, so a drain without rules records no marker and
+/// issues the commands it did before.
+const PATCH_DRAIN_RULES: &str = "drain-rules-tiers";
 
 /// Drains one node; see the runbook in the module documentation.
 #[workflow]
@@ -170,16 +175,23 @@ pub(super) async fn list_pods(
     .map_err(|e| StepFailed::from_activity(step, &e))
 }
 
-/// [`plan_drain`] under the drain's local-data policy (the purpose's default unless set), shown
-/// in the status. A run that planned before the policy existed (no [`PATCH_LOCAL_DATA`] marker)
-/// evicts every pod, as it did then.
-pub(super) fn plan_pods(ctx: &mut Ctx, state: &Drain, pods: &[PodFacts]) -> DrainPlan {
-    let policy = LocalDataPolicy::or_default_for(state.policy.local_data, state.request.purpose);
-    let mut plan = plan_drain(pods, policy);
-    if !plan.refused.is_empty() && !ctx.patched(PATCH_LOCAL_DATA) {
-        plan = plan_drain(pods, LocalDataPolicy::Evict);
+/// [`plan_with_rules`] under the drain's rules and local-data policy (the purpose's default
+/// unless set), shown in the status. A run that planned before the policy existed (no
+/// [`PATCH_LOCAL_DATA`] marker) evicts every pod, as it did then; one that planned before the
+/// rules' tiers (no [`PATCH_DRAIN_RULES`] marker) drains every pod in one tier, as it did then.
+pub(super) fn plan_pods(ctx: &mut Ctx, state: &Drain, pods: &[PodFacts]) -> RuledPlan {
+    let rules = &state.policy.rules;
+    let mut local_data =
+        LocalDataPolicy::or_default_for(state.policy.local_data, state.request.purpose);
+    let mut plan = plan_with_rules(pods, rules, local_data);
+    if !plan.whole.refused.is_empty() && !ctx.patched(PATCH_LOCAL_DATA) {
+        local_data = LocalDataPolicy::Evict;
+        plan = plan_with_rules(pods, rules, local_data);
     }
-    with_status(ctx, |status| status.show_plan(&plan));
+    if plan.is_tiered() && !ctx.patched(PATCH_DRAIN_RULES) {
+        plan = RuledPlan::untiered(plan_drain(pods, local_data));
+    }
+    with_status(ctx, |status| status.show_ruled_plan(&plan));
     plan
 }
 

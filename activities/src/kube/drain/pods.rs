@@ -1,12 +1,13 @@
 //! The pods bound to a Node, as the drain's pure planner reads them: controller, mirror,
-//! phase, priority, grace period, `emptyDir` volumes, and each PersistentVolumeClaim resolved to
+//! phase, priority, grace period, `emptyDir` volumes, each PersistentVolumeClaim resolved to
 //! its volume, with what tells whether the volume attaches (its CSIDriver's `attachRequired`,
-//! its in-tree source, a VolumeAttachment on the Node) and its access modes.
+//! its in-tree source, a VolumeAttachment on the Node) and its access modes, and the labels of the
+//! pod and of its namespace (what the drain rules select on).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Node, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, Pod,
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, Pod,
 };
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kube::Api;
@@ -36,6 +37,7 @@ pub async fn list_node_pods(client: &kube::Client, input: &ListNodePods) -> Resu
         })?;
     let pods = pods_on_node(client, &input.node).await?;
     let mut volumes = VolumeResolver::new(client);
+    let namespace_labels = namespace_labels(client, &pods).await?;
     let mut facts = Vec::with_capacity(pods.len());
     for pod in &pods {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
@@ -43,7 +45,11 @@ pub async fn list_node_pods(client: &kube::Client, input: &ListNodePods) -> Resu
         for claim in claim_names(pod) {
             resolved.push(volumes.resolve(namespace, &claim).await?);
         }
-        facts.push(pod_facts(pod, resolved));
+        let mut pod_facts = pod_facts(pod, resolved);
+        if let Some(labels) = namespace_labels.get(namespace) {
+            pod_facts.namespace_labels = labels.clone();
+        }
+        facts.push(pod_facts);
     }
     let bound = facts
         .iter()
@@ -60,6 +66,36 @@ pub async fn list_node_pods(client: &kube::Client, input: &ListNodePods) -> Resu
         health: node.as_ref().map(node_health).unwrap_or_default(),
         pods: facts,
     })
+}
+
+/// The labels of every namespace the `pods` are in, each read once (a namespace gone meanwhile
+/// has none).
+async fn namespace_labels(
+    client: &kube::Client,
+    pods: &[Pod],
+) -> Result<BTreeMap<String, BTreeMap<String, String>>> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let mut labels = BTreeMap::new();
+    for pod in pods {
+        let Some(name) = pod.metadata.namespace.as_deref() else {
+            continue;
+        };
+        if labels.contains_key(name) {
+            continue;
+        }
+        let namespace = api
+            .get_opt(name)
+            .await
+            .map_err(|source| Error::GetNamespace {
+                name: name.to_owned(),
+                source,
+            })?;
+        let read = namespace
+            .and_then(|n| n.metadata.labels)
+            .unwrap_or_default();
+        labels.insert(name.to_owned(), read);
+    }
+    Ok(labels)
 }
 
 /// Every pod with `spec.nodeName == node`, page by page.
@@ -218,6 +254,8 @@ pub(super) fn pod_facts(pod: &Pod, volumes: Vec<VolumeFacts>) -> PodFacts {
             .and_then(|seconds| u64::try_from(seconds).ok()),
         volumes,
         empty_dirs: empty_dir_names(pod),
+        labels: metadata.labels.clone().unwrap_or_default(),
+        namespace_labels: BTreeMap::new(),
     }
 }
 
@@ -320,6 +358,7 @@ mod tests {
         let pod: Pod = from(json!({
             "metadata": {
                 "name": "agent-x7k2p", "namespace": "monitoring", "uid": "u-1",
+                "labels": { "app": "agent", "nodewright.io/drain": "skip" },
                 "ownerReferences": [
                     { "apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "c" },
                     { "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "d",
@@ -356,6 +395,11 @@ mod tests {
                 grace_period_seconds: Some(45),
                 volumes: vec![],
                 empty_dirs: vec!["cache".into(), "shm".into()],
+                labels: BTreeMap::from([
+                    ("app".to_owned(), "agent".to_owned()),
+                    ("nodewright.io/drain".to_owned(), "skip".to_owned()),
+                ]),
+                namespace_labels: BTreeMap::new(),
             }
         );
     }

@@ -50,6 +50,7 @@ fn the_plan_shows_every_pod_and_each_tracked_volume_once() {
         skipped: vec![SkippedPod {
             pod: "kube-system/proxy".to_owned(),
             reason: SkipReason::DaemonSet,
+            rule: None,
         }],
         terminating: vec![pod("old")],
         without_volumes: vec![pod("web")],

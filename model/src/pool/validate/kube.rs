@@ -25,10 +25,10 @@ const SET_BY_KUBERNETES: [&str; 1] = ["node.kubernetes.io/instance-type"];
 /// The effects a taint can have.
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
-const KEY_FIX: &str = "use [prefix/]name: a name of 1-63 letters, digits, '-', '_' and '.', \
+pub(super) const KEY_FIX: &str = "use [prefix/]name: a name of 1-63 letters, digits, '-', '_' and '.', \
      starting and ending with a letter or digit, after an optional lowercase DNS prefix \
      (e.g. example.com/role)";
-const VALUE_FIX: &str = "use at most 63 letters, digits, '-', '_' and '.', starting and ending \
+pub(super) const VALUE_FIX: &str = "use at most 63 letters, digits, '-', '_' and '.', starting and ending \
      with a letter or digit, or an empty value";
 
 /// Checks every label of the map at `field`.
@@ -160,7 +160,7 @@ fn is_in_domain(prefix: &str, domain: &str) -> bool {
 
 /// Whether `key` is a Kubernetes label key: `[prefix/]name`, the prefix a DNS subdomain of at
 /// most 253 characters, the name a [label value](is_label_value) of 1-63 characters.
-fn is_label_key(key: &str) -> bool {
+pub(super) fn is_label_key(key: &str) -> bool {
     match key.split_once('/') {
         Some((prefix, name)) => is_dns_subdomain(prefix) && is_label_name(name),
         None => is_label_name(key),
@@ -169,7 +169,7 @@ fn is_label_key(key: &str) -> bool {
 
 /// Whether `value` is a Kubernetes label value: empty, or 1-63 characters of letters, digits,
 /// `-`, `_` and `.`, starting and ending with a letter or digit.
-fn is_label_value(value: &str) -> bool {
+pub(super) fn is_label_value(value: &str) -> bool {
     value.is_empty() || is_label_name(value)
 }
 

@@ -4,11 +4,12 @@
 //! Kubernetes or nodewright would refuse, named by its path in the file
 //! (`spec.template.taints[1].effect`), so one run of the CLI shows everything to correct. Only a
 //! file without problems becomes a [`ValidPool`]. The rules live beside the part of the file they
-//! check: [`machine`] (the VM), [`kube`] (labels and taints), [`tags`] (Azure tags) and
-//! [`rollout`] (strategy, drain and timeouts).
+//! check: [`machine`] (the VM), [`kube`] (labels and taints), [`tags`] (Azure tags),
+//! [`rollout`] (strategy, drain and timeouts) and [`drain_rules`] (`spec.drain.rules`).
 
 mod arm_id;
 mod bootstrap;
+mod drain_rules;
 mod kube;
 mod machine;
 mod rollout;

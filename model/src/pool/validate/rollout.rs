@@ -125,7 +125,7 @@ pub(super) fn drain(problems: &mut Problems, field: &str, drain: &DrainSettings)
             example,
         )
     };
-    DrainPolicy {
+    let policy = DrainPolicy {
         timeout: check("timeout", &drain.timeout, DRAIN_TIMEOUT, &defaults.timeout),
         pdb_retry_interval: check(
             "pdbRetryInterval",
@@ -152,7 +152,10 @@ pub(super) fn drain(problems: &mut Problems, field: &str, drain: &DrainSettings)
             &defaults.force_after_unhealthy,
         ),
         local_data: local_data(problems, &format!("{field}.localData"), drain),
-    }
+        rules: super::drain_rules::rules(problems, &format!("{field}.rules"), &drain.rules),
+    };
+    super::drain_rules::annotation_size(problems, &format!("{field}.rules"), &policy);
+    policy
 }
 
 /// `localData`: `evict`, `refuse` or unset.
@@ -338,6 +341,7 @@ pub(super) fn parsed_drain(problems: &mut Problems, field: &str, policy: &DrainP
         FORCE_AFTER_UNHEALTHY,
         &defaults.force_after_unhealthy,
     );
+    super::drain_rules::received(problems, &format!("{field}.rules"), &policy.rules);
 }
 
 /// Checks a creation timeout a workflow received (at `field`) with the bounds of

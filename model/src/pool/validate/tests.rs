@@ -32,6 +32,15 @@ fn taint(key: &str, value: &str, effect: &str) -> TaintSpec {
 }
 
 /// Gives the example a minted token of `ttl` and `groups`, and an inline bootstrap that takes it.
+/// Sets `spec.drain.rules` from YAML (a list of rules as the pool file writes them).
+fn with_rules(pool: &mut Pool, yaml: &str) {
+    pool.spec.drain.rules = serde_saphyr::from_str(yaml).unwrap_or_default();
+    assert!(
+        !pool.spec.drain.rules.is_empty(),
+        "rules in the test are YAML: {yaml}"
+    );
+}
+
 fn with_token(pool: &mut Pool, ttl: &str, groups: &[&str]) {
     pool.spec.template.bootstrap_token = Some(BootstrapTokenSpec {
         ttl: ttl.to_owned(),
@@ -198,6 +207,20 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses localData keep", |p| p.spec.drain.local_data = Some("keep".into()), "spec.drain.localData", "is neither evict nor refuse"),
         ("refuses localData Evict in capitals", |p| p.spec.drain.local_data = Some("Evict".into()), "spec.drain.localData", "is neither evict nor refuse"),
         ("refuses an empty localData", |p| p.spec.drain.local_data = Some(String::new()), "spec.drain.localData", "is neither evict nor refuse"),
+        // drain rules.
+        ("accepts Skip, WaitCompleted and ordered Drain rules", |p| with_rules(p, "[{selector: {podSelector: {matchLabels: {app: agent}}}, behavior: Skip}, {selector: {namespaceSelector: {matchExpressions: [{key: team, operator: In, values: [batch]}]}}, behavior: WaitCompleted}, {selector: {podSelector: {}}, behavior: Drain, order: -1000}, {selector: {podSelector: {matchExpressions: [{key: db, operator: Exists}]}}, behavior: Drain, order: 1000}]"), "", ""),
+        ("refuses an unknown behavior", |p| with_rules(p, "[{selector: {podSelector: {}}, behavior: Drain}, {selector: {podSelector: {}}, behavior: Drain}, {selector: {podSelector: {}}, behavior: Evict}]"), "spec.drain.rules[2].behavior", "is not a drain behavior"),
+        ("refuses a rule without behavior", |p| with_rules(p, "[{selector: {podSelector: {}}}]"), "spec.drain.rules[0].behavior", "is missing"),
+        ("refuses an order on a Skip rule", |p| with_rules(p, "[{selector: {podSelector: {}}, behavior: Skip, order: 3}]"), "spec.drain.rules[0].order", "is set on a rule whose behavior is Skip"),
+        ("refuses an order over 1000", |p| with_rules(p, "[{selector: {podSelector: {}}, behavior: Drain, order: 1001}]"), "spec.drain.rules[0].order", "is outside -1000..1000"),
+        ("refuses an order of 2^40", |p| with_rules(p, "[{selector: {podSelector: {}}, behavior: Drain, order: 1099511627776}]"), "spec.drain.rules[0].order", "is outside -1000..1000"),
+        ("refuses a rule without selectors", |p| with_rules(p, "[{selector: {}, behavior: Skip}]"), "spec.drain.rules[0].selector", "has neither podSelector nor namespaceSelector"),
+        ("refuses an unknown operator", |p| with_rules(p, "[{selector: {podSelector: {matchExpressions: [{key: app, operator: Gt, values: ['1']}]}}, behavior: Skip}]"), "spec.drain.rules[0].selector.podSelector.matchExpressions[0].operator", "is not a selector operator"),
+        ("refuses In without values", |p| with_rules(p, "[{selector: {podSelector: {matchExpressions: [{key: app, operator: In}]}}, behavior: Skip}]"), "spec.drain.rules[0].selector.podSelector.matchExpressions[0].values", "is empty for In"),
+        ("refuses Exists with values", |p| with_rules(p, "[{selector: {podSelector: {matchExpressions: [{key: app, operator: Exists, values: [a]}]}}, behavior: Skip}]"), "spec.drain.rules[0].selector.podSelector.matchExpressions[0].values", "is set for Exists"),
+        ("refuses a bad label key", |p| with_rules(p, "[{selector: {namespaceSelector: {matchLabels: {'-bad': x}}}, behavior: Skip}]"), "spec.drain.rules[0].selector.namespaceSelector.matchLabels[\"-bad\"]", "key is not a label key"),
+        ("refuses a bad label value", |p| with_rules(p, "[{selector: {podSelector: {matchLabels: {app: 'a b'}}}, behavior: Skip}]"), "spec.drain.rules[0].selector.podSelector.matchLabels[\"app\"]", "value is not a label value"),
+        ("refuses 33 rules", |p| p.spec.drain.rules = vec![crate::drain::DrainRuleSpec { behavior: Some("Skip".into()), ..Default::default() }; 33], "spec.drain.rules", "holds more than 32 rules"),
         ("accepts a creation timeout of 10s for tests", |p| p.spec.timeouts.creation = "10s".into(), "", ""),
         ("refuses a creation timeout of 9s", |p| p.spec.timeouts.creation = "9s".into(), "spec.timeouts.creation", "is shorter than 10s"),
         ("refuses a creation timeout over 2h", |p| p.spec.timeouts.creation = "121m".into(), "spec.timeouts.creation", "is longer than 2h"),
