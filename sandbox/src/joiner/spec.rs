@@ -126,7 +126,10 @@ pub fn node_status(machine: &MachineView, kubelet: &KubeletInfo) -> NodeStatus {
         ]),
         node_info: Some(NodeSystemInfo {
             architecture: "amd64".to_owned(),
-            boot_id: format!("{id_hash:016x}"),
+            // UUID-shaped, as Linux's boot_id is. Never bare hex: kwok's node-initialize stage
+            // writes it into YAML unquoted, where `4e12...` or all digits read as a number and
+            // the stage fails for ever (the Node then never becomes Ready).
+            boot_id: uuid_like(id_hash.rotate_left(17)),
             container_runtime_version: "containerd://1.7.27".to_owned(),
             kernel_version: "6.8.0-1021-azure".to_owned(),
             kube_proxy_version: String::new(),
@@ -306,7 +309,8 @@ fn fnv1a(text: &str) -> u64 {
     })
 }
 
-/// A UUID-shaped string from a hash, for `systemUUID`.
+/// A UUID-shaped string from a hash, for `systemUUID` and `bootID`: its dashes keep YAML from
+/// reading it as a number.
 fn uuid_like(hash: u64) -> String {
     let hex = format!("{hash:016x}{:016x}", hash.rotate_left(29) ^ 0x5bd1_e995);
     format!(
@@ -357,6 +361,28 @@ mod tests {
             .collect();
         assert_eq!(flags.labels, expected, "labels of {custom_data:?}");
         assert_eq!(flags.taints, taints, "taints of {custom_data:?}");
+    }
+
+    /// kwok writes the node info into YAML unquoted: no id may read as a number there. With bare
+    /// hex, about one machine in 800 got a boot id like `4e0123...` or all digits.
+    #[test]
+    fn node_info_ids_never_read_as_numbers() {
+        let kubelet = KubeletInfo {
+            kubelet_version: "v1.36.3".to_owned(),
+        };
+        let looks_numeric =
+            |text: &str| text.parse::<f64>().is_ok() || text.bytes().all(|b| b.is_ascii_digit());
+        for index in 0..20_000 {
+            let mut vm = machine();
+            vm.id = format!("{}-{index}", vm.id);
+            let info = node_status(&vm, &kubelet).node_info.unwrap_or_default();
+            for id in [&info.boot_id, &info.system_uuid] {
+                assert!(
+                    id.contains('-') && !looks_numeric(id),
+                    "{id} of machine {index}"
+                );
+            }
+        }
     }
 
     #[test]
