@@ -29,9 +29,8 @@ use nodewright_tests::timeline::{Timeline, What};
 use nodewright_tests::workloads::{
     Placement, Workload, Workloads, attachments_of, node_of, set_unschedulable, wait_attached,
 };
-use serde::Deserialize;
 
-use super::common::{cli, create_machines, delete_machines, drain_pool_file};
+use super::common::{cli, create_machines, delete_machines, drain_document, drain_pool_file};
 use super::stateful::{PARALLEL_WINDOW, WAIT, terminate_drains};
 
 /// The pool's `volumeAttachTimeout`: a drain that waited on a share would take this long.
@@ -46,18 +45,6 @@ const DRAIN_SETTINGS: [(&str, &str); 5] = [
     ("volumeAttachTimeout", "5m"),
     ("forceAfterUnhealthy", "15m"),
 ];
-
-/// `machine status NAME --output json` of a machine whose latest run is its drain.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DrainDocument {
-    /// `drain/<cluster>/<machine>`.
-    workflow_id: String,
-    /// `completed`, ...
-    run_status: String,
-    /// The drain's `status` query.
-    status: DrainStatus,
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_share_pod_is_drained_without_waiting_for_an_attach() -> Result<()> {
@@ -182,18 +169,7 @@ async fn drain(stack: &Stack, task_queue: &str, node: &str) -> Result<(CliResult
 
 /// The drain's status, read as a typed document, completed and graceful with no warning.
 async fn drain_status(stack: &Stack, task_queue: &str, node: &str) -> Result<DrainStatus> {
-    let document: DrainDocument = cli(
-        stack,
-        task_queue,
-        &["machine", "status", node, "--output", "json"],
-    )
-    .await?
-    .expect_code(0)?
-    .parse()?;
-    ensure!(
-        document.workflow_id == format!("drain/{}/{node}", stack.cluster),
-        "the latest run of {node} is its drain: {document:?}"
-    );
+    let document = drain_document(stack, task_queue, node).await?;
     let status = document.status;
     ensure!(
         document.run_status == "completed" && status.run.outcome == Outcome::Succeeded,
