@@ -34,6 +34,7 @@
 //! retry): a figure, not an assertion. `NODEWRIGHT_E2E_CHAOS_ROWS=6,19` runs only those rows.
 
 use nodewright_model::workflow_type;
+use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -406,6 +407,13 @@ async fn the_worker_killed_at_each_step_of_the_table_leaves_a_consistent_world()
     for failure in &failures {
         let first_lines: Vec<&str> = failure.lines().take(3).collect();
         println!("FAILED {}", first_lines.join(" | "));
+        // Also on the process's own stderr, which libtest does not capture: a CI log that
+        // keeps only the lines around "... FAILED" still names the row and its error.
+        let _ = writeln!(
+            std::io::stderr(),
+            "chaos::kill FAILED {}",
+            first_lines.join(" | ")
+        );
     }
     println!(
         "{:<2} {:<14} {:<26} {:<72} result",
