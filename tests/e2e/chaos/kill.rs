@@ -558,6 +558,15 @@ async fn campaign_step(
         let rule = nodewright_tests::machines::allocation_failure(&scene.pool);
         scene.rules.push(scene.sandbox.add_fault(rule).await?);
     }
+    if let Hold::ForcedFault(_) = case.hold {
+        // Force mode deletes the VolumeAttachments before it force-detaches the disks; were the
+        // CSI detach that follows quick, the disk would be gone from the VM before force mode
+        // looks (nothing to force-detach, the rule never fires: under load it often was). A
+        // hanging detach, the case force detach exists for, keeps it attached until then.
+        let machine = scene.machine.clone();
+        let hang = json!({ "kind": "hang_detach", "operation": "csi.detach", "vm": machine });
+        scene.rules.push(scene.sandbox.add_fault(hang).await?);
+    }
     let fault = match case.hold {
         Hold::Fault(rule) | Hold::ForcedFault(rule) => {
             let id = scene.sandbox.add_fault(rule(&scene.names())).await?;
