@@ -424,7 +424,10 @@ mod kube_drain {
         let namespace = run.name("ns");
         create_namespace(client, run, &namespace).await?;
         let pod = create_running_pod(client, &namespace, "web-1", &node, json!({})).await?;
-        let action = PodAction { pod: pod.clone() };
+        let action = PodAction {
+            pod: pod.clone(),
+            grace_period_seconds: None,
+        };
         assert_eq!(drain::evict_pod(client, &action).await?, Eviction::Accepted);
         let beats = Beats::default();
         let wait = AwaitPodsGone {
@@ -469,7 +472,10 @@ mod kube_drain {
         })
         .await?;
 
-        let action = PodAction { pod: first.clone() };
+        let action = PodAction {
+            pod: first.clone(),
+            grace_period_seconds: None,
+        };
         let Eviction::Blocked { pdb, message } = drain::evict_pod(client, &action).await? else {
             return Err("the eviction was not blocked".into());
         };
@@ -511,6 +517,7 @@ mod kube_drain {
                 uid: "00000000-0000-0000-0000-000000000000".into(),
                 ..pod.clone()
             },
+            grace_period_seconds: None,
         };
         assert_eq!(drain::evict_pod(client, &stranger).await?, Eviction::Gone);
         assert_eq!(
@@ -522,7 +529,10 @@ mod kube_drain {
         assert_eq!(still.metadata.uid.as_deref(), Some(pod.uid.as_str()));
         assert!(still.metadata.deletion_timestamp.is_none());
 
-        let action = PodAction { pod: pod.clone() };
+        let action = PodAction {
+            pod: pod.clone(),
+            grace_period_seconds: None,
+        };
         assert_eq!(
             drain::delete_pod(client, &action).await?,
             PodDeletion::Deleted

@@ -39,8 +39,8 @@ pub const DO_NOT_DISRUPT_ANNOTATIONS: [&str; 2] = [
 /// How many marks a description names before it counts the rest.
 pub const NAMED_AT_MOST: usize = 5;
 
-/// Why a machine is being taken down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Why a machine is being taken down. A request that does not say is an operator's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Disruption {
     /// A rollout replaces a machine built from an older template.
@@ -50,6 +50,7 @@ pub enum Disruption {
     /// A sweep remediates a machine it judged broken.
     SweepRemediation,
     /// An operator asked for this machine (`machine drain`, `machine delete`).
+    #[default]
     Operator,
     /// The drain's hard deadline (`drain.terminationGracePeriod`) has passed.
     PastHardDeadline,
@@ -64,6 +65,12 @@ impl Disruption {
             self,
             Self::RolloutReplacement | Self::ScaleDown | Self::SweepRemediation
         )
+    }
+
+    /// Whether it is [`Disruption::Operator`], the default (left out of a request's JSON).
+    #[allow(clippy::trivially_copy_pass_by_ref)]
+    pub fn is_operator(&self) -> bool {
+        *self == Self::Operator
     }
 }
 
@@ -162,6 +169,33 @@ pub fn decide(disruption: Disruption, marks: Vec<DoNotDisrupt>) -> DisruptionDec
     }
 }
 
+/// Whether `disruption` goes ahead past `marks` when the drain that follows keeps marked pods
+/// itself until its hard deadline (`drain_keeps_pods`: the pool sets
+/// `drain.terminationGracePeriod`, as Karpenter lets drift go ahead then). A voluntary
+/// disruption is then held by a Node mark only; its pod marks are left to the drain, which
+/// evicts the other pods, waits for the marked ones and deletes them only past the hard
+/// deadline. Otherwise as [`decide`].
+pub fn decide_before_drain(
+    disruption: Disruption,
+    marks: Vec<DoNotDisrupt>,
+    drain_keeps_pods: bool,
+) -> DisruptionDecision {
+    if !(drain_keeps_pods && disruption.is_voluntary()) {
+        return decide(disruption, marks);
+    }
+    let node: Vec<DoNotDisrupt> = marks
+        .into_iter()
+        .filter(|mark| mark.marked == Marked::Node)
+        .collect();
+    if node.is_empty() {
+        DisruptionDecision::Proceed {
+            overridden: Vec::new(),
+        }
+    } else {
+        DisruptionDecision::Hold { marks: node }
+    }
+}
+
 /// The marks for people: `Node (nodewright.io/do-not-disrupt), pod shop/db-0
 /// (karpenter.sh/do-not-disrupt) and 3 more`.
 pub fn describe(marks: &[DoNotDisrupt]) -> String {
@@ -183,7 +217,8 @@ pub fn describe(marks: &[DoNotDisrupt]) -> String {
     }
 }
 
-fn marking_annotation(annotations: &BTreeMap<String, String>) -> Option<&'static str> {
+/// The do-not-disrupt annotation among `annotations` whose value is `"true"`, ours first.
+pub fn marking_annotation(annotations: &BTreeMap<String, String>) -> Option<&'static str> {
     DO_NOT_DISRUPT_ANNOTATIONS
         .into_iter()
         .find(|key| annotations.get(*key).is_some_and(|value| value == "true"))
@@ -321,6 +356,60 @@ mod tests {
                 "{disruption:?} without marks"
             );
         }
+    }
+
+    #[test]
+    fn with_a_hard_deadline_only_a_node_mark_holds_a_voluntary_disruption() {
+        let pod = pod_mark("shop", "db-0", ANNOTATION_KARPENTER_DO_NOT_DISRUPT);
+        let node = node_mark(ANNOTATION_DO_NOT_DISRUPT);
+        let proceed = |overridden: Vec<DoNotDisrupt>| DisruptionDecision::Proceed { overridden };
+        let hold = |marks: Vec<DoNotDisrupt>| DisruptionDecision::Hold { marks };
+        // (disruption, marks, the drain keeps marked pods, expected)
+        let cases = vec![
+            (
+                Disruption::RolloutReplacement,
+                vec![pod.clone()],
+                true,
+                proceed(vec![]),
+            ),
+            (
+                Disruption::RolloutReplacement,
+                vec![pod.clone()],
+                false,
+                hold(vec![pod.clone()]),
+            ),
+            (
+                Disruption::ScaleDown,
+                vec![node.clone(), pod.clone()],
+                true,
+                hold(vec![node.clone()]),
+            ),
+            (Disruption::SweepRemediation, vec![], true, proceed(vec![])),
+            (
+                Disruption::Operator,
+                vec![node.clone(), pod.clone()],
+                true,
+                proceed(vec![node.clone(), pod.clone()]),
+            ),
+            (
+                Disruption::MachineGone,
+                vec![pod.clone()],
+                true,
+                proceed(vec![pod.clone()]),
+            ),
+        ];
+        for (disruption, marks, keeps, expected) in cases {
+            assert_eq!(
+                decide_before_drain(disruption, marks.clone(), keeps),
+                expected,
+                "{disruption:?} {marks:?} {keeps}"
+            );
+        }
+        assert_eq!(Disruption::default(), Disruption::Operator);
+        assert_eq!(
+            serde_json::to_string(&Disruption::RolloutReplacement).ok(),
+            Some("\"rollout-replacement\"".to_owned())
+        );
     }
 
     #[test]

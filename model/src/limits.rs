@@ -59,6 +59,11 @@ pub const MAX_VOLUME_TIMEOUT: Duration = HOUR;
 /// no pod that a graceful drain could still save.
 pub const MAX_FORCE_AFTER_UNHEALTHY: Duration = DAY;
 
+/// The longest `spec.drain.terminationGracePeriod` (the drain's hard deadline, Karpenter's
+/// NodePool field, and the annotation's): a week, as long as `machine extend-drain` may move a
+/// drain's deadline in one signal; past it a drain that is still held needs a person.
+pub const MAX_TERMINATION_GRACE_PERIOD: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// The most rules `spec.drain.rules` may hold: each pod is matched against them in order at
 /// every look, and every distinct `order` is a tier the drain runs after the previous one; a pool
 /// that needs more than 32 has rules a person can no longer read.

@@ -85,6 +85,14 @@ pub struct DeleteMachineRequest {
     /// [`crate::hooks::DEFAULT_HOOK_TIMEOUT`]): `--hook-timeout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_timeout: Option<Duration>,
+    /// Why the machine goes: an operator's request (the default) or nodewright's own choice (a
+    /// rollout's replacement, a scale-down, a sweep's remediation), which the drain's handling
+    /// of do-not-disrupt marks follows (see [`crate::disruption`]).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::disruption::Disruption::is_operator"
+    )]
+    pub disruption: crate::disruption::Disruption,
 }
 
 impl DeleteMachineRequest {

@@ -21,6 +21,7 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
+use nodewright_model::disruption::Disruption;
 use nodewright_model::drain::{DrainPurpose, DrainRequest};
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::pool::{Amount, DrainPolicy, from_yaml};
@@ -120,6 +121,7 @@ async fn hostile_runs(
         drain_policy: None,
         skip_hooks: false,
         hook_timeout: None,
+        disruption: Disruption::Operator,
     };
     let foreign_id = WorkflowId::for_subject(Operation::Delete, &other, machine);
     client
@@ -210,6 +212,7 @@ async fn hostile_runs(
         force: false,
         local_data: None,
         resume: None,
+        disruption: Disruption::Operator,
     };
     let drain_id = WorkflowId::for_subject(Operation::Drain, &cluster, machine);
     client

@@ -149,6 +149,8 @@ pub struct Workload {
     /// [`Workloads::file_share`] or [`Workloads::nfs_volume`]. Not for StatefulSets, whose
     /// claims come from their template.
     pub claims: Vec<String>,
+    /// Annotations of the pods (e.g. `nodewright.io/do-not-disrupt: "true"`).
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl Workload {
@@ -164,7 +166,14 @@ impl Workload {
             volume_size_gb: 4,
             empty_dirs: Vec::new(),
             claims: Vec::new(),
+            annotations: BTreeMap::new(),
         }
+    }
+
+    /// Annotates the pods with `key: value`.
+    pub fn annotate(mut self, key: &str, value: &str) -> Self {
+        self.annotations.insert(key.to_owned(), value.to_owned());
+        self
     }
 
     /// Makes the pods mount the claim `claim` (which all replicas share).
@@ -230,7 +239,11 @@ impl Workload {
                 .collect();
             spec["volumes"] = json!(volumes);
         }
-        json!({ "metadata": { "labels": self.labels() }, "spec": spec })
+        let mut metadata = json!({ "labels": self.labels() });
+        if !self.annotations.is_empty() {
+            metadata["annotations"] = json!(self.annotations);
+        }
+        json!({ "metadata": metadata, "spec": spec })
     }
 }
 

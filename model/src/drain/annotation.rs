@@ -100,10 +100,16 @@ const LOCAL_DATA: &str = "localData";
 /// The drain rules' field in the annotation (never in the tag: it is too short for them).
 const RULES: &str = "rules";
 
+/// The hard deadline's field in the annotation and the tag.
+pub(super) const HARD_DEADLINE_FIELD: &str = "terminationGracePeriod";
+
+/// The longest hard deadline.
+const MAX_HARD: Duration = limits::MAX_TERMINATION_GRACE_PERIOD;
+
 /// The settings as the [`TAG_DRAIN`] tag holds them: whole seconds,
-/// `timeout=7200,pdbRetryInterval=20,volumeDetachTimeout=120,volumeAttachTimeout=90,forceAfterUnhealthy=300`
-/// and `,localData=evict|refuse` when set. At most 128 characters, well within Azure's
-/// [`crate::ownership::MAX_TAG_VALUE_CHARS`].
+/// `timeout=7200,pdbRetryInterval=20,volumeDetachTimeout=120,volumeAttachTimeout=90,forceAfterUnhealthy=300`,
+/// `,localData=evict|refuse` when set and `,terminationGracePeriod=172800` when set. At most
+/// 160 characters, well within Azure's [`crate::ownership::MAX_TAG_VALUE_CHARS`].
 pub fn policy_to_tag(policy: &DrainPolicy) -> String {
     let mut copy = policy.clone();
     let mut parts: Vec<String> = DURATIONS
@@ -113,11 +119,14 @@ pub fn policy_to_tag(policy: &DrainPolicy) -> String {
     if let Some(local_data) = policy.local_data {
         parts.push(format!("{LOCAL_DATA}={}", local_data.as_str()));
     }
+    if let Some(period) = policy.termination_grace_period {
+        parts.push(format!("{HARD_DEADLINE_FIELD}={}", period.as_secs()));
+    }
     parts.join(",")
 }
 
 /// Reads [`policy_to_tag`]'s text back: every duration field once, each more than zero and at
-/// most its maximum, `localData` optional, nothing else.
+/// most its maximum, `localData` and `terminationGracePeriod` optional, nothing else.
 ///
 /// # Errors
 ///
@@ -139,6 +148,20 @@ pub fn policy_from_tag(text: &str) -> Result<DrainPolicy, String> {
                 LocalDataPolicy::parse(value)
                     .ok_or_else(|| problem(format!("{LOCAL_DATA} is neither evict nor refuse")))?,
             );
+            continue;
+        }
+        if name == HARD_DEADLINE_FIELD {
+            let seconds = value
+                .parse::<u64>()
+                .ok()
+                .filter(|&s| s > 0 && Duration::from_secs(s) <= MAX_HARD)
+                .ok_or_else(|| {
+                    problem(format!(
+                        "{name} is not a whole number of seconds between 1s and the maximum {}",
+                        limits::short(MAX_HARD)
+                    ))
+                })?;
+            policy.termination_grace_period = Some(Duration::from_secs(seconds));
             continue;
         }
         let Some(index) = DURATIONS.iter().position(|field| field.name == name) else {
@@ -187,6 +210,9 @@ pub enum RefusalReason {
     NotRules,
     /// `rules` when the trusted settings have their own: the pool's rules are used.
     RulesSet,
+    /// `terminationGracePeriod` when the trusted settings have none: a hard deadline would let
+    /// force mode override do-not-disrupt marks, which the pool did not ask for.
+    NoHardDeadline,
     /// A field drain settings do not have.
     Unknown,
 }
@@ -213,6 +239,9 @@ impl fmt::Display for RefusalReason {
             RefusalReason::RulesSet => {
                 f.write_str("the drain's own settings have rules: the annotation's are not used")
             }
+            RefusalReason::NoHardDeadline => f.write_str(
+                "the drain's own settings have no terminationGracePeriod: an annotation may not add a hard deadline",
+            ),
             RefusalReason::Unknown => f.write_str("not a drain setting"),
         }
     }
@@ -374,6 +403,8 @@ pub fn bound_annotation(
                     bounded_policy.taken.push(RULES);
                 }
             }
+        } else if name == HARD_DEADLINE_FIELD {
+            bound_hard_deadline(&mut bounded_policy, baseline, value);
         } else {
             bounded_policy.refuse(
                 name,
@@ -384,6 +415,36 @@ pub fn bound_annotation(
         }
     }
     bounded_policy
+}
+
+/// Takes the annotation's `terminationGracePeriod` `value` when the baseline has a hard
+/// deadline and the value is at least as late and within the maximum; refuses it otherwise.
+fn bound_hard_deadline(
+    bounded_policy: &mut BoundedPolicy,
+    baseline: &DrainPolicy,
+    value: &serde_json::Value,
+) {
+    let name = HARD_DEADLINE_FIELD;
+    let Some(base) = baseline.termination_grace_period else {
+        let kept = "none".to_owned();
+        bounded_policy.refuse(name, value.to_string(), kept, RefusalReason::NoHardDeadline);
+        return;
+    };
+    let kept = format!("{}s", base.as_secs());
+    let Some(seconds) = value.as_u64() else {
+        bounded_policy.refuse(name, value.to_string(), kept, RefusalReason::NotSeconds);
+        return;
+    };
+    let asked = Duration::from_secs(seconds);
+    if asked > MAX_HARD {
+        let reason = RefusalReason::BeyondMaximum(MAX_HARD);
+        bounded_policy.refuse(name, format!("{seconds}s"), kept, reason);
+    } else if asked < base {
+        bounded_policy.refuse(name, format!("{seconds}s"), kept, RefusalReason::Shorter);
+    } else if asked > base {
+        bounded_policy.policy.termination_grace_period = Some(asked);
+        bounded_policy.taken.push(HARD_DEADLINE_FIELD);
+    }
 }
 
 /// `text` with control characters as spaces, at most [`MAX_ASKED_CHARS`] characters (the last
@@ -412,6 +473,7 @@ mod tests {
             force_after_unhealthy: Duration::from_secs(600),
             local_data: None,
             rules: Vec::new(),
+            termination_grace_period: None,
         }
     }
 
@@ -621,6 +683,62 @@ mod tests {
     }
 
     #[test]
+    fn a_hard_deadline_may_only_come_later_and_never_be_added() {
+        let with_hard = DrainPolicy {
+            termination_grace_period: Some(secs(3600)),
+            ..pool()
+        };
+        // (baseline, annotation, expected period, refusal)
+        let cases = [
+            (
+                &with_hard,
+                r#"{"terminationGracePeriod":7200}"#,
+                Some(7200),
+                None,
+            ),
+            (
+                &with_hard,
+                r#"{"terminationGracePeriod":3600}"#,
+                Some(3600),
+                None,
+            ),
+            (
+                &with_hard,
+                r#"{"terminationGracePeriod":60}"#,
+                Some(3600),
+                Some(RefusalReason::Shorter),
+            ),
+            (
+                &with_hard,
+                r#"{"terminationGracePeriod":604801}"#,
+                Some(3600),
+                Some(RefusalReason::BeyondMaximum(MAX_HARD)),
+            ),
+            (
+                &with_hard,
+                r#"{"terminationGracePeriod":"1h"}"#,
+                Some(3600),
+                Some(RefusalReason::NotSeconds),
+            ),
+            (
+                &pool(),
+                r#"{"terminationGracePeriod":7200}"#,
+                None,
+                Some(RefusalReason::NoHardDeadline),
+            ),
+        ];
+        for (baseline, text, period, refusal) in cases {
+            let bounded = bound_annotation(baseline, DrainPurpose::Deletion, text);
+            assert_eq!(
+                bounded.policy.termination_grace_period,
+                period.map(secs),
+                "{text}"
+            );
+            assert_eq!(bounded.refused.first().map(|r| r.reason), refusal, "{text}");
+        }
+    }
+
+    #[test]
     fn reports_say_what_was_asked_and_what_was_kept() {
         let bounded = bound_annotation(
             &pool(),
@@ -668,9 +786,10 @@ mod tests {
             force_after_unhealthy: limits::MAX_FORCE_AFTER_UNHEALTHY,
             local_data: Some(LocalDataPolicy::Refuse),
             rules: Vec::new(),
+            termination_grace_period: Some(limits::MAX_TERMINATION_GRACE_PERIOD),
         };
         let tag = policy_to_tag(&longest);
-        assert!(tag.len() <= 128, "{tag}");
+        assert!(tag.len() <= 160, "{tag}");
         assert!(tag.chars().count() <= crate::ownership::MAX_TAG_VALUE_CHARS);
         assert_eq!(policy_from_tag(&tag), Ok(longest));
         for (text, problem) in [
@@ -707,8 +826,9 @@ mod tests {
                 Just(LocalDataPolicy::Evict),
                 Just(LocalDataPolicy::Refuse),
             ]),
+            proptest::option::of(1u64..=604_800),
         )
-            .prop_map(|(t, p, d, a, f, local_data)| DrainPolicy {
+            .prop_map(|(t, p, d, a, f, local_data, hard)| DrainPolicy {
                 timeout: secs(t),
                 pdb_retry_interval: secs(p),
                 volume_detach_timeout: secs(d),
@@ -716,6 +836,7 @@ mod tests {
                 force_after_unhealthy: secs(f),
                 local_data,
                 rules: Vec::new(),
+                termination_grace_period: hard.map(secs),
             })
     }
 
@@ -741,7 +862,15 @@ mod tests {
             DrainPurpose::Maintenance => now == was || now == LocalDataPolicy::Refuse,
             DrainPurpose::Deletion => now == was,
         };
-        durations_ok && local_ok
+        let hard_ok = match (
+            baseline.termination_grace_period,
+            got.termination_grace_period,
+        ) {
+            (None, None) => true,
+            (Some(b), Some(g)) => b <= g && g <= MAX_HARD,
+            _ => false,
+        };
+        durations_ok && local_ok && hard_ok
     }
 
     proptest! {

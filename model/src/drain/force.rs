@@ -27,6 +27,15 @@ pub struct NodeHealth {
     pub readonly_filesystem: Option<ConditionFacts>,
 }
 
+/// A drain's hard deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HardDeadline {
+    /// When it passes.
+    pub at: i64,
+    /// The `terminationGracePeriod` it comes from, in seconds.
+    pub period_seconds: u64,
+}
+
 /// Why a drain is in force mode.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind")]
@@ -35,6 +44,12 @@ pub enum ForceReason {
     Requested,
     /// The drain deadline passed.
     DeadlinePassed,
+    /// The drain's hard deadline (`terminationGracePeriod`) passed: force mode overrides
+    /// do-not-disrupt marks too.
+    HardDeadlinePassed {
+        /// The `terminationGracePeriod`, in seconds.
+        after_seconds: u64,
+    },
     /// The node has not been Ready for longer than the threshold.
     NotReady {
         /// For how long, in seconds.
@@ -52,6 +67,11 @@ impl std::fmt::Display for ForceReason {
         match self {
             ForceReason::Requested => f.write_str("force was requested"),
             ForceReason::DeadlinePassed => f.write_str("the drain deadline passed"),
+            ForceReason::HardDeadlinePassed { after_seconds } => write!(
+                f,
+                "terminationGracePeriod {} passed (the drain's hard deadline)",
+                crate::limits::short(std::time::Duration::from_secs(*after_seconds))
+            ),
             ForceReason::NotReady { for_seconds } => {
                 write!(f, "the node has not been Ready for {for_seconds}s")
             }
@@ -68,16 +88,23 @@ impl std::fmt::Display for ForceReason {
 /// Whether the drain must switch to force mode now, and why (MCM: a forced drain when the drain
 /// timeout passed, on request, or when the node has been NotReady — `Ready` not `True`, which
 /// includes `Unknown` — or has had `ReadonlyFilesystem` not `False` for longer than
-/// `unhealthy_after`). Times are seconds since the Unix epoch.
+/// `unhealthy_after`), and once the hard deadline `hard` has passed. Times are seconds since the
+/// Unix epoch.
 pub fn force_reason(
     now: i64,
     deadline: i64,
+    hard: Option<HardDeadline>,
     health: &NodeHealth,
     unhealthy_after: Duration,
     requested: bool,
 ) -> Option<ForceReason> {
     if requested {
         return Some(ForceReason::Requested);
+    }
+    if let Some(hard) = hard.filter(|hard| now >= hard.at) {
+        return Some(ForceReason::HardDeadlinePassed {
+            after_seconds: hard.period_seconds,
+        });
     }
     if now >= deadline {
         return Some(ForceReason::DeadlinePassed);
@@ -172,11 +199,70 @@ mod tests {
         ];
         for (what, now, health, requested, expected) in table {
             assert_eq!(
-                force_reason(at(now), deadline, health, five_minutes, requested),
+                force_reason(at(now), deadline, None, health, five_minutes, requested),
                 expected,
                 "{what}"
             );
         }
+    }
+
+    #[test]
+    fn the_hard_deadline_comes_before_every_reason_but_a_request() {
+        let hard = Some(HardDeadline {
+            at: at(600),
+            period_seconds: 600,
+        });
+        let not_ready = NodeHealth {
+            ready: condition("False", 0),
+            readonly_filesystem: None,
+        };
+        let passed = Some(ForceReason::HardDeadlinePassed { after_seconds: 600 });
+        let healthy = NodeHealth::default();
+        // (what, now, soft deadline, health, requested, expected)
+        type Row<'a> = (&'a str, i64, i64, &'a NodeHealth, bool, Option<ForceReason>);
+        let table: Vec<Row<'_>> = vec![
+            ("before it", 599, at(7200), &healthy, false, None),
+            ("at it", 600, at(7200), &healthy, false, passed.clone()),
+            (
+                "past both deadlines",
+                7300,
+                at(7200),
+                &not_ready,
+                false,
+                passed,
+            ),
+            (
+                "the soft deadline first",
+                300,
+                at(300),
+                &healthy,
+                false,
+                Some(ForceReason::DeadlinePassed),
+            ),
+            (
+                "a request first",
+                700,
+                at(300),
+                &healthy,
+                true,
+                Some(ForceReason::Requested),
+            ),
+        ];
+        let five_minutes = Duration::from_secs(300);
+        for (what, now, deadline, health, requested, expected) in table {
+            assert_eq!(
+                force_reason(at(now), deadline, hard, health, five_minutes, requested),
+                expected,
+                "{what}"
+            );
+        }
+        assert_eq!(
+            ForceReason::HardDeadlinePassed {
+                after_seconds: 7200
+            }
+            .to_string(),
+            "terminationGracePeriod 2h passed (the drain's hard deadline)"
+        );
     }
 
     #[test]
@@ -219,8 +305,9 @@ mod tests {
         ) {
             let health = NodeHealth { ready, readonly_filesystem };
             let unhealthy_after = Duration::new(threshold, nanos);
-            let reason = force_reason(now, deadline, &health, unhealthy_after, requested);
+            let reason = force_reason(now, deadline, None, &health, unhealthy_after, requested);
             match reason {
+                Some(ForceReason::HardDeadlinePassed { .. }) => proptest::prop_assert!(false),
                 Some(ForceReason::Requested) => proptest::prop_assert!(requested),
                 Some(ForceReason::DeadlinePassed) => proptest::prop_assert!(now >= deadline),
                 Some(ForceReason::NotReady { for_seconds } | ForceReason::ReadonlyFilesystem { for_seconds }) => {

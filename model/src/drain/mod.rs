@@ -13,6 +13,7 @@
 mod annotation;
 mod attach;
 mod force;
+mod hard;
 mod lanes;
 mod local_data;
 mod pdb;
@@ -30,7 +31,11 @@ pub use annotation::{
     policy_to_tag,
 };
 pub use attach::{AttachFacts, VolumeWait, volume_wait};
-pub use force::{ConditionFacts, ForceReason, NodeHealth, force_reason};
+pub use force::{ConditionFacts, ForceReason, HardDeadline, NodeHealth, force_reason};
+pub use hard::{
+    capped_deadline, hard_deadline, not_held_because, overridden_mark, overrides_marks,
+    trimmed_grace,
+};
 pub use lanes::{
     AfterEviction, DrainPhase, EvictionAnswer, FORCE_DETACH_BUDGET, LaneEnd, MIN_WAIT, RoundEnd,
     after_eviction, after_round, first_phase, next_phase, wait_within_deadline,

@@ -52,6 +52,11 @@ pub struct PodFacts {
     /// The labels of its namespace (what the drain rules' `namespaceSelector` reads).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub namespace_labels: BTreeMap<String, String>,
+    /// The do-not-disrupt annotation it carries with the value `"true"`
+    /// (`nodewright.io/do-not-disrupt` or `karpenter.sh/do-not-disrupt`, see
+    /// [`crate::disruption`]); `None` in facts listed before the marks were read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub do_not_disrupt: Option<String>,
 }
 
 /// One PersistentVolumeClaim of a pod and what it is bound to.
@@ -466,6 +471,7 @@ mod tests {
             empty_dirs: vec![],
             labels: BTreeMap::new(),
             namespace_labels: BTreeMap::new(),
+            do_not_disrupt: None,
         }
     }
 
@@ -768,6 +774,7 @@ mod tests {
                     empty_dirs: empty_dirs.into_iter().map(str::to_owned).collect(),
                     labels: BTreeMap::new(),
                     namespace_labels: BTreeMap::new(),
+                    do_not_disrupt: None,
                 },
             )
     }

@@ -80,6 +80,17 @@ impl DrainStatus {
             self.set_pod(&key, PodState::AwaitingCompletion, None);
             self.set_rule(&key, format!("WaitCompleted by {}", waited.by));
         }
+        for held in &plan.held {
+            let key = held.pod.key();
+            self.set_pod(&key, PodState::Held, None);
+            self.set_rule(
+                &key,
+                format!(
+                    "do not disrupt ({}): not evicted, waited for until it completes or force mode overrides it",
+                    held.by
+                ),
+            );
+        }
         for skipped in &plan.whole.skipped {
             if let Some(rule) = &skipped.rule {
                 self.set_rule(&skipped.pod, format!("Skip by {rule}"));

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::annotation::HARD_DEADLINE_FIELD;
 use super::local_data::{LocalDataPod, LocalDataPolicy};
 use super::purpose::DrainPurpose;
 use crate::ClusterName;
@@ -33,6 +34,15 @@ pub struct DrainRequest {
     /// Set when a long drain continued as a new run: where the previous run left off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<DrainResume>,
+    /// Why the machine is drained: an operator's request (the default) or nodewright's own
+    /// choice. A voluntary drain does not evict pods marked do-not-disrupt: it waits for them
+    /// until force mode overrides the marks (see [`super::overrides_marks`]); any other drain
+    /// evicts them and names them in its status and result.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::disruption::Disruption::is_operator"
+    )]
+    pub disruption: crate::disruption::Disruption,
 }
 
 /// What a drain carries into its next run when it continues as new (its history grew long
@@ -82,9 +92,21 @@ pub struct DrainedNode {
     /// (or a delete cancelled after its drain) leaves it cordoned.
     #[serde(default)]
     pub cordoned_before: bool,
+    /// Pods marked do-not-disrupt that the drain evicted or deleted anyway, each with its
+    /// annotation and why, e.g. `shop/db-0 (nodewright.io/do-not-disrupt): deleted with grace
+    /// period 0, terminationGracePeriod 2h passed (the drain's hard deadline)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overridden: Vec<String>,
 }
 
 impl DrainedNode {
+    /// Names a do-not-disrupt mark the drain went past (once).
+    pub fn note_overridden(&mut self, text: &str) {
+        if !self.overridden.iter().any(|known| known == text) {
+            self.overridden.push(text.to_owned());
+        }
+    }
+
     /// Records that `pod` was evicted or force-deleted with its local data (once per pod).
     pub fn note_local_data_lost(&mut self, pod: &LocalDataPod) {
         if !self.local_data_lost.iter().any(|p| p.pod == pod.pod) {
@@ -105,6 +127,7 @@ impl Default for DrainPolicy {
             force_after_unhealthy: Duration::from_secs(300),
             local_data: None,
             rules: Vec::new(),
+            termination_grace_period: None,
         }
     }
 }
@@ -124,6 +147,7 @@ pub fn policy_to_annotation(policy: &DrainPolicy) -> String {
         force_after_unhealthy: policy.force_after_unhealthy.as_secs(),
         local_data: policy.local_data,
         rules: policy.rules.clone(),
+        termination_grace_period: policy.termination_grace_period.map(|d| d.as_secs()),
     };
     serde_json::to_string(&seconds).unwrap_or_default()
 }
@@ -216,7 +240,14 @@ pub fn policy_from_annotation(text: &str) -> Result<DrainPolicy, AnnotationError
             ),
         });
     }
-    for (field, value, max) in fields {
+    let hard = seconds.termination_grace_period.map(|value| {
+        (
+            "terminationGracePeriod",
+            value,
+            limits::MAX_TERMINATION_GRACE_PERIOD,
+        )
+    });
+    for (field, value, max) in fields.into_iter().chain(hard) {
         if value == 0 {
             return Err(AnnotationError::Zero { field });
         }
@@ -236,6 +267,7 @@ pub fn policy_from_annotation(text: &str) -> Result<DrainPolicy, AnnotationError
         force_after_unhealthy: Duration::from_secs(seconds.force_after_unhealthy),
         local_data: seconds.local_data,
         rules: seconds.rules,
+        termination_grace_period: seconds.termination_grace_period.map(Duration::from_secs),
     })
 }
 
@@ -317,6 +349,7 @@ pub fn salvage_policy(text: &str) -> (DrainPolicy, Vec<AnnotationError>) {
         "forceAfterUnhealthy",
         "localData",
         "rules",
+        "terminationGracePeriod",
     ];
     for unknown in object.keys().filter(|key| !known.contains(&key.as_str())) {
         problems.push(AnnotationError::Unreadable {
@@ -325,6 +358,13 @@ pub fn salvage_policy(text: &str) -> (DrainPolicy, Vec<AnnotationError>) {
     }
     policy.local_data = local_data;
     policy.rules = rules;
+    policy.termination_grace_period = object
+        .get(HARD_DEADLINE_FIELD)
+        .and_then(serde_json::Value::as_u64)
+        .filter(|&value| {
+            value > 0 && Duration::from_secs(value) <= limits::MAX_TERMINATION_GRACE_PERIOD
+        })
+        .map(Duration::from_secs);
     (policy, problems)
 }
 
@@ -343,6 +383,10 @@ struct AnnotatedPolicy {
     /// Absent from annotations written before drain rules existed, and for pools without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     rules: Vec<super::rules::DrainRule>,
+    /// Absent from annotations written before the hard deadline existed, and for pools without
+    /// one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    termination_grace_period: Option<u64>,
 }
 
 #[cfg(test)]
@@ -470,6 +514,7 @@ mod tests {
             force_after_unhealthy: limits::MAX_FORCE_AFTER_UNHEALTHY,
             local_data: Some(LocalDataPolicy::Refuse),
             rules: Vec::new(),
+            termination_grace_period: Some(limits::MAX_TERMINATION_GRACE_PERIOD),
         };
         assert_eq!(
             policy_from_annotation(&policy_to_annotation(&longest)),
@@ -542,6 +587,7 @@ mod tests {
                 Just(LocalDataPolicy::Evict),
                 Just(LocalDataPolicy::Refuse),
             ]),
+            hard in proptest::option::of(1u64..=604_800),
         ) {
             let policy = DrainPolicy {
                 timeout: Duration::from_secs(secs[0]),
@@ -551,6 +597,7 @@ mod tests {
                 force_after_unhealthy: Duration::from_secs(secs[4]),
                 local_data,
                 rules: Vec::new(),
+                termination_grace_period: hard.map(Duration::from_secs),
             };
             prop_assert_eq!(policy_from_annotation(&policy_to_annotation(&policy)), Ok(policy));
         }

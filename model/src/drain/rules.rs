@@ -323,6 +323,15 @@ pub struct RuledPlan {
     pub tiers: Vec<DrainTier>,
     /// Pods not evicted, waited for until they complete.
     pub wait_completed: Vec<RuledPod>,
+    /// Pods marked do-not-disrupt in a drain that honours the marks (a voluntary one): not
+    /// evicted, waited for until they complete or go, deleted only by force mode that overrides
+    /// the marks ([`super::overrides_marks`]); `by` is the annotation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<RuledPod>,
+    /// Pods marked do-not-disrupt that a drain which does not honour the marks (an operator's)
+    /// evicts or waits for like any other; `by` is the annotation. The drain names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overriding: Vec<RuledPod>,
     /// The tier of each pod whose order is not 0 (`namespace/name` → order), for the status.
     pub orders: BTreeMap<String, i32>,
 }
@@ -337,6 +346,8 @@ impl RuledPlan {
             }],
             whole,
             wait_completed: Vec::new(),
+            held: Vec::new(),
+            overriding: Vec::new(),
             orders: BTreeMap::new(),
         }
     }
@@ -347,12 +358,15 @@ impl RuledPlan {
         self.tiers.len() > 1 || !self.wait_completed.is_empty()
     }
 
-    /// Every pod force mode deletes: those to move and those waited for.
-    pub fn force_victims(&self) -> Vec<PodRef> {
+    /// Every pod force mode deletes: those to move and those waited for, and the pods held by
+    /// do-not-disrupt marks when it overrides them (`overriding_marks`).
+    pub fn force_victims(&self, overriding_marks: bool) -> Vec<PodRef> {
+        let held = self.held.iter().filter(|_| overriding_marks);
         self.whole
             .moving()
             .cloned()
             .chain(self.wait_completed.iter().map(|p| p.pod.clone()))
+            .chain(held.map(|p| p.pod.clone()))
             .collect()
     }
 }
@@ -361,11 +375,14 @@ impl RuledPlan {
 /// shared across tiers is judged with every pod in view), its `Skip` pods moved to `skipped`
 /// (reason [`SkipReason::Rule`], with what skipped them), its `WaitCompleted` pods to
 /// `wait_completed`, and the pods left split into tiers by order. A pod the local-data policy
-/// refuses is refused only when it would be evicted.
+/// refuses is refused only when it would be evicted. A pod marked do-not-disrupt that no `Skip`
+/// leaves on the Node goes to `held` when `marks_hold` (a voluntary drain), else to
+/// `overriding` besides its lane.
 pub fn plan_with_rules(
     pods: &[PodFacts],
     rules: &[DrainRule],
     local_data: LocalDataPolicy,
+    marks_hold: bool,
 ) -> RuledPlan {
     let mut whole = plan_drain(pods, local_data);
     let left_alone: BTreeSet<String> = whole.skipped.iter().map(|s| s.pod.clone()).collect();
@@ -376,28 +393,42 @@ pub fn plan_with_rules(
             decisions.insert(key, (decide_pod(pod, rules), pod));
         }
     }
+    let marked: BTreeMap<String, (&str, &PodFacts)> = decisions
+        .iter()
+        .filter(|(_, (decision, _))| decision.behavior != DrainBehavior::Skip)
+        .filter_map(|(key, (_, pod))| {
+            let annotation = pod.do_not_disrupt.as_deref()?;
+            Some((key.clone(), (annotation, *pod)))
+        })
+        .collect();
+    let marked_pods = marked.iter().map(|(_, (annotation, pod))| RuledPod {
+        pod: pod_ref(pod),
+        by: (*annotation).to_owned(),
+    });
+    let (held, overriding): (Vec<RuledPod>, Vec<RuledPod>) = if marks_hold {
+        (marked_pods.collect(), Vec::new())
+    } else {
+        (Vec::new(), marked_pods.collect())
+    };
     let behavior_of = |key: &str| {
         decisions
             .get(key)
             .map_or(DrainBehavior::Drain, |(d, _)| d.behavior)
     };
-    let evicted = |key: &str| behavior_of(key) == DrainBehavior::Drain;
+    let is_held = |key: &str| marks_hold && marked.contains_key(key);
+    let evicted = |key: &str| behavior_of(key) == DrainBehavior::Drain && !is_held(key);
     let mut wait_completed = Vec::new();
     for (key, (decision, pod)) in &decisions {
         match decision.behavior {
             DrainBehavior::Drain => {}
+            DrainBehavior::WaitCompleted if is_held(key) => {}
             DrainBehavior::Skip => whole.skipped.push(SkippedPod {
                 pod: key.clone(),
                 reason: SkipReason::Rule,
                 rule: Some(decision.by.describe()),
             }),
             DrainBehavior::WaitCompleted => wait_completed.push(RuledPod {
-                pod: PodRef {
-                    namespace: pod.namespace.clone(),
-                    name: pod.name.clone(),
-                    uid: pod.uid.clone(),
-                    grace_period_seconds: pod.grace_period().as_secs(),
-                },
+                pod: pod_ref(pod),
                 by: decision.by.describe(),
             }),
         }
@@ -431,7 +462,19 @@ pub fn plan_with_rules(
         whole,
         tiers,
         wait_completed,
+        held,
+        overriding,
         orders,
+    }
+}
+
+/// The reference an eviction or deletion of `pod` names.
+fn pod_ref(pod: &PodFacts) -> PodRef {
+    PodRef {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+        grace_period_seconds: pod.grace_period().as_secs(),
     }
 }
 

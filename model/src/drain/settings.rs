@@ -152,11 +152,16 @@ pub fn drain_settings(sources: &SettingsSources<'_>) -> DrainSettings {
 }
 
 /// The settings for people, e.g. `timeout 7200s, PDB retry 20s, detach 120s, reattach 90s,
-/// force after 300s unhealthy, local data refuse (the purpose's default)`.
+/// force after 300s unhealthy, local data refuse (the purpose's default)`, and `, hard deadline
+/// 172800s` when the settings have one.
 pub fn describe_policy(policy: &DrainPolicy, purpose: DrainPurpose) -> String {
     let local_data = LocalDataPolicy::or_default_for(policy.local_data, purpose).as_str();
+    let hard = policy
+        .termination_grace_period
+        .map(|period| format!(", hard deadline {}s", period.as_secs()))
+        .unwrap_or_default();
     format!(
-        "timeout {}s, PDB retry {}s, detach {}s, reattach {}s, force after {}s unhealthy, local data {local_data}{}",
+        "timeout {}s, PDB retry {}s, detach {}s, reattach {}s, force after {}s unhealthy, local data {local_data}{}{hard}",
         policy.timeout.as_secs(),
         policy.pdb_retry_interval.as_secs(),
         policy.volume_detach_timeout.as_secs(),

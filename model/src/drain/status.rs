@@ -44,6 +44,9 @@ pub enum PodState {
     AwaitingCompletion,
     /// Completed (Succeeded or Failed) while the drain waited for it.
     Completed,
+    /// Not evicted: marked do-not-disrupt in a voluntary drain; waited for until it completes
+    /// or goes, or until force mode overrides the mark (the hard deadline).
+    Held,
 }
 
 impl PodState {
@@ -60,6 +63,7 @@ impl PodState {
             PodState::Refused => "refused",
             PodState::AwaitingCompletion => "awaiting-completion",
             PodState::Completed => "completed",
+            PodState::Held => "held",
         }
     }
 }
@@ -194,6 +198,14 @@ pub struct DrainStatus {
     /// what each lost.
     #[serde(default)]
     pub local_data_lost: Vec<LocalDataPod>,
+    /// The hard deadline (`terminationGracePeriod` from the drain's start), RFC 3339, when the
+    /// drain's settings have one: the deadline never moves past it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_deadline: Option<String>,
+    /// Pods marked do-not-disrupt that the drain evicted or deleted anyway, each with its
+    /// annotation and why (as [`super::DrainedNode::overridden`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overridden: Vec<String>,
 }
 
 impl DrainStatus {
@@ -208,6 +220,15 @@ impl DrainStatus {
             volumes: Vec::new(),
             warnings: Vec::new(),
             local_data_lost: Vec::new(),
+            hard_deadline: None,
+            overridden: Vec::new(),
+        }
+    }
+
+    /// Names a do-not-disrupt mark the drain went past (once).
+    pub fn note_overridden(&mut self, text: &str) {
+        if !self.overridden.iter().any(|known| known == text) {
+            self.overridden.push(text.to_owned());
         }
     }
 

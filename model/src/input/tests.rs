@@ -6,6 +6,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
+use crate::disruption::Disruption;
 use crate::drain::{DrainPurpose, DrainRequest};
 use crate::pool::{Amount, DrainPolicy, ValidPool, from_yaml};
 use crate::rollout::{PoolHistory, TemplateRecord};
@@ -43,6 +44,7 @@ fn delete() -> DeleteMachineRequest {
         drain_policy: None,
         skip_hooks: false,
         hook_timeout: None,
+        disruption: Disruption::Operator,
     }
 }
 
@@ -55,6 +57,7 @@ fn drain() -> DrainRequest {
         force: false,
         local_data: None,
         resume: None,
+        disruption: Disruption::Operator,
     }
 }
 

@@ -379,6 +379,13 @@ pub struct DrainSettings {
     /// (see `model::drain::rules`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::drain::DrainRuleSpec>,
+    /// The drain's hard deadline, counted from its start (Karpenter's NodePool field): force
+    /// mode comes then at the latest, whatever extends the deadline; pods are evicted with their
+    /// grace period cut to the time left; and once it has passed, pods marked do-not-disrupt
+    /// are deleted too, each named. Unset (the default): the drain's `timeout` is its hard
+    /// deadline, and a rollout leaves a machine with marked pods alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period: Option<String>,
 }
 
 fn default_drain_timeout() -> String {
@@ -407,6 +414,7 @@ impl Default for DrainSettings {
             force_after_unhealthy: default_force_after_unhealthy(),
             local_data: None,
             rules: Vec::new(),
+            termination_grace_period: None,
         }
     }
 }

@@ -159,6 +159,12 @@ pub struct DrainPolicy {
     /// [`crate::drain::plan_with_rules`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::drain::DrainRule>,
+    /// The drain's hard deadline, counted from its start (`spec.drain.terminationGracePeriod`,
+    /// Karpenter's NodePool field): force mode comes at the latest then, whatever extends the
+    /// deadline, and past it pods marked do-not-disrupt are deleted too (see
+    /// [`crate::drain::hard_deadline`]). `None`: the drain's deadline is its hard deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period: Option<Duration>,
 }
 
 /// How long machines may take.

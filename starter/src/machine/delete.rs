@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use nodewright_model::disruption::Disruption;
 use nodewright_model::drain::DrainStatus;
 use nodewright_model::hooks::HookSet;
 use nodewright_model::machine::{DeleteMachineRequest, HookHold, MachineStatus, Step};
@@ -101,6 +102,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         drain_policy: None,
         skip_hooks,
         hook_timeout,
+        disruption: Disruption::Operator,
     };
     request.check()?;
     let handle = client

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use nodewright_model::disruption::Disruption;
 use nodewright_model::drain::{
     DrainPurpose, DrainRequest, DrainStatus, DrainedNode, LocalDataPolicy,
 };
@@ -88,6 +89,7 @@ pub async fn start(
         force,
         local_data,
         resume: None,
+        disruption: Disruption::Operator,
     };
     request.check()?;
     let handle = client
@@ -166,6 +168,9 @@ pub fn print_drained(drained: &DrainedNode) {
         for lost in &drained.local_data_lost {
             println!("    {lost}");
         }
+    }
+    for overridden in &drained.overridden {
+        println!("  do-not-disrupt overridden: {overridden}");
     }
     for warning in &drained.warnings {
         println!("  warning: {warning}");

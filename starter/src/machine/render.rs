@@ -72,6 +72,10 @@ pub fn drain_events(status: &DrainStatus) -> Vec<String> {
                 format!("{} not evicted: waiting until it completes", pod.pod)
             }
             PodState::Completed => format!("{} completed", pod.pod),
+            PodState::Held => format!(
+                "{} not evicted: do not disrupt, waiting until it completes or force mode overrides it",
+                pod.pod
+            ),
             PodState::Waiting | PodState::Terminating | PodState::Skipped => continue,
         };
         events.push(format!("    ↳ {line}"));
@@ -96,6 +100,9 @@ pub fn drain_events(status: &DrainStatus) -> Vec<String> {
     }
     for lost in &status.local_data_lost {
         events.push(format!("  ! local data lost: {lost}"));
+    }
+    for overridden in &status.overridden {
+        events.push(format!("  ! do-not-disrupt overridden: {overridden}"));
     }
     for warning in &status.warnings {
         events.push(format!("  ! {warning}"));

@@ -169,6 +169,9 @@ fn print_drain(drain: &DrainStatus) {
     if let Some(deadline) = &drain.deadline {
         println!("  deadline     {deadline}");
     }
+    if let Some(hard) = &drain.hard_deadline {
+        println!("  hard         {hard} (terminationGracePeriod: do-not-disrupt overridden then)");
+    }
     let left: Vec<_> = drain.pods_left().collect();
     println!("  pods left    {}", left.len());
     if !left.is_empty() {
@@ -210,6 +213,9 @@ fn print_drain(drain: &DrainStatus) {
     }
     for lost in &drain.local_data_lost {
         println!("  data lost    {lost}");
+    }
+    for overridden in &drain.overridden {
+        println!("  overridden   do-not-disrupt of {overridden}");
     }
     for warning in &drain.warnings {
         println!("  warning      {warning}");

@@ -7,6 +7,7 @@
 mod annotation;
 pub(crate) mod common;
 mod crash;
+mod hard_deadline;
 mod local_data;
 mod not_ready;
 mod pdb;

@@ -8,3 +8,4 @@ mod control;
 mod crash;
 mod do_not_disrupt;
 mod failures;
+mod hard_deadline;

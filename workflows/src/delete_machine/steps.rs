@@ -93,6 +93,7 @@ async fn drain_first(
         force: request.force,
         local_data: None,
         resume: None,
+        disruption: request.disruption,
     };
     let started = ctx
         .start_child_workflow(DrainNodeWorkflow::run, input, options)

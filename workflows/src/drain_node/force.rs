@@ -1,28 +1,42 @@
 //! Step 7, force mode: every pod still to move (and every pod a `WaitCompleted` rule kept
 //! waiting; never one a `Skip` rule leaves) deleted with grace period 0, the node's
 //! VolumeAttachments deleted, and the VM's data disks force-detached in Azure.
+//!
+//! In a voluntary drain, pods marked do-not-disrupt are deleted only by force mode that
+//! overrides the marks (the hard deadline, a request, an unhealthy Node): force mode at the
+//! drain's own deadline, before a later hard deadline, deletes the other pods and leaves the
+//! marked ones running with their volumes; the drain waits for them, and force mode runs again
+//! (deleting what is left, then releasing the volumes) when they are gone or the marks are
+//! overridden. Every marked pod deleted is named in the status and result.
 
 use nodewright_activities::azure::machines::{
     ArmReadActivities, ArmWriteActivities, AwaitForceDetach, ForceDetachDisks, ForceDetachStarted,
 };
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{NodeAttachments, PodAction, PodDeletion};
-use nodewright_model::drain::{DrainMode, FORCE_DETACH_BUDGET, ForceReason, PodRef, PodState};
+use nodewright_model::drain::{
+    DrainMode, FORCE_DETACH_BUDGET, ForceReason, PodRef, PodState, RuledPod, overridden_mark,
+};
 use nodewright_model::machine::Step;
 use nodewright_model::names::arm_write_task_queue;
 use temporalio_sdk::workflows::join_all;
 
-use super::state::{Ctx, Drain, list_pods, note_local_data, plan_pods, warn, with_status};
+use super::state::{
+    Ctx, Drain, list_pods, note_local_data, overrides, plan_pods, warn, with_status,
+};
 use crate::progress::{StepFailed, begin, done, fact, later, now, rfc3339};
 use crate::{activity_options, cancellation};
 
 /// Step 7, force mode: deletes every pod still to move with grace period 0, deletes the node's
-/// VolumeAttachments and force-detaches the VM's data disks in Azure.
+/// VolumeAttachments and force-detaches the VM's data disks in Azure. Returns the pods
+/// do-not-disrupt marks still hold (force mode for `reason` does not override them): then the
+/// volumes are not released yet.
 pub(super) async fn force_drain(
     ctx: &mut Ctx,
     state: &mut Drain,
     reason: ForceReason,
-) -> Result<(), StepFailed> {
+) -> Result<Vec<RuledPod>, StepFailed> {
+    let overriding = overrides(ctx, &reason);
     let reason_text = reason.to_string();
     let mode = DrainMode::Force {
         reason: reason_text.clone(),
@@ -30,7 +44,7 @@ pub(super) async fn force_drain(
     with_status(ctx, |status| status.mode = mode);
     state.result.forced = Some(reason_text.clone());
     begin(ctx, Step::ForceDrain);
-    fact(ctx, "forceReason", reason_text);
+    fact(ctx, "forceReason", reason_text.clone());
 
     let listed = list_pods(ctx, state, Step::ForceDrain).await?;
     let plan = plan_pods(ctx, state, &listed.pods);
@@ -42,11 +56,19 @@ pub(super) async fn force_drain(
             ),
         );
     }
-    let victims: Vec<PodRef> = plan.force_victims();
+    let victims: Vec<PodRef> = plan.force_victims(overriding);
+    let marked: Vec<&RuledPod> = plan
+        .overriding
+        .iter()
+        .chain(plan.held.iter().filter(|_| overriding))
+        .collect();
     let deletions = victims.iter().map(|pod| {
         ctx.execute_activity(
             KubeActivities::delete_pod,
-            PodAction { pod: pod.clone() },
+            PodAction {
+                pod: pod.clone(),
+                grace_period_seconds: None,
+            },
             cancellation::shielded(activity_options::kube_write()),
         )
     });
@@ -58,6 +80,14 @@ pub(super) async fn force_drain(
             PodDeletion::Deleted => {
                 state.result.force_deleted.push(key.clone());
                 note_local_data(ctx, state, &plan.whole, &key);
+                if let Some(mark) = marked.iter().find(|m| m.pod.uid == pod.uid) {
+                    let named = overridden_mark(
+                        mark,
+                        &format!("deleted with grace period 0, {reason_text}"),
+                    );
+                    state.result.note_overridden(&named);
+                    with_status(ctx, |status| status.note_overridden(&named));
+                }
                 "deleted with grace period 0"
             }
             PodDeletion::Gone => "already gone",
@@ -68,6 +98,30 @@ pub(super) async fn force_drain(
         });
     }
 
+    let held: Vec<RuledPod> = if overriding {
+        Vec::new()
+    } else {
+        plan.held.clone()
+    };
+    if !held.is_empty() {
+        done(
+            ctx,
+            Step::ForceDrain,
+            format!(
+                "{} pods deleted with grace period 0; {} held by do-not-disrupt until they go or force mode overrides them, the volumes released after",
+                state.result.force_deleted.len(),
+                held.len()
+            ),
+        );
+        return Ok(held);
+    }
+    release_volumes(ctx, state).await?;
+    Ok(Vec::new())
+}
+
+/// The end of force mode: deletes the node's VolumeAttachments and force-detaches the VM's data
+/// disks in Azure.
+async fn release_volumes(ctx: &mut Ctx, state: &mut Drain) -> Result<(), StepFailed> {
     let attachments = ctx
         .execute_activity(
             KubeActivities::delete_node_volume_attachments,

@@ -14,7 +14,8 @@ use nodewright_model::machine::Step;
 use temporalio_sdk::workflows::join_all;
 
 use super::state::{
-    Ctx, Drain, answer_of, force_due, list_pods, note_local_data, pause, wait_deadline, with_status,
+    Ctx, Drain, answer_of, eviction_grace, force_due, list_pods, note_local_data, pause,
+    wait_deadline, with_status,
 };
 use crate::progress::{StepFailed, begin, done, fact};
 use crate::{activity_options, cancellation};
@@ -36,11 +37,18 @@ pub(super) async fn evict_without_volumes(
             done(ctx, Step::EvictPods, format!("interrupted: {reason}"));
             return Ok(LaneEnd::Forced(reason));
         }
-        let attempts = to_evict.iter().map(|pod| {
+        let actions: Vec<PodAction> = to_evict
+            .iter()
+            .map(|pod| PodAction {
+                pod: pod.clone(),
+                grace_period_seconds: eviction_grace(ctx, pod),
+            })
+            .collect();
+        let attempts = actions.into_iter().map(|action| {
             // An eviction sent is let finish: what it evicted is known and reported.
             ctx.execute_activity(
                 KubeActivities::evict_pod,
-                PodAction { pod: pod.clone() },
+                action,
                 cancellation::shielded(activity_options::kube_write()),
             )
         });
@@ -103,7 +111,10 @@ pub(super) async fn evict(
     let outcome = ctx
         .execute_activity(
             KubeActivities::evict_pod,
-            PodAction { pod: pod.clone() },
+            PodAction {
+                pod: pod.clone(),
+                grace_period_seconds: eviction_grace(ctx, pod),
+            },
             cancellation::shielded(activity_options::kube_write()),
         )
         .await

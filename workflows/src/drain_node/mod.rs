@@ -26,9 +26,10 @@ use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{PrepareDrain, PreparedNode};
 use nodewright_model::drain::{
-    DrainPhase, DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode, LaneEnd,
-    cordoned, describe_ruled_plan, drained_summary, first_phase, next_continuation, next_phase,
-    not_this_machine, purpose_word, refusal,
+    DrainPhase, DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode, ForceReason,
+    LaneEnd, RuledPlan, RuledPod, cordoned, describe_ruled_plan, drained_summary, first_phase,
+    next_continuation, next_phase, not_held_because, not_this_machine, overridden_mark,
+    purpose_word, refusal,
 };
 use nodewright_model::machine::Step;
 use nodewright_model::{Operation, limits};
@@ -38,7 +39,7 @@ use temporalio_sdk::{
 };
 
 pub use state::DrainNodeWorkflow;
-use state::{Ctx, Drain, Finish, extended, force_due, fresh_status, list_pods, plan_pods};
+use state::{Ctx, Drain, Finish, capped, extended, force_due, fresh_status, list_pods, plan_pods};
 
 use crate::progress::{StepFailed, begin, done, fact, fail, now, record_failure, rfc3339, succeed};
 use crate::search;
@@ -129,9 +130,16 @@ impl DrainNodeWorkflow {
         }
         match self.deadline.as_mut() {
             Some(deadline) => {
-                *deadline = extended(*deadline, seconds);
-                let text = rfc3339(*deadline);
-                self.status.get_or_insert_with(|| fresh_status("")).deadline = Some(text);
+                let (moved, cut) = capped(extended(*deadline, seconds), self.hard_deadline);
+                *deadline = moved;
+                let text = rfc3339(moved);
+                let status = self.status.get_or_insert_with(|| fresh_status(""));
+                status.deadline = Some(text.clone());
+                if cut {
+                    status.warnings.push(format!(
+                        "extend_deadline: the deadline stays at {text}, the drain's hard deadline (terminationGracePeriod): nothing moves it later"
+                    ));
+                }
             }
             None => {
                 self.pending_extension_seconds =
@@ -254,11 +262,14 @@ async fn steps(ctx: &mut Ctx, state: &mut Drain) -> Result<Finish, StepFailed> {
         let reason = refusal(&state.request.node, &ruled.whole.refused, chosen);
         return Err(StepFailed::new(Step::SelectPods, reason));
     }
+    name_overridden_marks(ctx, state, &ruled);
     done(ctx, Step::SelectPods, describe_ruled_plan(&ruled));
 
     // 5–7. Per tier, the lanes in order; force mode takes over whenever it is due.
     let mut stuck = Vec::new();
-    let mut forced = false;
+    let mut forced: Option<ForceReason> = None;
+    // Pods do-not-disrupt marks keep running after force mode (released by force mode again).
+    let mut held = Vec::new();
     for tier in &ruled.tiers {
         if ruled.tiers.len() > 1 {
             fact(ctx, "tier", tier.order.to_string());
@@ -276,8 +287,8 @@ async fn steps(ctx: &mut Ctx, state: &mut Drain) -> Result<Finish, StepFailed> {
                 }
                 DrainPhase::Force(reason) => {
                     cancellation::guard(ctx, Step::ForceDrain)?;
-                    force::force_drain(ctx, state, reason.clone()).await?;
-                    forced = true;
+                    held = force::force_drain(ctx, state, reason.clone()).await?;
+                    forced = Some(reason.clone());
                     LaneEnd::Finished
                 }
                 DrainPhase::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
@@ -285,20 +296,40 @@ async fn steps(ctx: &mut Ctx, state: &mut Drain) -> Result<Finish, StepFailed> {
             };
             phase = next_phase(&phase, end, !stuck.is_empty());
         }
-        if forced {
+        if forced.is_some() {
             break;
         }
     }
-    // The pods a WaitCompleted rule keeps: waited for until they complete or force is due.
-    if !forced && !ruled.wait_completed.is_empty() {
-        match completion::await_completed(ctx, state, &ruled.wait_completed).await? {
+    // The pods a WaitCompleted rule keeps, and those do-not-disrupt marks hold: waited for
+    // until they complete or force is due.
+    let waited: Vec<RuledPod> = ruled
+        .wait_completed
+        .iter()
+        .chain(&ruled.held)
+        .cloned()
+        .collect();
+    if forced.is_none() && !waited.is_empty() {
+        match completion::await_completed(ctx, state, &waited).await? {
             LaneEnd::Finished => {}
             LaneEnd::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
             LaneEnd::Forced(reason) => {
                 cancellation::guard(ctx, Step::ForceDrain)?;
-                force::force_drain(ctx, state, reason).await?;
+                held = force::force_drain(ctx, state, reason.clone()).await?;
+                forced = Some(reason);
             }
         }
+    }
+    // Force mode left marked pods running: waited for until they go or force mode overrides
+    // their marks (the hard deadline at the latest); then force mode ends the drain.
+    while !held.is_empty() {
+        let reason = match completion::await_held(ctx, state, &held).await? {
+            LaneEnd::Finished => forced.clone().unwrap_or(ForceReason::DeadlinePassed),
+            LaneEnd::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
+            LaneEnd::Forced(reason) => reason,
+        };
+        cancellation::guard(ctx, Step::ForceDrain)?;
+        held = force::force_drain(ctx, state, reason.clone()).await?;
+        forced = Some(reason);
     }
 
     // 8. Done: the result, with the warnings.
@@ -310,6 +341,21 @@ async fn steps(ctx: &mut Ctx, state: &mut Drain) -> Result<Finish, StepFailed> {
     });
     state.result.warnings = warnings;
     Ok(Finish::Drained(state.result.clone()))
+}
+
+/// Names the pods marked do-not-disrupt that a drain which does not honour the marks evicts.
+fn name_overridden_marks(ctx: &mut Ctx, state: &mut Drain, ruled: &RuledPlan) {
+    let evicted: Vec<&RuledPod> = ruled
+        .overriding
+        .iter()
+        .filter(|p| ruled.whole.moving().any(|m| m.uid == p.pod.uid))
+        .collect();
+    let why = format!("evicted: {}", not_held_because(state.request.disruption));
+    for pod in evicted {
+        let named = overridden_mark(pod, &why);
+        state.result.note_overridden(&named);
+        state::with_status(ctx, |status| status.note_overridden(&named));
+    }
 }
 
 /// The next run's input: the same request, with where this one left off.

@@ -7,10 +7,10 @@ use nodewright_activities::azure::machines::{ArmReadActivities, DrainTag, ReadDr
 use nodewright_activities::kube::{KubeActivities, NodeEvent};
 use nodewright_model::drain::{
     AnnotationTrust, DrainRequest, DrainSettings, DrainedNode, NodeHealth, SettingsSources,
-    TagRead, asks_salvage, drain_settings,
+    TagRead, asks_salvage, drain_settings, hard_deadline,
 };
 
-use super::state::{Ctx, Drain, extended, fresh_status, with_status};
+use super::state::{Ctx, Drain, capped, extended, fresh_status, hard_text, with_status};
 use crate::progress::{activity_failure_text, later, now, rfc3339};
 use crate::{activity_options, cancellation};
 
@@ -89,9 +89,10 @@ pub(super) fn start_state(
     settings: DrainSettings,
     health: NodeHealth,
 ) -> Drain {
-    let (started_at, deadline, result) = match &request.resume {
+    let (started_at, started, deadline, result) = match &request.resume {
         Some(resume) => (
             resume.started_at.clone(),
+            parse_time(&resume.started_at).unwrap_or_else(|| now(ctx)),
             parse_time(&resume.deadline).unwrap_or_else(|| now(ctx)),
             resume.done_so_far.clone(),
         ),
@@ -103,9 +104,10 @@ pub(super) fn start_state(
                 node_found: true,
                 ..DrainedNode::default()
             };
-            (rfc3339(started), deadline, result)
+            (rfc3339(started), started, deadline, result)
         }
     };
+    let hard = hard_deadline(started.timestamp(), &settings.policy);
     let DrainSettings {
         policy,
         fact,
@@ -114,9 +116,12 @@ pub(super) fn start_state(
     } = settings;
     ctx.state_mut(|s| {
         let deadline = extended(deadline, std::mem::take(&mut s.pending_extension_seconds));
+        let (deadline, _) = capped(deadline, hard);
         s.deadline = Some(deadline);
+        s.hard_deadline = hard;
         let status = s.status.get_or_insert_with(|| fresh_status(&request.node));
         status.deadline = Some(rfc3339(deadline));
+        status.hard_deadline = hard.map(hard_text);
         status.run.facts.insert("drainSettings".to_owned(), fact);
         status.warnings.extend(warnings);
     });

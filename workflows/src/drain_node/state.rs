@@ -10,9 +10,10 @@ use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{Eviction, ListNodePods, NodePods};
 use nodewright_model::cancel::Canceled;
 use nodewright_model::drain::{
-    DrainPlan, DrainRequest, DrainStatus, DrainedNode, EvictionAnswer, ForceReason,
-    LocalDataPolicy, NodeHealth, PodFacts, RuledPlan, VolumePod, force_reason, plan_drain,
-    plan_with_rules, wait_within_deadline,
+    DrainPlan, DrainRequest, DrainStatus, DrainedNode, EvictionAnswer, ForceReason, HardDeadline,
+    LocalDataPolicy, NodeHealth, PodFacts, PodRef, RuledPlan, VolumePod, capped_deadline,
+    force_reason, overrides_marks, plan_drain, plan_with_rules, trimmed_grace,
+    wait_within_deadline,
 };
 use nodewright_model::machine::{MachineStatus, Step};
 use nodewright_model::pool::DrainPolicy;
@@ -20,7 +21,7 @@ use temporalio_macros::workflow;
 use temporalio_sdk::workflows::select;
 use temporalio_sdk::{ActivityOptions, WorkflowContext};
 
-use crate::progress::{HasStatus, StepFailed, later, left_until, now};
+use crate::progress::{HasStatus, StepFailed, later, left_until, now, rfc3339};
 use crate::{activity_options, cancellation};
 
 /// The patch that brought the local-data policy: asked only when a plan refuses a pod, so a run
@@ -33,12 +34,19 @@ const PATCH_LOCAL_DATA: &str = "local-data-policy";
 /// issues the commands it did before.
 const PATCH_DRAIN_RULES: &str = "drain-rules-tiers";
 
+/// The patch that brought do-not-disrupt holds inside a voluntary drain: asked only when a plan
+/// holds a marked pod, so a drain without one records no marker.
+const PATCH_HOLD_MARKED: &str = "drain-holds-do-not-disrupt";
+
 /// Drains one node; see the runbook in the module documentation.
 #[workflow]
 #[derive(Default)]
 pub struct DrainNodeWorkflow {
     pub(super) status: Option<DrainStatus>,
     pub(super) deadline: Option<DateTime<Utc>>,
+    /// The hard deadline (`terminationGracePeriod` from the start), when the settings have one:
+    /// the deadline never moves past it.
+    pub(super) hard_deadline: Option<HardDeadline>,
     pub(super) force_requested: bool,
     /// Extensions signalled before the deadline was known, added to it once it is.
     pub(super) pending_extension_seconds: u64,
@@ -84,6 +92,21 @@ pub(super) fn extended(deadline: DateTime<Utc>, seconds: u64) -> DateTime<Utc> {
     later(deadline, Duration::from_secs(seconds))
 }
 
+/// `deadline`, never later than the hard deadline `hard`; and whether it was cut.
+pub(super) fn capped(deadline: DateTime<Utc>, hard: Option<HardDeadline>) -> (DateTime<Utc>, bool) {
+    let at = capped_deadline(deadline.timestamp(), hard);
+    if at < deadline.timestamp() {
+        (DateTime::from_timestamp(at, 0).unwrap_or(deadline), true)
+    } else {
+        (deadline, false)
+    }
+}
+
+/// The hard deadline as RFC 3339.
+pub(super) fn hard_text(hard: HardDeadline) -> String {
+    DateTime::from_timestamp(hard.at, 0).map_or_else(String::new, rfc3339)
+}
+
 /// Edits the status, when there is one.
 pub(super) fn with_status(ctx: &mut Ctx, edit: impl FnOnce(&mut DrainStatus)) {
     ctx.state_mut(|s| {
@@ -116,15 +139,22 @@ pub(super) fn answer_of(outcome: &Eviction) -> EvictionAnswer<'_> {
 
 /// Whether force mode is due now.
 pub(super) fn force_due(ctx: &Ctx, state: &Drain) -> Option<ForceReason> {
-    let (deadline, requested) = ctx.state(|s| (s.deadline, s.force_requested));
+    let (deadline, hard, requested) =
+        ctx.state(|s| (s.deadline, s.hard_deadline, s.force_requested));
     let deadline = deadline.unwrap_or_else(|| now(ctx));
     force_reason(
         now(ctx).timestamp(),
         deadline.timestamp(),
+        hard,
         &state.health,
         state.policy.force_after_unhealthy,
         requested,
     )
+}
+
+/// Whether force mode for `reason` deletes the pods do-not-disrupt marks hold.
+pub(super) fn overrides(ctx: &Ctx, reason: &ForceReason) -> bool {
+    overrides_marks(reason, ctx.state(|s| s.hard_deadline.is_some()))
 }
 
 /// The time left until the drain's deadline, when it is known.
@@ -132,9 +162,36 @@ fn left(ctx: &Ctx) -> Option<Duration> {
     ctx.state(|s| s.deadline).map(|d| left_until(ctx, d))
 }
 
+/// The time left until the hard deadline, when there is one.
+fn left_until_hard(ctx: &Ctx) -> Option<Duration> {
+    let at = ctx.state(|s| s.hard_deadline.map(|hard| hard.at))?;
+    let left = at.saturating_sub(now(ctx).timestamp());
+    Some(Duration::from_secs(u64::try_from(left).unwrap_or(0)))
+}
+
+/// The grace period to evict `pod` with now: its own, or the time left until the hard deadline
+/// when that is shorter.
+pub(super) fn eviction_grace(ctx: &Ctx, pod: &PodRef) -> Option<u64> {
+    let hard = ctx.state(|s| s.hard_deadline);
+    trimmed_grace(pod.grace_period_seconds, now(ctx).timestamp(), hard)
+}
+
 /// Waits `interval` (never past the deadline), or less when force is requested.
 pub(super) async fn pause(ctx: &mut Ctx, interval: Duration) {
-    let wait = wait_within_deadline(interval, left(ctx));
+    let left = left(ctx);
+    pause_within(ctx, interval, left).await;
+}
+
+/// Waits `interval` (never past the hard deadline), or less when force is requested: the
+/// wait for pods do-not-disrupt marks hold once force mode came at the drain's own deadline.
+pub(super) async fn pause_before_hard_deadline(ctx: &mut Ctx, interval: Duration) {
+    let left = left_until_hard(ctx);
+    pause_within(ctx, interval, left).await;
+}
+
+/// Waits `interval`, at most `left`, or less when force is requested.
+async fn pause_within(ctx: &mut Ctx, interval: Duration, left: Option<Duration>) {
+    let wait = wait_within_deadline(interval, left);
     select! {
         _ = ctx.timer(wait) => {},
         _ = ctx.wait_condition(|s: &DrainNodeWorkflow| s.force_requested) => {},
@@ -178,15 +235,22 @@ pub(super) async fn list_pods(
 /// [`plan_with_rules`] under the drain's rules and local-data policy (the purpose's default
 /// unless set), shown in the status. A run that planned before the policy existed (no
 /// [`PATCH_LOCAL_DATA`] marker) evicts every pod, as it did then; one that planned before the
-/// rules' tiers (no [`PATCH_DRAIN_RULES`] marker) drains every pod in one tier, as it did then.
+/// rules' tiers (no [`PATCH_DRAIN_RULES`] marker) drains every pod in one tier, as it did then;
+/// one that planned before do-not-disrupt held pods in a voluntary drain (no
+/// [`PATCH_HOLD_MARKED`] marker) holds none.
 pub(super) fn plan_pods(ctx: &mut Ctx, state: &Drain, pods: &[PodFacts]) -> RuledPlan {
     let rules = &state.policy.rules;
     let mut local_data =
         LocalDataPolicy::or_default_for(state.policy.local_data, state.request.purpose);
-    let mut plan = plan_with_rules(pods, rules, local_data);
+    let mut marks_hold = state.request.disruption.is_voluntary();
+    let mut plan = plan_with_rules(pods, rules, local_data, marks_hold);
+    if !plan.held.is_empty() && !ctx.patched(PATCH_HOLD_MARKED) {
+        marks_hold = false;
+        plan = plan_with_rules(pods, rules, local_data, marks_hold);
+    }
     if !plan.whole.refused.is_empty() && !ctx.patched(PATCH_LOCAL_DATA) {
         local_data = LocalDataPolicy::Evict;
-        plan = plan_with_rules(pods, rules, local_data);
+        plan = plan_with_rules(pods, rules, local_data, marks_hold);
     }
     if plan.is_tiered() && !ctx.patched(PATCH_DRAIN_RULES) {
         plan = RuledPlan::untiered(plan_drain(pods, local_data));

@@ -4,6 +4,7 @@
 
 use nodewright_activities::kube::{DisruptionMarksOf, KubeActivities};
 use nodewright_activities::temporal::{PoolOfLastRollout, TemporalActivities};
+use nodewright_model::disruption::Disruption;
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::sweep::{
     Decision, Outcome, SweepRequest, child_not_started, machine_deleted, no_recorded_template,
@@ -36,6 +37,7 @@ pub(super) async fn delete_vm(
         drain_policy: None,
         skip_hooks: false,
         hook_timeout: None,
+        disruption: Disruption::MachineGone,
     };
     let options = cancellation::shielded_child(child_options(
         &workflow_id,
@@ -140,6 +142,7 @@ pub(super) async fn replace(
         drain_policy: None,
         skip_hooks: false,
         hook_timeout: None,
+        disruption: Disruption::SweepRemediation,
     };
     let options = cancellation::shielded_child(child_options(
         &delete_id,

@@ -8,7 +8,9 @@ use std::task::Poll;
 
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::machine_name::MachineName;
-use nodewright_model::rollout::{ChildEnd, ChildKind, InFlight, Plan, RolloutRequest};
+use nodewright_model::rollout::{
+    ChildEnd, ChildKind, InFlight, Plan, RolloutRequest, disruption_of,
+};
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_sdk::{StartChildWorkflowExecutionFailedCause, WorkflowContext};
 
@@ -50,6 +52,7 @@ pub async fn start_children<W: HasRollout>(
                 .then(|| request.pool.drain.clone()),
             skip_hooks: false,
             hook_timeout: None,
+            disruption: disruption_of(victim.reason),
         };
         let options = child_options(
             &workflow_id,

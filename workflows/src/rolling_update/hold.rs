@@ -4,7 +4,9 @@
 //! next plan passes over.
 
 use nodewright_activities::kube::{DisruptionMarksOf, KubeActivities, NodeMarks};
-use nodewright_model::disruption::{DisruptionDecision, decide, describe};
+use nodewright_model::disruption::{
+    DisruptionDecision, DoNotDisrupt, Marked, decide_before_drain, describe,
+};
 use nodewright_model::rollout::{Plan, disruption_of, hold, release};
 use temporalio_sdk::WorkflowContext;
 use temporalio_sdk::workflows::join_all;
@@ -22,10 +24,13 @@ const DO_NOT_DISRUPT_PATCH: &str = "rollout-honours-do-not-disrupt";
 /// a voluntary deletion (an outdated or surplus machine) is held: then nothing of this plan may
 /// start, and the rollout plans again without that machine. An unhealthy machine is deleted
 /// anyway; the marks it goes past are named in the status. Marks that cannot be read hold a
-/// voluntary deletion too (the reason says so).
+/// voluntary deletion too (the reason says so). When the pool's drain has a hard deadline
+/// (`drain_keeps_pods`), only a Node mark holds a voluntary deletion: the drain keeps marked
+/// pods itself until that deadline, and the status says so.
 pub async fn hold_marked<W: HasRollout>(
     ctx: &mut WorkflowContext<W>,
     decided: &Plan,
+    drain_keeps_pods: bool,
     at: i64,
 ) -> bool {
     if decided.delete.is_empty() || !ctx.patched(DO_NOT_DISRUPT_PATCH) {
@@ -68,7 +73,28 @@ pub async fn hold_marked<W: HasRollout>(
                 continue;
             }
         };
-        match decide(disruption, marks) {
+        let pod_marks: Vec<DoNotDisrupt> = marks
+            .iter()
+            .filter(|mark| mark.marked != Marked::Node)
+            .cloned()
+            .collect();
+        let decision = decide_before_drain(disruption, marks, drain_keeps_pods);
+        if drain_keeps_pods
+            && disruption.is_voluntary()
+            && !pod_marks.is_empty()
+            && matches!(decision, DisruptionDecision::Proceed { .. })
+        {
+            note(
+                ctx,
+                format!(
+                    "deleting {} machine {}: its drain keeps {} running until the drain's hard deadline (drain.terminationGracePeriod)",
+                    victim.reason,
+                    victim.name,
+                    describe(&pod_marks)
+                ),
+            );
+        }
+        match decision {
             DisruptionDecision::Hold { marks } => {
                 let reason = describe(&marks);
                 note(

@@ -234,7 +234,9 @@ async fn roll(
                         });
                     }
                     if start && !cancel_came_while_looking(ctx) {
-                        if hold_marked(ctx, &decided, at).await {
+                        let drain_keeps_pods =
+                            request.pool.drain.termination_grace_period.is_some();
+                        if hold_marked(ctx, &decided, drain_keeps_pods, at).await {
                             // A machine to delete asked not to be disrupted: plan again without it.
                             continue;
                         }

@@ -33,7 +33,7 @@ pub async fn evict_pod(client: &kube::Client, input: &PodAction) -> Result<Evict
             "eviction",
             &pod.name,
             &PostParams::default(),
-            &eviction_body(pod),
+            &eviction_body(pod, input.grace_period_seconds),
         )
         .await;
     match asked {
@@ -71,18 +71,21 @@ pub async fn delete_pod(client: &kube::Client, input: &PodAction) -> Result<PodD
 }
 
 /// The eviction of `pod`, naming its UID (when known) as a precondition.
-pub(super) fn eviction_body(pod: &PodRef) -> EvictionBody {
+pub(super) fn eviction_body(pod: &PodRef, grace_period_seconds: Option<u64>) -> EvictionBody {
+    let grace = grace_period_seconds.map(|seconds| i64::try_from(seconds).unwrap_or(i64::MAX));
+    let preconditions = (!pod.uid.is_empty()).then(|| Preconditions {
+        uid: Some(pod.uid.clone()),
+        resource_version: None,
+    });
     EvictionBody {
         metadata: ObjectMeta {
             name: Some(pod.name.clone()),
             namespace: Some(pod.namespace.clone()),
             ..ObjectMeta::default()
         },
-        delete_options: (!pod.uid.is_empty()).then(|| DeleteOptions {
-            preconditions: Some(Preconditions {
-                uid: Some(pod.uid.clone()),
-                resource_version: None,
-            }),
+        delete_options: (preconditions.is_some() || grace.is_some()).then(|| DeleteOptions {
+            preconditions,
+            grace_period_seconds: grace,
             ..DeleteOptions::default()
         }),
     }
@@ -275,7 +278,7 @@ mod tests {
             uid: "u-1".into(),
             grace_period_seconds: 30,
         };
-        let body = serde_json::to_value(eviction_body(&pod)).unwrap_or_default();
+        let body = serde_json::to_value(eviction_body(&pod, None)).unwrap_or_default();
         assert_eq!(
             body,
             json!({
@@ -284,6 +287,11 @@ mod tests {
                 "metadata": { "name": "web-1", "namespace": "shop" },
                 "deleteOptions": { "preconditions": { "uid": "u-1" } },
             })
+        );
+        let trimmed = serde_json::to_value(eviction_body(&pod, Some(12))).unwrap_or_default();
+        assert_eq!(
+            trimmed["deleteOptions"],
+            json!({ "preconditions": { "uid": "u-1" }, "gracePeriodSeconds": 12 })
         );
     }
 

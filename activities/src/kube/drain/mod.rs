@@ -104,6 +104,10 @@ pub struct ListNodePods {
 pub struct PodAction {
     /// The pod (the UID is a precondition: a new pod of the same name is never hit).
     pub pod: PodRef,
+    /// An eviction's grace period instead of the pod's own: the time left until the drain's
+    /// hard deadline, when that is shorter (see `model::drain::trimmed_grace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_period_seconds: Option<u64>,
 }
 
 /// How an eviction request ended.

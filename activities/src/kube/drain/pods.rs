@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kube::Api;
 use kube::api::ListParams;
+use nodewright_model::disruption::marking_annotation;
 use nodewright_model::drain::{ANNOTATION_MIRROR_POD, PodFacts, VolumeFacts};
 
 use super::node::node_health;
@@ -256,6 +257,11 @@ pub(super) fn pod_facts(pod: &Pod, volumes: Vec<VolumeFacts>) -> PodFacts {
         empty_dirs: empty_dir_names(pod),
         labels: metadata.labels.clone().unwrap_or_default(),
         namespace_labels: BTreeMap::new(),
+        do_not_disrupt: metadata
+            .annotations
+            .as_ref()
+            .and_then(marking_annotation)
+            .map(str::to_owned),
     }
 }
 
@@ -400,6 +406,7 @@ mod tests {
                     ("nodewright.io/drain".to_owned(), "skip".to_owned()),
                 ]),
                 namespace_labels: BTreeMap::new(),
+                do_not_disrupt: None,
             }
         );
     }

@@ -37,6 +37,7 @@ fn pod(namespace: &str, name: &str, pod_labels: &[(&str, &str)]) -> PodFacts {
         empty_dirs: vec![],
         labels: labels(pod_labels),
         namespace_labels: labels(&[("kubernetes.io/metadata.name", namespace)]),
+        do_not_disrupt: None,
     }
 }
 
@@ -315,7 +316,7 @@ fn labels_override_rules_and_the_first_matching_rule_wins() {
 #[test]
 fn without_rules_the_plan_is_plan_drain_s_in_one_tier() {
     let pods = vec![pod("a", "x", &[]), pod("a", "y", &[])];
-    let ruled = plan_with_rules(&pods, &[], LocalDataPolicy::Evict);
+    let ruled = plan_with_rules(&pods, &[], LocalDataPolicy::Evict, false);
     assert_eq!(ruled.whole, plan_drain(&pods, LocalDataPolicy::Evict));
     assert_eq!(ruled.tiers.len(), 1);
     assert_eq!(ruled.tiers[0].plan, ruled.whole);
@@ -353,7 +354,7 @@ fn rules_skip_wait_and_split_the_pods_into_tiers() {
         db,
         daemon,
     ];
-    let ruled = plan_with_rules(&pods, &rules, LocalDataPolicy::Evict);
+    let ruled = plan_with_rules(&pods, &rules, LocalDataPolicy::Evict, false);
     assert!(ruled.is_tiered());
     let skipped: Vec<(&str, SkipReason, Option<&str>)> = ruled
         .whole
@@ -393,7 +394,7 @@ fn rules_skip_wait_and_split_the_pods_into_tiers() {
         ]
     );
     assert_eq!(ruled.tiers[2].plan.with_volumes.len(), 1);
-    let victims: Vec<String> = ruled.force_victims().iter().map(PodRef::key).collect();
+    let victims: Vec<String> = ruled.force_victims(false).iter().map(PodRef::key).collect();
     assert_eq!(
         victims,
         vec!["a/f1", "a/f2", "a/mid", "a/db", "a/job-1"]
@@ -411,7 +412,7 @@ fn a_skipped_or_waited_pod_with_local_data_is_not_refused() {
     job.empty_dirs.push("scratch".into());
     let mut evicted = pod("a", "cache", &[]);
     evicted.empty_dirs.push("cache".into());
-    let ruled = plan_with_rules(&[bare, job, evicted], &[], LocalDataPolicy::Refuse);
+    let ruled = plan_with_rules(&[bare, job, evicted], &[], LocalDataPolicy::Refuse, false);
     let refused: Vec<&str> = ruled.whole.refused.iter().map(|p| p.pod.as_str()).collect();
     assert_eq!(refused, vec!["a/cache"]);
 }
@@ -450,43 +451,117 @@ fn any_rule() -> impl Strategy<Value = DrainRule> {
         })
 }
 
+#[test]
+fn marked_pods_are_held_in_a_drain_that_honours_marks_and_named_in_one_that_does_not() {
+    let marked = |name: &str, pod_labels: &[(&str, &str)], annotation: &str| {
+        let mut p = pod("a", name, pod_labels);
+        p.do_not_disrupt = Some(annotation.to_owned());
+        p
+    };
+    let mut daemon = marked("ds", &[], "karpenter.sh/do-not-disrupt");
+    daemon.controller_kind = Some("DaemonSet".into());
+    let pods = vec![
+        marked("db", &[], "nodewright.io/do-not-disrupt"),
+        marked(
+            "job",
+            &[(LABEL_DRAIN, "wait-completed")],
+            "karpenter.sh/do-not-disrupt",
+        ),
+        marked(
+            "agent",
+            &[(LABEL_DRAIN, "skip")],
+            "nodewright.io/do-not-disrupt",
+        ),
+        pod("a", "web", &[]),
+        daemon,
+    ];
+    let keys = |list: &[RuledPod]| -> Vec<(String, String)> {
+        list.iter().map(|p| (p.pod.key(), p.by.clone())).collect()
+    };
+    let expected_marked = vec![
+        ("a/db".to_owned(), "nodewright.io/do-not-disrupt".to_owned()),
+        ("a/job".to_owned(), "karpenter.sh/do-not-disrupt".to_owned()),
+    ];
+    // Honoured: db and job are held, neither evicted nor waited for by a rule; web alone moves.
+    let honoured = plan_with_rules(&pods, &[], LocalDataPolicy::Evict, true);
+    assert_eq!(keys(&honoured.held), expected_marked);
+    assert!(honoured.overriding.is_empty());
+    assert!(honoured.wait_completed.is_empty());
+    let moving: Vec<String> = honoured.whole.moving().map(PodRef::key).collect();
+    assert_eq!(moving, vec!["a/web"]);
+    let victims = |plan: &RuledPlan, overriding| -> Vec<String> {
+        plan.force_victims(overriding)
+            .iter()
+            .map(PodRef::key)
+            .collect()
+    };
+    assert_eq!(victims(&honoured, false), vec!["a/web"]);
+    assert_eq!(victims(&honoured, true), vec!["a/web", "a/db", "a/job"]);
+    // Not honoured (an operator's drain): the same pods drain as without marks, and are named.
+    let operators = plan_with_rules(&pods, &[], LocalDataPolicy::Evict, false);
+    assert_eq!(keys(&operators.overriding), expected_marked);
+    assert!(operators.held.is_empty());
+    let mut unmarked = pods.clone();
+    for p in &mut unmarked {
+        p.do_not_disrupt = None;
+    }
+    let plain = plan_with_rules(&unmarked, &[], LocalDataPolicy::Evict, false);
+    assert_eq!(operators.whole, plain.whole);
+    assert_eq!(operators.wait_completed, plain.wait_completed);
+}
+
 proptest! {
-    /// Every pod of the Node ends in exactly one place: skipped, waited for, or one tier; the
-    /// tiers rise; a tier's pods have its order.
+    /// Every pod of the Node ends in exactly one place: skipped, waited for, held by its mark,
+    /// or one tier; the tiers rise; a tier's pods have its order. Marks change nothing in a
+    /// drain that does not honour them.
     #[test]
     fn every_pod_is_in_exactly_one_place(
-        pod_labels in proptest::collection::vec(any_labels(), 0..8),
+        pod_labels in proptest::collection::vec((any_labels(), any::<bool>()), 0..8),
         rules in proptest::collection::vec(any_rule(), 0..4),
+        marks_hold in any::<bool>(),
     ) {
         let pods: Vec<PodFacts> = pod_labels
             .into_iter()
             .enumerate()
-            .map(|(n, l)| {
+            .map(|(n, (l, marked))| {
                 let mut p = pod("ns", &format!("p{n}"), &[]);
                 p.labels = l;
+                p.do_not_disrupt = marked.then(|| "nodewright.io/do-not-disrupt".to_owned());
                 p
             })
             .collect();
-        let ruled = plan_with_rules(&pods, &rules, LocalDataPolicy::Evict);
+        let ruled = plan_with_rules(&pods, &rules, LocalDataPolicy::Evict, marks_hold);
         for p in &pods {
             let key = p.key();
             let skipped = ruled.whole.skipped.iter().filter(|s| s.pod == key).count();
             let waited = ruled.wait_completed.iter().filter(|w| w.pod.key() == key).count();
+            let held = ruled.held.iter().filter(|w| w.pod.key() == key).count();
             let tiers: Vec<i32> = ruled
                 .tiers
                 .iter()
                 .filter(|t| t.plan.moving().any(|m| m.key() == key))
                 .map(|t| t.order)
                 .collect();
-            prop_assert_eq!(skipped + waited + tiers.len(), 1, "{}", key);
+            prop_assert_eq!(skipped + waited + held + tiers.len(), 1, "{}", key);
             let decision = decide_pod(p, &rules);
+            let marked = p.do_not_disrupt.is_some();
             match decision.behavior {
                 DrainBehavior::Skip => prop_assert_eq!(skipped, 1),
+                _ if marked && marks_hold => prop_assert_eq!(held, 1),
                 DrainBehavior::WaitCompleted => prop_assert_eq!(waited, 1),
                 DrainBehavior::Drain => prop_assert_eq!(tiers, vec![decision.order]),
             }
         }
         prop_assert!(ruled.tiers.windows(2).all(|w| w[0].order < w[1].order));
+        if !marks_hold {
+            let mut unmarked = pods.clone();
+            for p in &mut unmarked {
+                p.do_not_disrupt = None;
+            }
+            let plain = plan_with_rules(&unmarked, &rules, LocalDataPolicy::Evict, false);
+            prop_assert_eq!(&ruled.whole, &plain.whole);
+            prop_assert_eq!(&ruled.tiers, &plain.tiers);
+        }
     }
 }
 

@@ -44,6 +44,10 @@ const FORCE_AFTER_UNHEALTHY: Bounds = Bounds {
     min: SECOND,
     max: limits::MAX_FORCE_AFTER_UNHEALTHY,
 };
+const TERMINATION_GRACE_PERIOD: Bounds = Bounds {
+    min: SECOND,
+    max: limits::MAX_TERMINATION_GRACE_PERIOD,
+};
 /// Azure takes minutes to create a VM; tests use short values to exercise the timeout.
 const CREATION_TIMEOUT: Bounds = Bounds {
     min: Duration::from_secs(10),
@@ -153,6 +157,15 @@ pub(super) fn drain(problems: &mut Problems, field: &str, drain: &DrainSettings)
         ),
         local_data: local_data(problems, &format!("{field}.localData"), drain),
         rules: super::drain_rules::rules(problems, &format!("{field}.rules"), &drain.rules),
+        termination_grace_period: drain.termination_grace_period.as_deref().map(|written| {
+            duration(
+                problems,
+                &format!("{field}.terminationGracePeriod"),
+                written,
+                TERMINATION_GRACE_PERIOD,
+                "48h",
+            )
+        }),
     };
     super::drain_rules::annotation_size(problems, &format!("{field}.rules"), &policy);
     policy
@@ -341,6 +354,14 @@ pub(super) fn parsed_drain(problems: &mut Problems, field: &str, policy: &DrainP
         FORCE_AFTER_UNHEALTHY,
         &defaults.force_after_unhealthy,
     );
+    if let Some(period) = policy.termination_grace_period {
+        check(
+            "termination_grace_period",
+            period,
+            TERMINATION_GRACE_PERIOD,
+            "48h",
+        );
+    }
     super::drain_rules::received(problems, &format!("{field}.rules"), &policy.rules);
 }
 

@@ -196,6 +196,11 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses a drain timeout of a thousand years", |p| p.spec.drain.timeout = "1000years".into(), "spec.drain.timeout", "is longer than 24h"),
         ("refuses a drain timeout humantime cannot hold", |p| p.spec.drain.timeout = "99999999999999999999999s".into(), "spec.drain.timeout", "is not a duration"),
         ("accepts a drain timeout of exactly a day", |p| p.spec.drain.timeout = "24h".into(), "", ""),
+        ("accepts a hard deadline of a week", |p| p.spec.drain.termination_grace_period = Some("168h".into()), "", ""),
+        ("accepts a hard deadline shorter than the drain timeout", |p| p.spec.drain.termination_grace_period = Some("40s".into()), "", ""),
+        ("refuses a hard deadline over a week", |p| p.spec.drain.termination_grace_period = Some("169h".into()), "spec.drain.terminationGracePeriod", "is longer than 168h"),
+        ("refuses a hard deadline of zero", |p| p.spec.drain.termination_grace_period = Some("0s".into()), "spec.drain.terminationGracePeriod", "is zero"),
+        ("refuses a hard deadline that is no duration", |p| p.spec.drain.termination_grace_period = Some("soon".into()), "spec.drain.terminationGracePeriod", "is not a duration"),
         ("refuses a pdb retry interval under a second", |p| p.spec.drain.pdb_retry_interval = "100ms".into(), "spec.drain.pdbRetryInterval", "is shorter than 1s"),
         ("refuses a pdb retry interval over 10 minutes", |p| p.spec.drain.pdb_retry_interval = "11m".into(), "spec.drain.pdbRetryInterval", "is longer than 10m"),
         ("refuses a zero detach timeout", |p| p.spec.drain.volume_detach_timeout = "0s".into(), "spec.drain.volumeDetachTimeout", "is zero"),
@@ -280,6 +285,21 @@ fn the_reference_example_is_valid_and_means_what_its_comments_say() {
     );
     assert_eq!(pool.timeouts.creation, Duration::from_secs(20 * 60));
     assert_eq!(pool.timeouts.health, Duration::from_secs(10 * 60));
+}
+
+#[test]
+fn a_hard_deadline_reaches_the_drain_policy_and_its_tag() {
+    let mut pool = workers();
+    assert_eq!(valid(&pool).drain.termination_grace_period, None);
+    pool.spec.drain.termination_grace_period = Some("48h".into());
+    let policy = valid(&pool).drain;
+    assert_eq!(
+        policy.termination_grace_period,
+        Some(Duration::from_secs(48 * 3600))
+    );
+    let tag = crate::drain::policy_to_tag(&policy);
+    assert!(tag.ends_with(",terminationGracePeriod=172800"), "{tag}");
+    assert_eq!(crate::drain::policy_from_tag(&tag), Ok(policy));
 }
 
 #[test]
