@@ -11,6 +11,8 @@ use crate::ClusterName;
 use crate::pool::MachineTemplate;
 
 pub mod create;
+pub mod owner;
+pub mod uncordon;
 
 /// The name of a machine's network interface: `<machine>-nic`.
 pub fn nic_name(machine: &str) -> String {
@@ -111,6 +113,10 @@ pub struct UncordonRequest {
     pub cluster: ClusterName,
     /// The machine's name.
     pub machine: String,
+    /// Clear also a cordon an administrator set before nodewright's drain
+    /// ([`uncordon::ANNOTATION_CORDONED_BEFORE_DRAIN`]); without, it is kept and said so.
+    #[serde(default)]
+    pub force: bool,
 }
 
 /// What CreateMachine returns: the machine as it runs.
@@ -203,6 +209,9 @@ pub enum Step {
     DeleteJoinToken,
     /// DrainNode: cordon, taint and mark the Node (and DeleteMachine with `--skip-drain`).
     Cordon,
+    /// DeleteMachine: check that the VM carries this cluster's and machine's ownership tags,
+    /// before anything is cordoned or drained.
+    CheckOwner,
     /// DeleteMachine: wait while `pre-drain.delete.hook.nodewright.io/*` annotations hold
     /// the delete.
     PreDrainHooks,
@@ -259,6 +268,17 @@ impl Step {
         Step::DeleteNode,
     ];
 
+    /// The steps of DeleteMachine that checks the VM's owner before anything else.
+    pub const DELETE_OWNER_FIRST: [Step; 7] = [
+        Step::CheckOwner,
+        Step::PreDrainHooks,
+        Step::Drain,
+        Step::PreTerminateHooks,
+        Step::DeleteVm,
+        Step::DeleteLeftovers,
+        Step::DeleteNode,
+    ];
+
     /// The steps of DrainNode (force mode adds [`Step::ForceDrain`]).
     pub const DRAIN: [Step; 4] = [
         Step::Cordon,
@@ -282,6 +302,7 @@ impl Step {
             Step::Keep => "keep",
             Step::DeleteJoinToken => "delete-join-token",
             Step::Cordon => "cordon",
+            Step::CheckOwner => "check-owner",
             Step::PreDrainHooks => "pre-drain-hooks",
             Step::Drain => "drain",
             Step::PreTerminateHooks => "pre-terminate-hooks",

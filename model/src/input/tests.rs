@@ -278,6 +278,7 @@ fn delete_uncordon_and_drain_inputs_name_a_machine_and_bounded_settings() {
         UncordonRequest {
             cluster: cluster("local"),
             machine: "workers-x7k2q".into(),
+            force: false,
         },
         UncordonRequest::check,
         vec![(
