@@ -1,9 +1,11 @@
 #![doc = include_str!("../runbooks/uncordon_node.md")]
 
 use nodewright_activities::azure::machines::ArmReadActivities;
+use nodewright_activities::kube::uncordon::UncordonNode;
 use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange};
 use nodewright_model::Operation;
 use nodewright_model::cancel::Canceled;
+use nodewright_model::machine::uncordon::{UncordonOutcome, Uncordoned};
 use nodewright_model::machine::{MachineStatus, Step, UncordonRequest};
 use nodewright_model::workflow_type;
 use temporalio_macros::{workflow, workflow_methods};
@@ -14,6 +16,10 @@ use crate::progress::{
 };
 use crate::search;
 use crate::{activity_options, cancellation, input};
+
+/// Patch marker of the uncordon that keeps a cordon set before nodewright's drain
+/// (`kube.uncordon_machine_node`): runs started before it replay with `kube.uncordon_node`.
+const KEEP_ADMIN_CORDON_PATCH: &str = "uncordon-keeps-admin-cordon";
 
 /// Makes a drained machine's Node schedulable again; see the runbook above.
 #[workflow]
@@ -36,7 +42,7 @@ impl UncordonNodeWorkflow {
     pub async fn run(
         ctx: &mut WorkflowContext<Self>,
         request: UncordonRequest,
-    ) -> WorkflowResult<()> {
+    ) -> WorkflowResult<Uncordoned> {
         input::admit_machine_run(
             ctx,
             workflow_type::UNCORDON_NODE,
@@ -69,37 +75,65 @@ impl UncordonNodeWorkflow {
             .await?;
         cancellation::before_first_step(ctx)?;
         begin(ctx, Step::Uncordon);
-        let changed = ctx
-            .execute_activity(
-                KubeActivities::uncordon_node,
-                MachineNode {
-                    node: request.machine.clone(),
-                    vm_id: scope.vm_id(&request.machine),
+        let node = MachineNode {
+            node: request.machine.clone(),
+            vm_id: scope.vm_id(&request.machine),
+        };
+        // Runs started before an administrator's cordon was kept replay with the old activity.
+        let changed = if ctx.patched(KEEP_ADMIN_CORDON_PATCH) {
+            ctx.execute_activity(
+                KubeActivities::uncordon_machine_node,
+                UncordonNode {
+                    node: node.node,
+                    vm_id: node.vm_id,
+                    force: request.force,
                 },
                 cancellation::shielded(activity_options::kube_write()),
             )
             .await
-            .map_err(|e| StepFailed::from_activity(Step::Uncordon, &e));
+        } else {
+            ctx.execute_activity(
+                KubeActivities::uncordon_node,
+                node,
+                cancellation::shielded(activity_options::kube_write()),
+            )
+            .await
+            .map(|change| match change {
+                NodeChange::Done | NodeChange::Already => UncordonOutcome::Uncordoned,
+                NodeChange::Absent => UncordonOutcome::Absent,
+                NodeChange::NotOurs => UncordonOutcome::NotOurs,
+            })
+        }
+        .map_err(|e| StepFailed::from_activity(Step::Uncordon, &e));
         let failed = match changed {
-            Ok(NodeChange::Done | NodeChange::Already) => {
-                done(ctx, Step::Uncordon, "schedulable, draining taint removed");
+            Ok(outcome @ (UncordonOutcome::Uncordoned | UncordonOutcome::KeptCordon)) => {
+                let uncordoned = Uncordoned {
+                    machine: request.machine.clone(),
+                    kept_cordon: outcome == UncordonOutcome::KeptCordon,
+                };
+                let detail = if uncordoned.kept_cordon {
+                    "draining taint removed; the cordon set before nodewright's drain kept (--force clears it)"
+                } else {
+                    "schedulable, draining taint removed"
+                };
+                done(ctx, Step::Uncordon, detail);
                 if cancellation::requested(ctx) {
                     let mut canceled =
                         Canceled::at(Step::Uncordon.as_str(), cancellation::reason(ctx));
                     canceled.kept.push(format!(
-                        "{} is schedulable: the uncordon was sent before the request",
-                        request.machine
+                        "{}: the uncordon was sent before the request",
+                        uncordoned.summary()
                     ));
                     return Err(cancellation::end(ctx, canceled));
                 }
-                succeed(ctx, format!("{} is schedulable again", request.machine));
-                return Ok(());
+                succeed(ctx, uncordoned.summary());
+                return Ok(uncordoned);
             }
-            Ok(NodeChange::Absent) => StepFailed::new(
+            Ok(UncordonOutcome::Absent) => StepFailed::new(
                 Step::Uncordon,
                 format!("there is no Node {}", request.machine),
             ),
-            Ok(NodeChange::NotOurs) => StepFailed::new(
+            Ok(UncordonOutcome::NotOurs) => StepFailed::new(
                 Step::Uncordon,
                 format!(
                     "Node {} is not this cluster's machine (providerID or nodewright.io/machine label differ): left alone",

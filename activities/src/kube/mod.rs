@@ -12,6 +12,7 @@ mod node_spec;
 pub mod nodes;
 pub mod pool;
 pub mod sweep;
+pub mod uncordon;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -364,6 +365,25 @@ impl KubeActivities {
         input: MachineNode,
     ) -> Result<NodeChange, ActivityError> {
         drain::uncordon_node(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// `machine uncordon`: removes the draining taint (other taints kept) and the
+    /// `Terminating` condition, and clears `spec.unschedulable` unless the cordon was there
+    /// before nodewright's drain and `force` is not set
+    /// (`model::machine::uncordon::plan_uncordon`). Only for a Node of the machine, as
+    /// `kube.prepare_drain`.
+    ///
+    /// # Idempotency
+    /// Reads before it writes; a Node already as planned is left as it is.
+    #[activity(name = "kube.uncordon_machine_node")]
+    pub async fn uncordon_machine_node(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: uncordon::UncordonNode,
+    ) -> Result<nodewright_model::machine::uncordon::UncordonOutcome, ActivityError> {
+        uncordon::uncordon(&self.client, &input)
             .await
             .map_err(Error::into_activity_error)
     }

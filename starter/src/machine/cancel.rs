@@ -132,7 +132,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
     }
 }
 
-async fn is_running(client: &Client, workflow_id: &WorkflowId) -> bool {
+pub(super) async fn is_running(client: &Client, workflow_id: &WorkflowId) -> bool {
     client
         .get_workflow_handle::<CreateMachineWorkflow>(workflow_id.to_string())
         .describe(WorkflowDescribeOptions::default())

@@ -1,5 +1,5 @@
 //! `nodewright machine drain NAME [--wait] [--force]`, `machine force-drain NAME`,
-//! `machine extend-drain NAME --by D` and `machine uncordon NAME`.
+//! and `machine extend-drain NAME --by D`.
 
 use std::time::Duration;
 
@@ -7,11 +7,10 @@ use nodewright_model::disruption::Disruption;
 use nodewright_model::drain::{
     DrainPurpose, DrainRequest, DrainStatus, DrainedNode, LocalDataPolicy,
 };
-use nodewright_model::machine::UncordonRequest;
 use nodewright_model::machine_name::MachineName;
 use nodewright_model::text::quoted;
 use nodewright_model::{ClusterName, Operation, WorkflowId, limits};
-use nodewright_workflows::{DrainNodeWorkflow, UncordonNodeWorkflow, search};
+use nodewright_workflows::{DrainNodeWorkflow, search};
 use temporalio_client::{
     Client, WorkflowGetResultOptions, WorkflowIdConflictPolicy, WorkflowQueryOptions,
     WorkflowSignalOptions, WorkflowStartOptions,
@@ -22,11 +21,11 @@ use super::follow::{error_chain, follow};
 use super::{announce_start, start_error};
 use crate::{CliError, Output, settings::Settings};
 
-fn machine_name(name: &str) -> Result<MachineName, CliError> {
+pub(super) fn machine_name(name: &str) -> Result<MachineName, CliError> {
     MachineName::parse("NAME", name).map_err(|e| CliError::InvalidInput(e.to_string()))
 }
 
-fn attributes(
+pub(super) fn attributes(
     cluster: &ClusterName,
     machine: &MachineName,
     operation: Operation,
@@ -292,50 +291,6 @@ fn report_signal(output: Output, workflow_id: &WorkflowId, message: &str) {
         }
         Output::Text => println!("{message}"),
     }
-}
-
-/// Runs `uncordon/<cluster>/<machine>` and waits for it (it takes a second).
-pub async fn uncordon(settings: &Settings, output: Output, name: &str) -> Result<(), CliError> {
-    let machine = machine_name(name)?;
-    let cluster = settings.cluster()?;
-    let client = settings.temporal().connect().await?;
-    let workflow_id = WorkflowId::for_subject(Operation::Uncordon, &cluster, machine.as_str());
-    let link = settings.ui_link(&workflow_id);
-    let options = WorkflowStartOptions::new(settings.task_queue.clone(), workflow_id.to_string())
-        .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
-        .search_attributes(attributes(&cluster, &machine, Operation::Uncordon))
-        .static_summary(format!("Uncordon node {machine}"))
-        .execution_timeout(Duration::from_secs(600))
-        .build();
-    let request = UncordonRequest {
-        cluster,
-        machine: machine.to_string(),
-    };
-    request.check()?;
-    let handle = client
-        .start_workflow(UncordonNodeWorkflow::run, request, options)
-        .await
-        .map_err(|error| start_error(error, &workflow_id, machine.as_str(), &link))?;
-    follow(
-        handle.get_result(WorkflowGetResultOptions::default()),
-        || {
-            handle.query(
-                UncordonNodeWorkflow::status,
-                (),
-                WorkflowQueryOptions::default(),
-            )
-        },
-        Output::Json,
-        workflow_id.as_str(),
-        &link,
-    )
-    .await?;
-    report_signal(
-        output,
-        &workflow_id,
-        &format!("{machine} is schedulable again"),
-    );
-    Ok(())
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod drain;
 mod follow;
 mod render;
 mod status;
+mod uncordon;
 
 use std::path::PathBuf;
 
@@ -91,10 +92,14 @@ pub enum MachineCommand {
         #[arg(long)]
         by: String,
     },
-    /// Make a drained machine's Node schedulable again (undoes `machine drain`).
+    /// Make a drained machine's Node schedulable again (undoes `machine drain`). Refused while a
+    /// drain or delete of the machine runs; a cordon set before nodewright's drain is kept.
     Uncordon {
         /// The machine's name.
         name: String,
+        /// Clear also a cordon an administrator set before nodewright's drain.
+        #[arg(long)]
+        force: bool,
     },
     /// Cancel the running create, delete, drain or uncordon of a machine (as the Temporal UI's
     /// "Request Cancellation"): it undoes what its runbook says, then ends canceled.
@@ -172,7 +177,9 @@ pub async fn run(
         MachineCommand::ExtendDrain { name, by } => {
             drain::extend(settings, output, &name, &by).await
         }
-        MachineCommand::Uncordon { name } => drain::uncordon(settings, output, &name).await,
+        MachineCommand::Uncordon { name, force } => {
+            uncordon::run(settings, output, &name, force).await
+        }
         MachineCommand::Cancel { name, reason, wait } => {
             cancel::run(settings, output, cancel::Args { name, reason, wait }).await
         }

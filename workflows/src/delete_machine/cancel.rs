@@ -23,6 +23,13 @@ pub(super) async fn restore(
         "machine {}: its VM was never deleted",
         request.machine
     ));
+    if at == Step::CheckOwner {
+        canceled.kept.push(
+            "canceled while the VM's owner was read: the Node was neither drained nor cordoned, nothing to undo"
+                .to_owned(),
+        );
+        return canceled;
+    }
     if at == Step::PreDrainHooks {
         canceled.kept.push(
             "held by pre-drain hooks: the Node was neither drained nor cordoned, nothing to undo"

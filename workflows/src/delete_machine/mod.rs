@@ -2,6 +2,7 @@
 
 mod cancel;
 mod hooks;
+mod owner;
 mod state;
 mod steps;
 
@@ -16,6 +17,7 @@ use temporalio_sdk::{WorkflowContext, WorkflowContextView, WorkflowResult};
 
 use self::cancel::restore;
 use self::hooks::{HOOKS_PATCH, hold};
+use self::owner::OWNER_FIRST_PATCH;
 use self::state::Ctx;
 pub use self::state::DeleteMachineWorkflow;
 use crate::progress::{StepFailed, begin, fact, fail, now, record_failure, rfc3339, succeed};
@@ -51,7 +53,11 @@ impl DeleteMachineWorkflow {
         );
         // Runs started before delete hooks existed replay without their looks.
         let with_hooks = ctx.patched(HOOKS_PATCH);
-        let steps: &[Step] = if with_hooks {
+        // Runs started before the owner was checked first replay without that look.
+        let owner_first = with_hooks && ctx.patched(OWNER_FIRST_PATCH);
+        let steps: &[Step] = if owner_first {
+            &Step::DELETE_OWNER_FIRST
+        } else if with_hooks {
             &Step::DELETE_WITH_HOOKS
         } else {
             &Step::DELETE
@@ -73,7 +79,7 @@ impl DeleteMachineWorkflow {
         fact(ctx, "vmId", vm_id.clone());
         cancellation::before_first_step(ctx)?;
 
-        match delete(ctx, &request, vm_id.clone(), with_hooks).await {
+        match delete(ctx, &request, vm_id.clone(), with_hooks, owner_first).await {
             Ok(deleted) if cancellation::requested(ctx) => {
                 // The request came after the VM delete was sent: the deletion finished.
                 let mut canceled = Canceled::at(Step::DeleteVm.as_str(), cancellation::reason(ctx));
@@ -120,13 +126,17 @@ impl DeleteMachineWorkflow {
     }
 }
 
-/// The runbook's steps from the first look at hooks to the Node's delete.
+/// The runbook's steps from the look at the VM's owner to the Node's delete.
 async fn delete(
     ctx: &mut Ctx,
     request: &DeleteMachineRequest,
     vm_id: String,
     with_hooks: bool,
+    owner_first: bool,
 ) -> Result<DeletedMachine, StepFailed> {
+    if owner_first {
+        owner::check(ctx, request).await?;
+    }
     if with_hooks {
         hold(ctx, request, &vm_id, HookStage::PreDrain).await?;
     }

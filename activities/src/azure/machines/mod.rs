@@ -20,6 +20,7 @@ use std::sync::Arc;
 use nodewright_model::ClusterName;
 use nodewright_model::arm::Disposition;
 use nodewright_model::machine::create::may_adopt;
+use nodewright_model::machine::owner::VmOwnerTags;
 use nodewright_model::machine::{nic_name, os_disk_name};
 use nodewright_model::ownership::{
     MAX_TAG_VALUE_CHARS, TAG_CLUSTER, TAG_DRAIN, TAG_MACHINE, is_owned_by,
@@ -602,6 +603,34 @@ impl ArmReadActivities {
                 value: value.chars().take(MAX_TAG_VALUE_CHARS).collect(),
             },
             None => DrainTag::Untagged,
+        })
+    }
+
+    /// The machine's VM's ownership tags (`nodewright.io-cluster`, `nodewright.io-machine`), for
+    /// DeleteMachine's look before anything is cordoned (`model::machine::owner::before_cordon`
+    /// decides).
+    ///
+    /// # Idempotency
+    /// Read-only: one GET of the VM.
+    #[activity(name = "azure.read_vm_owner")]
+    pub async fn read_vm_owner(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ReadVmOwner,
+    ) -> Result<VmOwnerTags, ActivityError> {
+        let vm = match self.client.get_vm(&input.machine).await {
+            Ok(vm) => vm,
+            Err(error) if is_gone(&error) => return Ok(VmOwnerTags::NoVm),
+            Err(error) => return Err(MachineError::from(error).into_activity_error()),
+        };
+        let tag = |name: &str| {
+            vm.tags
+                .get(name)
+                .map(|value| value.chars().take(MAX_TAG_VALUE_CHARS).collect())
+        };
+        Ok(VmOwnerTags::Found {
+            cluster: tag(TAG_CLUSTER),
+            machine: tag(TAG_MACHINE),
         })
     }
 

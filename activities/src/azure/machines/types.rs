@@ -288,3 +288,11 @@ pub enum DrainTag {
     /// A VM of that name without this cluster's and machine's tags: its tags are not trusted.
     NotOwned,
 }
+
+/// Read the ownership tags of a machine's VM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadVmOwner {
+    /// The machine (= VM name).
+    pub machine: String,
+}

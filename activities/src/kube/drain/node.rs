@@ -178,10 +178,16 @@ pub(super) fn prepare_spec_patch(node: &Node) -> Option<Value> {
             ..Taint::default()
         });
     }
-    Some(json!({
+    let mut patch = json!({
         "metadata": { "resourceVersion": node.metadata.resource_version },
         "spec": { "unschedulable": true, "taints": taints },
-    }))
+    });
+    // A cordon someone else set before this drain is recorded on the Node, so that
+    // `machine uncordon` keeps it.
+    if let Some((name, value)) = crate::kube::uncordon::cordoned_before_drain_mark(node) {
+        patch["metadata"]["annotations"] = json!({ name: value });
+    }
+    Some(patch)
 }
 
 /// Whether the Node is cordoned by someone else than a drain: unschedulable without the
