@@ -1,6 +1,7 @@
 //! Kubernetes activities, over `kube` and `k8s-openapi`.
 
 pub mod bootstrap;
+mod cordon_mark;
 pub mod disruption;
 pub mod drain;
 mod error;

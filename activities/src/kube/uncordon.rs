@@ -7,20 +7,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
-use nodewright_model::drain::TAINT_DRAINING;
 use nodewright_model::machine::uncordon::{
     ANNOTATION_CORDONED_BEFORE_DRAIN, NodeMarks, UncordonOutcome, plan_uncordon,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::cordon_mark::{annotation, is_draining_taint, is_unschedulable};
 use super::drain::{FIELD_MANAGER, RestoreNode, restore_node};
 use super::error::{Error, Result};
 use super::node_spec::{Found, taints, update_spec};
 use super::nodes::NodeChange;
-
-/// The draining taint's effect.
-const NO_SCHEDULE: &str = "NoSchedule";
 
 /// Uncordon a machine's Node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,39 +108,11 @@ fn marks(node: &Node, draining_taint: bool) -> NodeMarks {
     }
 }
 
-/// The drain's cordon step's record of a cordon that was there before it, to merge into its
-/// patch: `"true"` when `node` is cordoned by someone else (unschedulable without the draining
-/// taint), `null` (removed) when a stale record sits on a schedulable Node, else nothing (a
-/// rerun finds its own cordon and leaves the record as the first run wrote it).
-pub(crate) fn cordoned_before_drain_mark(node: &Node) -> Option<(&'static str, Value)> {
-    let tainted = taints(node).iter().any(is_draining_taint);
-    if is_unschedulable(node) && !tainted {
-        return Some((ANNOTATION_CORDONED_BEFORE_DRAIN, json!("true")));
-    }
-    if !is_unschedulable(node) && annotation(node).is_some() {
-        return Some((ANNOTATION_CORDONED_BEFORE_DRAIN, Value::Null));
-    }
-    None
-}
-
-fn annotation(node: &Node) -> Option<&String> {
-    node.metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(ANNOTATION_CORDONED_BEFORE_DRAIN))
-}
-
-fn is_draining_taint(taint: &Taint) -> bool {
-    taint.key == TAINT_DRAINING && taint.effect == NO_SCHEDULE
-}
-
-fn is_unschedulable(node: &Node) -> bool {
-    node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube::cordon_mark::cordoned_before_drain_mark;
+    use nodewright_model::drain::TAINT_DRAINING;
 
     fn node(unschedulable: bool, tainted: bool, marked: bool) -> Node {
         let mut taints = vec![json!({ "key": "team", "value": "a", "effect": "NoExecute" })];

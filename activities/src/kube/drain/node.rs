@@ -184,7 +184,7 @@ pub(super) fn prepare_spec_patch(node: &Node) -> Option<Value> {
     });
     // A cordon someone else set before this drain is recorded on the Node, so that
     // `machine uncordon` keeps it.
-    if let Some((name, value)) = crate::kube::uncordon::cordoned_before_drain_mark(node) {
+    if let Some((name, value)) = crate::kube::cordon_mark::cordoned_before_drain_mark(node) {
         patch["metadata"]["annotations"] = json!({ name: value });
     }
     Some(patch)
