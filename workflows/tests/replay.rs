@@ -261,17 +261,6 @@ async fn without_the_key_an_encrypted_history_fails_to_replay_naming_the_key() {
 /// take it off the list then.
 const NO_HISTORY_YET: &[(&str, &str)] = &[
     (
-        "delete-owner-first",
-        // delete_machine/owner.rs: asked by every new DeleteMachine; e2e machines::ownership
-        // reaches it, but its history was not recorded in the session that added it.
-        "new in session 40 (helper C): to record from e2e machines::ownership with PICK=markers dev/record-histories",
-    ),
-    (
-        "uncordon-keeps-admin-cordon",
-        // uncordon_node.rs: asked by every new UncordonNode; same as above.
-        "new in session 40 (helper C): to record from e2e machines::ownership with PICK=markers dev/record-histories",
-    ),
-    (
         "drain-annotation-per-field",
         // drain_node/settings.rs: a fresh drain takes "drain-annotation-bounded" first, so this
         // is asked only by a drain continued as new (`request.resume`) whose Node carries a
