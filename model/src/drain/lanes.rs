@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use super::answer::{AfterRefusal, after_refusal, refusal_of};
 use super::force::ForceReason;
 use super::pdb::PdbFacts;
 
@@ -87,6 +88,17 @@ pub enum EvictionAnswer<'a> {
         /// The apiserver's message.
         message: &'a str,
     },
+    /// Refused otherwise (read by `refusal_of`), or not answered.
+    Refused {
+        /// The HTTP code (`NO_ANSWER` when none came).
+        code: u16,
+        /// The status reason (`NamespaceTerminating`, `InternalError`, ...).
+        reason: &'a str,
+        /// The apiserver's message (or the transport error's).
+        message: &'a str,
+        /// The PodDisruptionBudgets selecting the pod, when several do.
+        budgets: &'a [String],
+    },
 }
 
 /// What the drain does with a pod after its eviction's answer.
@@ -96,8 +108,10 @@ pub enum AfterEviction {
     Leaving,
     /// Gone already: nothing to wait for.
     Left,
-    /// Blocked: try again after the PDB retry interval, if it is still there.
+    /// Blocked or refused: try again after the PDB retry interval, if it is still there.
     RetryLater,
+    /// Not evicted but going anyway (its namespace is deleted): wait for it to go.
+    AwaitGone,
 }
 
 /// What an eviction's answer means for its pod.
@@ -106,6 +120,15 @@ pub fn after_eviction(answer: &EvictionAnswer<'_>) -> AfterEviction {
         EvictionAnswer::Accepted => AfterEviction::Leaving,
         EvictionAnswer::Gone => AfterEviction::Left,
         EvictionAnswer::Blocked { .. } => AfterEviction::RetryLater,
+        EvictionAnswer::Refused {
+            code,
+            reason,
+            message,
+            ..
+        } => match after_refusal(refusal_of(*code, reason, message)) {
+            AfterRefusal::AwaitGone => AfterEviction::AwaitGone,
+            AfterRefusal::RetryUntilDeadline => AfterEviction::RetryLater,
+        },
     }
 }
 
@@ -212,6 +235,33 @@ mod tests {
                 EvictionAnswer::Blocked {
                     pdb: None,
                     message: "Too many requests",
+                },
+                AfterEviction::RetryLater,
+            ),
+            (
+                EvictionAnswer::Refused {
+                    code: 500,
+                    reason: "InternalError",
+                    message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                    budgets: &[],
+                },
+                AfterEviction::RetryLater,
+            ),
+            (
+                EvictionAnswer::Refused {
+                    code: 403,
+                    reason: "NamespaceTerminating",
+                    message: "namespace shop is being terminated",
+                    budgets: &[],
+                },
+                AfterEviction::AwaitGone,
+            ),
+            (
+                EvictionAnswer::Refused {
+                    code: 0,
+                    reason: "",
+                    message: "connection refused",
+                    budgets: &[],
                 },
                 AfterEviction::RetryLater,
             ),

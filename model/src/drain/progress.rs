@@ -1,6 +1,7 @@
 //! How each step of the drain changes its `status`: the plan shown, an eviction's answer, the
 //! end of force mode.
 
+use super::answer::{AfterRefusal, after_refusal, refusal_detail, refusal_of};
 use super::lanes::EvictionAnswer;
 use super::pdb::is_misconfigured;
 use super::pods::DrainPlan;
@@ -143,6 +144,21 @@ impl DrainStatus {
                     pdb.map(|pdb| (pdb.key(), is_misconfigured(pdb), pdb.disruptions_allowed));
                 self.set_block(pod, block);
                 self.set_pod(pod, PodState::Blocked, Some(detail));
+            }
+            EvictionAnswer::Refused {
+                code,
+                reason,
+                message,
+                budgets,
+            } => {
+                let refusal = refusal_of(*code, reason, message);
+                let detail = refusal_detail(refusal, *code, budgets, message);
+                self.set_block(pod, None);
+                let state = match after_refusal(refusal) {
+                    AfterRefusal::AwaitGone => PodState::Evicting,
+                    AfterRefusal::RetryUntilDeadline => PodState::Blocked,
+                };
+                self.set_pod(pod, state, Some(detail));
             }
         }
     }

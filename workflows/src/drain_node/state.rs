@@ -134,6 +134,17 @@ pub(super) fn answer_of(outcome: &Eviction) -> EvictionAnswer<'_> {
             pdb: pdb.as_ref(),
             message,
         },
+        Eviction::Refused {
+            code,
+            reason,
+            message,
+            budgets,
+        } => EvictionAnswer::Refused {
+            code: *code,
+            reason,
+            message,
+            budgets,
+        },
     }
 }
 

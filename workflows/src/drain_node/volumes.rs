@@ -48,7 +48,7 @@ pub(super) async fn move_volumes(
                     note_local_data(ctx, state, plan, &key);
                     break;
                 }
-                AfterEviction::Left => break,
+                AfterEviction::Left | AfterEviction::AwaitGone => break,
                 AfterEviction::RetryLater => {
                     if ctx.continue_as_new_suggested() {
                         return Ok(LaneEnd::ContinueAsNew);

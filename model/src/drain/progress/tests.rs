@@ -113,6 +113,7 @@ fn the_plan_shows_every_pod_and_each_tracked_volume_once() {
 fn an_eviction_answer_sets_the_pod_and_its_blocking_budget() {
     let misconfigured = pdb(0, 2);
     let waiting = pdb(0, 1);
+    let budgets = ["shop/team".to_owned(), "shop/web".to_owned()];
     let table = [
         (
             EvictionAnswer::Accepted,
@@ -146,6 +147,28 @@ fn an_eviction_answer_sets_the_pod_and_its_blocking_budget() {
             },
             PodState::Blocked,
             "eviction refused: Too many requests",
+            None,
+        ),
+        (
+            EvictionAnswer::Refused {
+                code: 500,
+                reason: "InternalError",
+                message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                budgets: &budgets,
+            },
+            PodState::Blocked,
+            "eviction refused: the pod is selected by more than one PodDisruptionBudget (shop/team, shop/web), which the eviction API does not support; retried until the deadline, then force mode (remove one budget to let it go now)",
+            None,
+        ),
+        (
+            EvictionAnswer::Refused {
+                code: 403,
+                reason: "NamespaceTerminating",
+                message: "namespace shop is being terminated",
+                budgets: &[],
+            },
+            PodState::Evicting,
+            "its namespace is being deleted: waiting for the pod to go",
             None,
         ),
     ];
