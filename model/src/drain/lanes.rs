@@ -22,7 +22,8 @@ pub const FORCE_DETACH_BUDGET: Duration = Duration::from_secs(10 * 60);
 /// What the drain does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DrainPhase {
-    /// Step 5: evict the pods without persistent volumes.
+    /// Step 5: evict the pods without persistent volumes (and, with both lanes at once, move
+    /// those with them).
     EvictPods,
     /// Step 6: move the pods with persistent volumes, one at a time.
     MoveVolumes,
@@ -57,20 +58,27 @@ pub fn first_phase(force: Option<ForceReason>) -> DrainPhase {
 }
 
 /// The phase after `phase` ended as `end`; `stuck_volumes` says whether volumes whose detach
-/// timed out are left to look at. Force mode ends the drain; so do [`DrainPhase::Done`] and
-/// [`DrainPhase::ContinueAsNew`].
-pub fn next_phase(phase: &DrainPhase, end: LaneEnd, stuck_volumes: bool) -> DrainPhase {
+/// timed out are left to look at; `together` whether [`DrainPhase::EvictPods`] ran both lanes
+/// at once (see `interleave`), so that no [`DrainPhase::MoveVolumes`] follows it. Force mode
+/// ends the drain; so do [`DrainPhase::Done`] and [`DrainPhase::ContinueAsNew`].
+pub fn next_phase(
+    phase: &DrainPhase,
+    end: LaneEnd,
+    stuck_volumes: bool,
+    together: bool,
+) -> DrainPhase {
     match (phase, end) {
         (DrainPhase::Force(_) | DrainPhase::Done, _) => DrainPhase::Done,
         (DrainPhase::ContinueAsNew, _) | (_, LaneEnd::ContinueAsNew) => DrainPhase::ContinueAsNew,
         (_, LaneEnd::Forced(reason)) => DrainPhase::Force(reason),
-        (DrainPhase::EvictPods, LaneEnd::Finished) => DrainPhase::MoveVolumes,
-        (DrainPhase::MoveVolumes, LaneEnd::Finished) if stuck_volumes => {
+        (DrainPhase::EvictPods, LaneEnd::Finished) if !together => DrainPhase::MoveVolumes,
+        (DrainPhase::EvictPods | DrainPhase::MoveVolumes, LaneEnd::Finished) if stuck_volumes => {
             DrainPhase::AwaitStuckVolumes
         }
-        (DrainPhase::MoveVolumes | DrainPhase::AwaitStuckVolumes, LaneEnd::Finished) => {
-            DrainPhase::Done
-        }
+        (
+            DrainPhase::EvictPods | DrainPhase::MoveVolumes | DrainPhase::AwaitStuckVolumes,
+            LaneEnd::Finished,
+        ) => DrainPhase::Done,
     }
 }
 
@@ -196,7 +204,19 @@ mod tests {
         ];
         for (phase, end, stuck, expected) in table {
             let said = format!("{phase:?} {end:?} stuck={stuck}");
-            assert_eq!(next_phase(&phase, end, stuck), expected, "{said}");
+            assert_eq!(next_phase(&phase, end, stuck, false), expected, "{said}");
+        }
+        // Both lanes at once: no volume lane after them.
+        let together = [
+            (EvictPods, LaneEnd::Finished, false, Done),
+            (EvictPods, LaneEnd::Finished, true, AwaitStuckVolumes),
+            (EvictPods, forced(), true, force()),
+            (EvictPods, LaneEnd::ContinueAsNew, false, ContinueAsNew),
+            (AwaitStuckVolumes, LaneEnd::Finished, false, Done),
+        ];
+        for (phase, end, stuck, expected) in together {
+            let said = format!("together {phase:?} {end:?} stuck={stuck}");
+            assert_eq!(next_phase(&phase, end, stuck, true), expected, "{said}");
         }
     }
 

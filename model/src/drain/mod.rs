@@ -14,6 +14,7 @@ mod annotation;
 mod answer;
 mod attach;
 mod force;
+mod fresh;
 mod hard;
 mod interleave;
 mod lanes;
@@ -38,6 +39,7 @@ pub use answer::{
 };
 pub use attach::{AttachFacts, VolumeWait, volume_wait};
 pub use force::{ConditionFacts, ForceReason, HardDeadline, NodeHealth, force_reason};
+pub use fresh::{FreshLook, MAX_FRESH_LOOKS, fresh_look, fresh_look_detail, fresh_look_warning};
 pub use hard::{
     capped_deadline, hard_deadline, not_held_because, overridden_mark, overrides_marks,
     trimmed_grace,
