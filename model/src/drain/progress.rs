@@ -108,6 +108,28 @@ impl DrainStatus {
         }
     }
 
+    /// Shows the pods (and their volumes) of a fresh look's `plan` that the status does not list
+    /// yet, those that arrived; the pods it lists keep their states (a pod that completed stays
+    /// `completed`, not `skipped`).
+    pub fn show_arrivals(&mut self, plan: &RuledPlan) {
+        let mut seen = self.clone();
+        seen.show_ruled_plan(plan);
+        for entry in seen.pods {
+            if !self.pods.iter().any(|p| p.pod == entry.pod) {
+                self.pods.push(entry);
+            }
+        }
+        for volume in seen.volumes {
+            let known = self
+                .volumes
+                .iter()
+                .any(|v| v.persistent_volume == volume.persistent_volume && v.pod == volume.pod);
+            if !known {
+                self.volumes.push(volume);
+            }
+        }
+    }
+
     fn set_rule(&mut self, pod: &str, rule: String) {
         if let Some(entry) = self.pods.iter_mut().find(|p| p.pod == pod) {
             entry.rule = Some(rule);

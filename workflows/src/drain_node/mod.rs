@@ -49,7 +49,10 @@ pub use state::DrainNodeWorkflow;
 /// The patch that looks at the Node's pods again before "drained" and drains what arrived:
 /// asked by every drain that ends without force mode.
 const PATCH_FRESH_LOOK: &str = "drain-fresh-look";
-use state::{Ctx, Drain, Finish, capped, extended, fresh_status, list_pods, plan_pods, warn};
+use state::{
+    Ctx, Drain, Finish, capped, extended, fresh_status, list_pods, plan_pods, plan_quietly, warn,
+    with_status,
+};
 
 use crate::progress::{StepFailed, begin, done, fact, fail, now, record_failure, rfc3339, succeed};
 use crate::search;
@@ -290,7 +293,8 @@ async fn steps(ctx: &mut Ctx, state: &mut Drain) -> Result<Finish, StepFailed> {
         }
         let listed = list_pods(ctx, state, Step::EvictPods).await?;
         state.health = listed.health.clone();
-        let fresh = plan_pods(ctx, state, &listed.pods);
+        let fresh = plan_quietly(ctx, state, &listed.pods);
+        with_status(ctx, |status| status.show_arrivals(&fresh));
         for refused in &fresh.whole.refused {
             warn(
                 ctx,

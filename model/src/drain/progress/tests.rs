@@ -281,3 +281,37 @@ fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
         Some("skipped: force mode")
     );
 }
+
+#[test]
+fn a_fresh_look_shows_the_pods_that_arrived_and_keeps_the_others_as_they_were() {
+    let mut shown = status();
+    shown.set_pod(
+        "shop/batch",
+        PodState::Completed,
+        Some("completed".to_owned()),
+    );
+    shown.set_pod("shop/web", PodState::Gone, None);
+    let plan = RuledPlan::untiered(DrainPlan {
+        skipped: vec![SkippedPod {
+            pod: "shop/batch".to_owned(),
+            reason: SkipReason::Finished,
+            rule: None,
+        }],
+        without_volumes: vec![pod("late")],
+        ..DrainPlan::default()
+    });
+    shown.show_arrivals(&plan);
+    let states: Vec<(&str, PodState)> = shown
+        .pods
+        .iter()
+        .map(|p| (p.pod.as_str(), p.state))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("shop/batch", PodState::Completed),
+            ("shop/web", PodState::Gone),
+            ("shop/late", PodState::Waiting),
+        ]
+    );
+}
