@@ -261,19 +261,6 @@ async fn without_the_key_an_encrypted_history_fails_to_replay_naming_the_key() {
 /// take it off the list then.
 const NO_HISTORY_YET: &[(&str, &str)] = &[
     (
-        "drain-lanes-together",
-        // drain_node/tiers.rs: asked by every drain of a tier with a pod with volumes (e2e
-        // drain::stateful, drain::lanes); brought by s40-lanes, whose e2e pass had not been
-        // recorded when it was committed: record it with `PICK=markers dev/record-histories`
-        // after the next e2e pass and remove this entry.
-        "new in s40-lanes; reached by drain::stateful and drain::lanes, recorded after the next e2e pass",
-    ),
-    (
-        "drain-fresh-look",
-        // drain_node/mod.rs: asked by every drain that ends without force mode; as above.
-        "new in s40-lanes; reached by every graceful drain (drain::late_pod), recorded after the next e2e pass",
-    ),
-    (
         "drain-annotation-per-field",
         // drain_node/settings.rs: a fresh drain takes "drain-annotation-bounded" first, so this
         // is asked only by a drain continued as new (`request.resume`) whose Node carries a
