@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use super::answer::{AfterRefusal, after_refusal, refusal_of};
 use super::force::ForceReason;
 use super::pdb::PdbFacts;
 
@@ -21,7 +22,8 @@ pub const FORCE_DETACH_BUDGET: Duration = Duration::from_secs(10 * 60);
 /// What the drain does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DrainPhase {
-    /// Step 5: evict the pods without persistent volumes.
+    /// Step 5: evict the pods without persistent volumes (and, with both lanes at once, move
+    /// those with them).
     EvictPods,
     /// Step 6: move the pods with persistent volumes, one at a time.
     MoveVolumes,
@@ -56,20 +58,27 @@ pub fn first_phase(force: Option<ForceReason>) -> DrainPhase {
 }
 
 /// The phase after `phase` ended as `end`; `stuck_volumes` says whether volumes whose detach
-/// timed out are left to look at. Force mode ends the drain; so do [`DrainPhase::Done`] and
-/// [`DrainPhase::ContinueAsNew`].
-pub fn next_phase(phase: &DrainPhase, end: LaneEnd, stuck_volumes: bool) -> DrainPhase {
+/// timed out are left to look at; `together` whether [`DrainPhase::EvictPods`] ran both lanes
+/// at once (see `interleave`), so that no [`DrainPhase::MoveVolumes`] follows it. Force mode
+/// ends the drain; so do [`DrainPhase::Done`] and [`DrainPhase::ContinueAsNew`].
+pub fn next_phase(
+    phase: &DrainPhase,
+    end: LaneEnd,
+    stuck_volumes: bool,
+    together: bool,
+) -> DrainPhase {
     match (phase, end) {
         (DrainPhase::Force(_) | DrainPhase::Done, _) => DrainPhase::Done,
         (DrainPhase::ContinueAsNew, _) | (_, LaneEnd::ContinueAsNew) => DrainPhase::ContinueAsNew,
         (_, LaneEnd::Forced(reason)) => DrainPhase::Force(reason),
-        (DrainPhase::EvictPods, LaneEnd::Finished) => DrainPhase::MoveVolumes,
-        (DrainPhase::MoveVolumes, LaneEnd::Finished) if stuck_volumes => {
+        (DrainPhase::EvictPods, LaneEnd::Finished) if !together => DrainPhase::MoveVolumes,
+        (DrainPhase::EvictPods | DrainPhase::MoveVolumes, LaneEnd::Finished) if stuck_volumes => {
             DrainPhase::AwaitStuckVolumes
         }
-        (DrainPhase::MoveVolumes | DrainPhase::AwaitStuckVolumes, LaneEnd::Finished) => {
-            DrainPhase::Done
-        }
+        (
+            DrainPhase::EvictPods | DrainPhase::MoveVolumes | DrainPhase::AwaitStuckVolumes,
+            LaneEnd::Finished,
+        ) => DrainPhase::Done,
     }
 }
 
@@ -87,6 +96,17 @@ pub enum EvictionAnswer<'a> {
         /// The apiserver's message.
         message: &'a str,
     },
+    /// Refused otherwise (read by `refusal_of`), or not answered.
+    Refused {
+        /// The HTTP code (`NO_ANSWER` when none came).
+        code: u16,
+        /// The status reason (`NamespaceTerminating`, `InternalError`, ...).
+        reason: &'a str,
+        /// The apiserver's message (or the transport error's).
+        message: &'a str,
+        /// The PodDisruptionBudgets selecting the pod, when several do.
+        budgets: &'a [String],
+    },
 }
 
 /// What the drain does with a pod after its eviction's answer.
@@ -96,8 +116,10 @@ pub enum AfterEviction {
     Leaving,
     /// Gone already: nothing to wait for.
     Left,
-    /// Blocked: try again after the PDB retry interval, if it is still there.
+    /// Blocked or refused: try again after the PDB retry interval, if it is still there.
     RetryLater,
+    /// Not evicted but going anyway (its namespace is deleted): wait for it to go.
+    AwaitGone,
 }
 
 /// What an eviction's answer means for its pod.
@@ -106,6 +128,15 @@ pub fn after_eviction(answer: &EvictionAnswer<'_>) -> AfterEviction {
         EvictionAnswer::Accepted => AfterEviction::Leaving,
         EvictionAnswer::Gone => AfterEviction::Left,
         EvictionAnswer::Blocked { .. } => AfterEviction::RetryLater,
+        EvictionAnswer::Refused {
+            code,
+            reason,
+            message,
+            ..
+        } => match after_refusal(refusal_of(*code, reason, message)) {
+            AfterRefusal::AwaitGone => AfterEviction::AwaitGone,
+            AfterRefusal::RetryUntilDeadline => AfterEviction::RetryLater,
+        },
     }
 }
 
@@ -173,7 +204,19 @@ mod tests {
         ];
         for (phase, end, stuck, expected) in table {
             let said = format!("{phase:?} {end:?} stuck={stuck}");
-            assert_eq!(next_phase(&phase, end, stuck), expected, "{said}");
+            assert_eq!(next_phase(&phase, end, stuck, false), expected, "{said}");
+        }
+        // Both lanes at once: no volume lane after them.
+        let together = [
+            (EvictPods, LaneEnd::Finished, false, Done),
+            (EvictPods, LaneEnd::Finished, true, AwaitStuckVolumes),
+            (EvictPods, forced(), true, force()),
+            (EvictPods, LaneEnd::ContinueAsNew, false, ContinueAsNew),
+            (AwaitStuckVolumes, LaneEnd::Finished, false, Done),
+        ];
+        for (phase, end, stuck, expected) in together {
+            let said = format!("together {phase:?} {end:?} stuck={stuck}");
+            assert_eq!(next_phase(&phase, end, stuck, true), expected, "{said}");
         }
     }
 
@@ -212,6 +255,33 @@ mod tests {
                 EvictionAnswer::Blocked {
                     pdb: None,
                     message: "Too many requests",
+                },
+                AfterEviction::RetryLater,
+            ),
+            (
+                EvictionAnswer::Refused {
+                    code: 500,
+                    reason: "InternalError",
+                    message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                    budgets: &[],
+                },
+                AfterEviction::RetryLater,
+            ),
+            (
+                EvictionAnswer::Refused {
+                    code: 403,
+                    reason: "NamespaceTerminating",
+                    message: "namespace shop is being terminated",
+                    budgets: &[],
+                },
+                AfterEviction::AwaitGone,
+            ),
+            (
+                EvictionAnswer::Refused {
+                    code: 0,
+                    reason: "",
+                    message: "connection refused",
+                    budgets: &[],
                 },
                 AfterEviction::RetryLater,
             ),

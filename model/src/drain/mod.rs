@@ -11,9 +11,12 @@
 //! (`rules`, Cluster API's MachineDrainRule) leave pods, wait for them, or drain them in tiers.
 
 mod annotation;
+mod answer;
 mod attach;
 mod force;
+mod fresh;
 mod hard;
+mod interleave;
 mod lanes;
 mod local_data;
 mod pdb;
@@ -30,12 +33,18 @@ pub use annotation::{
     BoundedPolicy, RefusalReason, RefusedField, TAG_DRAIN, bound_annotation, policy_from_tag,
     policy_to_tag,
 };
+pub use answer::{
+    AfterRefusal, NO_ANSWER, REASON_NAMESPACE_TERMINATING, Refusal, after_refusal,
+    is_several_budgets, refusal_detail, refusal_of,
+};
 pub use attach::{AttachFacts, VolumeWait, volume_wait};
 pub use force::{ConditionFacts, ForceReason, HardDeadline, NodeHealth, force_reason};
+pub use fresh::{FreshLook, MAX_FRESH_LOOKS, fresh_look, fresh_look_detail, fresh_look_warning};
 pub use hard::{
     capped_deadline, hard_deadline, not_held_because, overridden_mark, overrides_marks,
     trimmed_grace,
 };
+pub use interleave::{AfterLanes, Lane, LanePod, LaneStage, after_lanes, round_evictions};
 pub use lanes::{
     AfterEviction, DrainPhase, EvictionAnswer, FORCE_DETACH_BUDGET, LaneEnd, MIN_WAIT, RoundEnd,
     after_eviction, after_round, first_phase, next_phase, wait_within_deadline,

@@ -1,6 +1,7 @@
 //! How each step of the drain changes its `status`: the plan shown, an eviction's answer, the
 //! end of force mode.
 
+use super::answer::{AfterRefusal, after_refusal, refusal_detail, refusal_of};
 use super::lanes::EvictionAnswer;
 use super::pdb::is_misconfigured;
 use super::pods::DrainPlan;
@@ -107,6 +108,28 @@ impl DrainStatus {
         }
     }
 
+    /// Shows the pods (and their volumes) of a fresh look's `plan` that the status does not list
+    /// yet, those that arrived; the pods it lists keep their states (a pod that completed stays
+    /// `completed`, not `skipped`).
+    pub fn show_arrivals(&mut self, plan: &RuledPlan) {
+        let mut seen = self.clone();
+        seen.show_ruled_plan(plan);
+        for entry in seen.pods {
+            if !self.pods.iter().any(|p| p.pod == entry.pod) {
+                self.pods.push(entry);
+            }
+        }
+        for volume in seen.volumes {
+            let known = self
+                .volumes
+                .iter()
+                .any(|v| v.persistent_volume == volume.persistent_volume && v.pod == volume.pod);
+            if !known {
+                self.volumes.push(volume);
+            }
+        }
+    }
+
     fn set_rule(&mut self, pod: &str, rule: String) {
         if let Some(entry) = self.pods.iter_mut().find(|p| p.pod == pod) {
             entry.rule = Some(rule);
@@ -143,6 +166,21 @@ impl DrainStatus {
                     pdb.map(|pdb| (pdb.key(), is_misconfigured(pdb), pdb.disruptions_allowed));
                 self.set_block(pod, block);
                 self.set_pod(pod, PodState::Blocked, Some(detail));
+            }
+            EvictionAnswer::Refused {
+                code,
+                reason,
+                message,
+                budgets,
+            } => {
+                let refusal = refusal_of(*code, reason, message);
+                let detail = refusal_detail(refusal, *code, budgets, message);
+                self.set_block(pod, None);
+                let state = match after_refusal(refusal) {
+                    AfterRefusal::AwaitGone => PodState::Evicting,
+                    AfterRefusal::RetryUntilDeadline => PodState::Blocked,
+                };
+                self.set_pod(pod, state, Some(detail));
             }
         }
     }

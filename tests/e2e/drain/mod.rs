@@ -8,6 +8,8 @@ mod annotation;
 pub(crate) mod common;
 mod crash;
 mod hard_deadline;
+mod lanes;
+mod late_pod;
 mod local_data;
 mod not_ready;
 mod pdb;

@@ -28,7 +28,8 @@ use crate::progress::{StepFailed, begin, done, fact, later, now, rfc3339};
 use crate::{activity_options, cancellation};
 
 /// Step 7, force mode: deletes every pod still to move with grace period 0, deletes the node's
-/// VolumeAttachments and force-detaches the VM's data disks in Azure. Returns the pods
+/// VolumeAttachments and force-detaches the VM's data disks in Azure, best effort: each action
+/// that fails is a warning (status and result) and the drain goes on. Returns the pods
 /// do-not-disrupt marks still hold (force mode for `reason` does not override them): then the
 /// volumes are not released yet.
 pub(super) async fn force_drain(
@@ -74,8 +75,25 @@ pub(super) async fn force_drain(
     });
     let outcomes = join_all(deletions).await;
     for (pod, outcome) in victims.iter().zip(outcomes) {
-        let outcome = outcome.map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
         let key = pod.key();
+        // Best effort: a pod that could not be deleted is reported and the drain goes on.
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let why = StepFailed::from_activity(Step::ForceDrain, &e).reason;
+                let detail = format!("force deletion failed: {why}");
+                with_status(ctx, |status| {
+                    status.set_pod(&key, PodState::Blocked, Some(detail));
+                });
+                warn(
+                    ctx,
+                    format!(
+                        "force mode could not delete pod {key} (it may stay on the node): {why}"
+                    ),
+                );
+                continue;
+            }
+        };
         let detail = match outcome {
             PodDeletion::Deleted => {
                 state.result.force_deleted.push(key.clone());
@@ -120,7 +138,7 @@ pub(super) async fn force_drain(
 }
 
 /// The end of force mode: deletes the node's VolumeAttachments and force-detaches the VM's data
-/// disks in Azure.
+/// disks in Azure; a failure of either is a warning.
 async fn release_volumes(ctx: &mut Ctx, state: &mut Drain) -> Result<(), StepFailed> {
     let attachments = ctx
         .execute_activity(
@@ -131,8 +149,30 @@ async fn release_volumes(ctx: &mut Ctx, state: &mut Drain) -> Result<(), StepFai
             cancellation::shielded(activity_options::kube_write()),
         )
         .await
-        .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;
-    let force_detached = force_detach_disks(ctx, state).await?;
+        .unwrap_or_else(|e| {
+            let why = StepFailed::from_activity(Step::ForceDrain, &e).reason;
+            warn(
+                ctx,
+                format!(
+                    "force mode could not delete the VolumeAttachments of {}: {why}",
+                    state.request.node
+                ),
+            );
+            Vec::new()
+        });
+    let force_detached = match force_detach_disks(ctx, state).await {
+        Ok(detached) => detached,
+        Err(failed) => {
+            warn(
+                ctx,
+                format!(
+                    "force mode could not force-detach the data disks of {}: {}",
+                    state.request.node, failed.reason
+                ),
+            );
+            Vec::new()
+        }
+    };
 
     let released_here = !attachments.is_empty() || !force_detached.is_empty();
     let at = rfc3339(now(ctx));

@@ -66,6 +66,7 @@ pub(super) async fn evict_without_volumes(
                 }
                 AfterEviction::Left => {}
                 AfterEviction::RetryLater => blocked.push(pod.clone()),
+                AfterEviction::AwaitGone => leaving.push(pod.clone()),
             }
         }
         if !leaving.is_empty() {

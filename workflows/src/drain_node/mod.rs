@@ -3,13 +3,17 @@
 //! # Code map
 //!
 //! This file is the runbook's order: [`DrainNodeWorkflow::run`] admits the input, reads the
-//! scope, cordons and settles the settings, then runs the lanes in the order
-//! `model::drain::next_phase` gives them, once per tier of the drain rules (lowest order first;
-//! one tier without rules). The mechanics live beside it: `settings` (where the drain's
-//! settings come from), `lanes` (step 5, the parallel evictions), `volumes` (step 6, one
-//! stateful pod at a time), `completion` (the pods a `WaitCompleted` rule keeps, waited for
-//! after the tiers), `force` (step 7), `cancel` (giving the Node back) and `state` (what every
-//! step shares: the workflow's state and the status edits).
+//! scope, cordons and settles the settings, selects the pods, has `tiers` drain them, then takes
+//! a fresh look at the Node's pods and drains what arrived since (`model::drain::fresh_look`,
+//! at most `MAX_FRESH_LOOKS` times). The mechanics live beside it: `tiers` (steps 5–7 for one
+//! plan: the lanes of each tier in the order `model::drain::next_phase` gives them, force mode,
+//! the waits after the tiers), `together` (steps 5 and 6 at once: both lanes in rounds,
+//! `model::drain::round_evictions`), `settings` (where the drain's settings come from), `lanes`
+//! (step 5 alone, the parallel evictions, for runs that began before both lanes ran at once),
+//! `volumes` (step 6: following a stateful pod's volumes; one after the other in those older
+//! runs), `completion` (the pods a `WaitCompleted` rule keeps, waited for after the tiers),
+//! `force` (step 7), `cancel` (giving the Node back) and `state` (what every step shares: the
+//! workflow's state and the status edits).
 
 mod cancel;
 mod completion;
@@ -17,6 +21,8 @@ mod force;
 mod lanes;
 mod settings;
 mod state;
+mod tiers;
+mod together;
 mod volumes;
 
 use nodewright_model::workflow_type;
@@ -26,9 +32,9 @@ use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{PrepareDrain, PreparedNode};
 use nodewright_model::drain::{
-    DrainPhase, DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode, ForceReason,
-    LaneEnd, RuledPlan, RuledPod, cordoned, describe_ruled_plan, drained_summary, first_phase,
-    next_continuation, next_phase, not_held_because, not_this_machine, overridden_mark,
+    DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode, FreshLook, RuledPlan,
+    RuledPod, cordoned, describe_ruled_plan, drained_summary, fresh_look, fresh_look_detail,
+    fresh_look_warning, next_continuation, not_held_because, not_this_machine, overridden_mark,
     purpose_word, refusal,
 };
 use nodewright_model::machine::Step;
@@ -39,7 +45,14 @@ use temporalio_sdk::{
 };
 
 pub use state::DrainNodeWorkflow;
-use state::{Ctx, Drain, Finish, capped, extended, force_due, fresh_status, list_pods, plan_pods};
+
+/// The patch that looks at the Node's pods again before "drained" and drains what arrived:
+/// asked by every drain that ends without force mode.
+const PATCH_FRESH_LOOK: &str = "drain-fresh-look";
+use state::{
+    Ctx, Drain, Finish, capped, extended, fresh_status, list_pods, plan_pods, plan_quietly, warn,
+    with_status,
+};
 
 use crate::progress::{StepFailed, begin, done, fact, fail, now, record_failure, rfc3339, succeed};
 use crate::search;
@@ -265,71 +278,46 @@ async fn steps(ctx: &mut Ctx, state: &mut Drain) -> Result<Finish, StepFailed> {
     name_overridden_marks(ctx, state, &ruled);
     done(ctx, Step::SelectPods, describe_ruled_plan(&ruled));
 
-    // 5–7. Per tier, the lanes in order; force mode takes over whenever it is due.
-    let mut stuck = Vec::new();
-    let mut forced: Option<ForceReason> = None;
-    // Pods do-not-disrupt marks keep running after force mode (released by force mode again).
-    let mut held = Vec::new();
-    for tier in &ruled.tiers {
-        if ruled.tiers.len() > 1 {
-            fact(ctx, "tier", tier.order.to_string());
-        }
-        let plan = &tier.plan;
-        let mut phase = first_phase(force_due(ctx, state));
-        loop {
-            let end = match &phase {
-                DrainPhase::EvictPods => lanes::evict_without_volumes(ctx, state, plan).await?,
-                DrainPhase::MoveVolumes => {
-                    volumes::move_volumes(ctx, state, plan, &mut stuck).await?
-                }
-                DrainPhase::AwaitStuckVolumes => {
-                    volumes::await_stuck_volumes(ctx, state, &mut stuck).await?
-                }
-                DrainPhase::Force(reason) => {
-                    cancellation::guard(ctx, Step::ForceDrain)?;
-                    held = force::force_drain(ctx, state, reason.clone()).await?;
-                    forced = Some(reason.clone());
-                    LaneEnd::Finished
-                }
-                DrainPhase::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
-                DrainPhase::Done => break,
-            };
-            phase = next_phase(&phase, end, !stuck.is_empty());
-        }
-        if forced.is_some() {
+    // 5–7. The tiers, the waits, force mode; then fresh looks until nothing arrived.
+    let mut ruled = ruled;
+    let mut drained_again = 0u32;
+    loop {
+        let forced = match tiers::drain_ruled(ctx, state, &ruled).await? {
+            tiers::Ruled::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
+            tiers::Ruled::Done { forced } => forced,
+        };
+        // A fresh look: the pods that arrived since the pods were listed (bound late, created
+        // with nodeName) are drained too; a run that began before this looked no more.
+        if forced || !ctx.patched(PATCH_FRESH_LOOK) {
             break;
         }
-    }
-    // The pods a WaitCompleted rule keeps, and those do-not-disrupt marks hold: waited for
-    // until they complete or force is due.
-    let waited: Vec<RuledPod> = ruled
-        .wait_completed
-        .iter()
-        .chain(&ruled.held)
-        .cloned()
-        .collect();
-    if forced.is_none() && !waited.is_empty() {
-        match completion::await_completed(ctx, state, &waited).await? {
-            LaneEnd::Finished => {}
-            LaneEnd::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
-            LaneEnd::Forced(reason) => {
-                cancellation::guard(ctx, Step::ForceDrain)?;
-                held = force::force_drain(ctx, state, reason.clone()).await?;
-                forced = Some(reason);
+        let listed = list_pods(ctx, state, Step::EvictPods).await?;
+        state.health = listed.health.clone();
+        let fresh = plan_quietly(ctx, state, &listed.pods);
+        with_status(ctx, |status| status.show_arrivals(&fresh));
+        for refused in &fresh.whole.refused {
+            warn(
+                ctx,
+                format!(
+                    "{refused} came after the pods were selected and stays on the node: the drain's localData policy is refuse"
+                ),
+            );
+        }
+        let arrived = tiers::arrived(&fresh);
+        match fresh_look(arrived.len(), drained_again) {
+            FreshLook::Drained => break,
+            FreshLook::DrainAgain => {
+                drained_again = drained_again.saturating_add(1);
+                fact(ctx, "freshLooks", drained_again.to_string());
+                fact(ctx, "freshLook", fresh_look_detail(drained_again, &arrived));
+                name_overridden_marks(ctx, state, &fresh);
+                ruled = fresh;
+            }
+            FreshLook::GiveUp => {
+                warn(ctx, fresh_look_warning(&state.request.node, &arrived));
+                break;
             }
         }
-    }
-    // Force mode left marked pods running: waited for until they go or force mode overrides
-    // their marks (the hard deadline at the latest); then force mode ends the drain.
-    while !held.is_empty() {
-        let reason = match completion::await_held(ctx, state, &held).await? {
-            LaneEnd::Finished => forced.clone().unwrap_or(ForceReason::DeadlinePassed),
-            LaneEnd::ContinueAsNew => return Ok(continue_as_new(ctx, state)),
-            LaneEnd::Forced(reason) => reason,
-        };
-        cancellation::guard(ctx, Step::ForceDrain)?;
-        held = force::force_drain(ctx, state, reason.clone()).await?;
-        forced = Some(reason);
     }
 
     // 8. Done: the result, with the warnings.

@@ -134,6 +134,17 @@ pub(super) fn answer_of(outcome: &Eviction) -> EvictionAnswer<'_> {
             pdb: pdb.as_ref(),
             message,
         },
+        Eviction::Refused {
+            code,
+            reason,
+            message,
+            budgets,
+        } => EvictionAnswer::Refused {
+            code: *code,
+            reason,
+            message,
+            budgets,
+        },
     }
 }
 
@@ -239,6 +250,14 @@ pub(super) async fn list_pods(
 /// one that planned before do-not-disrupt held pods in a voluntary drain (no
 /// [`PATCH_HOLD_MARKED`] marker) holds none.
 pub(super) fn plan_pods(ctx: &mut Ctx, state: &Drain, pods: &[PodFacts]) -> RuledPlan {
+    let plan = plan_quietly(ctx, state, pods);
+    with_status(ctx, |status| status.show_ruled_plan(&plan));
+    plan
+}
+
+/// [`plan_pods`] without showing the plan in the status (a fresh look shows only the pods that
+/// arrived).
+pub(super) fn plan_quietly(ctx: &mut Ctx, state: &Drain, pods: &[PodFacts]) -> RuledPlan {
     let rules = &state.policy.rules;
     let mut local_data =
         LocalDataPolicy::or_default_for(state.policy.local_data, state.request.purpose);
@@ -255,7 +274,6 @@ pub(super) fn plan_pods(ctx: &mut Ctx, state: &Drain, pods: &[PodFacts]) -> Rule
     if plan.is_tiered() && !ctx.patched(PATCH_DRAIN_RULES) {
         plan = RuledPlan::untiered(plan_drain(pods, local_data));
     }
-    with_status(ctx, |status| status.show_ruled_plan(&plan));
     plan
 }
 

@@ -48,7 +48,7 @@ pub(super) async fn move_volumes(
                     note_local_data(ctx, state, plan, &key);
                     break;
                 }
-                AfterEviction::Left => break,
+                AfterEviction::Left | AfterEviction::AwaitGone => break,
                 AfterEviction::RetryLater => {
                     if ctx.continue_as_new_suggested() {
                         return Ok(LaneEnd::ContinueAsNew);
@@ -62,54 +62,83 @@ pub(super) async fn move_volumes(
                 }
             }
         }
-        if volume_pod.tracked.is_empty() {
-            await_gone(ctx, state, vec![volume_pod.pod.clone()], Step::MoveVolumes).await?;
-            continue;
-        }
-        state.in_flight = Some(volume_pod.clone());
-        set_volumes(ctx, volume_pod, VolumeState::Detaching);
-        let grace = Duration::from_secs(volume_pod.pod.grace_period_seconds);
-        let budget = detach_budget(grace, state.policy.volume_detach_timeout);
-        let pending = await_detached(ctx, state, volume_pod, budget).await?;
-        with_status(ctx, |status| status.set_pod(&key, PodState::Gone, None));
-        if !pending.is_empty() {
-            with_status(ctx, |status| {
-                for pv in &pending {
-                    status.set_volume(pv, VolumeState::DetachTimedOut, None);
-                }
-            });
-            warn(
-                ctx,
-                format!(
-                    "{} of pod {key} did not detach from {} within {}s; waiting until the deadline, then force mode",
-                    pending.join(", "),
-                    state.request.node,
-                    budget.as_secs()
-                ),
-            );
-            state.in_flight = None;
-            stuck.push(volume_pod.clone());
-            continue;
-        }
-        let moved_before = state.result.volumes_moved.len();
-        await_reattached(ctx, state, volume_pod).await?;
-        state.in_flight = None;
-        // Moved only when every waited-on volume was seen attached elsewhere.
-        if state
-            .result
-            .volumes_moved
-            .len()
-            .saturating_sub(moved_before)
-            == volume_pod.tracked.len()
-        {
-            moved += 1;
-        } else {
-            unconfirmed += 1;
+        match follow(ctx, state, volume_pod, stuck).await? {
+            Followed::Moved => moved += 1,
+            Followed::Unconfirmed => unconfirmed += 1,
+            Followed::Stuck | Followed::NothingTracked => {}
         }
     }
     let detail = volumes_moved_detail(moved, unconfirmed, stuck.len());
     done(ctx, Step::MoveVolumes, detail);
     Ok(LaneEnd::Finished)
+}
+
+/// How far the volumes of an evicted pod were followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Followed {
+    /// No volume waited on: the pod was waited for until it went.
+    NothingTracked,
+    /// Every waited-on volume detached here and was seen attached elsewhere.
+    Moved,
+    /// Detached here; not every volume was seen attached elsewhere (a warning).
+    Unconfirmed,
+    /// The detach timed out: recorded in `stuck`, looked at again later.
+    Stuck,
+}
+
+/// Follows the volumes of `volume_pod`, evicted: waits for them to detach here (VolumeAttachment
+/// gone, disk released in Azure), then to attach on another node; a detach that times out is
+/// recorded in `stuck`.
+pub(super) async fn follow(
+    ctx: &mut Ctx,
+    state: &mut Drain,
+    volume_pod: &VolumePod,
+    stuck: &mut Vec<VolumePod>,
+) -> Result<Followed, StepFailed> {
+    let key = volume_pod.pod.key();
+    if volume_pod.tracked.is_empty() {
+        await_gone(ctx, state, vec![volume_pod.pod.clone()], Step::MoveVolumes).await?;
+        return Ok(Followed::NothingTracked);
+    }
+    state.in_flight = Some(volume_pod.clone());
+    set_volumes(ctx, volume_pod, VolumeState::Detaching);
+    let grace = Duration::from_secs(volume_pod.pod.grace_period_seconds);
+    let budget = detach_budget(grace, state.policy.volume_detach_timeout);
+    let pending = await_detached(ctx, state, volume_pod, budget).await?;
+    with_status(ctx, |status| status.set_pod(&key, PodState::Gone, None));
+    if !pending.is_empty() {
+        with_status(ctx, |status| {
+            for pv in &pending {
+                status.set_volume(pv, VolumeState::DetachTimedOut, None);
+            }
+        });
+        warn(
+            ctx,
+            format!(
+                "{} of pod {key} did not detach from {} within {}s; waiting until the deadline, then force mode",
+                pending.join(", "),
+                state.request.node,
+                budget.as_secs()
+            ),
+        );
+        state.in_flight = None;
+        stuck.push(volume_pod.clone());
+        return Ok(Followed::Stuck);
+    }
+    let moved_before = state.result.volumes_moved.len();
+    await_reattached(ctx, state, volume_pod).await?;
+    state.in_flight = None;
+    // Moved only when every waited-on volume was seen attached elsewhere.
+    let moved = state
+        .result
+        .volumes_moved
+        .len()
+        .saturating_sub(moved_before);
+    Ok(if moved == volume_pod.tracked.len() {
+        Followed::Moved
+    } else {
+        Followed::Unconfirmed
+    })
 }
 
 /// Step 6, again: volumes whose detach timed out are looked at again every PDB retry interval

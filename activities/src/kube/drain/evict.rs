@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, 
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams, Preconditions as DeletePreconditions};
 use kube::core::{Selector, SelectorExt, Status};
-use nodewright_model::drain::{PdbFacts, PodRef};
+use nodewright_model::drain::{NO_ANSWER, PdbFacts, PodRef, is_several_budgets};
 
 use super::wait::is_same_pod;
 use super::{Eviction, PodAction, PodDeletion};
@@ -20,7 +20,9 @@ use crate::kube::error::{Error, Result};
 ///
 /// 201 is [`Eviction::Accepted`]; 404 or a UID mismatch is [`Eviction::Gone`]; 429 (a
 /// PodDisruptionBudget allows no disruption now) is [`Eviction::Blocked`] with the budget that
-/// selects the pod, when there is one. Any other answer is an [`Error::EvictPod`].
+/// selects the pod, when there is one. Any other answer, or none, is [`Eviction::Refused`] with
+/// its code, reason and message (the budgets named for a refusal for several budgets): the
+/// drain decides what it means.
 ///
 /// The body is posted as a typed `policy/v1` Eviction rather than through kube's
 /// `Api::evict`, whose body spells the field `delete_options` (the API's is `deleteOptions`),
@@ -40,11 +42,61 @@ pub async fn evict_pod(client: &kube::Client, input: &PodAction) -> Result<Evict
         Ok(_) => Ok(Eviction::Accepted),
         Err(kube::Error::Api(status)) if is_gone(&status) => Ok(Eviction::Gone),
         Err(kube::Error::Api(status)) if status.code == 429 => blocked(client, pod, status).await,
-        Err(source) => Err(Error::EvictPod {
-            pod: pod.key(),
-            source,
+        Err(kube::Error::Api(status)) => refused(client, pod, &status).await,
+        // No answer (connection refused, timeout): the drain retries until its deadline.
+        Err(source) => Ok(Eviction::Refused {
+            code: NO_ANSWER,
+            reason: String::new(),
+            message: source.to_string(),
+            budgets: Vec::new(),
         }),
     }
+}
+
+/// Any other answer, passed on for the drain to read (`model::drain::refusal_of`); a refusal
+/// for several PodDisruptionBudgets names the budgets that select the pod.
+async fn refused(client: &kube::Client, pod: &PodRef, status: &Status) -> Result<Eviction> {
+    let budgets = if is_several_budgets(status.code, &status.message) {
+        budgets_selecting(client, pod).await?
+    } else {
+        Vec::new()
+    };
+    Ok(Eviction::Refused {
+        code: status.code,
+        reason: status.reason.clone(),
+        message: status.message.clone(),
+        budgets,
+    })
+}
+
+/// The `namespace/name` of every budget that selects `pod` (none when it is gone).
+async fn budgets_selecting(client: &kube::Client, pod: &PodRef) -> Result<Vec<String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let found = pods
+        .get_opt(&pod.name)
+        .await
+        .map_err(|source| Error::GetPod {
+            pod: pod.key(),
+            source,
+        })?;
+    let Some(found) = found.filter(|found| is_same_pod(found, pod)) else {
+        return Ok(Vec::new());
+    };
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &pod.namespace);
+    let listed = budgets
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListPdbs {
+            namespace: pod.namespace.clone(),
+            source,
+        })?;
+    let labels = found.metadata.labels.unwrap_or_default();
+    Ok(listed
+        .items
+        .iter()
+        .filter(|budget| selects(budget, &labels))
+        .map(|budget| pdb_facts(budget).key())
+        .collect())
 }
 
 /// Deletes the pod with grace period 0 and a UID precondition; 404 or a UID mismatch is

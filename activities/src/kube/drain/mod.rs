@@ -126,6 +126,19 @@ pub enum Eviction {
         /// The apiserver's message.
         message: String,
     },
+    /// Refused otherwise, or not answered: the drain reads it (`model::drain::refusal_of`).
+    Refused {
+        /// The HTTP code (`model::drain::NO_ANSWER` when no answer came).
+        code: u16,
+        /// The status reason (`NamespaceTerminating`, `InternalError`, ...).
+        #[serde(default)]
+        reason: String,
+        /// The apiserver's message, or the transport error.
+        message: String,
+        /// The PodDisruptionBudgets (`namespace/name`) selecting the pod, when several do.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        budgets: Vec<String>,
+    },
 }
 
 /// How a force deletion ended.

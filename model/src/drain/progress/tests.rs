@@ -113,6 +113,7 @@ fn the_plan_shows_every_pod_and_each_tracked_volume_once() {
 fn an_eviction_answer_sets_the_pod_and_its_blocking_budget() {
     let misconfigured = pdb(0, 2);
     let waiting = pdb(0, 1);
+    let budgets = ["shop/team".to_owned(), "shop/web".to_owned()];
     let table = [
         (
             EvictionAnswer::Accepted,
@@ -146,6 +147,28 @@ fn an_eviction_answer_sets_the_pod_and_its_blocking_budget() {
             },
             PodState::Blocked,
             "eviction refused: Too many requests",
+            None,
+        ),
+        (
+            EvictionAnswer::Refused {
+                code: 500,
+                reason: "InternalError",
+                message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                budgets: &budgets,
+            },
+            PodState::Blocked,
+            "eviction refused: the pod is selected by more than one PodDisruptionBudget (shop/team, shop/web), which the eviction API does not support; retried until the deadline, then force mode (remove one budget to let it go now)",
+            None,
+        ),
+        (
+            EvictionAnswer::Refused {
+                code: 403,
+                reason: "NamespaceTerminating",
+                message: "namespace shop is being terminated",
+                budgets: &[],
+            },
+            PodState::Evicting,
+            "its namespace is being deleted: waiting for the pod to go",
             None,
         ),
     ];
@@ -256,5 +279,39 @@ fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
     assert_eq!(
         detail(Step::MoveVolumes).as_deref(),
         Some("skipped: force mode")
+    );
+}
+
+#[test]
+fn a_fresh_look_shows_the_pods_that_arrived_and_keeps_the_others_as_they_were() {
+    let mut shown = status();
+    shown.set_pod(
+        "shop/batch",
+        PodState::Completed,
+        Some("completed".to_owned()),
+    );
+    shown.set_pod("shop/web", PodState::Gone, None);
+    let plan = RuledPlan::untiered(DrainPlan {
+        skipped: vec![SkippedPod {
+            pod: "shop/batch".to_owned(),
+            reason: SkipReason::Finished,
+            rule: None,
+        }],
+        without_volumes: vec![pod("late")],
+        ..DrainPlan::default()
+    });
+    shown.show_arrivals(&plan);
+    let states: Vec<(&str, PodState)> = shown
+        .pods
+        .iter()
+        .map(|p| (p.pod.as_str(), p.state))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("shop/batch", PodState::Completed),
+            ("shop/web", PodState::Gone),
+            ("shop/late", PodState::Waiting),
+        ]
     );
 }

@@ -1,0 +1,188 @@
+//! A fresh look before "drained" (issue 30, item 3): a pod that reaches the Node after the drain
+//! listed its pods is evicted before the drain reports "drained".
+//!
+//! Two machines of a pool whose `spec.drain` says timeout 10 min, PDB retry 2 s. On A a
+//! Deployment `web` of one pod under a budget with `minAvailable` 1, so its eviction is refused.
+//! `machine drain A --local-data evict` (the late pod is a bare pod); while `web`'s pod is held,
+//! a bare pod `late` is created with `spec.nodeName: A` (no scheduler, no cordon stops it). Then
+//! the budget is relaxed: `web`'s pod is evicted, and the drain, instead of reporting "drained",
+//! lists A's pods again, evicts `late` and completes in graceful mode. Afterwards no pod of the
+//! test is on A, `late` is gone (evicted once, not force-deleted), and the status's `freshLook`
+//! fact names it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::common::{
+    cli, create_machines, delete_machines, drain_document, drain_pool_file, wait_drain,
+};
+use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::PostParams;
+use nodewright_model::drain::{DrainMode, PodState};
+use nodewright_model::machine::Outcome;
+use nodewright_tests::Stack;
+use nodewright_tests::documents::{DrainLookup, shown};
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::KillableWorker;
+use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::workloads::{Placement, TEST_LABEL, Workload, Workloads, set_unschedulable};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_bound_to_the_node_after_the_pods_were_listed_is_evicted_before_drained() -> Result<()>
+{
+    let stack = Stack::load()?;
+    let task_queue = unique_task_queue("drain-late");
+    let worker = KillableWorker::start(&stack, &task_queue)?;
+    let pool = format!("dz{}", unique_suffix());
+    let pool_file = drain_pool_file(
+        &stack,
+        &pool,
+        &[
+            ("timeout", "10m"),
+            ("pdbRetryInterval", "2s"),
+            ("volumeDetachTimeout", "30s"),
+            ("volumeAttachTimeout", "30s"),
+            ("forceAfterUnhealthy", "10m"),
+        ],
+    )?;
+    let machines = [format!("{pool}-b2c4d"), format!("{pool}-f5g6h")];
+    let workloads = Workloads::create(&stack, "drain-late").await?;
+    let result = scenario(
+        &stack,
+        &task_queue,
+        &pool,
+        &pool_file,
+        &machines,
+        &workloads,
+    )
+    .await
+    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    workloads.clean_up().await;
+    delete_machines(&stack, &task_queue, &machines).await;
+    drop(worker);
+    result
+}
+
+async fn scenario(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    pool_file: &Path,
+    machines: &[String; 2],
+    workloads: &Workloads,
+) -> Result<()> {
+    let [node_a, node_b] = machines;
+    let kube = workloads.client().clone();
+    let namespace = workloads.namespace().to_owned();
+    create_machines(stack, task_queue, pool_file, machines).await?;
+
+    set_unschedulable(&kube, node_b, true).await?;
+    workloads
+        .deployment(&Workload::new("web", 1, Placement::pool(pool)))
+        .await?;
+    let web = workloads
+        .wait_app_running("web", 1, Some(node_a), WAIT)
+        .await?;
+    let web_key = format!(
+        "{namespace}/{}",
+        web.first()
+            .and_then(|p| p.metadata.name.clone())
+            .context("web's pod")?
+    );
+    workloads.pod_disruption_budget("web", "web", 1).await?;
+    set_unschedulable(&kube, node_b, false).await?;
+
+    cli(
+        stack,
+        task_queue,
+        &["machine", "drain", node_a, "--local-data", "evict"],
+    )
+    .await?
+    .expect_code(0)?;
+    wait_drain(
+        stack,
+        task_queue,
+        node_a,
+        "web's pod held by its budget",
+        WAIT,
+        |doc| {
+            doc.status
+                .pod(&web_key)
+                .is_some_and(|p| p.state == PodState::Blocked)
+        },
+    )
+    .await?;
+
+    // A pod bound to A directly, after the drain listed A's pods.
+    let late: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "late", "labels": { TEST_LABEL.0: TEST_LABEL.1, "app": "late" } },
+        "spec": {
+            "nodeName": node_a,
+            "terminationGracePeriodSeconds": 1,
+            "tolerations": [{ "operator": "Exists" }],
+            "containers": [{ "name": "late", "image": "registry.invalid/late:1" }],
+        },
+    }))?;
+    let pods: Api<Pod> = Api::namespaced(kube.clone(), &namespace);
+    pods.create(&PostParams::default(), &late).await?;
+    let late_key = format!("{namespace}/late");
+    let before = drain_document(stack, task_queue, node_a).await?;
+    ensure!(
+        before.is_running() && before.status.pod(&late_key).is_none(),
+        "the drain had not seen 'late' when it was created: {before}"
+    );
+
+    // The budget lets web's pod go; the drain must find 'late' before it reports drained.
+    workloads.set_min_available("web", 0).await?;
+    let done = wait_drain(
+        stack,
+        task_queue,
+        node_a,
+        "the drain to complete",
+        WAIT,
+        |doc| !doc.is_running(),
+    )
+    .await?;
+    let status = &done.status;
+    ensure!(
+        done.run_status == "completed" && status.run.outcome == Outcome::Succeeded,
+        "the drain succeeded: {done}"
+    );
+    ensure!(
+        status.mode == DrainMode::Graceful,
+        "no force mode was needed: {done}"
+    );
+    let entry = status.pod(&late_key).context("'late' in the status")?;
+    ensure!(
+        entry.state == PodState::Gone && entry.evictions == 1,
+        "'late' evicted once, gone: {}",
+        shown(entry)
+    );
+    let fresh = status
+        .run
+        .facts
+        .get("freshLook")
+        .context("a freshLook fact")?;
+    ensure!(fresh.contains(&late_key), "freshLook names 'late': {fresh}");
+
+    // The world: nothing of the test left on A.
+    let left: Vec<String> = workloads
+        .pods_on(node_a)
+        .await?
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    ensure!(left.is_empty(), "pods left on {node_a}: {left:?}");
+    ensure!(
+        pods.get_opt("late").await?.is_none(),
+        "'late' still exists after the drain"
+    );
+    println!("'late' evicted by the fresh look: {fresh}");
+    Ok(())
+}
