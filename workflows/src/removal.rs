@@ -4,8 +4,8 @@
 //! return, and runs to its end.
 
 use nodewright_activities::azure::machines::{
-    ArmReadActivities, ArmWriteActivities, AwaitDeletion, BeginVmDelete, DeleteLeftover,
-    FindLeftovers, LeftoverDeleted, VmDeleteStarted,
+    ArmReadActivities, ArmWriteActivities, AwaitDeletion, BeginVmDelete, DELETE_TO_RESEND,
+    DeleteLeftover, FindLeftovers, LeftoverDeleted, VmDeleteStarted,
 };
 use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange};
 use nodewright_model::ClusterName;
@@ -18,6 +18,24 @@ use crate::{activity_options, cancellation};
 
 /// How long a VM deletion may take before the step fails (Azure usually needs 1–3 minutes).
 const VM_DELETION_BUDGET: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// How many DELETEs a VM gets when Azure ends them `Failed` with a retryable code.
+const MAX_VM_DELETE_SENDS: u32 = 4;
+
+/// Patch: a VM DELETE that ended `Failed` retryably is sent again (runs recorded before it failed
+/// the step at once).
+const RESEND_VM_DELETE_PATCH: &str = "resend-failed-vm-delete";
+
+/// Whether an activity's failure, or a cause of it, is an application failure of `type_name`.
+fn has_failure_type(error: &temporalio_sdk::ActivityExecutionError, type_name: &str) -> bool {
+    use temporalio_common::protos::temporal::api::failure::v1::failure::FailureInfo;
+    std::iter::successors(error.failure(), |f| f.cause.as_deref()).any(|failure| {
+        matches!(
+            &failure.failure_info,
+            Some(FailureInfo::ApplicationFailureInfo(info)) if info.r#type == type_name
+        )
+    })
+}
 
 /// What to remove.
 #[derive(Debug, Clone)]
@@ -45,45 +63,59 @@ pub async fn remove_machine<W: HasStatus>(
     };
 
     step_begin(ctx, track, Step::DeleteVm);
-    let started = ctx
-        .execute_activity(
-            ArmWriteActivities::begin_vm_delete,
-            BeginVmDelete {
-                cluster: removal.cluster.clone(),
-                machine: removal.machine.clone(),
-            },
-            cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
-        )
-        .await
-        .map_err(|e| StepFailed::from_activity(Step::DeleteVm, &e))?;
-    if let VmDeleteStarted::NotOwned { found } = &started {
-        let reason = format!(
-            "VM {} exists but {}: it is not this machine's, so neither it nor its Node was touched",
-            removal.machine,
-            nodewright_model::ownership::cluster_tag_mismatch(
-                found.as_deref(),
-                removal.cluster.as_str()
+    let mut sends = 0;
+    loop {
+        sends += 1;
+        let started = ctx
+            .execute_activity(
+                ArmWriteActivities::begin_vm_delete,
+                BeginVmDelete {
+                    cluster: removal.cluster.clone(),
+                    machine: removal.machine.clone(),
+                },
+                cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
             )
-        );
-        if track {
-            return Err(StepFailed::new(Step::DeleteVm, reason));
+            .await
+            .map_err(|e| StepFailed::from_activity(Step::DeleteVm, &e))?;
+        if let VmDeleteStarted::NotOwned { found } = &started {
+            let reason = format!(
+                "VM {} exists but {}: it is not this machine's, so neither it nor its Node was touched",
+                removal.machine,
+                nodewright_model::ownership::cluster_tag_mismatch(
+                    found.as_deref(),
+                    removal.cluster.as_str()
+                )
+            );
+            if track {
+                return Err(StepFailed::new(Step::DeleteVm, reason));
+            }
+            // Compensation: what this run made (NIC, disks, all tagged) still goes; the foreign
+            // VM and a Node that may be its own stay.
+            result.foreign_vm = Some(reason);
         }
-        // Compensation: what this run made (NIC, disks, all tagged) still goes; the foreign VM
-        // and a Node that may be its own stay.
-        result.foreign_vm = Some(reason);
-    }
-    if let VmDeleteStarted::Started { operation } = started {
+        let VmDeleteStarted::Started { operation } = started else {
+            break;
+        };
         result.vm_deleted = true;
-        ctx.execute_activity(
-            ArmReadActivities::await_vm_deletion,
-            AwaitDeletion {
-                machine: removal.machine.clone(),
-                operation,
-            },
-            cancellation::shielded(activity_options::wait(VM_DELETION_BUDGET)),
-        )
-        .await
-        .map_err(|e| StepFailed::from_activity(Step::DeleteVm, &e))?;
+        let awaited = ctx
+            .execute_activity(
+                ArmReadActivities::await_vm_deletion,
+                AwaitDeletion {
+                    machine: removal.machine.clone(),
+                    operation,
+                },
+                cancellation::shielded(activity_options::wait(VM_DELETION_BUDGET)),
+            )
+            .await;
+        match awaited {
+            Ok(()) => break,
+            // Azure ended the DELETE `Failed` with a code that asks for another one.
+            Err(e)
+                if sends < MAX_VM_DELETE_SENDS
+                    && has_failure_type(&e, DELETE_TO_RESEND)
+                    && ctx.patched(RESEND_VM_DELETE_PATCH) => {}
+            Err(e) => return Err(StepFailed::from_activity(Step::DeleteVm, &e)),
+        }
     }
     let vm_detail = if result.vm_deleted {
         "VM deleted (NIC and OS disk with it)"

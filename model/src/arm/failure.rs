@@ -21,6 +21,39 @@ const BUSY_CONFLICT_CODES: [&str; 5] = [
     "RetryableErrorDueToAnotherOperation",
 ];
 
+/// Error codes with which an async operation that ended `Failed` (or a 400/409 answer) asks to
+/// be sent again: Azure's transient internal failures, a write preempted by another, and a NIC
+/// still reserved for a VM being created or deleted (Azure holds it about 180 s). Compared
+/// case-insensitively.
+const RETRYABLE_OPERATION_CODES: [&str; 12] = [
+    "AnotherOperationInProgress",
+    "GatewayTimeout",
+    "InternalExecutionError",
+    "InternalOperationError",
+    "InternalServerError",
+    "NicReservedForAnotherVm",
+    "OperationPreempted",
+    "RetryableError",
+    "RetryableErrorDueToAnotherOperation",
+    "ServerTimeout",
+    "ServiceUnavailable",
+    "TooManyRequests",
+];
+
+/// Whether an operation that ended `Failed` with `code` is worth sending again (its write
+/// re-issued), or a retry gets the same answer. `Canceled` without a retryable code is final.
+pub fn operation_code_disposition(code: &str) -> Disposition {
+    let code = code.trim();
+    if RETRYABLE_OPERATION_CODES
+        .iter()
+        .any(|retryable| retryable.eq_ignore_ascii_case(code))
+    {
+        Disposition::Retryable
+    } else {
+        Disposition::Terminal
+    }
+}
+
 /// What a caller does with a failed ARM call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Disposition {
@@ -112,12 +145,16 @@ impl ArmFailure {
     /// Whether to retry, stop, or treat the resource as gone.
     pub fn disposition(&self) -> Disposition {
         if self.operation_failed {
-            return Disposition::Terminal;
+            return operation_code_disposition(&self.code);
         }
         match self.status {
             404 => Disposition::Gone,
             408 | 412 | 429 | 500..=599 => Disposition::Retryable,
             409 if BUSY_CONFLICT_CODES.contains(&self.code.as_str()) => Disposition::Retryable,
+            // A NIC held ~180 s after a failed create or a VM delete: delete again later.
+            400 if self.code.eq_ignore_ascii_case("NicReservedForAnotherVm") => {
+                Disposition::Retryable
+            }
             _ => Disposition::Terminal,
         }
     }
@@ -222,6 +259,51 @@ mod tests {
                 format!("ARM operation failed: {code}: no capacity (request id req-1)")
             );
         }
+    }
+
+    #[test]
+    fn failed_operations_are_classified_by_their_code() {
+        let table = [
+            ("InternalExecutionError", Disposition::Retryable),
+            ("internalexecutionerror", Disposition::Retryable),
+            ("InternalOperationError", Disposition::Retryable),
+            ("OperationPreempted", Disposition::Retryable),
+            ("RetryableError", Disposition::Retryable),
+            (
+                "RetryableErrorDueToAnotherOperation",
+                Disposition::Retryable,
+            ),
+            ("AnotherOperationInProgress", Disposition::Retryable),
+            ("NicReservedForAnotherVm", Disposition::Retryable),
+            ("InternalServerError", Disposition::Retryable),
+            ("ServiceUnavailable", Disposition::Retryable),
+            ("GatewayTimeout", Disposition::Retryable),
+            ("ServerTimeout", Disposition::Retryable),
+            ("TooManyRequests", Disposition::Retryable),
+            ("AllocationFailed", Disposition::Terminal),
+            ("ZonalAllocationFailed", Disposition::Terminal),
+            ("QuotaExceeded", Disposition::Terminal),
+            ("OperationNotAllowed", Disposition::Terminal),
+            ("Canceled", Disposition::Terminal),
+            ("Unknown", Disposition::Terminal),
+        ];
+        for (code, expected) in table {
+            assert_eq!(operation_code_disposition(code), expected, "{code}");
+            let failed = ArmFailure::from_operation(code, "m", None);
+            assert_eq!(failed.disposition(), expected, "operation {code}");
+        }
+    }
+
+    #[test]
+    fn a_nic_reserved_for_another_vm_is_deleted_again_later() {
+        assert_eq!(
+            failure(400, "NicReservedForAnotherVm").disposition(),
+            Disposition::Retryable
+        );
+        assert_eq!(
+            failure(400, "InvalidParameter").disposition(),
+            Disposition::Terminal
+        );
     }
 
     #[test]

@@ -4,5 +4,7 @@
 mod failure;
 mod operation;
 
-pub use failure::{ArmFailure, DEFAULT_RETRY_AFTER, Disposition, parse_retry_after};
+pub use failure::{
+    ArmFailure, DEFAULT_RETRY_AFTER, Disposition, operation_code_disposition, parse_retry_after,
+};
 pub use operation::{OperationState, state_from_location_poll, state_from_operation_body};

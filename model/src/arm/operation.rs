@@ -2,7 +2,7 @@
 //! the `Azure-AsyncOperation` resource (always 200, with a `status`), or the `Location` URL
 //! (202 while running, the final result when done).
 //!
-//! Only `Succeeded`, `Failed` and `Canceled` are terminal; every other `status` (`InProgress`,
+//! Only `Succeeded`, `Failed` and `Canceled` (compared case-insensitively) are terminal; every other `status` (`InProgress`,
 //! `Running`, `Accepted`, provider-specific words) means "poll again". A poll never re-sends the
 //! original request.
 
@@ -54,14 +54,15 @@ pub fn state_from_operation_body(
         code: String::new(),
         message: String::new(),
     });
-    Ok(match parsed.status.as_str() {
-        "Succeeded" => OperationState::Succeeded,
-        "Failed" => OperationState::Failed(ArmFailure::from_operation(
+    let status = parsed.status.trim().to_ascii_lowercase();
+    Ok(match status.as_str() {
+        "succeeded" => OperationState::Succeeded,
+        "failed" => OperationState::Failed(ArmFailure::from_operation(
             &error.code,
             &error.message,
             request_id,
         )),
-        "Canceled" => {
+        "canceled" | "cancelled" => {
             let code = if error.code.is_empty() {
                 "Canceled"
             } else {
@@ -158,6 +159,35 @@ mod tests {
                 .to_string()
                 .starts_with("ARM operation failed: QuotaExceeded: Operation could not")
         );
+    }
+
+    #[test]
+    fn states_are_compared_case_insensitively_and_canceled_is_final() {
+        let table: [(&str, Result<OperationState, &str>); 5] = [
+            (r#"{"status":"succeeded"}"#, Ok(OperationState::Succeeded)),
+            (r#"{"status":"SUCCEEDED "}"#, Ok(OperationState::Succeeded)),
+            (
+                r#"{"status":"failed","error":{"code":"InternalExecutionError","message":"Please retry later"}}"#,
+                Ok(failed("InternalExecutionError", "Please retry later")),
+            ),
+            (
+                r#"{"status":"cancelled"}"#,
+                Ok(failed("Canceled", "the operation was canceled")),
+            ),
+            (
+                r#"{"status":"Canceled","error":{"code":"OperationPreempted","message":"preempted by a delete"}}"#,
+                Ok(failed("OperationPreempted", "preempted by a delete")),
+            ),
+        ];
+        for (body, expected) in table {
+            check(body, expected);
+        }
+        let Ok(OperationState::Failed(canceled)) =
+            state_from_operation_body(br#"{"status":"Canceled"}"#, None)
+        else {
+            panic!("Canceled is a terminal failure");
+        };
+        assert_eq!(canceled.disposition(), Disposition::Terminal);
     }
 
     #[test]

@@ -170,6 +170,13 @@ pub(super) async fn await_force_detach(
                     tokio::time::sleep(delay.min(DISK_POLL_INTERVAL * 5)).await;
                 }
                 Err(error) if is_gone(&error) => break,
+                // A detach that ended `Failed` retryably: what the VM still holds is read below
+                // and reported, not polled again from the same finished operation.
+                Err(crate::azure::Error::OperationFailed { source, .. })
+                    if source.disposition() == nodewright_model::arm::Disposition::Retryable =>
+                {
+                    break;
+                }
                 Err(error) => return Err(error.into()),
             }
         }

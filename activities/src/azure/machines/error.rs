@@ -8,6 +8,9 @@ use crate::failure::{Failure, Retry};
 use crate::kube::bootstrap::BootstrapError;
 use crate::kube::join_token::JoinTokenError;
 
+/// The failure type of [`MachineError::DeleteToResend`], which the removal workflow looks for.
+pub const DELETE_TO_RESEND: &str = "DeleteToResend";
+
 /// Why a machine activity failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MachineError {
@@ -20,6 +23,19 @@ pub enum MachineError {
         /// The machine.
         machine: String,
         /// The ARM error code, e.g. `AllocationFailed`.
+        code: String,
+        /// ARM's message.
+        message: String,
+    },
+    /// The VM's DELETE operation ended `Failed` with a code Azure means as "send it again"
+    /// (`InternalExecutionError`, `OperationPreempted`, ...): the workflow re-sends the DELETE.
+    #[error(
+        "deleting VM {machine} failed in Azure with {code} ({message}); the delete is sent again"
+    )]
+    DeleteToResend {
+        /// The machine.
+        machine: String,
+        /// The ARM error code.
         code: String,
         /// ARM's message.
         message: String,
@@ -87,6 +103,9 @@ impl MachineError {
                 ("ProvisioningFailed", Retry::NonRetryable, None)
             }
             MachineError::NotOwned { .. } => ("NotOwned", Retry::NonRetryable, None),
+            // Not retried as an activity (it would poll the same finished operation): the
+            // workflow sends the DELETE again.
+            MachineError::DeleteToResend { .. } => (DELETE_TO_RESEND, Retry::NonRetryable, None),
             MachineError::Bootstrap(error) => (
                 error.type_name(),
                 if error.is_retryable() {

@@ -33,7 +33,7 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 pub use data_disks::{
     AwaitDisksReleased, AwaitForceDetach, DisksReleased, ForceDetachDisks, ForceDetachStarted,
 };
-pub use error::MachineError;
+pub use error::{DELETE_TO_RESEND, MachineError};
 pub use pool::ListPoolVms;
 pub use types::*;
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use nodewright_model::arm::{Disposition, operation_code_disposition};
 use temporalio_sdk::activities::ActivityContext;
 
 use super::error::MachineError;
@@ -37,7 +38,7 @@ pub(super) async fn await_vm(
             None => {
                 let vm = client.get_vm_with_instance_view(&input.machine).await?;
                 match vm.properties.provisioning_state.as_deref() {
-                    Some("Succeeded") => {
+                    state if is_succeeded(state) => {
                         let os_disk = vm
                             .properties
                             .storage_profile
@@ -49,7 +50,9 @@ pub(super) async fn await_vm(
                         })?;
                         return Ok(VmProvisioned::Succeeded { vm_id, os_disk });
                     }
-                    Some("Failed") => return Err(provisioning_failed_from_vm(&input.machine, &vm)),
+                    state if is_failed(state) => {
+                        return Err(provisioning_failed_from_vm(&input.machine, &vm));
+                    }
                     state => {
                         if Utc::now() >= deadline {
                             return Ok(VmProvisioned::TimedOut {
@@ -130,12 +133,22 @@ pub(super) async fn await_vm_deletion(
     if let Some(handle) = &input.operation {
         loop {
             heartbeat(ctx).await;
-            match client.poll_once(handle).await? {
-                progress @ Progress::Running { .. } => {
+            match client.poll_once(handle).await {
+                Ok(progress @ Progress::Running { .. }) => {
                     let delay = progress.delay().unwrap_or(VM_POLL_INTERVAL);
                     tokio::time::sleep(delay.min(MAX_SLEEP)).await;
                 }
-                Progress::Succeeded { .. } => break,
+                Ok(Progress::Succeeded { .. }) => break,
+                Err(ArmError::OperationFailed { source, .. })
+                    if operation_code_disposition(&source.code) == Disposition::Retryable =>
+                {
+                    return Err(MachineError::DeleteToResend {
+                        machine: input.machine.clone(),
+                        code: source.code,
+                        message: source.message,
+                    });
+                }
+                Err(error) => return Err(error.into()),
             }
         }
     }
@@ -144,9 +157,27 @@ pub(super) async fn await_vm_deletion(
         match client.get_vm(&input.machine).await {
             Err(error) if is_gone(&error) => return Ok(()),
             Err(error) => return Err(error.into()),
+            // A DELETE that failed leaves the VM `Failed`: it needs another DELETE.
+            Ok(vm) if is_failed(vm.properties.provisioning_state.as_deref()) => {
+                return Err(MachineError::DeleteToResend {
+                    machine: input.machine.clone(),
+                    code: "ProvisioningStateFailed".to_owned(),
+                    message: "the VM's provisioningState is Failed after its DELETE".to_owned(),
+                });
+            }
             Ok(_) => tokio::time::sleep(VM_POLL_INTERVAL).await,
         }
     }
+}
+
+/// Whether a provisioning state is `Failed`, compared case-insensitively as ARM's states are.
+fn is_failed(state: Option<&str>) -> bool {
+    state.is_some_and(|state| state.trim().eq_ignore_ascii_case("Failed"))
+}
+
+/// Whether a provisioning state is `Succeeded`, compared case-insensitively.
+fn is_succeeded(state: Option<&str>) -> bool {
+    state.is_some_and(|state| state.trim().eq_ignore_ascii_case("Succeeded"))
 }
 
 /// Sleeps `delay` (the server's `Retry-After`), but never past the deadline and never longer
@@ -160,4 +191,25 @@ async fn sleep_until_next(delay: Duration, deadline: DateTime<Utc>) {
 /// may pass, and a lost worker is noticed by the heartbeat timeout anyway).
 pub(super) async fn heartbeat(ctx: &ActivityContext) {
     crate::lifetime::beat(ctx).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provisioning_states_are_compared_case_insensitively() {
+        let table = [
+            (Some("Failed"), true, false),
+            (Some("failed"), true, false),
+            (Some("Succeeded"), false, true),
+            (Some("SUCCEEDED"), false, true),
+            (Some("Deleting"), false, false),
+            (None, false, false),
+        ];
+        for (state, failed, succeeded) in table {
+            assert_eq!(is_failed(state), failed, "{state:?}");
+            assert_eq!(is_succeeded(state), succeeded, "{state:?}");
+        }
+    }
 }
