@@ -293,8 +293,10 @@ async fn scenario(
         .step(Step::ForceDrain)
         .context("a force-drain step")?;
     let force_started = time(force_step.started_at.as_deref())?;
+    // Never before the extended deadline; the upper bound only tells "at that deadline" from
+    // "much later" (a loaded machine delays the look that notices it by a few seconds).
     ensure!(
-        force_started >= deadline && force_started <= deadline + chrono::Duration::seconds(5),
+        force_started >= deadline && force_started <= deadline + chrono::Duration::seconds(30),
         "force mode began at {force_started}, expected at the extended deadline {deadline}"
     );
     ensure!(
