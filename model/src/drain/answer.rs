@@ -10,8 +10,12 @@
 //! - An admission webhook's denial: retried until the deadline (a webhook may change its mind).
 //! - No answer, a timeout, a 5xx or a 429 without a budget: the apiserver is busy or away;
 //!   retried until the deadline.
-//! - Anything else (400, 403 Forbidden, ...): retried until the deadline, with the apiserver's
-//!   words in the status, so force mode still ends the drain.
+//! - 401, or a 403 that is neither of those (RBAC: the worker's role lacks `create` on
+//!   `pods/eviction`): not a refusal of this pod but of the worker; waiting cannot help and force
+//!   mode would hide the missing permission, so the drain fails at once with the apiserver's
+//!   words ([`is_not_permitted`]).
+//! - Anything else (400, ...): retried until the deadline, with the apiserver's words in the
+//!   status, so force mode still ends the drain.
 
 /// The code an activity passes when no HTTP answer came (connection refused, timeout).
 pub const NO_ANSWER: u16 = 0;
@@ -50,6 +54,15 @@ pub fn is_several_budgets(code: u16, message: &str) -> bool {
         && message
             .to_ascii_lowercase()
             .contains("more than one poddisruptionbudget")
+}
+
+/// Whether an eviction answered `code`/`reason`/`message` says the worker may not evict at all
+/// (401, or a 403 that is neither `NamespaceTerminating` nor an admission webhook's denial): the
+/// drain then fails at once, naming the forbidden verb as the apiserver does.
+pub fn is_not_permitted(code: u16, reason: &str, message: &str) -> bool {
+    let lowered = message.to_ascii_lowercase();
+    let webhook = lowered.contains("admission webhook") && lowered.contains("denied");
+    code == 401 || (code == 403 && reason != REASON_NAMESPACE_TERMINATING && !webhook)
 }
 
 /// Reads a refused eviction: the HTTP `code` ([`NO_ANSWER`] when none came), the status
@@ -120,6 +133,38 @@ mod tests {
     use super::*;
 
     const SEVERAL: &str = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.";
+
+    #[test]
+    fn a_worker_without_the_permission_fails_at_once() {
+        let rbac = "pods \"web-1\" is forbidden: User \"system:serviceaccount:nodewright:worker\" cannot create resource \"pods/eviction\" in API group \"\" in the namespace \"shop\"";
+        // (code, reason, message, not permitted)
+        let table = [
+            (403, "Forbidden", rbac, true),
+            (401, "Unauthorized", "Unauthorized", true),
+            (
+                403,
+                REASON_NAMESPACE_TERMINATING,
+                "namespace shop is terminating",
+                false,
+            ),
+            (
+                403,
+                "Forbidden",
+                "admission webhook \"guard.example.com\" denied the request: no",
+                false,
+            ),
+            (500, "InternalError", SEVERAL, false),
+            (429, "TooManyRequests", "slow down", false),
+            (400, "BadRequest", "bad", false),
+        ];
+        for (code, reason, message, expected) in table {
+            assert_eq!(
+                is_not_permitted(code, reason, message),
+                expected,
+                "{code} {reason} {message}"
+            );
+        }
+    }
 
     #[test]
     fn every_refusal_is_read_on_purpose() {

@@ -35,7 +35,7 @@ pub use annotation::{
 };
 pub use answer::{
     AfterRefusal, NO_ANSWER, REASON_NAMESPACE_TERMINATING, Refusal, after_refusal,
-    is_several_budgets, refusal_detail, refusal_of,
+    is_not_permitted, is_several_budgets, refusal_detail, refusal_of,
 };
 pub use attach::{AttachFacts, VolumeWait, volume_wait};
 pub use force::{ConditionFacts, ForceReason, HardDeadline, NodeHealth, force_reason};

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, 
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams, Preconditions as DeletePreconditions};
 use kube::core::{Selector, SelectorExt, Status};
-use nodewright_model::drain::{NO_ANSWER, PdbFacts, PodRef, is_several_budgets};
+use nodewright_model::drain::{NO_ANSWER, PdbFacts, PodRef, is_not_permitted, is_several_budgets};
 
 use super::wait::is_same_pod;
 use super::{Eviction, PodAction, PodDeletion};
@@ -42,6 +42,15 @@ pub async fn evict_pod(client: &kube::Client, input: &PodAction) -> Result<Evict
         Ok(_) => Ok(Eviction::Accepted),
         Err(kube::Error::Api(status)) if is_gone(&status) => Ok(Eviction::Gone),
         Err(kube::Error::Api(status)) if status.code == 429 => blocked(client, pod, status).await,
+        // The worker may not evict (RBAC): the drain fails at once, naming the verb.
+        Err(kube::Error::Api(status))
+            if is_not_permitted(status.code, &status.reason, &status.message) =>
+        {
+            Err(Error::EvictPod {
+                pod: pod.key(),
+                source: kube::Error::Api(status),
+            })
+        }
         Err(kube::Error::Api(status)) => refused(client, pod, &status).await,
         // No answer (connection refused, timeout): the drain retries until its deadline.
         Err(source) => Ok(Eviction::Refused {
