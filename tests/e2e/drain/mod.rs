@@ -17,3 +17,4 @@ mod rules;
 mod shares;
 mod stateful;
 mod stuck_detach;
+mod uncordon;
