@@ -7,7 +7,9 @@
 //!   (the budgets named in the status) and force mode takes over at the deadline.
 //! - 403 `NamespaceTerminating`: the namespace is being deleted, so is the pod; the drain waits
 //!   for it to go (it is not counted as evicted).
-//! - An admission webhook's denial: retried until the deadline (a webhook may change its mind).
+//! - An admission webhook's or ValidatingAdmissionPolicy's denial (a change freeze, a guard of
+//!   a critical workload): retried until the deadline (the policy may change its mind), then
+//!   force mode ([`is_admission_denial`]).
 //! - No answer, a timeout, a 5xx or a 429 without a budget: the apiserver is busy or away;
 //!   retried until the deadline.
 //! - 401, or a 403 that is neither of those (RBAC: the worker's role lacks `create` on
@@ -30,7 +32,7 @@ pub enum Refusal {
     SeveralBudgets,
     /// 403 `NamespaceTerminating`: the pod goes with its namespace.
     NamespaceTerminating,
-    /// An admission webhook denied the eviction.
+    /// An admission webhook or a ValidatingAdmissionPolicy denied the eviction.
     WebhookDenied,
     /// No answer, a timeout, 5xx or 429: the apiserver is unavailable or overloaded.
     Unavailable,
@@ -57,23 +59,32 @@ pub fn is_several_budgets(code: u16, message: &str) -> bool {
 }
 
 /// Whether an eviction answered `code`/`reason`/`message` says the worker may not evict at all
-/// (401, or a 403 that is neither `NamespaceTerminating` nor an admission webhook's denial): the
-/// drain then fails at once, naming the forbidden verb as the apiserver does.
+/// (401, or a 403 that is neither `NamespaceTerminating` nor an admission denial): the drain
+/// then fails at once, naming the forbidden verb as the apiserver does.
 pub fn is_not_permitted(code: u16, reason: &str, message: &str) -> bool {
+    code == 401
+        || (code == 403 && reason != REASON_NAMESPACE_TERMINATING && !is_admission_denial(message))
+}
+
+/// Whether an apiserver's `message` is an admission controller's denial of the request: a
+/// webhook's (`admission webhook "x" denied the request: ...`) or a ValidatingAdmissionPolicy's
+/// (`ValidatingAdmissionPolicy 'x' with binding 'y' denied request: ...`, answered 403 when the
+/// policy's reason is Forbidden, 422 by default). Not a missing permission of the worker: a
+/// policy of the cluster's owners, which may change.
+pub fn is_admission_denial(message: &str) -> bool {
     let lowered = message.to_ascii_lowercase();
-    let webhook = lowered.contains("admission webhook") && lowered.contains("denied");
-    code == 401 || (code == 403 && reason != REASON_NAMESPACE_TERMINATING && !webhook)
+    (lowered.contains("admission webhook") && lowered.contains("denied"))
+        || (lowered.contains("validatingadmissionpolicy") && lowered.contains("denied request"))
 }
 
 /// Reads a refused eviction: the HTTP `code` ([`NO_ANSWER`] when none came), the status
 /// `reason` and `message`.
 pub fn refusal_of(code: u16, reason: &str, message: &str) -> Refusal {
-    let lowered = message.to_ascii_lowercase();
     if is_several_budgets(code, message) {
         Refusal::SeveralBudgets
     } else if code == 403 && reason == REASON_NAMESPACE_TERMINATING {
         Refusal::NamespaceTerminating
-    } else if lowered.contains("admission webhook") && lowered.contains("denied") {
+    } else if is_admission_denial(message) {
         Refusal::WebhookDenied
     } else if code == NO_ANSWER
         || code == 429
@@ -112,7 +123,7 @@ pub fn refusal_detail(refusal: Refusal, code: u16, budgets: &[String], message: 
             "its namespace is being deleted: waiting for the pod to go".to_owned()
         }
         Refusal::WebhookDenied => format!(
-            "eviction denied by an admission webhook; retried until the deadline: {message}"
+            "eviction denied by an admission webhook or policy; retried until the deadline: {message}"
         ),
         Refusal::Unavailable if code == NO_ANSWER => format!(
             "eviction not answered (apiserver unreachable or timed out); retried until the deadline: {message}"
@@ -151,6 +162,12 @@ mod tests {
                 403,
                 "Forbidden",
                 "admission webhook \"guard.example.com\" denied the request: no",
+                false,
+            ),
+            (
+                403,
+                "Forbidden",
+                "pods \"web-1\" is forbidden: ValidatingAdmissionPolicy 'freeze' with binding 'freeze' denied request: evictions are paused",
                 false,
             ),
             (500, "InternalError", SEVERAL, false),
@@ -196,6 +213,20 @@ mod tests {
                 400,
                 "BadRequest",
                 "admission webhook \"v.example\" denied the request",
+                WebhookDenied,
+                RetryUntilDeadline,
+            ),
+            (
+                403,
+                "Forbidden",
+                "pods \"web-1\" is forbidden: ValidatingAdmissionPolicy 'freeze' with binding 'freeze' denied request: evictions are paused",
+                WebhookDenied,
+                RetryUntilDeadline,
+            ),
+            (
+                422,
+                "Invalid",
+                "pods \"web-1\" is forbidden: ValidatingAdmissionPolicy 'freeze' with binding 'freeze' denied request: evictions are paused",
                 WebhookDenied,
                 RetryUntilDeadline,
             ),

@@ -4,6 +4,7 @@
 //! process per test, and the world checked afterwards: pods, VolumeAttachments, disks in the
 //! sandbox.
 
+mod admission;
 mod annotation;
 pub(crate) mod common;
 mod crash;
