@@ -25,27 +25,21 @@ use nodewright_model::machine::Outcome;
 use nodewright_tests::Stack;
 use nodewright_tests::documents::{DrainLookup, MachineRunDocument};
 use nodewright_tests::eventually;
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{KillableWorker, Sandbox, cli};
-use nodewright_tests::temporal_worker::unique_task_queue;
-use nodewright_tests::workloads::{Placement, Workload, Workloads, set_unschedulable};
+use nodewright_tests::machines::{Sandbox, cli};
+use nodewright_tests::workloads::{Placement, Workload, set_unschedulable};
 use serde_json::json;
 
 use super::{NodeState, run_status, state_of, temporal_cancel};
-use crate::drain::common::{create_machines, delete_machines, drain_document, drain_pool_file};
+use crate::drain::common::{DrainScene, create_machines, drain_document};
 
 const REPLICAS: usize = 3;
 const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_delete_or_drain_gives_the_machine_back_as_it_was() -> Result<()> {
-    let stack = Stack::load()?;
-    let task_queue = unique_task_queue("cancel-drain");
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let pool = format!("cd{}", unique_suffix());
-    let pool_file = drain_pool_file(
-        &stack,
-        &pool,
+    let scene = DrainScene::<2>::start(
+        "cancel-drain",
+        "cd",
         &[
             ("timeout", "10m"),
             ("pdbRetryInterval", "2s"),
@@ -53,33 +47,22 @@ async fn a_cancelled_delete_or_drain_gives_the_machine_back_as_it_was() -> Resul
             ("volumeAttachTimeout", "60s"),
             ("forceAfterUnhealthy", "5m"),
         ],
-    )?;
-    let machines = [format!("{pool}-b2c4d"), format!("{pool}-f5g6h")];
-    let workloads = Workloads::create(&stack, "cancel-drain").await?;
-    let result = scenario(
-        &stack,
-        &task_queue,
-        &pool,
-        &pool_file,
-        &machines,
-        &workloads,
     )
-    .await
-    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
-    workloads.clean_up().await;
-    delete_machines(&stack, &task_queue, &machines).await;
-    drop(worker);
-    result
+    .await?;
+    let result = scenario(&scene).await;
+    scene.finish(result).await
 }
 
-async fn scenario(
-    stack: &Stack,
-    task_queue: &str,
-    pool: &str,
-    pool_file: &std::path::Path,
-    machines: &[String; 2],
-    workloads: &Workloads,
-) -> Result<()> {
+async fn scenario(scene: &DrainScene<2>) -> Result<()> {
+    let DrainScene {
+        stack,
+        task_queue,
+        pool,
+        pool_file,
+        machines,
+        workloads,
+        ..
+    } = scene;
     let [node_a, node_b] = machines;
     let kube = workloads.client().clone();
     create_machines(stack, task_queue, pool_file, machines).await?;

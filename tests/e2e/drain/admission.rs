@@ -13,10 +13,9 @@
 //! Each case removes its policy before it cleans up (the policy would refuse the clean-up's
 //! deletions too).
 
-use std::path::Path;
 use std::time::Duration;
 
-use super::common::{cli, create_machines, delete_machines, drain_pool_file, wait_drain};
+use super::common::{DrainScene, cli, wait_drain};
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
@@ -26,12 +25,10 @@ use kube::Api;
 use kube::api::{DeleteParams, EvictParams, PostParams};
 use nodewright_model::drain::{DrainMode, PodState};
 use nodewright_model::machine::Outcome;
-use nodewright_tests::Stack;
 use nodewright_tests::documents::{DrainLookup, shown};
 use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{CliResult, KillableWorker, MachineStatusDocument, Sandbox, node};
-use nodewright_tests::temporal_worker::unique_task_queue;
-use nodewright_tests::workloads::{Placement, Workload, Workloads};
+use nodewright_tests::machines::{CliResult, MachineStatusDocument, Sandbox, node};
+use nodewright_tests::workloads::{Placement, Workload};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -144,66 +141,43 @@ impl Freeze {
     }
 }
 
+/// The pool's drain settings with `timeout`: quick PDB retries, no NotReady force.
+fn settings(timeout: &str) -> [(&str, &str); 5] {
+    [
+        ("timeout", timeout),
+        ("pdbRetryInterval", "2s"),
+        ("volumeDetachTimeout", "30s"),
+        ("volumeAttachTimeout", "30s"),
+        ("forceAfterUnhealthy", "10m"),
+    ]
+}
+
 /// A bare pod `frozen-<n>` on `node` (bare: no controller recreates it elsewhere).
 fn frozen_pod(index: u32, node: &str) -> Workload {
     Workload::new(&format!("{FROZEN}-{index}"), 1, Placement::node(node))
 }
 
-async fn scene(prefix: &str) -> Result<(Stack, String, KillableWorker, String, Workloads)> {
-    let stack = Stack::load()?;
-    let task_queue = unique_task_queue(prefix);
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let pool = format!("da{}", unique_suffix());
-    let workloads = Workloads::create(&stack, prefix).await?;
-    Ok((stack, task_queue, worker, pool, workloads))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_eviction_denied_by_an_admission_policy_is_retried_until_force_mode() -> Result<()> {
-    let (stack, task_queue, worker, pool, workloads) = scene("drain-admission").await?;
-    let pool_file = drain_pool_file(
-        &stack,
-        &pool,
-        &[
-            ("timeout", "20s"),
-            ("pdbRetryInterval", "2s"),
-            ("volumeDetachTimeout", "30s"),
-            ("volumeAttachTimeout", "30s"),
-            ("forceAfterUnhealthy", "10m"),
-        ],
-    )?;
-    let machines = [format!("{pool}-b2c4d")];
+    let scene = DrainScene::<1>::start("drain-admission", "da", &settings("20s")).await?;
     let mut freeze = None;
-    let result = denied_eviction(
-        &stack,
-        &task_queue,
-        &pool_file,
-        &machines,
-        &workloads,
-        &mut freeze,
-    )
-    .await
-    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    let result = denied_eviction(&scene, &mut freeze).await;
     if let Some(freeze) = freeze {
         freeze.remove().await;
     }
-    workloads.clean_up().await;
-    delete_machines(&stack, &task_queue, &machines).await;
-    drop(worker);
-    result
+    scene.finish(result).await
 }
 
-async fn denied_eviction(
-    stack: &Stack,
-    task_queue: &str,
-    pool_file: &Path,
-    machines: &[String; 1],
-    workloads: &Workloads,
-    freeze: &mut Option<Freeze>,
-) -> Result<()> {
-    let [node_a] = machines;
+async fn denied_eviction(scene: &DrainScene<1>, freeze: &mut Option<Freeze>) -> Result<()> {
+    let DrainScene {
+        stack,
+        task_queue,
+        machines: [node_a],
+        workloads,
+        ..
+    } = scene;
     let namespace = workloads.namespace().to_owned();
-    create_machines(stack, task_queue, pool_file, machines).await?;
+    scene.create_machines().await?;
     let pod = frozen_pod(1, node_a);
     workloads.bare_pod(&pod).await?;
     let name = format!("{FROZEN}-1");
@@ -272,50 +246,25 @@ async fn denied_eviction(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_force_mode_may_not_delete_does_not_stop_the_machine_deletion() -> Result<()> {
-    let (stack, task_queue, worker, pool, workloads) = scene("drain-admission-delete").await?;
-    let pool_file = drain_pool_file(
-        &stack,
-        &pool,
-        &[
-            ("timeout", "15s"),
-            ("pdbRetryInterval", "2s"),
-            ("volumeDetachTimeout", "30s"),
-            ("volumeAttachTimeout", "30s"),
-            ("forceAfterUnhealthy", "10m"),
-        ],
-    )?;
-    let machines = [format!("{pool}-b2c4d")];
+    let scene = DrainScene::<1>::start("drain-admission-delete", "dx", &settings("15s")).await?;
     let mut freeze = None;
-    let result = denied_deletion(
-        &stack,
-        &task_queue,
-        &pool_file,
-        &machines,
-        &workloads,
-        &mut freeze,
-    )
-    .await
-    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    let result = denied_deletion(&scene, &mut freeze).await;
     if let Some(freeze) = freeze {
         freeze.remove().await;
     }
-    workloads.clean_up().await;
-    delete_machines(&stack, &task_queue, &machines).await;
-    drop(worker);
-    result
+    scene.finish(result).await
 }
 
-async fn denied_deletion(
-    stack: &Stack,
-    task_queue: &str,
-    pool_file: &Path,
-    machines: &[String; 1],
-    workloads: &Workloads,
-    freeze: &mut Option<Freeze>,
-) -> Result<()> {
-    let [node_a] = machines;
+async fn denied_deletion(scene: &DrainScene<1>, freeze: &mut Option<Freeze>) -> Result<()> {
+    let DrainScene {
+        stack,
+        task_queue,
+        machines: [node_a],
+        workloads,
+        ..
+    } = scene;
     let namespace = workloads.namespace().to_owned();
-    create_machines(stack, task_queue, pool_file, machines).await?;
+    scene.create_machines().await?;
     let sandbox = Sandbox::new(stack)?;
     let before = sandbox.machine_resources(node_a).await?;
     ensure!(

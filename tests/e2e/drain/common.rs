@@ -1,13 +1,103 @@
-//! What the drain tests share: pool files with drain settings, the CLI off the async threads,
-//! the drain's `status` as a typed document, machines made and removed with the CLI.
+//! What the drain tests share: a test's scene (worker, pool, machines, namespace) and its
+//! clean-up, pool files with drain settings, the CLI off the async threads, the drain's `status`
+//! as a typed document, machines made and removed with the CLI.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 use nodewright_tests::Stack;
 use nodewright_tests::documents::DrainStatusDocument;
-use nodewright_tests::machines::{create_machine, write_pool_file};
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::{KillableWorker, create_machine, write_pool_file};
+use nodewright_tests::stack::temporal_cli;
+use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::workloads::Workloads;
+
+/// The machines' names after the pool's: `<pool>-b2c4d`, `<pool>-f5g6h`, ...
+const MACHINE_SUFFIXES: [&str; 3] = ["b2c4d", "f5g6h", "k7m8n"];
+
+/// One drain test's world: a worker on its own task queue, a pool with drain settings, `N`
+/// machines named (not made: [`DrainScene::create_machines`]) and a namespace for its
+/// workloads. [`DrainScene::finish`] cleans up whatever the test came to.
+pub(crate) struct DrainScene<const N: usize> {
+    pub stack: Stack,
+    pub task_queue: String,
+    pub worker: KillableWorker,
+    pub pool: String,
+    pub pool_file: PathBuf,
+    pub machines: [String; N],
+    pub workloads: Workloads,
+}
+
+impl<const N: usize> DrainScene<N> {
+    /// Starts the worker on a task queue named after `name`, writes the pool file of a pool
+    /// `<prefix><unique suffix>` with `settings` as `spec.drain`, and makes the namespace
+    /// (named after `name` too).
+    pub async fn start(name: &str, prefix: &str, settings: &[(&str, &str)]) -> Result<Self> {
+        let stack = Stack::load()?;
+        let task_queue = unique_task_queue(name);
+        let worker = KillableWorker::start(&stack, &task_queue)?;
+        let pool = format!("{prefix}{}", unique_suffix());
+        let pool_file = drain_pool_file(&stack, &pool, settings)?;
+        let machines = std::array::from_fn(|i| format!("{pool}-{}", MACHINE_SUFFIXES[i % 3]));
+        let workloads = Workloads::create(&stack, name).await?;
+        Ok(Self {
+            stack,
+            task_queue,
+            worker,
+            pool,
+            pool_file,
+            machines,
+            workloads,
+        })
+    }
+
+    /// Creates the machines with the CLI, in parallel, and waits for them.
+    pub async fn create_machines(&self) -> Result<()> {
+        create_machines(
+            &self.stack,
+            &self.task_queue,
+            &self.pool_file,
+            &self.machines,
+        )
+        .await
+    }
+
+    /// Cleans up: pods and volumes first (the attachments must go while the Nodes exist), the
+    /// drains still running after a failure, then the machines; `result` gets the worker's log.
+    pub async fn finish(self, result: Result<()>) -> Result<()> {
+        let result = result.with_context(|| format!("worker log:\n{}", self.worker.log_tail()));
+        self.workloads.clean_up().await;
+        if result.is_err() {
+            terminate_drains(&self.stack, &self.machines).await;
+        }
+        delete_machines(&self.stack, &self.task_queue, &self.machines).await;
+        drop(self.worker);
+        result
+    }
+}
+
+/// Terminates the drains of `machines` still running (after a failure), quietly.
+pub(crate) async fn terminate_drains(stack: &Stack, machines: &[String]) {
+    let Ok(cli) = temporal_cli() else { return };
+    for machine in machines {
+        let mut command = std::process::Command::new(&cli);
+        command.args([
+            "workflow",
+            "terminate",
+            "--workflow-id",
+            &format!("drain/{}/{machine}", stack.cluster),
+            "--reason",
+            "e2e cleanup after a failure",
+            "--address",
+            &stack.temporal_address,
+            "--namespace",
+            &stack.temporal_namespace,
+        ]);
+        let _ = tokio::task::spawn_blocking(move || command.output()).await;
+    }
+}
 
 /// How often a drain's status is read while waiting for it.
 pub(super) const POLL: Duration = Duration::from_millis(500);

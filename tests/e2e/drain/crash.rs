@@ -41,10 +41,10 @@ use nodewright_tests::{Stack, eventually};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use super::common::{create_machines, delete_machines};
+use super::common::{create_machines, delete_machines, terminate_drains};
 use super::stateful::{
     check_all_moved, check_drain_document, check_parallel_evictions, check_serial_moves,
-    machine_document, place_on_a, terminate_drains, write_drain_pool_file,
+    machine_document, place_on_a, write_drain_pool_file,
 };
 
 /// How often A's VM is read to see its data disks.

@@ -12,10 +12,9 @@
 //!   nothing but the DaemonSet-free A is left: no pod of the test on A, one VolumeAttachment of
 //!   the volume, on B.
 
-use std::path::Path;
 use std::time::Duration;
 
-use super::common::{cli, create_machines, delete_machines, drain_document, drain_pool_file};
+use super::common::{DrainScene, cli, create_machines, drain_document};
 use anyhow::{Context, Result, bail, ensure};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -23,14 +22,9 @@ use kube::Api;
 use kube::api::PostParams;
 use nodewright_model::drain::{DrainMode, PodState, VolumeState};
 use nodewright_model::machine::Outcome;
-use nodewright_tests::Stack;
 use nodewright_tests::documents::{DrainLookup, shown};
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::KillableWorker;
-use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::workloads::{
-    Placement, TEST_LABEL, Workload, Workloads, attachments_of, is_attached, set_unschedulable,
-    wait_attached,
+    Placement, TEST_LABEL, Workload, attachments_of, is_attached, set_unschedulable, wait_attached,
 };
 use serde_json::json;
 
@@ -40,13 +34,9 @@ const TIMEOUT_SECONDS: i64 = 45;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_two_budgets_select_waits_for_force_mode_while_the_stateful_pod_moves_gracefully()
 -> Result<()> {
-    let stack = Stack::load()?;
-    let task_queue = unique_task_queue("drain-lanes");
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let pool = format!("dl{}", unique_suffix());
-    let pool_file = drain_pool_file(
-        &stack,
-        &pool,
+    let mut scene = DrainScene::<2>::start(
+        "drain-lanes",
+        "dl",
         &[
             ("timeout", "45s"),
             ("pdbRetryInterval", "2s"),
@@ -54,33 +44,22 @@ async fn a_pod_two_budgets_select_waits_for_force_mode_while_the_stateful_pod_mo
             ("volumeAttachTimeout", "30s"),
             ("forceAfterUnhealthy", "10m"),
         ],
-    )?;
-    let machines = [format!("{pool}-b2c4d"), format!("{pool}-f5g6h")];
-    let mut workloads = Workloads::create(&stack, "drain-lanes").await?;
-    let result = scenario(
-        &stack,
-        &task_queue,
-        &pool,
-        &pool_file,
-        &machines,
-        &mut workloads,
     )
-    .await
-    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
-    workloads.clean_up().await;
-    delete_machines(&stack, &task_queue, &machines).await;
-    drop(worker);
-    result
+    .await?;
+    let result = scenario(&mut scene).await;
+    scene.finish(result).await
 }
 
-async fn scenario(
-    stack: &Stack,
-    task_queue: &str,
-    pool: &str,
-    pool_file: &Path,
-    machines: &[String; 2],
-    workloads: &mut Workloads,
-) -> Result<()> {
+async fn scenario(scene: &mut DrainScene<2>) -> Result<()> {
+    let DrainScene {
+        ref stack,
+        ref task_queue,
+        ref pool,
+        ref pool_file,
+        ref machines,
+        ref mut workloads,
+        ..
+    } = *scene;
     let [node_a, node_b] = machines;
     let kube = workloads.client().clone();
     let namespace = workloads.namespace().to_owned();

@@ -10,24 +10,17 @@
 //! test is on A, `late` is gone (evicted once, not force-deleted), and the status's `freshLook`
 //! fact names it.
 
-use std::path::Path;
 use std::time::Duration;
 
-use super::common::{
-    cli, create_machines, delete_machines, drain_document, drain_pool_file, wait_drain,
-};
+use super::common::{DrainScene, cli, create_machines, drain_document, wait_drain};
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use nodewright_model::drain::{DrainMode, PodState};
 use nodewright_model::machine::Outcome;
-use nodewright_tests::Stack;
 use nodewright_tests::documents::{DrainLookup, shown};
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::KillableWorker;
-use nodewright_tests::temporal_worker::unique_task_queue;
-use nodewright_tests::workloads::{Placement, TEST_LABEL, Workload, Workloads, set_unschedulable};
+use nodewright_tests::workloads::{Placement, TEST_LABEL, Workload, set_unschedulable};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -35,13 +28,9 @@ const WAIT: Duration = Duration::from_secs(90);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_bound_to_the_node_after_the_pods_were_listed_is_evicted_before_drained() -> Result<()>
 {
-    let stack = Stack::load()?;
-    let task_queue = unique_task_queue("drain-late");
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let pool = format!("dz{}", unique_suffix());
-    let pool_file = drain_pool_file(
-        &stack,
-        &pool,
+    let scene = DrainScene::<2>::start(
+        "drain-late",
+        "dz",
         &[
             ("timeout", "10m"),
             ("pdbRetryInterval", "2s"),
@@ -49,33 +38,22 @@ async fn a_pod_bound_to_the_node_after_the_pods_were_listed_is_evicted_before_dr
             ("volumeAttachTimeout", "30s"),
             ("forceAfterUnhealthy", "10m"),
         ],
-    )?;
-    let machines = [format!("{pool}-b2c4d"), format!("{pool}-f5g6h")];
-    let workloads = Workloads::create(&stack, "drain-late").await?;
-    let result = scenario(
-        &stack,
-        &task_queue,
-        &pool,
-        &pool_file,
-        &machines,
-        &workloads,
     )
-    .await
-    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
-    workloads.clean_up().await;
-    delete_machines(&stack, &task_queue, &machines).await;
-    drop(worker);
-    result
+    .await?;
+    let result = scenario(&scene).await;
+    scene.finish(result).await
 }
 
-async fn scenario(
-    stack: &Stack,
-    task_queue: &str,
-    pool: &str,
-    pool_file: &Path,
-    machines: &[String; 2],
-    workloads: &Workloads,
-) -> Result<()> {
+async fn scenario(scene: &DrainScene<2>) -> Result<()> {
+    let DrainScene {
+        stack,
+        task_queue,
+        pool,
+        pool_file,
+        machines,
+        workloads,
+        ..
+    } = scene;
     let [node_a, node_b] = machines;
     let kube = workloads.client().clone();
     let namespace = workloads.namespace().to_owned();

@@ -14,20 +14,17 @@
 //!   `managedBy` B;
 //! - A's VM, NIC, OS disk and Node are gone; the data disk survives.
 
-use std::path::Path;
 use std::time::Duration;
 
-use super::common::{cli, create_machines, delete_machines, drain_pool_file};
+use super::common::{DrainScene, cli, create_machines};
 use anyhow::{Context, Result, bail, ensure};
 use chrono::{DateTime, Utc};
 use nodewright_model::drain::{DrainMode, DrainStatus, PodState, VolumeState};
 use nodewright_model::machine::{DeletedMachine, Outcome, Step, StepState};
 use nodewright_tests::Stack;
 use nodewright_tests::documents::{DrainLookup, ResultDocument, print_steps, shown};
-use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::MachineStatusDocument;
-use nodewright_tests::machines::{KillableWorker, Sandbox, node};
-use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::machines::{Sandbox, node};
 use nodewright_tests::timeline::{Timeline, What};
 use nodewright_tests::workloads::{
     Placement, Workload, Workloads, attachments_of, disk_managed_by, is_attached,
@@ -45,14 +42,9 @@ const WEB_REPLICAS: usize = 2;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_machine_whose_node_is_not_ready_drains_it_in_force_mode_without_evictions()
 -> Result<()> {
-    let stack = Stack::load()?;
-    let sandbox = Sandbox::new(&stack)?;
-    let task_queue = unique_task_queue("drain-notready");
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let pool = format!("dn{}", unique_suffix());
-    let pool_file = drain_pool_file(
-        &stack,
-        &pool,
+    let mut scene = DrainScene::<2>::start(
+        "drain-notready",
+        "dn",
         &[
             ("timeout", "10m"),
             ("pdbRetryInterval", "2s"),
@@ -60,40 +52,25 @@ async fn deleting_a_machine_whose_node_is_not_ready_drains_it_in_force_mode_with
             ("volumeAttachTimeout", "60s"),
             ("forceAfterUnhealthy", "5s"),
         ],
-    )?;
-    let machines = [format!("{pool}-b2c4d"), format!("{pool}-f5g6h")];
-    let mut workloads = Workloads::create(&stack, "drain-notready").await?;
-
-    let started = std::time::Instant::now();
-    let result = scenario(
-        &stack,
-        &sandbox,
-        &task_queue,
-        &pool,
-        &pool_file,
-        &machines,
-        &mut workloads,
     )
-    .await
-    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    .await?;
+    let started = std::time::Instant::now();
+    let result = scenario(&mut scene).await;
     println!("scenario took {:.1}s", started.elapsed().as_secs_f64());
-
-    workloads.clean_up().await;
-    // A is gone when the test passed; deleting it again is a quiet success.
-    delete_machines(&stack, &task_queue, &machines).await;
-    drop(worker);
-    result
+    scene.finish(result).await
 }
 
-async fn scenario(
-    stack: &Stack,
-    sandbox: &Sandbox,
-    task_queue: &str,
-    pool: &str,
-    pool_file: &Path,
-    machines: &[String; 2],
-    workloads: &mut Workloads,
-) -> Result<()> {
+async fn scenario(scene: &mut DrainScene<2>) -> Result<()> {
+    let DrainScene {
+        ref stack,
+        ref task_queue,
+        ref pool,
+        ref pool_file,
+        ref machines,
+        ref mut workloads,
+        ..
+    } = *scene;
+    let sandbox = &Sandbox::new(stack)?;
     let [node_a, node_b] = machines;
     let kube = workloads.client().clone();
     let namespace = workloads.namespace().to_owned();

@@ -15,22 +15,16 @@
 //!   none is left on A, and evictions were retried no more often than the retry interval;
 //! - A stays cordoned and tainted until `machine uncordon A`.
 
-use std::path::Path;
 use std::time::Duration;
 
-use super::common::{
-    POLL, cli, create_machines, delete_machines, drain_document, drain_pool_file, wait_drain,
-};
+use super::common::{DrainScene, POLL, cli, create_machines, drain_document, wait_drain};
 use anyhow::{Context, Result, bail, ensure};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::Node;
 use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, DrainMode, PodState, TAINT_DRAINING};
 use nodewright_model::machine::{Outcome, Step, StepState};
-use nodewright_tests::Stack;
 use nodewright_tests::documents::{DrainLookup, print_steps, shown};
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{KillableWorker, node};
-use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::machines::node;
 use nodewright_tests::workloads::{Placement, Workload, Workloads, set_unschedulable};
 use serde_json::{Value, json};
 
@@ -44,13 +38,9 @@ const WAIT: Duration = Duration::from_secs(60);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pdb_allowing_no_disruption_holds_the_drain_until_its_extended_deadline_then_force_mode_moves_the_pods()
 -> Result<()> {
-    let stack = Stack::load()?;
-    let task_queue = unique_task_queue("drain-pdb");
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let pool = format!("dp{}", unique_suffix());
-    let pool_file = drain_pool_file(
-        &stack,
-        &pool,
+    let scene = DrainScene::<2>::start(
+        "drain-pdb",
+        "dp",
         &[
             ("timeout", "20s"),
             ("pdbRetryInterval", "2s"),
@@ -58,37 +48,24 @@ async fn a_pdb_allowing_no_disruption_holds_the_drain_until_its_extended_deadlin
             ("volumeAttachTimeout", "60s"),
             ("forceAfterUnhealthy", "5m"),
         ],
-    )?;
-    let machines = [format!("{pool}-b2c4d"), format!("{pool}-f5g6h")];
-    let workloads = Workloads::create(&stack, "drain-pdb").await?;
-
-    let started = std::time::Instant::now();
-    let result = scenario(
-        &stack,
-        &task_queue,
-        &pool,
-        &pool_file,
-        &machines,
-        &workloads,
     )
-    .await
-    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    .await?;
+    let started = std::time::Instant::now();
+    let result = scenario(&scene).await;
     println!("scenario took {:.1}s", started.elapsed().as_secs_f64());
-
-    workloads.clean_up().await;
-    delete_machines(&stack, &task_queue, &machines).await;
-    drop(worker);
-    result
+    scene.finish(result).await
 }
 
-async fn scenario(
-    stack: &Stack,
-    task_queue: &str,
-    pool: &str,
-    pool_file: &Path,
-    machines: &[String; 2],
-    workloads: &Workloads,
-) -> Result<()> {
+async fn scenario(scene: &DrainScene<2>) -> Result<()> {
+    let DrainScene {
+        stack,
+        task_queue,
+        pool,
+        pool_file,
+        machines,
+        workloads,
+        ..
+    } = scene;
     let [node_a, node_b] = machines;
     let kube = workloads.client().clone();
     let namespace = workloads.namespace();

@@ -15,23 +15,20 @@
 //!   deletion timestamps together with the pods without volumes (the parallel lane); the summary
 //!   counts 1 volume moved and 1 pod moved with its volumes.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use nodewright_model::drain::{DrainMode, DrainStatus, PodState, VolumeState};
 use nodewright_model::machine::Outcome;
 use nodewright_tests::Stack;
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{CliResult, KillableWorker};
-use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::machines::CliResult;
 use nodewright_tests::timeline::{Timeline, What};
 use nodewright_tests::workloads::{
     Placement, Workload, Workloads, attachments_of, node_of, set_unschedulable, wait_attached,
 };
 
-use super::common::{cli, create_machines, delete_machines, drain_document, drain_pool_file};
-use super::stateful::{PARALLEL_WINDOW, WAIT, terminate_drains};
+use super::common::{DrainScene, cli, drain_document};
+use super::stateful::{PARALLEL_WINDOW, WAIT};
 
 /// The pool's `volumeAttachTimeout`: a drain that waited on a share would take this long.
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(300);
@@ -48,8 +45,8 @@ const DRAIN_SETTINGS: [(&str, &str); 5] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_share_pod_is_drained_without_waiting_for_an_attach() -> Result<()> {
-    let mut test = Test::start("drain-share", "dsh").await?;
-    let result = match test.prepare().await {
+    let mut test = DrainScene::<2>::start("drain-share", "dsh", &DRAIN_SETTINGS).await?;
+    let result = match prepare(&test).await {
         Ok(()) => {
             share_alone(
                 &test.stack,
@@ -66,8 +63,8 @@ async fn a_file_share_pod_is_drained_without_waiting_for_an_attach() -> Result<(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_waits_on_the_disk_alone_beside_a_share_and_nfs() -> Result<()> {
-    let mut test = Test::start("drain-mixed", "dmx").await?;
-    let result = match test.prepare().await {
+    let mut test = DrainScene::<2>::start("drain-mixed", "dmx", &DRAIN_SETTINGS).await?;
+    let result = match prepare(&test).await {
         Ok(()) => {
             disk_share_and_nfs(
                 &test.stack,
@@ -82,61 +79,10 @@ async fn a_drain_waits_on_the_disk_alone_beside_a_share_and_nfs() -> Result<()> 
     test.finish(result).await
 }
 
-/// One test's world: a worker on its own task queue, a pool with [`DRAIN_SETTINGS`], its two
-/// machines `[A, B]` and a fresh namespace.
-struct Test {
-    stack: Stack,
-    task_queue: String,
-    worker: KillableWorker,
-    pool_file: PathBuf,
-    machines: [String; 2],
-    workloads: Workloads,
-}
-
-impl Test {
-    /// The worker, the pool file and the namespace; the machines are named, not made.
-    async fn start(queue: &str, prefix: &str) -> Result<Self> {
-        let stack = Stack::load()?;
-        let task_queue = unique_task_queue(queue);
-        let worker = KillableWorker::start(&stack, &task_queue)?;
-        let pool = format!("{prefix}{}", unique_suffix());
-        let pool_file = drain_pool_file(&stack, &pool, &DRAIN_SETTINGS)?;
-        let machines = [format!("{pool}-b2c4d"), format!("{pool}-f5g6h")];
-        let workloads = Workloads::create(&stack, prefix).await?;
-        Ok(Self {
-            stack,
-            task_queue,
-            worker,
-            pool_file,
-            machines,
-            workloads,
-        })
-    }
-
-    /// Creates the machines and cordons B.
-    async fn prepare(&self) -> Result<()> {
-        create_machines(
-            &self.stack,
-            &self.task_queue,
-            &self.pool_file,
-            &self.machines,
-        )
-        .await?;
-        set_unschedulable(self.workloads.client(), &self.machines[1], true).await
-    }
-
-    /// Cleans up whatever the test came to: pods and volumes first (the attachments must go
-    /// while the Nodes exist), then the machines.
-    async fn finish(self, result: Result<()>) -> Result<()> {
-        let result = result.with_context(|| format!("worker log:\n{}", self.worker.log_tail()));
-        self.workloads.clean_up().await;
-        if result.is_err() {
-            terminate_drains(&self.stack, &self.machines).await;
-        }
-        delete_machines(&self.stack, &self.task_queue, &self.machines).await;
-        drop(self.worker);
-        result
-    }
+/// Creates the machines and cordons B.
+async fn prepare(test: &DrainScene<2>) -> Result<()> {
+    test.create_machines().await?;
+    set_unschedulable(test.workloads.client(), &test.machines[1], true).await
 }
 
 /// The pool of the machines: their name up to the last `-`.

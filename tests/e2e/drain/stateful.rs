@@ -26,7 +26,7 @@
 //! The items marked `pub(super)` are shared with [`super::crash`].
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
@@ -34,11 +34,9 @@ use nodewright_model::drain::{DrainMode, PodState, TAINT_DRAINING, VolumeState};
 use nodewright_model::machine::Outcome;
 use nodewright_tests::Stack;
 use nodewright_tests::documents::{DrainLookup, MachineRunDocument, shown};
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{KillableWorker, Sandbox, node};
+use nodewright_tests::machines::{Sandbox, node};
 
-use super::common::{cli, create_machines, delete_machines, drain_pool_file};
-use nodewright_tests::temporal_worker::unique_task_queue;
+use super::common::{DrainScene, cli, create_machines, drain_pool_file};
 use nodewright_tests::timeline::{Timeline, What};
 use nodewright_tests::workloads::{
     Placement, Volume, Workload, Workloads, attachments_of, disk_managed_by, ensure_priority_class,
@@ -86,29 +84,6 @@ pub(super) async fn machine_document(
     .await?
     .expect_code(0)?
     .parse()
-}
-
-pub(super) use nodewright_tests::stack::temporal_cli;
-
-/// Terminates the drains of `machines` still running (after a failure), quietly.
-pub(super) async fn terminate_drains(stack: &Stack, machines: &[String]) {
-    let Ok(cli) = temporal_cli() else { return };
-    for machine in machines {
-        let mut command = std::process::Command::new(&cli);
-        command.args([
-            "workflow",
-            "terminate",
-            "--workflow-id",
-            &format!("drain/{}/{machine}", stack.cluster),
-            "--reason",
-            "e2e cleanup after a failure",
-            "--address",
-            &stack.temporal_address,
-            "--namespace",
-            &stack.temporal_namespace,
-        ]);
-        let _ = tokio::task::spawn_blocking(move || command.output()).await;
-    }
 }
 
 /// What runs on node A before the drain.
@@ -516,43 +491,21 @@ pub(super) fn check_drain_document(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_evicts_plain_pods_together_then_moves_volume_pods_one_at_a_time_by_priority()
 -> Result<()> {
-    let stack = Stack::load()?;
-    let task_queue = unique_task_queue("drain-stateful");
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let pool = format!("ds{}", unique_suffix());
-    let pool_file = write_drain_pool_file(&stack, &pool)?;
-    let machines = [format!("{pool}-b2c4d"), format!("{pool}-f5g6h")];
-    let mut workloads = Workloads::create(&stack, "drain-st").await?;
-
-    let result = scenario(
-        &stack,
-        &task_queue,
-        &pool,
-        &pool_file,
-        &machines,
-        &mut workloads,
-    )
-    .await
-    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
-
-    // Pods and volumes first (the attachments must go while the Nodes exist), then the machines.
-    workloads.clean_up().await;
-    if result.is_err() {
-        terminate_drains(&stack, &machines).await;
-    }
-    delete_machines(&stack, &task_queue, &machines).await;
-    drop(worker);
-    result
+    let mut scene = DrainScene::<2>::start("drain-stateful", "ds", &DRAIN_SETTINGS).await?;
+    let result = scenario(&mut scene).await;
+    scene.finish(result).await
 }
 
-async fn scenario(
-    stack: &Stack,
-    task_queue: &str,
-    pool: &str,
-    pool_file: &Path,
-    machines: &[String; 2],
-    workloads: &mut Workloads,
-) -> Result<()> {
+async fn scenario(scene: &mut DrainScene<2>) -> Result<()> {
+    let DrainScene {
+        ref stack,
+        ref task_queue,
+        ref pool,
+        ref pool_file,
+        ref machines,
+        ref mut workloads,
+        ..
+    } = *scene;
     let [node_a, node_b] = machines;
     let kube = workloads.client().clone();
     let started = Instant::now();

@@ -11,10 +11,9 @@
 //! (`keptCordon: true`); `machine uncordon A --force` makes A schedulable and removes the
 //! annotation. A foreign taint put on A before the drain is there at every step.
 
-use std::path::Path;
 use std::time::Duration;
 
-use super::common::{cli, create_machines, delete_machines, drain_pool_file, wait_drain};
+use super::common::{DrainScene, cli, wait_drain};
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -22,16 +21,22 @@ use kube::api::{Patch, PatchParams};
 use nodewright_model::drain::{PodState, TAINT_DRAINING};
 use nodewright_model::machine::Outcome;
 use nodewright_model::machine::uncordon::ANNOTATION_CORDONED_BEFORE_DRAIN;
-use nodewright_tests::Stack;
 use nodewright_tests::documents::DrainLookup;
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{KillableWorker, node};
-use nodewright_tests::temporal_worker::unique_task_queue;
-use nodewright_tests::workloads::{Placement, Workload, Workloads, set_unschedulable};
+use nodewright_tests::machines::node;
+use nodewright_tests::workloads::{Placement, Workload, set_unschedulable};
 use serde::Deserialize;
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(90);
+
+/// A drain that waits for the budget: long timeout, quick PDB retries.
+const SETTINGS: [(&str, &str); 5] = [
+    ("timeout", "10m"),
+    ("pdbRetryInterval", "2s"),
+    ("volumeDetachTimeout", "30s"),
+    ("volumeAttachTimeout", "30s"),
+    ("forceAfterUnhealthy", "10m"),
+];
 
 /// A taint nodewright did not put there: every uncordon must keep it.
 const FOREIGN_TAINT: &str = "example.com/dedicated";
@@ -56,51 +61,23 @@ struct NodeMarks {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncordon_is_refused_during_a_drain_and_keeps_an_administrators_cordon() -> Result<()> {
-    let stack = Stack::load()?;
-    let task_queue = unique_task_queue("drain-uncordon");
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let pool = format!("du{}", unique_suffix());
-    let pool_file = drain_pool_file(
-        &stack,
-        &pool,
-        &[
-            ("timeout", "10m"),
-            ("pdbRetryInterval", "2s"),
-            ("volumeDetachTimeout", "30s"),
-            ("volumeAttachTimeout", "30s"),
-            ("forceAfterUnhealthy", "10m"),
-        ],
-    )?;
-    let machines = [format!("{pool}-b2c4d")];
-    let workloads = Workloads::create(&stack, "drain-uncordon").await?;
-    let result = scenario(
-        &stack,
-        &task_queue,
-        &pool,
-        &pool_file,
-        &machines,
-        &workloads,
-    )
-    .await
-    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
-    workloads.clean_up().await;
-    delete_machines(&stack, &task_queue, &machines).await;
-    drop(worker);
-    result
+    let scene = DrainScene::<1>::start("drain-uncordon", "du", &SETTINGS).await?;
+    let result = scenario(&scene).await;
+    scene.finish(result).await
 }
 
-async fn scenario(
-    stack: &Stack,
-    task_queue: &str,
-    pool: &str,
-    pool_file: &Path,
-    machines: &[String; 1],
-    workloads: &Workloads,
-) -> Result<()> {
-    let [node_a] = machines;
+async fn scenario(scene: &DrainScene<1>) -> Result<()> {
+    let DrainScene {
+        stack,
+        task_queue,
+        pool,
+        machines: [node_a],
+        workloads,
+        ..
+    } = scene;
     let kube = workloads.client().clone();
     let namespace = workloads.namespace().to_owned();
-    create_machines(stack, task_queue, pool_file, machines).await?;
+    scene.create_machines().await?;
 
     workloads
         .deployment(&Workload::new("web", 1, Placement::pool(pool)))
