@@ -7,6 +7,7 @@
 //! nodewright-tests --test e2e` works in a shell that never sourced it.
 
 pub mod admission;
+pub mod api_proxy;
 pub mod binaries;
 pub mod codec;
 pub mod documents;

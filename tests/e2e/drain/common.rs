@@ -35,9 +35,24 @@ impl<const N: usize> DrainScene<N> {
     /// `<prefix><unique suffix>` with `settings` as `spec.drain`, and makes the namespace
     /// (named after `name` too).
     pub async fn start(name: &str, prefix: &str, settings: &[(&str, &str)]) -> Result<Self> {
+        Self::start_with(name, prefix, settings, None).await
+    }
+
+    /// [`DrainScene::start`], with the worker's Kubernetes API reached through `kubeconfig`
+    /// (the test's own clients keep the stack's).
+    pub async fn start_with(
+        name: &str,
+        prefix: &str,
+        settings: &[(&str, &str)],
+        worker_kubeconfig: Option<PathBuf>,
+    ) -> Result<Self> {
         let stack = Stack::load()?;
         let task_queue = unique_task_queue(name);
-        let worker = KillableWorker::start(&stack, &task_queue)?;
+        let mut worker_stack = stack.clone();
+        if let Some(kubeconfig) = worker_kubeconfig {
+            worker_stack.kubeconfig = kubeconfig;
+        }
+        let worker = KillableWorker::start(&worker_stack, &task_queue)?;
         let pool = format!("{prefix}{}", unique_suffix());
         let pool_file = drain_pool_file(&stack, &pool, settings)?;
         let machines = std::array::from_fn(|i| format!("{pool}-{}", MACHINE_SUFFIXES[i % 3]));

@@ -13,6 +13,7 @@ mod lanes;
 mod late_pod;
 mod local_data;
 mod not_ready;
+mod outage;
 mod pdb;
 mod rules;
 mod shares;

@@ -3,106 +3,16 @@
 //! froze; with the API back, the same orphans are deleted. A worker started while its API does
 //! not answer keeps running and checks its cluster identity once the API is back.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
+use nodewright_tests::api_proxy::ApiProxy;
 use nodewright_tests::documents::shown;
 use nodewright_tests::identity::await_identity_recorded;
-use nodewright_tests::stack::repo_root;
 use serde_json::json;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::AbortHandle;
 
 use super::common::{OLD, SweepCluster, outcome, outcome_reason, own_removals};
-
-/// A TCP proxy to the apiserver that can be stopped (connections cut, port closed) and
-/// started again on the same port.
-struct ApiProxy {
-    port: u16,
-    upstream: String,
-    tasks: Arc<Mutex<Vec<AbortHandle>>>,
-}
-
-impl ApiProxy {
-    async fn start(upstream: &str) -> Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let proxy = Self {
-            port: listener.local_addr()?.port(),
-            upstream: upstream.to_owned(),
-            tasks: Arc::default(),
-        };
-        proxy.serve(listener);
-        Ok(proxy)
-    }
-
-    fn serve(&self, listener: TcpListener) {
-        let (upstream, tasks) = (self.upstream.clone(), Arc::clone(&self.tasks));
-        let accept = tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                let upstream = upstream.clone();
-                let connection = tokio::spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(&upstream).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
-                tasks
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(connection.abort_handle());
-            }
-        });
-        self.tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(accept.abort_handle());
-    }
-
-    /// Cuts every connection and closes the port.
-    fn stop(&self) {
-        for task in self
-            .tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain(..)
-        {
-            task.abort();
-        }
-    }
-
-    /// Listens on the same port again.
-    async fn resume(&self) -> Result<()> {
-        let listener = TcpListener::bind(("127.0.0.1", self.port)).await?;
-        self.serve(listener);
-        Ok(())
-    }
-}
-
-impl ApiProxy {
-    /// A proxy to the stack's apiserver and an admin kubeconfig that goes through it.
-    async fn for_stack(stack: &Stack) -> Result<(Self, PathBuf)> {
-        let admin = std::fs::read_to_string(&stack.kubeconfig)?;
-        let server = admin
-            .lines()
-            .find_map(|line| line.trim().strip_prefix("server: https://"))
-            .context("no server in the admin kubeconfig")?
-            .to_owned();
-        let proxy = Self::start(&server).await?;
-        let dir = repo_root().join("target").join("e2e-kubeconfigs");
-        std::fs::create_dir_all(&dir)?;
-        let kubeconfig = dir.join(format!("proxy-{}.kubeconfig", proxy.port));
-        std::fs::write(
-            &kubeconfig,
-            admin.replace(
-                &format!("https://{server}"),
-                &format!("https://127.0.0.1:{}", proxy.port),
-            ),
-        )?;
-        Ok((proxy, kubeconfig))
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_kubernetes_api_down_a_sweep_deletes_nothing_and_says_it_froze() -> Result<()> {
