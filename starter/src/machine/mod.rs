@@ -78,6 +78,13 @@ pub enum MachineCommand {
         /// Default: the pool's `spec.drain.localData`, else refuse (a maintenance drain).
         #[arg(long, value_name = "evict|refuse")]
         local_data: Option<String>,
+        /// History events after which the drain continues as a new run (a test knob: at least
+        /// 100, at most 4000; default: when Temporal suggests it).
+        #[arg(long, hide = true, value_name = "N",
+              value_parser = clap::value_parser!(u32).range(
+                  i64::from(nodewright_model::drain::MIN_DRAIN_HISTORY_LIMIT)
+                      ..=i64::from(nodewright_model::limits::MAX_HISTORY_LIMIT)))]
+        history_limit: Option<u32>,
     },
     /// Switch a running drain of a machine to force mode.
     ForceDrain {
@@ -172,7 +179,16 @@ pub async fn run(
             force,
             wait,
             local_data,
-        } => drain::start(settings, output, &name, wait, force, local_data.as_deref()).await,
+            history_limit,
+        } => {
+            let knobs = drain::DrainFlags {
+                wait,
+                force,
+                local_data: local_data.as_deref(),
+                history_limit,
+            };
+            drain::start(settings, output, &name, knobs).await
+        }
         MachineCommand::ForceDrain { name } => drain::force(settings, output, &name).await,
         MachineCommand::ExtendDrain { name, by } => {
             drain::extend(settings, output, &name, &by).await

@@ -14,8 +14,8 @@ use nodewright_model::machine::Step;
 use temporalio_sdk::workflows::join_all;
 
 use super::state::{
-    Ctx, Drain, answer_of, eviction_grace, force_due, list_pods, note_local_data, pause,
-    wait_deadline, with_status,
+    Ctx, Drain, answer_of, eviction_grace, force_due, history_is_long, list_pods, note_local_data,
+    pause, wait_deadline, with_status,
 };
 use crate::progress::{StepFailed, begin, done, fact};
 use crate::{activity_options, cancellation};
@@ -72,7 +72,7 @@ pub(super) async fn evict_without_volumes(
         if !leaving.is_empty() {
             leaving = await_gone(ctx, state, leaving, Step::EvictPods).await?;
         }
-        let suggested = ctx.continue_as_new_suggested();
+        let suggested = history_is_long(ctx, state);
         match after_round(blocked.len(), leaving.len(), suggested) {
             RoundEnd::Finished => {
                 let evicted = state.result.evicted.len();

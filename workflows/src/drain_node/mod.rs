@@ -191,8 +191,9 @@ fn announce(ctx: &mut Ctx, request: &DrainRequest) {
         purpose_word(request.purpose).to_owned(),
     );
     if let Some(resume) = &request.resume {
-        status.warnings = resume.done_so_far.warnings.clone();
-        status.local_data_lost = resume.done_so_far.local_data_lost.clone();
+        // Warnings, local data lost, marks overridden, force mode, pods and volumes (a stuck
+        // detach stays detach-timed-out).
+        status.carry_over(resume);
         status
             .run
             .facts
@@ -348,18 +349,16 @@ fn name_overridden_marks(ctx: &mut Ctx, state: &mut Drain, ruled: &RuledPlan) {
 
 /// The next run's input: the same request, with where this one left off.
 fn continue_as_new(ctx: &mut Ctx, state: &Drain) -> Finish {
-    let (deadline, force_requested, warnings) = ctx.state(|s| {
+    let (deadline, force_requested, shown) = ctx.state(|s| {
         (
             s.deadline.map(rfc3339).unwrap_or_default(),
             s.force_requested,
-            s.status
-                .as_ref()
-                .map(|status| status.warnings.clone())
-                .unwrap_or_default(),
+            s.status.clone(),
         )
     });
+    let shown = shown.unwrap_or_else(|| fresh_status(&state.request.node));
     let mut done_so_far = state.result.clone();
-    done_so_far.warnings = warnings;
+    done_so_far.warnings = shown.warnings;
     let mut next = state.request.clone();
     next.resume = Some(DrainResume {
         started_at: state.started_at.clone(),
@@ -368,6 +367,9 @@ fn continue_as_new(ctx: &mut Ctx, state: &Drain) -> Finish {
         policy: state.policy.clone(),
         done_so_far,
         continuation: next_continuation(state.request.resume.as_ref()),
+        stuck_volumes: state.stuck.clone(),
+        pods: shown.pods,
+        volumes: shown.volumes,
     });
     Finish::ContinueAsNew(Box::new(next))
 }

@@ -16,8 +16,8 @@ use temporalio_sdk::workflows::join_all;
 
 use super::lanes::await_gone;
 use super::state::{
-    Ctx, Drain, answer_of, eviction_grace, force_due, list_pods, note_local_data, pause,
-    with_status,
+    Ctx, Drain, answer_of, eviction_grace, force_due, history_is_long, list_pods, note_local_data,
+    pause, with_status,
 };
 use super::volumes::{Followed, follow};
 use crate::progress::{StepFailed, begin, done, fact, later, now};
@@ -146,7 +146,7 @@ pub(super) async fn drain_lanes(
             members[i].stage = LaneStage::Gone;
         }
         let lanes: Vec<LanePod> = members.iter().map(Member::lane).collect();
-        match after_lanes(&lanes, ctx.continue_as_new_suggested()) {
+        match after_lanes(&lanes, history_is_long(ctx, state)) {
             AfterLanes::Finished => {
                 let evicted = state.result.evicted.len();
                 done(ctx, Step::EvictPods, format!("{evicted} evicted"));

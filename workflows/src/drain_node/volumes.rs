@@ -17,8 +17,8 @@ use nodewright_model::machine::Step;
 
 use super::lanes::{await_gone, evict};
 use super::state::{
-    Ctx, Drain, force_due, list_pods, note_local_data, pause, wait_deadline, wait_options, warn,
-    with_status,
+    Ctx, Drain, force_due, history_is_long, list_pods, note_local_data, pause, wait_deadline,
+    wait_options, warn, with_status,
 };
 use crate::cancellation;
 use crate::progress::{StepFailed, begin, done, later, now};
@@ -50,7 +50,7 @@ pub(super) async fn move_volumes(
                 }
                 AfterEviction::Left | AfterEviction::AwaitGone => break,
                 AfterEviction::RetryLater => {
-                    if ctx.continue_as_new_suggested() {
+                    if history_is_long(ctx, state) {
                         return Ok(LaneEnd::ContinueAsNew);
                     }
                     pause(ctx, state.policy.pdb_retry_interval).await;
@@ -155,7 +155,7 @@ pub(super) async fn await_stuck_volumes(
             done(ctx, Step::MoveVolumes, format!("detach pending, {reason}"));
             return Ok(LaneEnd::Forced(reason));
         }
-        if ctx.continue_as_new_suggested() {
+        if history_is_long(ctx, state) {
             return Ok(LaneEnd::ContinueAsNew);
         }
         pause(ctx, state.policy.pdb_retry_interval).await;
