@@ -19,6 +19,7 @@ mod cancel;
 mod completion;
 mod force;
 mod lanes;
+mod looks;
 mod settings;
 mod state;
 mod tiers;
