@@ -261,13 +261,6 @@ async fn without_the_key_an_encrypted_history_fails_to_replay_naming_the_key() {
 /// take it off the list then.
 const NO_HISTORY_YET: &[(&str, &str)] = &[
     (
-        "drain-waits-in-looks",
-        // drain_node/looks.rs: asked by every drain that waits for a pod to go or a volume to
-        // move; new in this change, its history is recorded from the e2e cases drain::long_grace
-        // and drain::continued (the commit after this one takes this entry off).
-        "new: recorded from the e2e drain cases in the next commit",
-    ),
-    (
         "resend-failed-vm-delete",
         // removal.rs: reached only when Azure ends a VM DELETE `Failed` with a retryable code;
         // the sandbox fault that does so (issue 30 item 8, e2e machines::azure_failures) is not

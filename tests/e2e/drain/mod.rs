@@ -6,11 +6,13 @@
 
 mod annotation;
 pub(crate) mod common;
+mod continued;
 mod crash;
 mod hard_deadline;
 mod lanes;
 mod late_pod;
 mod local_data;
+mod long_grace;
 mod not_ready;
 mod pdb;
 mod rules;
