@@ -13,6 +13,7 @@
 mod annotation;
 mod answer;
 mod attach;
+mod entries;
 mod force;
 mod fresh;
 mod hard;

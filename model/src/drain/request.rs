@@ -5,10 +5,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::annotation::HARD_DEADLINE_FIELD;
+use super::entries::{PodProgress, VolumeProgress};
 use super::local_data::{LocalDataPod, LocalDataPolicy};
 use super::pods::VolumePod;
 use super::purpose::DrainPurpose;
-use super::status::{PodProgress, VolumeProgress};
 use crate::ClusterName;
 use crate::limits;
 use crate::pool::DrainPolicy;
