@@ -243,3 +243,40 @@ fn start_error(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: MachineCommand,
+    }
+
+    fn history_limit(args: &[&str]) -> Result<Option<u32>, String> {
+        let args = ["machine", "drain", "workers-x7k2q"]
+            .into_iter()
+            .chain(args.iter().copied());
+        match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(MachineCommand::Drain { history_limit, .. }) => Ok(history_limit),
+            Ok(other) => Err(format!("not a drain: {other:?}")),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+
+    #[test]
+    fn drain_takes_a_bounded_hidden_history_limit() {
+        assert_eq!(history_limit(&[]), Ok(None));
+        assert_eq!(history_limit(&["--history-limit", "150"]), Ok(Some(150)));
+        assert_eq!(history_limit(&["--history-limit", "4000"]), Ok(Some(4000)));
+        for refused in ["99", "4001", "0", "many"] {
+            assert!(
+                history_limit(&["--history-limit", refused]).is_err(),
+                "--history-limit {refused} was accepted"
+            );
+        }
+    }
+}
