@@ -206,6 +206,21 @@ impl DrainStatus {
         self.volumes.clone_from(&resume.volumes);
     }
 
+    /// After a continued run's first look at the node, whose pods are `present`
+    /// (`namespace/name`): a pod carried over from the runs before it that is no longer there has
+    /// gone (meanwhile, by someone else's hand) and blocks nothing.
+    pub fn settle_carried(&mut self, present: &[String]) {
+        let gone: Vec<String> = self
+            .pods_left()
+            .filter(|p| !present.contains(&p.pod))
+            .map(|p| p.pod.clone())
+            .collect();
+        for pod in gone {
+            self.set_pod(&pod, PodState::Gone, None);
+            self.set_block(&pod, None);
+        }
+    }
+
     /// The end of force mode at `at`: a volume waited on and not reattached elsewhere is
     /// force-detached when its disk is among `force_detached` (the data disks ARM detached), or,
     /// without a disk, when anything was released here (`released_here`: VolumeAttachments

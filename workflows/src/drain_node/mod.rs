@@ -33,10 +33,10 @@ use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{PrepareDrain, PreparedNode};
 use nodewright_model::drain::{
-    DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode, FreshLook, RuledPlan,
-    RuledPod, cordoned, describe_ruled_plan, drained_summary, fresh_look, fresh_look_detail,
-    fresh_look_warning, next_continuation, not_held_because, not_this_machine, overridden_mark,
-    purpose_word, refusal,
+    DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode, FreshLook, PodFacts,
+    RuledPlan, RuledPod, cordoned, describe_ruled_plan, drained_summary, fresh_look,
+    fresh_look_detail, fresh_look_warning, next_continuation, not_held_because, not_this_machine,
+    overridden_mark, purpose_word, refusal,
 };
 use nodewright_model::machine::Step;
 use nodewright_model::{Operation, limits};
@@ -271,6 +271,11 @@ async fn steps(ctx: &mut Ctx, state: &mut Drain) -> Result<Finish, StepFailed> {
     begin(ctx, Step::SelectPods);
     let listed = list_pods(ctx, state, Step::SelectPods).await?;
     state.health = listed.health.clone();
+    if state.request.resume.is_some() {
+        // Pods the runs before showed that left meanwhile.
+        let present: Vec<String> = listed.pods.iter().map(PodFacts::key).collect();
+        with_status(ctx, |status| status.settle_carried(&present));
+    }
     let ruled = plan_pods(ctx, state, &listed.pods);
     if !ruled.whole.refused.is_empty() {
         let chosen = state.policy.local_data.is_some();

@@ -408,3 +408,46 @@ fn a_resume_written_before_the_stuck_volumes_were_carried_still_reads() {
         Ok((2, 0, 0, 0))
     );
 }
+
+#[test]
+fn a_carried_pod_no_longer_on_the_node_has_gone() {
+    let mut carried = status();
+    let table = [
+        ("shop/blocked", PodState::Blocked, true, PodState::Gone),
+        (
+            "shop/evicting",
+            PodState::Evicting,
+            false,
+            PodState::Evicting,
+        ),
+        ("shop/left", PodState::Evicting, true, PodState::Gone),
+        ("shop/moved", PodState::Gone, true, PodState::Gone),
+        (
+            "shop/forced",
+            PodState::ForceDeleted,
+            true,
+            PodState::ForceDeleted,
+        ),
+        ("shop/held", PodState::Held, false, PodState::Held),
+    ];
+    for (pod, state, _, _) in table {
+        carried.set_pod(pod, state, None);
+    }
+    carried.pdbs_blocking.push(crate::drain::PdbBlock {
+        pdb: "shop/web".to_owned(),
+        pods: vec!["shop/blocked".to_owned()],
+        misconfigured: false,
+        disruptions_allowed: 0,
+    });
+    let present: Vec<String> = table
+        .iter()
+        .filter(|(_, _, absent, _)| !absent)
+        .map(|(pod, _, _, _)| (*pod).to_owned())
+        .collect();
+    carried.settle_carried(&present);
+    for (pod, _, _, expected) in table {
+        let state = carried.pods.iter().find(|p| p.pod == pod).map(|p| p.state);
+        assert_eq!(state, Some(expected), "{pod}");
+    }
+    assert!(carried.pdbs_blocking.iter().all(|b| b.pods.is_empty()));
+}
