@@ -321,6 +321,15 @@ impl DrainRequest {
         if let Some(resume) = &self.resume {
             problems.extend(received::drain("resume.policy", &resume.policy));
         }
+        if let Some(limit) = self.history_limit {
+            problems.count(
+                "historyLimit",
+                "--history-limit",
+                limit,
+                crate::drain::MIN_DRAIN_HISTORY_LIMIT,
+                limits::MAX_HISTORY_LIMIT,
+            );
+        }
         problems.finish()
     }
 }

@@ -213,6 +213,7 @@ async fn hostile_runs(
         local_data: None,
         resume: None,
         disruption: Disruption::Operator,
+        history_limit: None,
     };
     let drain_id = WorkflowId::for_subject(Operation::Drain, &cluster, machine);
     client

@@ -13,6 +13,7 @@
 mod annotation;
 mod answer;
 mod attach;
+mod entries;
 mod force;
 mod fresh;
 mod hard;
@@ -28,6 +29,7 @@ mod request;
 mod rules;
 mod settings;
 mod status;
+mod waits;
 
 pub use annotation::{
     BoundedPolicy, RefusalReason, RefusedField, TAG_DRAIN, bound_annotation, policy_from_tag,
@@ -76,6 +78,10 @@ pub use settings::{
 };
 pub use status::{
     DrainMode, DrainStatus, PdbBlock, PodProgress, PodState, VolumeProgress, VolumeState,
+};
+pub use waits::{
+    AfterLook, MIN_DRAIN_HISTORY_LIMIT, WAIT_LOOK, WaitKind, after_look, history_is_long,
+    look_length,
 };
 
 /// The taint a draining node carries so nothing new lands on it.

@@ -5,8 +5,9 @@ use super::answer::{AfterRefusal, after_refusal, refusal_detail, refusal_of};
 use super::lanes::EvictionAnswer;
 use super::pdb::is_misconfigured;
 use super::pods::DrainPlan;
+use super::request::DrainResume;
 use super::rules::RuledPlan;
-use super::status::{DrainStatus, PodState, VolumeProgress, VolumeState};
+use super::status::{DrainMode, DrainStatus, PodState, VolumeProgress, VolumeState};
 use crate::machine::{Step, StepState};
 
 impl DrainStatus {
@@ -182,6 +183,41 @@ impl DrainStatus {
                 };
                 self.set_pod(pod, state, Some(detail));
             }
+        }
+    }
+
+    /// What a run continued as new shows of the runs before it (`resume`): their warnings, the
+    /// local data lost and the marks overridden, force mode when it had begun, and the pods and
+    /// volumes as they were left (a volume whose detach is stuck stays `detach-timed-out`; a pod
+    /// keeps its count of evictions). The plan shown next updates them.
+    pub fn carry_over(&mut self, resume: &DrainResume) {
+        let done = &resume.done_so_far;
+        self.warnings.clone_from(&done.warnings);
+        self.local_data_lost.clone_from(&done.local_data_lost);
+        for text in &done.overridden {
+            self.note_overridden(text);
+        }
+        if let Some(reason) = &done.forced {
+            self.mode = DrainMode::Force {
+                reason: reason.clone(),
+            };
+        }
+        self.pods.clone_from(&resume.pods);
+        self.volumes.clone_from(&resume.volumes);
+    }
+
+    /// After a continued run's first look at the node, whose pods are `present`
+    /// (`namespace/name`): a pod carried over from the runs before it that is no longer there has
+    /// gone (meanwhile, by someone else's hand) and blocks nothing.
+    pub fn settle_carried(&mut self, present: &[String]) {
+        let gone: Vec<String> = self
+            .pods_left()
+            .filter(|p| !present.contains(&p.pod))
+            .map(|p| p.pod.clone())
+            .collect();
+        for pod in gone {
+            self.set_pod(&pod, PodState::Gone, None);
+            self.set_block(&pod, None);
         }
     }
 

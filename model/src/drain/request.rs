@@ -5,7 +5,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::annotation::HARD_DEADLINE_FIELD;
+use super::entries::{PodProgress, VolumeProgress};
 use super::local_data::{LocalDataPod, LocalDataPolicy};
+use super::pods::VolumePod;
 use super::purpose::DrainPurpose;
 use crate::ClusterName;
 use crate::limits;
@@ -43,6 +45,11 @@ pub struct DrainRequest {
         skip_serializing_if = "crate::disruption::Disruption::is_operator"
     )]
     pub disruption: crate::disruption::Disruption,
+    /// History events after which the drain continues as a new run (a hidden test knob, `machine
+    /// drain --history-limit`, between [`super::MIN_DRAIN_HISTORY_LIMIT`] and
+    /// [`limits::MAX_HISTORY_LIMIT`]); without one, when Temporal suggests it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_limit: Option<u32>,
 }
 
 /// What a drain carries into its next run when it continues as new (its history grew long
@@ -62,6 +69,17 @@ pub struct DrainResume {
     pub done_so_far: DrainedNode,
     /// Which run of the drain this is (1 for the first continuation).
     pub continuation: u32,
+    /// The pods whose volumes did not detach in time: the next run looks at them again until
+    /// they detach or force mode is due (older inputs carry none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stuck_volumes: Vec<VolumePod>,
+    /// The status's pods as this run left them (states, evictions asked, details), shown again
+    /// by the next run until it looks at them itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<PodProgress>,
+    /// The status's volumes as this run left them (a stuck one stays `detach-timed-out`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeProgress>,
 }
 
 /// What DrainNode returns.

@@ -58,6 +58,7 @@ fn drain() -> DrainRequest {
         local_data: None,
         resume: None,
         disruption: Disruption::Operator,
+        history_limit: None,
     }
 }
 
@@ -291,6 +292,21 @@ fn delete_uncordon_and_drain_inputs_name_a_machine_and_bounded_settings() {
         drain(),
         DrainRequest::check,
         vec![
+            (
+                "a history limit of 150 passes",
+                Box::new(|r| r.history_limit = Some(150)),
+                &[],
+            ),
+            (
+                "a history limit below 100 is refused",
+                Box::new(|r| r.history_limit = Some(99)),
+                &["historyLimit"],
+            ),
+            (
+                "a history limit beyond 4000 is refused",
+                Box::new(|r| r.history_limit = Some(4001)),
+                &["historyLimit"],
+            ),
             (
                 "a deletion drain in force mode passes",
                 Box::new(|r| {

@@ -59,16 +59,33 @@ fn local_data_flag(written: Option<&str>) -> Result<Option<LocalDataPolicy>, Cli
         .transpose()
 }
 
+/// The flags of `machine drain`.
+#[derive(Debug, Clone, Copy)]
+pub struct DrainFlags<'a> {
+    /// `--wait`: follow the drain until it ends.
+    pub wait: bool,
+    /// `--force`: start in force mode.
+    pub force: bool,
+    /// `--local-data`, as written.
+    pub local_data: Option<&'a str>,
+    /// `--history-limit` (hidden): history events after which the drain continues as new.
+    pub history_limit: Option<u32>,
+}
+
 /// Starts a maintenance drain `drain/<cluster>/<machine>` (the VM stays), and follows it with
 /// `--wait`.
 pub async fn start(
     settings: &Settings,
     output: Output,
     name: &str,
-    wait: bool,
-    force: bool,
-    local_data: Option<&str>,
+    flags: DrainFlags<'_>,
 ) -> Result<(), CliError> {
+    let DrainFlags {
+        wait,
+        force,
+        local_data,
+        history_limit,
+    } = flags;
     let machine = machine_name(name)?;
     let local_data = local_data_flag(local_data)?;
     let cluster = settings.cluster()?;
@@ -89,6 +106,7 @@ pub async fn start(
         local_data,
         resume: None,
         disruption: Disruption::Operator,
+        history_limit,
     };
     request.check()?;
     let handle = client

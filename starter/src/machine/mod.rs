@@ -78,6 +78,13 @@ pub enum MachineCommand {
         /// Default: the pool's `spec.drain.localData`, else refuse (a maintenance drain).
         #[arg(long, value_name = "evict|refuse")]
         local_data: Option<String>,
+        /// History events after which the drain continues as a new run (a test knob: at least
+        /// 100, at most 4000; default: when Temporal suggests it).
+        #[arg(long, hide = true, value_name = "N",
+              value_parser = clap::value_parser!(u32).range(
+                  i64::from(nodewright_model::drain::MIN_DRAIN_HISTORY_LIMIT)
+                      ..=i64::from(nodewright_model::limits::MAX_HISTORY_LIMIT)))]
+        history_limit: Option<u32>,
     },
     /// Switch a running drain of a machine to force mode.
     ForceDrain {
@@ -172,7 +179,16 @@ pub async fn run(
             force,
             wait,
             local_data,
-        } => drain::start(settings, output, &name, wait, force, local_data.as_deref()).await,
+            history_limit,
+        } => {
+            let knobs = drain::DrainFlags {
+                wait,
+                force,
+                local_data: local_data.as_deref(),
+                history_limit,
+            };
+            drain::start(settings, output, &name, knobs).await
+        }
         MachineCommand::ForceDrain { name } => drain::force(settings, output, &name).await,
         MachineCommand::ExtendDrain { name, by } => {
             drain::extend(settings, output, &name, &by).await
@@ -225,5 +241,42 @@ fn start_error(
             "starting {workflow_id} failed: {}",
             follow::error_chain(&other)
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: MachineCommand,
+    }
+
+    fn history_limit(args: &[&str]) -> Result<Option<u32>, String> {
+        let args = ["machine", "drain", "workers-x7k2q"]
+            .into_iter()
+            .chain(args.iter().copied());
+        match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(MachineCommand::Drain { history_limit, .. }) => Ok(history_limit),
+            Ok(other) => Err(format!("not a drain: {other:?}")),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+
+    #[test]
+    fn drain_takes_a_bounded_hidden_history_limit() {
+        assert_eq!(history_limit(&[]), Ok(None));
+        assert_eq!(history_limit(&["--history-limit", "150"]), Ok(Some(150)));
+        assert_eq!(history_limit(&["--history-limit", "4000"]), Ok(Some(4000)));
+        for refused in ["99", "4001", "0", "many"] {
+            assert!(
+                history_limit(&["--history-limit", refused]).is_err(),
+                "--history-limit {refused} was accepted"
+            );
+        }
     }
 }

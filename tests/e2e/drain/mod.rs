@@ -7,11 +7,13 @@
 mod admission;
 mod annotation;
 pub(crate) mod common;
+mod continued;
 mod crash;
 mod hard_deadline;
 mod lanes;
 mod late_pod;
 mod local_data;
+mod long_grace;
 mod not_ready;
 mod outage;
 mod pdb;

@@ -94,6 +94,7 @@ async fn drain_first(
         local_data: None,
         resume: None,
         disruption: request.disruption,
+        history_limit: None,
     };
     let started = ctx
         .start_child_workflow(DrainNodeWorkflow::run, input, options)

@@ -26,14 +26,15 @@ pub(super) async fn give_back(ctx: &mut Ctx, state: &mut Drain, at: Step) -> Can
     if let Some(volume_pod) = state.in_flight.take() {
         let grace = Duration::from_secs(volume_pod.pod.grace_period_seconds);
         let budget = detach_budget(grace, state.policy.volume_detach_timeout);
+        // Shielded waits: force mode never ends them early.
         let end = match await_detached(ctx, state, &volume_pod, budget).await {
-            Ok(pending) if pending.is_empty() => {
+            Ok((pending, _)) if pending.is_empty() => {
                 match await_reattached(ctx, state, &volume_pod).await {
-                    Ok(()) => InFlightEnd::Moved,
+                    Ok(_) => InFlightEnd::Moved,
                     Err(failed) => InFlightEnd::ReattachUnconfirmed(failed.reason),
                 }
             }
-            Ok(pending) => InFlightEnd::StillAttached {
+            Ok((pending, _)) => InFlightEnd::StillAttached {
                 pending,
                 waited: budget,
             },

@@ -14,7 +14,8 @@ use nodewright_model::drain::{ForceReason, LaneEnd, PodRef, PodState, RuledPod};
 use nodewright_model::machine::Step;
 
 use super::state::{
-    Ctx, Drain, force_due, list_pods, overrides, pause, pause_before_hard_deadline, with_status,
+    Ctx, Drain, force_due, history_is_long, list_pods, overrides, pause,
+    pause_before_hard_deadline, with_status,
 };
 use crate::cancellation;
 use crate::progress::{StepFailed, fact};
@@ -93,7 +94,7 @@ async fn await_pods(
         if pending.is_empty() {
             return Ok(LaneEnd::Finished);
         }
-        if ctx.continue_as_new_suggested() {
+        if history_is_long(ctx, state) {
             return Ok(LaneEnd::ContinueAsNew);
         }
         fact(ctx, "completionLooks", looks.to_string());

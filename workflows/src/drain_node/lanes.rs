@@ -7,17 +7,18 @@ use std::time::Duration;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{AwaitPodsGone, PodAction};
 use nodewright_model::drain::{
-    AfterEviction, DrainPlan, EvictionAnswer, LaneEnd, PodRef, PodState, RoundEnd, after_eviction,
-    after_round, pod_disappearance_budget,
+    AfterEviction, DrainPlan, EvictionAnswer, ForceReason, LaneEnd, PodRef, PodState, RoundEnd,
+    WaitKind, after_eviction, after_round, pod_disappearance_budget,
 };
 use nodewright_model::machine::Step;
 use temporalio_sdk::workflows::join_all;
 
+use super::looks::Looks;
 use super::state::{
-    Ctx, Drain, answer_of, eviction_grace, force_due, list_pods, note_local_data, pause,
-    wait_deadline, with_status,
+    Ctx, Drain, answer_of, eviction_grace, force_due, history_is_long, list_pods, note_local_data,
+    pause, wait_deadline, with_status,
 };
-use crate::progress::{StepFailed, begin, done, fact};
+use crate::progress::{StepFailed, begin, done, fact, now};
 use crate::{activity_options, cancellation};
 
 /// Step 5: evicts the pods without persistent volumes all at once, retries those a PDB blocks
@@ -70,9 +71,15 @@ pub(super) async fn evict_without_volumes(
             }
         }
         if !leaving.is_empty() {
-            leaving = await_gone(ctx, state, leaving, Step::EvictPods).await?;
+            let left = await_gone(ctx, state, leaving, Step::EvictPods).await?;
+            if let Some(reason) = left.forced {
+                // Force mode came while they terminated: it deletes what is left.
+                done(ctx, Step::EvictPods, format!("interrupted: {reason}"));
+                return Ok(LaneEnd::Forced(reason));
+            }
+            leaving = left.still;
         }
-        let suggested = ctx.continue_as_new_suggested();
+        let suggested = history_is_long(ctx, state);
         match after_round(blocked.len(), leaving.len(), suggested) {
             RoundEnd::Finished => {
                 let evicted = state.result.evicted.len();
@@ -131,37 +138,58 @@ fn record_eviction(ctx: &mut Ctx, pod: &PodRef, answer: &EvictionAnswer<'_>) {
     with_status(ctx, |status| status.record_eviction(&key, answer));
 }
 
-/// Waits for `pods` to go (their grace period, at most the drain timeout, plus 30 s); returns
-/// those still there.
+/// The pods an [`await_gone`] left, and whether force mode ended it early.
+pub(super) struct Left {
+    /// The pods still there.
+    pub(super) still: Vec<PodRef>,
+    /// Why force mode ended the wait early, when it did.
+    pub(super) forced: Option<ForceReason>,
+}
+
+/// Waits for `pods` to go (their grace period, at most the drain timeout, plus 30 s), in looks
+/// (`looks`): force mode due ends it early; returns those still there.
 pub(super) async fn await_gone(
     ctx: &mut Ctx,
-    state: &Drain,
+    state: &mut Drain,
     pods: Vec<PodRef>,
     step: Step,
-) -> Result<Vec<PodRef>, StepFailed> {
+) -> Result<Left, StepFailed> {
     let longest = pods
         .iter()
         .map(|p| Duration::from_secs(p.grace_period_seconds))
         .max()
         .unwrap_or_default();
-    let (deadline, budget) =
-        wait_deadline(ctx, pod_disappearance_budget(longest, state.policy.timeout));
-    let pending = ctx
-        .execute_activity(
-            KubeActivities::await_pods_gone,
-            AwaitPodsGone {
-                pods: pods.clone(),
-                deadline,
-            },
-            activity_options::wait(budget),
-        )
-        .await
-        .map_err(|e| StepFailed::from_activity(step, &e))?;
+    let whole = wait_deadline(ctx, pod_disappearance_budget(longest, state.policy.timeout));
+    let started = now(ctx);
+    let mut looks = Looks::new(ctx, WaitKind::PodsGone, whole);
+    let mut pending: Vec<PodRef> = pods.clone();
+    loop {
+        let (deadline, look) = looks.next(ctx);
+        let seen = ctx
+            .execute_activity(
+                KubeActivities::await_pods_gone,
+                AwaitPodsGone {
+                    pods: pending.clone(),
+                    deadline,
+                },
+                activity_options::wait(look),
+            )
+            .await
+            .map_err(|e| StepFailed::from_activity(step, &e))?;
+        pending.retain(|pod| seen.pending.contains(&pod.key()));
+        if !looks.again(ctx, state, pending.len(), step).await? {
+            break;
+        }
+    }
+    let waited = (now(ctx) - started).num_seconds().max(0);
     let mut still = Vec::new();
     for pod in pods {
         let key = pod.key();
-        if pending.pending.contains(&key) {
-            let detail = format!("still terminating after {}s", budget.as_secs());
+        if pending.iter().any(|p| p.uid == pod.uid && p.key() == key) {
+            let detail = match &looks.forced {
+                Some(reason) => format!("still terminating after {waited}s when {reason}"),
+                None => format!("still terminating after {}s", whole.1.as_secs()),
+            };
             with_status(ctx, |status| {
                 status.set_pod(&key, PodState::Evicting, Some(detail));
             });
@@ -170,5 +198,8 @@ pub(super) async fn await_gone(
             with_status(ctx, |status| status.set_pod(&key, PodState::Gone, None));
         }
     }
-    Ok(still)
+    Ok(Left {
+        still,
+        forced: looks.forced,
+    })
 }

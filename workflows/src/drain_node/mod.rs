@@ -19,6 +19,7 @@ mod cancel;
 mod completion;
 mod force;
 mod lanes;
+mod looks;
 mod settings;
 mod state;
 mod tiers;
@@ -32,10 +33,10 @@ use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{PrepareDrain, PreparedNode};
 use nodewright_model::drain::{
-    DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode, FreshLook, RuledPlan,
-    RuledPod, cordoned, describe_ruled_plan, drained_summary, fresh_look, fresh_look_detail,
-    fresh_look_warning, next_continuation, not_held_because, not_this_machine, overridden_mark,
-    purpose_word, refusal,
+    DrainPurpose, DrainRequest, DrainResume, DrainStatus, DrainedNode, FreshLook, PodFacts,
+    RuledPlan, RuledPod, cordoned, describe_ruled_plan, drained_summary, fresh_look,
+    fresh_look_detail, fresh_look_warning, next_continuation, not_held_because, not_this_machine,
+    overridden_mark, purpose_word, refusal,
 };
 use nodewright_model::machine::Step;
 use nodewright_model::{Operation, limits};
@@ -191,8 +192,9 @@ fn announce(ctx: &mut Ctx, request: &DrainRequest) {
         purpose_word(request.purpose).to_owned(),
     );
     if let Some(resume) = &request.resume {
-        status.warnings = resume.done_so_far.warnings.clone();
-        status.local_data_lost = resume.done_so_far.local_data_lost.clone();
+        // Warnings, local data lost, marks overridden, force mode, pods and volumes (a stuck
+        // detach stays detach-timed-out).
+        status.carry_over(resume);
         status
             .run
             .facts
@@ -269,6 +271,11 @@ async fn steps(ctx: &mut Ctx, state: &mut Drain) -> Result<Finish, StepFailed> {
     begin(ctx, Step::SelectPods);
     let listed = list_pods(ctx, state, Step::SelectPods).await?;
     state.health = listed.health.clone();
+    if state.request.resume.is_some() {
+        // Pods the runs before showed that left meanwhile.
+        let present: Vec<String> = listed.pods.iter().map(PodFacts::key).collect();
+        with_status(ctx, |status| status.settle_carried(&present));
+    }
     let ruled = plan_pods(ctx, state, &listed.pods);
     if !ruled.whole.refused.is_empty() {
         let chosen = state.policy.local_data.is_some();
@@ -348,18 +355,16 @@ fn name_overridden_marks(ctx: &mut Ctx, state: &mut Drain, ruled: &RuledPlan) {
 
 /// The next run's input: the same request, with where this one left off.
 fn continue_as_new(ctx: &mut Ctx, state: &Drain) -> Finish {
-    let (deadline, force_requested, warnings) = ctx.state(|s| {
+    let (deadline, force_requested, shown) = ctx.state(|s| {
         (
             s.deadline.map(rfc3339).unwrap_or_default(),
             s.force_requested,
-            s.status
-                .as_ref()
-                .map(|status| status.warnings.clone())
-                .unwrap_or_default(),
+            s.status.clone(),
         )
     });
+    let shown = shown.unwrap_or_else(|| fresh_status(&state.request.node));
     let mut done_so_far = state.result.clone();
-    done_so_far.warnings = warnings;
+    done_so_far.warnings = shown.warnings;
     let mut next = state.request.clone();
     next.resume = Some(DrainResume {
         started_at: state.started_at.clone(),
@@ -368,6 +373,9 @@ fn continue_as_new(ctx: &mut Ctx, state: &Drain) -> Finish {
         policy: state.policy.clone(),
         done_so_far,
         continuation: next_continuation(state.request.resume.as_ref()),
+        stuck_volumes: state.stuck.clone(),
+        pods: shown.pods,
+        volumes: shown.volumes,
     });
     Finish::ContinueAsNew(Box::new(next))
 }

@@ -134,6 +134,11 @@ pub(super) fn start_state(
         health,
         in_flight: None,
         shielded: false,
+        stuck: request
+            .resume
+            .as_ref()
+            .map(|resume| resume.stuck_volumes.clone())
+            .unwrap_or_default(),
     }
 }
 

@@ -12,8 +12,8 @@ use nodewright_model::cancel::Canceled;
 use nodewright_model::drain::{
     DrainPlan, DrainRequest, DrainStatus, DrainedNode, EvictionAnswer, ForceReason, HardDeadline,
     LocalDataPolicy, NodeHealth, PodFacts, PodRef, RuledPlan, VolumePod, capped_deadline,
-    force_reason, overrides_marks, plan_drain, plan_with_rules, trimmed_grace,
-    wait_within_deadline,
+    force_reason, history_is_long as long_history, overrides_marks, plan_drain, plan_with_rules,
+    trimmed_grace, wait_within_deadline,
 };
 use nodewright_model::machine::{MachineStatus, Step};
 use nodewright_model::pool::DrainPolicy;
@@ -85,6 +85,9 @@ pub(super) struct Drain {
     pub(super) in_flight: Option<VolumePod>,
     /// Set on the cancellation path: waits run shielded from the cancellation.
     pub(super) shielded: bool,
+    /// The pods whose volumes did not detach in time, carried by a run continued as new (the
+    /// tiers take them over and leave those still stuck here when the run continues as new).
+    pub(super) stuck: Vec<VolumePod>,
 }
 
 /// `deadline` moved `seconds` later (saturating at the latest instant a deadline can name).
@@ -146,6 +149,16 @@ pub(super) fn answer_of(outcome: &Eviction) -> EvictionAnswer<'_> {
             budgets,
         },
     }
+}
+
+/// Whether the history is long enough to continue as a new run at this chance: the request's
+/// `historyLimit` reached, or Temporal suggests it.
+pub(super) fn history_is_long(ctx: &Ctx, state: &Drain) -> bool {
+    long_history(
+        ctx.history_length(),
+        state.request.history_limit,
+        ctx.continue_as_new_suggested(),
+    )
 }
 
 /// Whether force mode is due now.

@@ -37,7 +37,9 @@ pub(super) async fn drain_ruled(
     state: &mut Drain,
     ruled: &RuledPlan,
 ) -> Result<Ruled, StepFailed> {
-    let mut stuck = Vec::new();
+    // Volumes whose detach a run before this one left stuck are looked at again after the
+    // first tier's lanes (`next_phase`), until they detach or force mode is due.
+    let mut stuck = std::mem::take(&mut state.stuck);
     let mut forced: Option<ForceReason> = None;
     // Pods do-not-disrupt marks keep running after force mode (released by force mode again).
     let mut held = Vec::new();
@@ -68,7 +70,11 @@ pub(super) async fn drain_ruled(
                     forced = Some(reason.clone());
                     LaneEnd::Finished
                 }
-                DrainPhase::ContinueAsNew => return Ok(Ruled::ContinueAsNew),
+                DrainPhase::ContinueAsNew => {
+                    // The next run looks at the volumes still stuck.
+                    state.stuck = stuck;
+                    return Ok(Ruled::ContinueAsNew);
+                }
                 DrainPhase::Done => break,
             };
             phase = next_phase(&phase, end, !stuck.is_empty(), together);

@@ -8,16 +8,16 @@ use chrono::{DateTime, Utc};
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::PodAction;
 use nodewright_model::drain::{
-    AfterEviction, AfterLanes, DrainPlan, Lane, LaneEnd, LanePod, LaneStage, PodRef, PodState,
-    after_eviction, after_lanes, round_evictions, volumes_moved_detail,
+    AfterEviction, AfterLanes, DrainPlan, ForceReason, Lane, LaneEnd, LanePod, LaneStage, PodRef,
+    PodState, after_eviction, after_lanes, round_evictions, volumes_moved_detail,
 };
 use nodewright_model::machine::Step;
 use temporalio_sdk::workflows::join_all;
 
 use super::lanes::await_gone;
 use super::state::{
-    Ctx, Drain, answer_of, eviction_grace, force_due, list_pods, note_local_data, pause,
-    with_status,
+    Ctx, Drain, answer_of, eviction_grace, force_due, history_is_long, list_pods, note_local_data,
+    pause, with_status,
 };
 use super::volumes::{Followed, follow};
 use crate::progress::{StepFailed, begin, done, fact, later, now};
@@ -80,9 +80,7 @@ pub(super) async fn drain_lanes(
     loop {
         cancellation::guard(ctx, Step::EvictPods)?;
         if let Some(reason) = force_due(ctx, state) {
-            done(ctx, Step::EvictPods, format!("interrupted: {reason}"));
-            done(ctx, Step::MoveVolumes, format!("interrupted: {reason}"));
-            return Ok(LaneEnd::Forced(reason));
+            return Ok(interrupted(ctx, reason));
         }
         let retry_due = retry_at.is_none_or(|at| now(ctx) >= at);
         let lanes: Vec<LanePod> = members.iter().map(Member::lane).collect();
@@ -141,12 +139,13 @@ pub(super) async fn drain_lanes(
                     Followed::Moved => moved += 1,
                     Followed::Unconfirmed => unconfirmed += 1,
                     Followed::Stuck | Followed::NothingTracked => {}
+                    Followed::Interrupted(reason) => return Ok(interrupted(ctx, reason)),
                 }
             }
             members[i].stage = LaneStage::Gone;
         }
         let lanes: Vec<LanePod> = members.iter().map(Member::lane).collect();
-        match after_lanes(&lanes, ctx.continue_as_new_suggested()) {
+        match after_lanes(&lanes, history_is_long(ctx, state)) {
             AfterLanes::Finished => {
                 let evicted = state.result.evicted.len();
                 done(ctx, Step::EvictPods, format!("{evicted} evicted"));
@@ -166,9 +165,13 @@ pub(super) async fn drain_lanes(
             .map(|m| m.pod.clone())
             .collect();
         if !leaving.is_empty() {
-            let still = await_gone(ctx, state, leaving, Step::EvictPods).await?;
+            let left = await_gone(ctx, state, leaving, Step::EvictPods).await?;
+            if let Some(reason) = left.forced {
+                // Force mode came while they terminated: it deletes what is left.
+                return Ok(interrupted(ctx, reason));
+            }
             for member in members.iter_mut().filter(|m| m.stage == LaneStage::Leaving) {
-                if !still.iter().any(|p| p.uid == member.pod.uid) {
+                if !left.still.iter().any(|p| p.uid == member.pod.uid) {
                     member.stage = LaneStage::Gone;
                 }
             }
@@ -194,6 +197,13 @@ pub(super) async fn drain_lanes(
         }
         fact(ctx, "evictionRounds", rounds.to_string());
     }
+}
+
+/// Both lanes end: force mode is due for `reason`.
+fn interrupted(ctx: &mut Ctx, reason: ForceReason) -> LaneEnd {
+    done(ctx, Step::EvictPods, format!("interrupted: {reason}"));
+    done(ctx, Step::MoveVolumes, format!("interrupted: {reason}"));
+    LaneEnd::Forced(reason)
 }
 
 /// The step a pod's eviction belongs to.

@@ -10,15 +10,18 @@ use nodewright_activities::azure::machines::{ArmReadActivities, AwaitDisksReleas
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::AwaitVolumes;
 use nodewright_model::drain::{
-    AfterEviction, DrainPlan, LaneEnd, MIN_WAIT, PodState, VolumePod, VolumeState, detach_budget,
-    volumes_moved_detail, wait_within_deadline,
+    AfterEviction, DrainPlan, ForceReason, LaneEnd, MIN_WAIT, PodState, VolumePod, VolumeState,
+    WaitKind, detach_budget, volumes_moved_detail, wait_within_deadline,
 };
 use nodewright_model::machine::Step;
 
+use chrono::{DateTime, Utc};
+
 use super::lanes::{await_gone, evict};
+use super::looks::Looks;
 use super::state::{
-    Ctx, Drain, force_due, list_pods, note_local_data, pause, wait_deadline, wait_options, warn,
-    with_status,
+    Ctx, Drain, force_due, history_is_long, list_pods, note_local_data, pause, wait_deadline,
+    wait_options, warn, with_status,
 };
 use crate::cancellation;
 use crate::progress::{StepFailed, begin, done, later, now};
@@ -50,7 +53,7 @@ pub(super) async fn move_volumes(
                 }
                 AfterEviction::Left | AfterEviction::AwaitGone => break,
                 AfterEviction::RetryLater => {
-                    if ctx.continue_as_new_suggested() {
+                    if history_is_long(ctx, state) {
                         return Ok(LaneEnd::ContinueAsNew);
                     }
                     pause(ctx, state.policy.pdb_retry_interval).await;
@@ -66,6 +69,10 @@ pub(super) async fn move_volumes(
             Followed::Moved => moved += 1,
             Followed::Unconfirmed => unconfirmed += 1,
             Followed::Stuck | Followed::NothingTracked => {}
+            Followed::Interrupted(reason) => {
+                done(ctx, Step::MoveVolumes, format!("interrupted: {reason}"));
+                return Ok(LaneEnd::Forced(reason));
+            }
         }
     }
     let detail = volumes_moved_detail(moved, unconfirmed, stuck.len());
@@ -74,7 +81,7 @@ pub(super) async fn move_volumes(
 }
 
 /// How far the volumes of an evicted pod were followed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Followed {
     /// No volume waited on: the pod was waited for until it went.
     NothingTracked,
@@ -84,6 +91,9 @@ pub(super) enum Followed {
     Unconfirmed,
     /// The detach timed out: recorded in `stuck`, looked at again later.
     Stuck,
+    /// Force mode became due while the drain waited (a volume whose detach had not finished
+    /// is recorded in `stuck`): force mode takes over.
+    Interrupted(ForceReason),
 }
 
 /// Follows the volumes of `volume_pod`, evicted: waits for them to detach here (VolumeAttachment
@@ -97,15 +107,36 @@ pub(super) async fn follow(
 ) -> Result<Followed, StepFailed> {
     let key = volume_pod.pod.key();
     if volume_pod.tracked.is_empty() {
-        await_gone(ctx, state, vec![volume_pod.pod.clone()], Step::MoveVolumes).await?;
-        return Ok(Followed::NothingTracked);
+        let left = await_gone(ctx, state, vec![volume_pod.pod.clone()], Step::MoveVolumes).await?;
+        return Ok(left
+            .forced
+            .map_or(Followed::NothingTracked, Followed::Interrupted));
     }
     state.in_flight = Some(volume_pod.clone());
     set_volumes(ctx, volume_pod, VolumeState::Detaching);
     let grace = Duration::from_secs(volume_pod.pod.grace_period_seconds);
     let budget = detach_budget(grace, state.policy.volume_detach_timeout);
-    let pending = await_detached(ctx, state, volume_pod, budget).await?;
+    let (pending, forced) = await_detached(ctx, state, volume_pod, budget).await?;
     with_status(ctx, |status| status.set_pod(&key, PodState::Gone, None));
+    if let Some(reason) = forced {
+        // Force mode came first: it releases what did not detach.
+        with_status(ctx, |status| {
+            for pv in &pending {
+                status.set_volume(pv, VolumeState::DetachTimedOut, None);
+            }
+        });
+        warn(
+            ctx,
+            format!(
+                "{} of pod {key} had not detached from {} when {reason}: force mode releases it",
+                pending.join(", "),
+                state.request.node
+            ),
+        );
+        state.in_flight = None;
+        stuck.push(volume_pod.clone());
+        return Ok(Followed::Interrupted(reason));
+    }
     if !pending.is_empty() {
         with_status(ctx, |status| {
             for pv in &pending {
@@ -126,8 +157,11 @@ pub(super) async fn follow(
         return Ok(Followed::Stuck);
     }
     let moved_before = state.result.volumes_moved.len();
-    await_reattached(ctx, state, volume_pod).await?;
+    let forced = await_reattached(ctx, state, volume_pod).await?;
     state.in_flight = None;
+    if let Some(reason) = forced {
+        return Ok(Followed::Interrupted(reason));
+    }
     // Moved only when every waited-on volume was seen attached elsewhere.
     let moved = state
         .result
@@ -155,13 +189,14 @@ pub(super) async fn await_stuck_volumes(
             done(ctx, Step::MoveVolumes, format!("detach pending, {reason}"));
             return Ok(LaneEnd::Forced(reason));
         }
-        if ctx.continue_as_new_suggested() {
+        if history_is_long(ctx, state) {
             return Ok(LaneEnd::ContinueAsNew);
         }
         pause(ctx, state.policy.pdb_retry_interval).await;
         let mut still = Vec::new();
         for volume_pod in stuck.drain(..) {
-            let pending = await_detached(ctx, state, &volume_pod, MIN_WAIT).await?;
+            // Force mode due ends these waits early; the next turn of the loop starts it.
+            let (pending, _) = await_detached(ctx, state, &volume_pod, MIN_WAIT).await?;
             if pending.is_empty() {
                 await_reattached(ctx, state, &volume_pod).await?;
             } else {
@@ -178,15 +213,36 @@ pub(super) async fn await_stuck_volumes(
     }
 }
 
-/// Waits up to `budget` until the pod's tracked volumes have no VolumeAttachment on this node
-/// and their Azure disks are not `managedBy` its VM; returns the PVs still attached.
+/// Waits up to `budget`, in looks (`looks`), until the pod's tracked volumes have no
+/// VolumeAttachment on this node and their Azure disks are not `managedBy` its VM; returns the
+/// PVs still attached, and why force mode ended the wait early when it did.
 pub(super) async fn await_detached(
+    ctx: &mut Ctx,
+    state: &mut Drain,
+    volume_pod: &VolumePod,
+    budget: Duration,
+) -> Result<(Vec<String>, Option<ForceReason>), StepFailed> {
+    let mut looks = Looks::new(ctx, WaitKind::Detach, wait_deadline(ctx, budget));
+    loop {
+        let (deadline, look) = looks.next(ctx);
+        let pending = look_detached(ctx, state, volume_pod, deadline, look).await?;
+        if !looks
+            .again(ctx, state, pending.len(), Step::MoveVolumes)
+            .await?
+        {
+            return Ok((pending, looks.forced));
+        }
+    }
+}
+
+/// One look of [`await_detached`], until `deadline` (`budget` from now).
+async fn look_detached(
     ctx: &mut Ctx,
     state: &Drain,
     volume_pod: &VolumePod,
+    deadline: DateTime<Utc>,
     budget: Duration,
 ) -> Result<Vec<String>, StepFailed> {
-    let (deadline, budget) = wait_deadline(ctx, budget);
     let attachments = ctx
         .execute_activity(
             KubeActivities::await_volumes_detached,
@@ -228,53 +284,71 @@ pub(super) async fn await_detached(
     Ok(pending)
 }
 
-/// Waits up to the reattach timeout until each moved volume is attached on another node; a
-/// timeout is a warning.
+/// Waits up to the reattach timeout, in looks (`looks`), until each moved volume is attached on
+/// another node; a timeout is a warning. A force request or an unhealthy Node ends the wait
+/// early (the deadline does not: the pod has left): returns why.
 pub(super) async fn await_reattached(
     ctx: &mut Ctx,
     state: &mut Drain,
     volume_pod: &VolumePod,
-) -> Result<(), StepFailed> {
+) -> Result<Option<ForceReason>, StepFailed> {
     set_volumes(ctx, volume_pod, VolumeState::Reattaching);
     // The reattach wait is not bounded by the drain deadline: the pod has already left.
     let budget = wait_within_deadline(state.policy.volume_attach_timeout, None);
-    let at = later(now(ctx), budget);
-    let reattached = ctx
-        .execute_activity(
-            KubeActivities::await_volumes_reattached,
-            AwaitVolumes {
-                node: state.request.node.clone(),
-                persistent_volumes: persistent_volumes(volume_pod),
-                deadline: at,
-            },
-            wait_options(state, budget),
-        )
-        .await
-        .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
-    for (pv, node) in &reattached.attached {
+    let until = later(now(ctx), budget);
+    let mut looks = Looks::new(ctx, WaitKind::Reattach, (until, budget));
+    let mut waited = persistent_volumes(volume_pod);
+    let mut attached = Vec::new();
+    let pending = loop {
+        let (deadline, look) = looks.next(ctx);
+        let seen = ctx
+            .execute_activity(
+                KubeActivities::await_volumes_reattached,
+                AwaitVolumes {
+                    node: state.request.node.clone(),
+                    persistent_volumes: waited.clone(),
+                    deadline,
+                },
+                wait_options(state, look),
+            )
+            .await
+            .map_err(|e| StepFailed::from_activity(Step::MoveVolumes, &e))?;
+        attached.extend(seen.attached);
+        waited.retain(|pv| seen.pending.contains(pv));
+        if !looks
+            .again(ctx, state, waited.len(), Step::MoveVolumes)
+            .await?
+        {
+            break waited;
+        }
+    };
+    for (pv, node) in &attached {
         let new_node = Some(node.clone());
         with_status(ctx, |status| {
             status.set_volume(pv, VolumeState::Reattached, new_node);
         });
         state.result.volumes_moved.push((pv.clone(), node.clone()));
     }
-    if !reattached.pending.is_empty() {
+    if !pending.is_empty() {
         with_status(ctx, |status| {
-            for pv in &reattached.pending {
+            for pv in &pending {
                 status.set_volume(pv, VolumeState::ReattachTimedOut, None);
             }
         });
+        let within = match &looks.forced {
+            Some(reason) => format!("before {reason}"),
+            None => format!("within {}s", budget.as_secs()),
+        };
         warn(
             ctx,
             format!(
-                "{} of pod {} did not attach on another node within {}s",
-                reattached.pending.join(", "),
+                "{} of pod {} did not attach on another node {within}",
+                pending.join(", "),
                 volume_pod.pod.key(),
-                budget.as_secs()
             ),
         );
     }
-    Ok(())
+    Ok(looks.forced)
 }
 
 /// The PersistentVolumes of `volume_pod` the drain waits on.

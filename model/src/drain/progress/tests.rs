@@ -315,3 +315,139 @@ fn a_fresh_look_shows_the_pods_that_arrived_and_keeps_the_others_as_they_were() 
         ]
     );
 }
+
+fn stuck_db() -> VolumePod {
+    VolumePod {
+        pod: pod("db"),
+        priority: 0,
+        tracked: vec![TrackedVolume {
+            persistent_volume: "pv-1".to_owned(),
+            disk_id: Some("/disks/d1".to_owned()),
+        }],
+        untracked: Vec::new(),
+    }
+}
+
+#[test]
+fn a_continued_run_shows_what_the_runs_before_it_left() {
+    let mut before = status();
+    before.show_plan(&DrainPlan {
+        with_volumes: vec![stuck_db()],
+        ..DrainPlan::default()
+    });
+    before.set_pod("shop/db", PodState::Gone, None);
+    before.count_eviction("shop/db");
+    before.set_volume("pv-1", VolumeState::DetachTimedOut, None);
+    let table = [
+        (None, DrainMode::Graceful),
+        (
+            Some("the drain deadline passed".to_owned()),
+            DrainMode::Force {
+                reason: "the drain deadline passed".to_owned(),
+            },
+        ),
+    ];
+    for (forced, mode) in table {
+        let resume = crate::drain::DrainResume {
+            started_at: String::new(),
+            deadline: String::new(),
+            force_requested: false,
+            policy: crate::pool::DrainPolicy::default(),
+            done_so_far: crate::drain::DrainedNode {
+                warnings: vec!["pv-1 did not detach".to_owned()],
+                overridden: vec!["shop/db (nodewright.io/do-not-disrupt): evicted".to_owned()],
+                forced: forced.clone(),
+                ..crate::drain::DrainedNode::default()
+            },
+            continuation: 1,
+            stuck_volumes: vec![stuck_db()],
+            pods: before.pods.clone(),
+            volumes: before.volumes.clone(),
+        };
+        let mut next = status();
+        next.carry_over(&resume);
+        assert_eq!(next.mode, mode, "{forced:?}");
+        assert_eq!(next.warnings, resume.done_so_far.warnings);
+        assert_eq!(next.overridden, resume.done_so_far.overridden);
+        let volume = next
+            .volumes
+            .first()
+            .map(|v| (v.persistent_volume.as_str(), v.state));
+        assert_eq!(volume, Some(("pv-1", VolumeState::DetachTimedOut)));
+        let db = next.pods.iter().find(|p| p.pod == "shop/db");
+        assert_eq!(
+            db.map(|p| (p.state, p.evictions)),
+            Some((PodState::Gone, 1))
+        );
+        // What force mode does next to the carried volume.
+        next.end_force_mode(&["/disks/D1".to_owned()], true, "2026-11-27T10:00:00Z");
+        let volume = next.volumes.first().map(|v| v.state);
+        assert_eq!(volume, Some(VolumeState::ForceDetached));
+    }
+}
+
+#[test]
+fn a_resume_written_before_the_stuck_volumes_were_carried_still_reads() {
+    let older = serde_json::json!({
+        "startedAt": "2026-11-27T08:00:00Z",
+        "deadline": "2026-11-27T10:00:00Z",
+        "forceRequested": false,
+        "policy": serde_json::to_value(crate::pool::DrainPolicy::default()).unwrap_or_default(),
+        "doneSoFar": serde_json::to_value(crate::drain::DrainedNode::default()).unwrap_or_default(),
+        "continuation": 2,
+    });
+    let read: Result<crate::drain::DrainResume, _> = serde_json::from_value(older);
+    let read = read.map_err(|e| e.to_string());
+    assert_eq!(
+        read.map(|r| (
+            r.continuation,
+            r.stuck_volumes.len(),
+            r.pods.len(),
+            r.volumes.len()
+        )),
+        Ok((2, 0, 0, 0))
+    );
+}
+
+#[test]
+fn a_carried_pod_no_longer_on_the_node_has_gone() {
+    let mut carried = status();
+    let table = [
+        ("shop/blocked", PodState::Blocked, true, PodState::Gone),
+        (
+            "shop/evicting",
+            PodState::Evicting,
+            false,
+            PodState::Evicting,
+        ),
+        ("shop/left", PodState::Evicting, true, PodState::Gone),
+        ("shop/moved", PodState::Gone, true, PodState::Gone),
+        (
+            "shop/forced",
+            PodState::ForceDeleted,
+            true,
+            PodState::ForceDeleted,
+        ),
+        ("shop/held", PodState::Held, false, PodState::Held),
+    ];
+    for (pod, state, _, _) in table {
+        carried.set_pod(pod, state, None);
+    }
+    carried.pdbs_blocking.push(crate::drain::PdbBlock {
+        pdb: "shop/web".to_owned(),
+        pods: vec!["shop/blocked".to_owned()],
+        misconfigured: false,
+        disruptions_allowed: 0,
+    });
+    let present: Vec<String> = table
+        .iter()
+        .filter(|(_, _, absent, _)| !absent)
+        .map(|(pod, _, _, _)| (*pod).to_owned())
+        .collect();
+    carried.settle_carried(&present);
+    for (pod, _, _, expected) in table {
+        let state = carried.pods.iter().find(|p| p.pod == pod).map(|p| p.state);
+        assert_eq!(state, Some(expected), "{pod}");
+    }
+    assert!(carried.pdbs_blocking.iter().all(|b| b.pods.is_empty()));
+}

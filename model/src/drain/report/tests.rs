@@ -135,6 +135,9 @@ fn continuations_count_from_one() {
         policy: DrainPolicy::default(),
         done_so_far: DrainedNode::default(),
         continuation,
+        stuck_volumes: Vec::new(),
+        pods: Vec::new(),
+        volumes: Vec::new(),
     };
     assert_eq!(next_continuation(None), 1);
     assert_eq!(next_continuation(Some(&resume(1))), 2);
