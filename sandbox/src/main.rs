@@ -37,6 +37,10 @@ struct Args {
     /// Factor applied to every latency.
     #[arg(long, env = "NODEWRIGHT_SANDBOX_LATENCY_SCALE")]
     latency_scale: Option<f64>,
+    /// Seconds a VM's NICs stay reserved after its failed or canceled create or its deletion
+    /// (`NicReservedForAnotherVm`); Azure's, the default, is 180.
+    #[arg(long, env = "NODEWRIGHT_SANDBOX_NIC_RESERVATION_SECONDS")]
+    nic_reservation_seconds: Option<u64>,
     /// The subscription whose VMs' Nodes the node joiner owns: it stops the heartbeat of a Node
     /// whose providerID names a VM of this subscription that is not running. Without it, every
     /// Node with an `azure:///subscriptions/` providerID is the joiner's.
@@ -80,6 +84,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(scale) = args.latency_scale {
         config.latency_scale = scale;
+    }
+    if let Some(seconds) = args.nic_reservation_seconds {
+        config.nic_reservation_seconds = seconds;
     }
     let emulator = Emulator::new(config).context("starting the ARM emulator")?;
 

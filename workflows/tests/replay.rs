@@ -261,13 +261,6 @@ async fn without_the_key_an_encrypted_history_fails_to_replay_naming_the_key() {
 /// take it off the list then.
 const NO_HISTORY_YET: &[(&str, &str)] = &[
     (
-        "resend-failed-vm-delete",
-        // removal.rs: reached only when Azure ends a VM DELETE `Failed` with a retryable code;
-        // the sandbox fault that does so (issue 30 item 8, e2e machines::azure_failures) is not
-        // built yet, so no end-to-end case reaches this branch.
-        "no end-to-end case ends a VM DELETE Failed yet (sandbox fail_operation fault to come)",
-    ),
-    (
         "drain-annotation-per-field",
         // drain_node/settings.rs: a fresh drain takes "drain-annotation-bounded" first, so this
         // is asked only by a drain continued as new (`request.resume`) whose Node carries a

@@ -1,19 +1,50 @@
 //! What happens to resources when an operation completes: its effects applied (created, updated,
-//! deleted, powered), its outcome recorded, its resources freed.
+//! deleted, powered), its outcome recorded, its resources freed; and when a VM DELETE preempts
+//! the VM's create ([`cancel`]): the create ends `Canceled`, as if it had failed.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use super::data_disks;
-use super::state::{Action, Kind, OpStatus, Operation, Power, State, after, key};
-use super::virtual_machines::body::cascade_delete;
+use super::state::{Action, Kind, OpError, OpStatus, Operation, Power, State, after, key};
+use super::virtual_machines::body::{cascade_delete, release_after_failed_create};
 
 /// Completes the operation: applies its effects, records its outcome, frees its resources.
 pub fn complete(state: &mut State, op_id: &str, now: DateTime<Utc>, boot: Duration) {
-    let Some(op) = state.operations.get(op_id).cloned() else {
+    finish(state, op_id, now, boot, None);
+}
+
+/// Ends the operation in progress `op_id` now as `Canceled` with `error` (Azure's
+/// `OperationPreempted` when a DELETE preempts a VM's create): undone as a failed one is, its
+/// resources freed.
+pub fn cancel(state: &mut State, op_id: &str, now: DateTime<Utc>, error: OpError) {
+    finish(state, op_id, now, Duration::ZERO, Some(error));
+}
+
+fn finish(
+    state: &mut State,
+    op_id: &str,
+    now: DateTime<Utc>,
+    boot: Duration,
+    canceled: Option<OpError>,
+) {
+    let Some(mut op) = state.operations.get(op_id).cloned() else {
         return;
     };
+    if op.status != OpStatus::InProgress {
+        return;
+    }
+    let outcome = if canceled.is_some() {
+        OpStatus::Canceled
+    } else if op.fail_with.is_some() {
+        OpStatus::Failed
+    } else {
+        OpStatus::Succeeded
+    };
+    if canceled.is_some() {
+        op.fail_with = canceled;
+    }
     let touched = std::iter::once(&op.resource)
         .chain(&op.attach)
         .chain(&op.detach)
@@ -33,7 +64,10 @@ pub fn complete(state: &mut State, op_id: &str, now: DateTime<Utc>, boot: Durati
     if succeeded {
         succeed(state, &op, now, boot_at);
     } else if let Some(r) = state.get_mut(&op.resource) {
-        r.set_provisioning_state("Failed");
+        r.set_provisioning_state(match outcome {
+            OpStatus::Canceled => "Canceled",
+            _ => "Failed",
+        });
         r.last_error = op.fail_with.as_ref().map(|e| e.code.clone());
         if let Some(power) = r.power {
             r.power = Some(match (op.action, power) {
@@ -47,13 +81,16 @@ pub fn complete(state: &mut State, op_id: &str, now: DateTime<Utc>, boot: Durati
         for id in &op.created {
             state.resources.remove(&key(id));
         }
+        if op.kind == Kind::Vm
+            && op.action == Action::Create
+            && let Some(vm) = state.get(&op.resource)
+        {
+            let body = vm.body.clone();
+            release_after_failed_create(state, &body, now);
+        }
     }
     if let Some(record) = state.operations.get_mut(op_id) {
-        record.status = if succeeded {
-            OpStatus::Succeeded
-        } else {
-            OpStatus::Failed
-        };
+        record.status = outcome;
         record.error = op.fail_with.clone();
         record.end_time = Some(now);
     }
@@ -64,7 +101,7 @@ fn succeed(state: &mut State, op: &Operation, now: DateTime<Utc>, boot_at: DateT
         if let Some(gone) = state.resources.remove(&key(&op.resource))
             && gone.kind == Kind::Vm
         {
-            cascade_delete(state, &gone.body);
+            cascade_delete(state, &gone.body, now);
         }
         return;
     }

@@ -6,6 +6,7 @@
 //! page_size = 50
 //! token = "secret"           # require `Authorization: Bearer secret`
 //! state_file = "/var/lib/sandbox/state.json"
+//! nic_reservation_seconds = 180  # how long a failed/canceled create or a VM delete holds its NICs
 //!
 //! [[faults]]
 //! kind = "fail_operation"    # throttle | server_error | conflict | fail_operation | hang_detach | never_joins | repeat_next_link
@@ -42,9 +43,19 @@ pub struct EmulatorConfig {
     pub token: Option<String>,
     /// File the state is persisted to after every change and loaded from at start.
     pub state_file: Option<PathBuf>,
+    /// How long, in seconds, a VM's NICs stay reserved for it after its create ended `Failed` or
+    /// `Canceled` or after it was deleted: a NIC DELETE, or a VM PUT naming such a NIC for
+    /// another VM, is refused with 400 `NicReservedForAnotherVm` meanwhile (Azure: 180 s).
+    pub nic_reservation_seconds: u64,
     /// Fault rules in force at start.
     pub faults: Vec<FaultRule>,
 }
+
+/// Azure's NIC reservation window, the default of `nic_reservation_seconds`.
+pub const AZURE_NIC_RESERVATION_SECONDS: u64 = 180;
+
+/// The longest NIC reservation window accepted (a day).
+const MAX_NIC_RESERVATION_SECONDS: u64 = 86_400;
 
 impl Default for EmulatorConfig {
     fn default() -> Self {
@@ -54,6 +65,7 @@ impl Default for EmulatorConfig {
             page_size: 50,
             token: None,
             state_file: None,
+            nic_reservation_seconds: AZURE_NIC_RESERVATION_SECONDS,
             faults: Vec::new(),
         }
     }
@@ -105,6 +117,11 @@ impl EmulatorConfig {
                 "latency_scale must be a finite number >= 0".into(),
             ));
         }
+        if self.nic_reservation_seconds > MAX_NIC_RESERVATION_SECONDS {
+            return Err(ConfigError::Invalid(format!(
+                "nic_reservation_seconds must be at most {MAX_NIC_RESERVATION_SECONDS} (a day); Azure's is {AZURE_NIC_RESERVATION_SECONDS}"
+            )));
+        }
         for (i, rule) in self.faults.iter().enumerate() {
             rule.validate()
                 .map_err(|e| ConfigError::Invalid(format!("[[faults]] #{}: {e}", i + 1)))?;
@@ -144,6 +161,17 @@ mod tests {
         );
         assert!(EmulatorConfig::from_toml("page_size = 0").is_err());
         assert!(EmulatorConfig::from_toml("nonsense = 1").is_err());
+    }
+
+    #[test]
+    fn the_nic_reservation_defaults_to_azures_180_seconds_and_is_bounded() {
+        assert_eq!(EmulatorConfig::default().nic_reservation_seconds, 180);
+        let short = EmulatorConfig::from_toml("nic_reservation_seconds = 3").unwrap();
+        assert_eq!(short.nic_reservation_seconds, 3);
+        let refused = EmulatorConfig::from_toml("nic_reservation_seconds = 100000")
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("nic_reservation_seconds"), "{refused}");
     }
 
     #[test]

@@ -68,6 +68,10 @@ impl Emulator {
                 scale: config.latency_scale,
             },
             page_size: config.page_size,
+            nic_reservation: i64::try_from(config.nic_reservation_seconds)
+                .ok()
+                .and_then(chrono::Duration::try_seconds)
+                .unwrap_or(chrono::Duration::MAX),
             expiry_checked: None,
         };
         let emulator = Self {

@@ -23,6 +23,8 @@ pub(crate) struct Core {
     pub faults: FaultSet,
     pub latency: Latency,
     pub page_size: usize,
+    /// How long Azure holds a VM's NICs after its failed or canceled create or its deletion.
+    pub nic_reservation: chrono::Duration,
     /// When finished operations were last checked for expiry.
     pub expiry_checked: Option<DateTime<Utc>>,
 }

@@ -91,6 +91,18 @@ impl ArmError {
         }
     }
 
+    /// 400 `NicReservedForAnotherVm`, in Azure's words: the NIC is held for the VM `vm` (its
+    /// failed or canceled create, or its deletion) for `window_seconds`.
+    pub fn nic_reserved(vm: &str, window_seconds: i64) -> Self {
+        Self::rejected(
+            400,
+            "NicReservedForAnotherVm",
+            format!(
+                "Nic(s) in request is reserved for another Virtual Machine for {window_seconds} seconds. Please provide another nic(s) or retry after {window_seconds} seconds. Reserved VM: {vm}"
+            ),
+        )
+    }
+
     /// A 400 `InvalidParameter` for `target`.
     pub fn invalid(target: &str, message: impl Into<String>) -> Self {
         Self::InvalidParameter {

@@ -340,6 +340,7 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
                     operation: operation.clone(),
                     status: CLIENT_CLOSED_REQUEST,
                     retry_after: None,
+                    code: None,
                 }),
             };
             tokio::time::sleep(hold).await;
@@ -379,6 +380,10 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
             .get(header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse().ok());
+        let code = headers
+            .get("x-ms-error-code")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         em.record(RequestRecord {
             seq: 0,
             time: chrono::Utc::now(),
@@ -387,6 +392,7 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
             operation,
             status: status.as_u16(),
             retry_after,
+            code,
         });
     }
     response

@@ -130,6 +130,7 @@ async fn layer(AxState(em): AxState<Emulator>, request: Request, next: Next) -> 
         operation: operation.to_owned(),
         status: response.status().as_u16(),
         retry_after: None,
+        code: None,
     });
     response
 }

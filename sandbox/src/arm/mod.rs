@@ -15,7 +15,8 @@
 //!   `persist.rs`), `error.rs`, `faults.rs`, `latency.rs`, `stats.rs`, `requests.rs`,
 //!   `paths.rs`, `config.rs`.
 //! - Rules on the data: `data_disks.rs`, `force_detach.rs`, `virtual_machines/body.rs`,
-//!   `completion.rs` (what an operation's completion does).
+//!   `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
+//!   does).
 //! - The engine: `engine.rs` ([`Core`](engine::Core): starting and advancing operations).
 //! - The handle: `emulator.rs` ([`Emulator`]; `emulator/ticker.rs` keeps time).
 //! - HTTP: `http.rs` (request context, middleware, answers), `virtual_machines.rs`, `disks.rs`,

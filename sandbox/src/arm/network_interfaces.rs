@@ -1,5 +1,7 @@
 //! `Microsoft.Network/networkInterfaces`: routes and handlers (GET, list, PUT, DELETE).
-//! `properties.virtualMachine.id` is set while a VM uses the NIC, which then cannot be deleted.
+//! `properties.virtualMachine.id` is set while a VM uses the NIC, which then cannot be deleted;
+//! nor can it while it is reserved for a VM (`NicReservedForAnotherVm`, see
+//! [`Reservation`](super::state::Reservation)).
 
 use axum::Router;
 use axum::body::Bytes;
@@ -149,6 +151,9 @@ async fn delete(
                     nic.id()
                 ),
             ));
+        }
+        if let Some(held) = nic.reserved.as_ref().filter(|r| r.holds(now, core.nic_reservation)) {
+            return Err(ArmError::nic_reserved(&held.vm, core.nic_reservation.num_seconds()));
         }
         if let Some(busy) = nic.busy.as_ref().and_then(|b| core.state.operations.get(b)) {
             return match busy.action {

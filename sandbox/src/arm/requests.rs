@@ -12,8 +12,9 @@ pub const REQUEST_LOG_CAPACITY: usize = 20_000;
 
 /// One answered ARM request. JSON shape:
 /// `{"seq":7,"time":"2025-01-01T12:00:00.123Z","method":"PUT","path":"/subscriptions/…",
-/// "operation":"vm.put","status":429,"retry_after":2}` (`retry_after` only when the answer
-/// carried a `Retry-After`).
+/// "operation":"vm.put","status":429,"retry_after":2,"code":"OperationNotAllowed"}`
+/// (`retry_after` only when the answer carried a `Retry-After`, `code` only when it carried an
+/// ARM error code, `x-ms-error-code`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// Sequence number, from 1, assigned when the answer is recorded.
@@ -32,6 +33,10 @@ pub struct RequestRecord {
     /// `Retry-After` seconds of the answer, when it carried one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+    /// The ARM error code of the answer (`x-ms-error-code`), when it carried one, e.g.
+    /// `NicReservedForAnotherVm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 /// Which records `GET /sandbox/requests` returns.
@@ -135,6 +140,7 @@ mod tests {
             operation: "vm.put".into(),
             status: 429,
             retry_after: Some(2),
+            code: None,
         }
     }
 

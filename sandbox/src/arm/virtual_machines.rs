@@ -1,5 +1,6 @@
 //! `Microsoft.Compute/virtualMachines`: routes and handlers (GET, list, PUT, PATCH, DELETE,
-//! instanceView, attachDetachDataDisks, deallocate, start, powerOff).
+//! instanceView, attachDetachDataDisks, deallocate, start, powerOff). A DELETE preempts the VM's
+//! create in progress; a PUT naming a NIC reserved for another VM is refused.
 
 pub(super) mod body;
 
@@ -9,11 +10,12 @@ use axum::extract::{Path, State as AxState};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 pub use body::render;
 
+use super::completion;
 use super::data_disks::{self, entry_disk};
 use super::emulator::Emulator;
 use super::engine::{Core, OpSpec};
@@ -21,7 +23,7 @@ use super::error::ArmError;
 use super::force_detach;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
-use super::state::{Action, Kind, Operation, Power, Resource, key, name_of, resource_id};
+use super::state::{Action, Kind, OpError, Operation, Power, Resource, key, name_of, resource_id};
 
 const VMS: &str =
     "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines";
@@ -121,6 +123,26 @@ fn repeated(
     }
 }
 
+/// 400 `NicReservedForAnotherVm` when one of `nics` is reserved for a VM other than `vm_id`.
+fn check_nic_reservations(
+    core: &Core,
+    nics: &[String],
+    vm_id: &str,
+    now: DateTime<Utc>,
+) -> Result<(), ArmError> {
+    for nic in nics {
+        if let Some(holder) =
+            body::reserved_for_another(&core.state, nic, vm_id, now, core.nic_reservation)
+        {
+            return Err(ArmError::nic_reserved(
+                &holder,
+                core.nic_reservation.num_seconds(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The disks a request to a busy VM force-detaches, when that is all it does (then it is
 /// accepted as a force detach rather than refused with 409): its explicit
 /// `storageProfile.dataDisks` marks disks `toBeDetached` with `detachOption: ForceDetach`, keeps
@@ -212,6 +234,7 @@ fn write_vm(
                 return Err(ArmError::ResourceNotFound(id.clone()));
             }
             let change = body::create(&core.state, sub, rg, name, request, now)?;
+            check_nic_reservations(core, &change.nics, &id, now)?;
             let mut vm = Resource::new(Kind::Vm, change.body.clone());
             vm.power = Some(Power::Starting);
             vm.new_etag();
@@ -251,6 +274,7 @@ fn write_vm(
             return Ok((status, body, op));
         }
         let change = body::update(&core.state, &old, request, patch)?;
+        check_nic_reservations(core, &change.nics, &id, now)?;
         let mut vm = old.clone();
         vm.body = change.body.clone();
         vm.new_etag();
@@ -291,12 +315,18 @@ async fn delete(
         let Some(vm) = existing else {
             return Ok(None);
         };
-        if vm.busy.is_some() {
-            let busy = vm.busy.as_ref().and_then(|b| core.state.operations.get(b));
-            return match busy {
-                Some(op) if op.action == Action::Delete => Ok(Some(op.clone())),
-                _ => Err(ArmError::Busy(vm.id().to_owned())),
-            };
+        if let Some(busy) = vm.busy.as_ref().and_then(|b| core.state.operations.get(b)) {
+            match busy.action {
+                Action::Delete => return Ok(Some(busy.clone())),
+                // As Azure does, a DELETE preempts the VM's create: the create ends `Canceled`
+                // (`OperationPreempted`) and the DELETE proceeds.
+                Action::Create if key(&busy.resource) == key(&id) => {
+                    let create = busy.id.clone();
+                    completion::cancel(&mut core.state, &create, now, preempted());
+                    tracing::info!(vm = %name, operation = %create, "a delete preempted the vm's create");
+                }
+                _ => return Err(ArmError::Busy(vm.id().to_owned())),
+            }
         }
         if let Some(r) = core.state.get_mut(&id) {
             r.set_provisioning_state("Deleting");
@@ -311,6 +341,15 @@ async fn delete(
         None => StatusCode::NO_CONTENT.into_response(),
         Some(op) => accepted(StatusCode::ACCEPTED, None, &op.links(&ctx.base), true),
     })
+}
+
+/// The error a VM create preempted by a DELETE ends with (Azure's code and message).
+fn preempted() -> OpError {
+    OpError {
+        code: "OperationPreempted".into(),
+        message: "Operation execution has been preempted by a more recent operation.".into(),
+        status: 409,
+    }
 }
 
 async fn attach_detach(

@@ -111,10 +111,14 @@ async fn a_conflicting_put_during_a_busy_put_gets_409_another_operation_in_progr
     Ok(())
 }
 
+/// A DELETE during the create preempts it instead (`reservations.rs`).
 #[tokio::test]
-async fn a_delete_during_a_put_gets_409() -> TestResult {
+async fn a_delete_during_an_update_put_gets_409() -> TestResult {
     let sb = Sandbox::start_with(short(1.0)).await?;
-    sb.put(&vm("dp"), &vm_body(None, &[])).await?;
+    sb.create_vm("dp", &vm_body(None, &[])).await?;
+    let mut update = vm_body(None, &[]);
+    update["tags"] = json!({"changed": "yes"});
+    assert_eq!(sb.put(&vm("dp"), &update).await?.status, 200);
     let resp = sb.delete(&vm("dp")).await?;
     assert_eq!(resp.status, 409);
     assert_eq!(resp.code(), "AnotherOperationInProgress");

@@ -20,7 +20,8 @@ fn seqs(records: &[Value]) -> Vec<u64> {
 }
 
 #[tokio::test]
-async fn every_arm_answer_is_logged_with_its_operation_status_and_retry_after() -> TestResult {
+async fn every_arm_answer_is_logged_with_its_operation_status_retry_after_and_error_code()
+-> TestResult {
     let sb = Sandbox::start().await?;
     let rule = json!({"kind": "throttle", "operation": "vm.get", "retry_after": 4, "count": 1});
     assert_eq!(sb.post("/sandbox/faults", &rule).await?.status, 201);
@@ -60,10 +61,10 @@ async fn every_arm_answer_is_logged_with_its_operation_status_and_retry_after() 
         without_time,
         [
             json!({"seq": 1, "method": "PUT", "path": disk_id("log-1"), "operation": "disk.put", "status": 202, "retry_after": 0}),
-            json!({"seq": 2, "method": "GET", "path": vm_id("log-vm"), "operation": "vm.get", "status": 429, "retry_after": 4}),
-            json!({"seq": 3, "method": "GET", "path": vm_id("log-vm"), "operation": "vm.get", "status": 404}),
+            json!({"seq": 2, "method": "GET", "path": vm_id("log-vm"), "operation": "vm.get", "status": 429, "retry_after": 4, "code": "OperationNotAllowed"}),
+            json!({"seq": 3, "method": "GET", "path": vm_id("log-vm"), "operation": "vm.get", "status": 404, "code": "ResourceNotFound"}),
         ],
-        "the path carries no query; retry_after only when the answer had Retry-After"
+        "the path carries no query; retry_after only when the answer had Retry-After, code only when it had an ARM error code"
     );
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! `nodewright-worker` process (one per test, on its own task queue), and the tests check the
 //! world afterwards: VMs, NICs and disks in the sandbox; Nodes in Kubernetes.
 
+mod azure_failures;
 mod crashes;
 mod create_delete;
 mod failures;

@@ -101,6 +101,30 @@ pub struct Resource {
     /// The code of the last operation that failed on it (instance view `ProvisioningState/failed/<code>`).
     #[serde(default)]
     pub last_error: Option<String>,
+    /// NICs only: the VM Azure holds the NIC for after that VM's create ended `Failed` or
+    /// `Canceled`, or after the VM was deleted (see [`Reservation`]).
+    #[serde(default)]
+    pub reserved: Option<Reservation>,
+}
+
+/// A NIC held for a VM after its failed or canceled create or its deletion: for the emulator's
+/// reservation window from `since`, a NIC DELETE, or a VM PUT that names the NIC for another VM,
+/// is refused with 400 `NicReservedForAnotherVm`, as Azure refuses them for 180 s.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    /// The id of the VM the NIC is held for.
+    pub vm: String,
+    /// When the hold began.
+    pub since: DateTime<Utc>,
+}
+
+impl Reservation {
+    /// Whether the hold is still in force at `now` with a window of `window`.
+    pub fn holds(&self, now: DateTime<Utc>, window: chrono::Duration) -> bool {
+        self.since
+            .checked_add_signed(window)
+            .is_none_or(|end| now < end)
+    }
 }
 
 impl Resource {
@@ -114,6 +138,7 @@ impl Resource {
             boot_at: None,
             boot_signalled: false,
             last_error: None,
+            reserved: None,
         }
     }
 

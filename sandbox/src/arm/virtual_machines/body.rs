@@ -7,8 +7,8 @@ use serde_json::{Map, Value, json};
 use super::super::data_disks::{self, DiskPlan};
 use super::super::error::ArmError;
 use super::super::state::{
-    Kind, Power, Resource, State, key, name_of, obj_at, props, required_location, resource_id,
-    stamp_envelope, timestamp,
+    Kind, Power, Reservation, Resource, State, key, name_of, obj_at, props, required_location,
+    resource_id, stamp_envelope, timestamp,
 };
 
 /// What a VM request will change, validated but not yet applied.
@@ -363,6 +363,7 @@ pub fn apply(state: &mut State, vm: Resource, change: VmChange) {
     for id in &change.nics {
         if let Some(nic) = state.get_mut(id) {
             props(&mut nic.body).insert("virtualMachine".into(), json!({ "id": vm_id }));
+            nic.reserved = None;
             nic.new_etag();
         }
     }
@@ -434,10 +435,76 @@ pub fn render(vm: &Resource, now: DateTime<Utc>, expand: bool) -> Value {
     body
 }
 
-/// After a VM is deleted: deletes its NICs and disks whose `deleteOption` is `Delete`, and
-/// detaches the others.
-pub fn cascade_delete(state: &mut State, vm_body: &Value) {
+/// The ids of the NICs a VM body lists.
+fn listed_nics(vm_body: &Value) -> Vec<String> {
+    vm_body["properties"]["networkProfile"]["networkInterfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Whether the NIC `id` is used by the VM `vm_id` (`properties.virtualMachine.id`).
+fn held_by(state: &State, id: &str, vm_id: &str) -> bool {
+    state
+        .get(id)
+        .and_then(|n| n.body["properties"]["virtualMachine"]["id"].as_str())
+        .is_some_and(|user| key(user) == key(vm_id))
+}
+
+/// Reserves the NIC `id` for the VM `vm_id` from `now`, unless another VM uses it.
+fn reserve_nic(state: &mut State, id: &str, vm_id: &str, now: DateTime<Utc>) {
+    let Some(nic) = state.get_mut(id).filter(|n| n.kind == Kind::Nic) else {
+        return;
+    };
+    let other_user = nic.body["properties"]["virtualMachine"]["id"]
+        .as_str()
+        .is_some_and(|user| key(user) != key(vm_id));
+    if !other_user {
+        nic.reserved = Some(Reservation {
+            vm: vm_id.to_owned(),
+            since: now,
+        });
+    }
+}
+
+/// After a VM's create ended `Failed` or `Canceled`: the VM holds none of its NICs any more
+/// (they lose `virtualMachine.id`, so deleting the VM does not cascade to them) and each is
+/// reserved for the VM from `now`, as Azure holds the NICs of a failed create.
+pub fn release_after_failed_create(state: &mut State, vm_body: &Value, now: DateTime<Utc>) {
+    let vm_id = vm_body["id"].as_str().unwrap_or_default();
+    for id in listed_nics(vm_body) {
+        if held_by(state, &id, vm_id) {
+            release_nic(state, &id);
+        }
+        reserve_nic(state, &id, vm_id, now);
+    }
+}
+
+/// The VM a NIC is reserved for at `now` with a reservation window of `window`, when that is not
+/// `vm_id`: a VM PUT naming the NIC for `vm_id` is then refused.
+pub fn reserved_for_another(
+    state: &State,
+    nic_id: &str,
+    vm_id: &str,
+    now: DateTime<Utc>,
+    window: chrono::Duration,
+) -> Option<String> {
+    state
+        .get(nic_id)?
+        .reserved
+        .as_ref()
+        .filter(|r| r.holds(now, window) && key(&r.vm) != key(vm_id))
+        .map(|r| r.vm.clone())
+}
+
+/// After a VM is deleted (at `now`): deletes the NICs it held whose `deleteOption` is `Delete`
+/// and the disks it held whose `deleteOption` is `Delete`, and detaches the others. Every NIC
+/// it listed that is still there is reserved for it from `now`.
+pub fn cascade_delete(state: &mut State, vm_body: &Value, now: DateTime<Utc>) {
     let p = &vm_body["properties"];
+    let vm_id = vm_body["id"].as_str().unwrap_or_default();
     let delete = |v: &Value| v.as_str().is_some_and(|d| d.eq_ignore_ascii_case("delete"));
     for nic in p["networkProfile"]["networkInterfaces"]
         .as_array()
@@ -447,11 +514,15 @@ pub fn cascade_delete(state: &mut State, vm_body: &Value) {
         let Some(id) = nic["id"].as_str() else {
             continue;
         };
-        if delete(&nic["properties"]["deleteOption"]) || delete(&nic["deleteOption"]) {
+        let held = held_by(state, id, vm_id);
+        if held && (delete(&nic["properties"]["deleteOption"]) || delete(&nic["deleteOption"])) {
             state.resources.remove(&key(id));
-        } else {
+            continue;
+        }
+        if held {
             release_nic(state, id);
         }
+        reserve_nic(state, id, vm_id, now);
     }
     let os = &p["storageProfile"]["osDisk"];
     let data = p["storageProfile"]["dataDisks"]
