@@ -14,6 +14,7 @@ mod nics;
 mod periodic;
 mod persistence;
 mod requests;
+mod resend;
 mod seed;
 mod stats;
 mod support;
