@@ -4,6 +4,7 @@
 
 mod crashes;
 mod create_delete;
+mod create_retry;
 mod failures;
 mod foreign;
 mod hooks;
