@@ -284,18 +284,6 @@ const NO_HISTORY_YET: &[(&str, &str)] = &[
         // pass of 2026-11-27 recorded it).
         "only a cancellation that lands during a round's look, with children to start, asks it: a race no e2e case aims at",
     ),
-    (
-        "resend-failed-vm-create",
-        // create_machine/vm.rs: asked when Azure ends a VM create `Failed` with a retryable
-        // code; e2e machines::create_retry reaches it (its history is recorded in a later commit).
-        "recorded once e2e machines::create_retry has run on the stack",
-    ),
-    (
-        "os-disk-tag-failure-warns",
-        // create_machine/vm.rs: asked when tagging the OS disk fails after its retries; e2e
-        // machines::create_retry reaches it (its history is recorded in a later commit).
-        "recorded once e2e machines::create_retry has run on the stack",
-    ),
 ];
 
 /// The patch ids of every `.patched(ARG)` call in `sources` (path and text of each file), with
