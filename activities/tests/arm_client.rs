@@ -600,6 +600,40 @@ mod scripted_arm {
     }
 
     #[tokio::test]
+    async fn disk_tags_are_set_by_one_patch_of_the_tags_object_only() {
+        let server = MockServer::start().await;
+        once(
+            &server,
+            "PATCH",
+            &format!("{DISKS}/web-abc12-osdisk"),
+            ResponseTemplate::new(200).set_body_json(json!({
+                "name": "web-abc12-osdisk", "location": "westeurope",
+                "tags": { "team": "x", "nodewright.io-cluster": "prod" },
+                "properties": { "provisioningState": "Succeeded" }
+            })),
+        )
+        .await;
+        let arm = client(&server);
+        let tags = [("team", "x"), ("nodewright.io-cluster", "prod")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let submitted = arm
+            .patch_disk_tags("web-abc12-osdisk", &tags)
+            .await
+            .expect("patched");
+        assert_eq!(submitted.operation, None, "a 200 without headers is done");
+        let sent = requests(&server).await;
+        assert_eq!(sent.len(), 1, "one PATCH, no PUT");
+        assert_eq!(sent[0].method.as_str(), "PATCH");
+        assert_eq!(
+            sent[0].body_json::<Value>().expect("JSON body"),
+            json!({ "tags": { "team": "x", "nodewright.io-cluster": "prod" } }),
+            "the whole tags object and nothing else"
+        );
+    }
+
+    #[tokio::test]
     async fn every_call_carries_the_token_api_version_and_correlation_id() {
         let server = MockServer::start().await;
         Mock::given(method("GET"))

@@ -11,6 +11,7 @@ use crate::ClusterName;
 use crate::pool::MachineTemplate;
 
 pub mod create;
+pub mod leftovers;
 pub mod owner;
 pub mod uncordon;
 
@@ -139,6 +140,10 @@ pub struct CreatedMachine {
     pub template_hash: String,
     /// Whether the run adopted a VM an earlier attempt had already started.
     pub adopted: bool,
+    /// What went wrong without failing the create (an OS disk left untagged, a VM create Azure
+    /// ended `Failed` and that was sent again), for people.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What DeleteMachine returns: what it found and removed.
@@ -405,6 +410,10 @@ pub struct MachineStatus {
     /// The delete hooks `--skip-hooks` went past (they stay on the Node).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_hooks: Vec<String>,
+    /// What went wrong without failing the run (an OS disk left untagged, a VM create sent
+    /// again), for people, in the order it happened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Delete hooks holding a DeleteMachine (see [`crate::hooks`]).
@@ -447,6 +456,7 @@ impl MachineStatus {
             facts: BTreeMap::new(),
             hold: None,
             skipped_hooks: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 

@@ -64,6 +64,12 @@ pub fn done<W: HasStatus>(ctx: &mut WorkflowContext<W>, step: Step, detail: impl
     });
 }
 
+/// Records a warning in the status: something went wrong without failing the run.
+pub fn warn<W: HasStatus>(ctx: &mut WorkflowContext<W>, warning: impl Into<String>) {
+    let warning = warning.into();
+    ctx.state_mut(|s| s.status_mut().warnings.push(warning));
+}
+
 /// Records a fact (vm id, node, ...) in the status.
 pub fn fact<W: HasStatus>(ctx: &mut WorkflowContext<W>, key: &str, value: impl Into<String>) {
     let value = value.into();

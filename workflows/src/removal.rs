@@ -63,6 +63,7 @@ pub async fn remove_machine<W: HasStatus>(
     };
 
     step_begin(ctx, track, Step::DeleteVm);
+    let mut os_disk = None;
     let mut sends = 0;
     loop {
         sends += 1;
@@ -93,10 +94,17 @@ pub async fn remove_machine<W: HasStatus>(
             // VM and a Node that may be its own stay.
             result.foreign_vm = Some(reason);
         }
-        let VmDeleteStarted::Started { operation } = started else {
+        let VmDeleteStarted::Started {
+            operation,
+            os_disk_under_vm,
+        } = started
+        else {
             break;
         };
         result.vm_deleted = true;
+        // Seen under the VM (which carries this cluster's tag): the disk is the machine's even
+        // when its own tagging failed.
+        os_disk = os_disk.or(os_disk_under_vm);
         let awaited = ctx
             .execute_activity(
                 ArmReadActivities::await_vm_deletion,
@@ -133,6 +141,7 @@ pub async fn remove_machine<W: HasStatus>(
             FindLeftovers {
                 cluster: removal.cluster.clone(),
                 machine: removal.machine.clone(),
+                os_disk_under_vm: os_disk.clone(),
             },
             cancellation::shielded(activity_options::read()),
         )
@@ -146,6 +155,8 @@ pub async fn remove_machine<W: HasStatus>(
                 DeleteLeftover {
                     cluster: removal.cluster.clone(),
                     leftover,
+                    machine: Some(removal.machine.clone()),
+                    os_disk_under_vm: os_disk.clone(),
                 },
                 cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
             )

@@ -198,6 +198,15 @@ pub enum Error {
         #[source]
         source: CallError,
     },
+    /// Setting a managed disk's tags (PATCH) failed.
+    #[error("patching the tags of disk {name} failed")]
+    PatchDisk {
+        /// The disk name.
+        name: String,
+        /// Why.
+        #[source]
+        source: CallError,
+    },
     /// Deleting a managed disk failed.
     #[error("deleting disk {name} failed")]
     DeleteDisk {
@@ -258,6 +267,7 @@ impl Error {
             | Error::DeleteNic { source, .. }
             | Error::GetDisk { source, .. }
             | Error::PutDisk { source, .. }
+            | Error::PatchDisk { source, .. }
             | Error::DeleteDisk { source, .. }
             | Error::PollOperation { source, .. } => Some(source),
             Error::InvalidEndpoint { .. }
@@ -314,6 +324,7 @@ impl Error {
             Error::GetDisk { .. } => "GetDisk",
             Error::ListDisks(_) => "ListDisks",
             Error::PutDisk { .. } => "PutDisk",
+            Error::PatchDisk { .. } => "PatchDisk",
             Error::DeleteDisk { .. } => "DeleteDisk",
             Error::PollOperation { .. } => "PollOperation",
             Error::OperationFailed { .. } => "OperationFailed",
@@ -495,6 +506,15 @@ mod tests {
                 seven,
             ),
             (
+                Error::PatchDisk {
+                    name: name(),
+                    source: arm(403, "AuthorizationFailed", None),
+                },
+                "PatchDisk",
+                Retry::NonRetryable,
+                None,
+            ),
+            (
                 Error::DeleteDisk {
                     name: name(),
                     source: arm(409, "OperationNotAllowed", None),
@@ -546,7 +566,7 @@ mod tests {
             let _activity_error: ActivityError = failure.into();
             checked.push(type_name);
         }
-        assert_eq!(checked.len(), 20, "one row per variant: {checked:?}");
+        assert_eq!(checked.len(), 21, "one row per variant: {checked:?}");
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! CreateMachine's decisions: what a failed or cancelled create does with what it made (undo
 //! it, or keep it marked for debugging), what the undo and the join token's deletion came to,
-//! how a step past the creation deadline is told, and the replacement the orphan sweep builds
-//! from a pool's last rollout.
+//! how a step past the creation deadline is told, what a VM create Azure ended `Failed` does
+//! (sent again on a retryable code, else the step fails), what a failure to tag the OS disk
+//! does (a warning, never an undo), and the replacement the orphan sweep builds from a pool's
+//! last rollout.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::CreateMachineRequest;
 use crate::ClusterName;
+use crate::arm::{Disposition, operation_code_disposition};
 use crate::ownership::{TAG_MACHINE, is_owned_by};
 use crate::pool::ValidPool;
 
@@ -59,6 +62,87 @@ pub fn decide_failure_cleanup(canceled: bool, keep_on_failure: bool) -> FailureC
         FailureCleanup::Keep
     } else {
         FailureCleanup::Compensate
+    }
+}
+
+/// How many PUTs a VM create sends in all when Azure ends them `Failed` with a retryable code
+/// (`InternalExecutionError`, `OperationPreempted`, ...): the first and two more.
+pub const MAX_VM_CREATE_SENDS: u32 = 3;
+
+/// What a create does when its VM's create operation ended `Failed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VmCreateFailed {
+    /// Send the PUT again (the same body): Azure means the code as "try again".
+    Resend {
+        /// Which send this is, 2 ..= [`MAX_VM_CREATE_SENDS`].
+        send: u32,
+        /// The status line and warning: `VM create ended Failed (<code>), sending again (2 of 3)`.
+        detail: String,
+    },
+    /// Fail the step: the code is final (quota, allocation, bad request) or the sends are spent;
+    /// the create compensates (or keeps) as for any failure.
+    Fail,
+}
+
+/// What a VM create whose `sends`-th PUT (1-based) ended `Failed` with `code` does next: a
+/// retryable code ([`operation_code_disposition`]) sends it again until
+/// [`MAX_VM_CREATE_SENDS`] PUTs were sent; anything else fails the step.
+pub fn decide_vm_create_failed(code: &str, sends: u32) -> VmCreateFailed {
+    if operation_code_disposition(code) != Disposition::Retryable || sends >= MAX_VM_CREATE_SENDS {
+        return VmCreateFailed::Fail;
+    }
+    let send = sends + 1;
+    VmCreateFailed::Resend {
+        send,
+        detail: format!(
+            "VM create ended Failed ({}), sending again ({send} of {MAX_VM_CREATE_SENDS})",
+            code.trim()
+        ),
+    }
+}
+
+/// How tagging a provisioned VM's OS disk with the ownership tags ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OsDiskTagging {
+    /// The tags were merged in (one PATCH).
+    Tagged,
+    /// The disk carried them already, or ARM knows no such disk: nothing was written.
+    Unchanged,
+    /// The PATCH failed after the activity's retries; why.
+    Failed(String),
+}
+
+/// What the create shows of its OS disk's tags, and whether it goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OsDiskTagsOutcome {
+    /// The provision step's detail.
+    pub detail: String,
+    /// A warning for the status and the result, when the tags could not be set.
+    pub warning: Option<String>,
+}
+
+/// What a create whose VM provisioned well does after tagging its OS disk `disk`: it always
+/// goes on (an untagged disk is no reason to undo a good VM: it goes with the VM, and clean-up
+/// finds it by its name under the machine's VM), with a warning when the tags could not be set.
+pub fn os_disk_tags_outcome(disk: &str, tagging: &OsDiskTagging) -> OsDiskTagsOutcome {
+    match tagging {
+        OsDiskTagging::Tagged => OsDiskTagsOutcome {
+            detail: format!("provisioningState Succeeded; OS disk {disk} tagged"),
+            warning: None,
+        },
+        OsDiskTagging::Unchanged => OsDiskTagsOutcome {
+            detail: "provisioningState Succeeded".to_owned(),
+            warning: None,
+        },
+        OsDiskTagging::Failed(reason) => {
+            let warning = format!(
+                "tagging OS disk {disk} failed: {reason}; the VM is kept, and the disk goes with it (clean-up finds it by its name under the machine's VM), but the orphan sweep does not see it as this cluster's"
+            );
+            OsDiskTagsOutcome {
+                detail: format!("provisioningState Succeeded; {warning}"),
+                warning: Some(warning),
+            }
+        }
     }
 }
 
@@ -218,6 +302,73 @@ mod tests {
                 cleanup,
                 "canceled {canceled}, keepOnFailure {keep}"
             );
+        }
+    }
+
+    #[test]
+    fn a_failed_vm_create_is_sent_again_only_on_a_retryable_code_and_at_most_three_times() {
+        // code, sends so far, the send that follows (None: the step fails)
+        let table = [
+            ("InternalExecutionError", 1, Some(2)),
+            ("InternalExecutionError", 2, Some(3)),
+            ("InternalExecutionError", 3, None),
+            ("internalexecutionerror", 1, Some(2)),
+            ("InternalOperationError", 1, Some(2)),
+            ("OperationPreempted", 2, Some(3)),
+            ("RetryableError", 1, Some(2)),
+            ("AllocationFailed", 1, None),
+            ("ZonalAllocationFailed", 1, None),
+            ("OperationNotAllowed", 1, None),
+            ("QuotaExceeded", 1, None),
+            ("InvalidParameter", 1, None),
+            ("ProvisioningFailed", 1, None),
+            ("", 1, None),
+        ];
+        for (code, sends, next) in table {
+            let decided = decide_vm_create_failed(code, sends);
+            match next {
+                Some(send) => assert_eq!(
+                    decided,
+                    VmCreateFailed::Resend {
+                        send,
+                        detail: format!(
+                            "VM create ended Failed ({code}), sending again ({send} of 3)"
+                        ),
+                    },
+                    "{code} after {sends}"
+                ),
+                None => assert_eq!(decided, VmCreateFailed::Fail, "{code} after {sends}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_to_tag_the_os_disk_warns_and_never_stops_the_create() {
+        let disk = "web-abc12-osdisk";
+        let table = [
+            (
+                OsDiskTagging::Tagged,
+                "provisioningState Succeeded; OS disk web-abc12-osdisk tagged",
+                false,
+            ),
+            (
+                OsDiskTagging::Unchanged,
+                "provisioningState Succeeded",
+                false,
+            ),
+            (
+                OsDiskTagging::Failed("403 AuthorizationFailed".to_owned()),
+                "provisioningState Succeeded; tagging OS disk web-abc12-osdisk failed: 403 AuthorizationFailed;",
+                true,
+            ),
+        ];
+        for (tagging, detail, warns) in table {
+            let outcome = os_disk_tags_outcome(disk, &tagging);
+            assert!(outcome.detail.starts_with(detail), "{}", outcome.detail);
+            assert_eq!(outcome.warning.is_some(), warns, "{}", outcome.detail);
+            if let Some(warning) = outcome.warning {
+                assert!(warning.contains(disk) && warning.contains("the VM is kept"));
+            }
         }
     }
 

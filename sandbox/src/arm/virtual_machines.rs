@@ -105,6 +105,19 @@ fn fingerprint(ctx: &Ctx, body: &[u8]) -> String {
     )
 }
 
+/// Whether `vm` is a VM whose create ended `Failed`: idle, `Failed`, never started, its OS disk
+/// gone with the failure. A PUT to it creates it again, as Azure runs a failed create again.
+fn create_failed(state: &super::state::State, vm: &Resource) -> bool {
+    let failed = vm.body["properties"]["provisioningState"]
+        .as_str()
+        .is_some_and(|s| s.eq_ignore_ascii_case("Failed"));
+    let os_disk = vm.body["properties"]["storageProfile"]["osDisk"]["managedDisk"]["id"].as_str();
+    vm.busy.is_none()
+        && failed
+        && vm.power == Some(Power::Stopped)
+        && os_disk.is_some_and(|id| state.get(id).is_none())
+}
+
 /// The operation already running on a busy resource when the request repeats it, else 409.
 fn repeated(
     core: &Core,
@@ -229,6 +242,8 @@ fn write_vm(
     let (status, body, op) = em.write(|core, now| {
         let existing = core.state.get(&id).cloned();
         ctx.check_conditions(existing.as_ref())?;
+        // Azure: a PUT to a VM whose create ended Failed runs the create again.
+        let existing = existing.filter(|vm| patch || !create_failed(&core.state, vm));
         let Some(old) = existing else {
             if patch {
                 return Err(ArmError::ResourceNotFound(id.clone()));

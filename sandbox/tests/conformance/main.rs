@@ -14,6 +14,7 @@ mod nics;
 mod periodic;
 mod persistence;
 mod requests;
+mod resend;
 mod reservations;
 mod seed;
 mod stats;

@@ -113,6 +113,9 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
             println!("  node         {}", created.node);
             println!("  providerID   {}", created.provider_id);
             println!("  template     {}", created.template_hash);
+            for warning in &created.warnings {
+                println!("  warning      {warning}");
+            }
             println!("  temporal UI  {link}");
         }
     }

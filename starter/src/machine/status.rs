@@ -146,6 +146,9 @@ pub async fn run(settings: &Settings, output: Output, name: &str) -> Result<(), 
                     progress.skipped_hooks.join(", ")
                 );
             }
+            for warning in &progress.warnings {
+                println!("  warning      {warning}");
+            }
             if let Some(drain) = &drain_status {
                 print_drain(drain);
             }

@@ -181,9 +181,9 @@ const CASES: [Case; 26] = [
     Case {
         workflow: workflow_type::CREATE_MACHINE,
         step: "provision-vm",
-        at: "azure.tag_os_disk, disk PUT throttled",
+        at: "azure.tag_os_disk, disk tags PATCH throttled",
         job: Job::Create,
-        hold: Hold::Fault(|n| throttle_path("disk.put", format!("*/{}-osdisk", n.machine))),
+        hold: Hold::Fault(|n| throttle_path("disk.patch", format!("*/{}-osdisk", n.machine))),
     },
     Case {
         workflow: workflow_type::CREATE_MACHINE,

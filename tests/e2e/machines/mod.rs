@@ -5,6 +5,7 @@
 mod azure_failures;
 mod crashes;
 mod create_delete;
+mod create_retry;
 mod failures;
 mod foreign;
 mod hooks;

@@ -3,6 +3,7 @@
 mod cleanup;
 mod state;
 mod steps;
+mod vm;
 
 use chrono::{DateTime, Utc};
 use nodewright_activities::azure::machines::ArmReadActivities;

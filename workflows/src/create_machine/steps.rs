@@ -1,32 +1,22 @@
-//! The happy path, steps 3–8 of the runbook: the NIC, the VM (created or adopted), its
-//! provisioning and OS disk tags, the Node's registration, labels and taints, and Ready; each
-//! step guarded against a cancellation and bounded by the creation deadline.
+//! The happy path, steps 3–8 of the runbook: the NIC, the VM (created or adopted, its
+//! provisioning and OS disk tags: [`super::vm`]), the Node's registration, labels and taints,
+//! and Ready; each step guarded against a cancellation and bounded by the creation deadline.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use nodewright_activities::azure::machines::{
-    ArmReadActivities, ArmWriteActivities, AwaitVm, BeginVmCreate, EnsureNic, TagOsDisk,
-    VmCreateStarted, VmProvisioned,
-};
+use nodewright_activities::azure::machines::{ArmWriteActivities, EnsureNic};
 use nodewright_activities::kube::{AwaitNode, KubeActivities, NodeMetadata, NodeTaint, NodeWait};
-use nodewright_model::drain::{
-    ANNOTATION_DRAIN_POLICY, TAG_DRAIN, policy_to_annotation, policy_to_tag,
-};
+use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, policy_to_annotation};
 use nodewright_model::machine::create::past_creation_timeout;
-use nodewright_model::machine::{
-    CreateMachineRequest, CreatedMachine, Step, os_disk_name, zone_for,
-};
+use nodewright_model::machine::{CreateMachineRequest, CreatedMachine, Step};
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_model::ownership::Ownership;
 
 use super::state::Ctx;
+use super::vm::{ProvisionedVm, create_vm};
 use crate::progress::{StepFailed, begin, done, fact, left_until, rfc3339};
 use crate::{activity_options, cancellation};
-
-/// The patch marker of the VM's `nodewright.io-drain` tag (the pool's drain settings where a
-/// Node cannot write them): runs recorded before it created their VM without the tag.
-const DRAIN_TAG_PATCH: &str = "vm-drain-tag";
 
 /// The happy path, steps 3–8 of the runbook.
 pub(super) async fn create(
@@ -71,84 +61,8 @@ pub(super) async fn create(
         if nic.created { "created" } else { "adopted" },
     );
 
-    cancellation::guard(ctx, Step::CreateVm)?;
-    begin(ctx, Step::CreateVm);
-    let zone = zone_for(&request.machine, &request.template.zones);
-    if let Some(zone) = &zone {
-        fact(ctx, "zone", zone.clone());
-    }
-    let mut vm_tags = tags.clone();
-    if ctx.patched(DRAIN_TAG_PATCH) {
-        vm_tags.insert(TAG_DRAIN.to_owned(), policy_to_tag(&request.drain));
-    }
-    let vm = ctx
-        .execute_activity(
-            ArmWriteActivities::begin_vm_create,
-            BeginVmCreate {
-                cluster: request.cluster.clone(),
-                machine: request.machine.clone(),
-                template: request.template.clone(),
-                nic_id: nic.id.clone(),
-                zone,
-                tags: vm_tags,
-            },
-            cancellation::shielded(activity_options::arm_write(&writes)),
-        )
-        .await
-        .map_err(|e| StepFailed::from_activity(Step::CreateVm, &e))?;
-    let (operation, adopted) = match vm {
-        VmCreateStarted::Started { operation } => (operation, false),
-        VmCreateStarted::Adopted { .. } => (None, true),
-    };
-    done(
-        ctx,
-        Step::CreateVm,
-        if adopted {
-            "adopted the VM an earlier attempt started"
-        } else {
-            "PUT accepted"
-        },
-    );
-
-    cancellation::guard(ctx, Step::ProvisionVm)?;
-    begin(ctx, Step::ProvisionVm);
-    let provisioned = ctx
-        .execute_activity(
-            ArmReadActivities::await_vm,
-            AwaitVm {
-                machine: request.machine.clone(),
-                operation,
-                deadline,
-            },
-            activity_options::wait(left_until(ctx, deadline)),
-        )
-        .await
-        .map_err(|e| StepFailed::from_activity(Step::ProvisionVm, &e))?;
-    let (vm_id, os_disk) = match provisioned {
-        VmProvisioned::Succeeded { vm_id, os_disk } => (vm_id, os_disk),
-        VmProvisioned::TimedOut { provisioning_state } => {
-            let state = provisioning_state.as_deref().unwrap_or("unknown");
-            return Err(StepFailed::new(
-                Step::ProvisionVm,
-                past_creation_timeout(
-                    "the VM did not finish provisioning",
-                    timeout,
-                    &format!("provisioningState {state}"),
-                ),
-            ));
-        }
-    };
-    ctx.execute_activity(
-        ArmWriteActivities::tag_os_disk,
-        TagOsDisk {
-            disk: os_disk.unwrap_or_else(|| os_disk_name(&request.machine)),
-            tags: tags.clone(),
-        },
-        cancellation::shielded(activity_options::arm_write(&writes)),
-    )
-    .await
-    .map_err(|e| StepFailed::from_activity(Step::ProvisionVm, &e))?;
-    done(ctx, Step::ProvisionVm, "provisioningState Succeeded");
+    let ProvisionedVm { vm_id, adopted } =
+        create_vm(ctx, request, &nic.id, &tags, deadline).await?;
 
     cancellation::guard(ctx, Step::RegisterNode)?;
     begin(ctx, Step::RegisterNode);
@@ -232,5 +146,11 @@ pub(super) async fn create(
         node: request.machine.clone(),
         template_hash: request.template_hash.clone(),
         adopted,
+        warnings: ctx.state(|s| {
+            s.status
+                .as_ref()
+                .map(|status| status.warnings.clone())
+                .unwrap_or_default()
+        }),
     })
 }

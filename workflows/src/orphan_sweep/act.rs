@@ -101,6 +101,9 @@ async fn delete_leftover(
                     kind,
                     name: decision.name.clone(),
                 },
+                // The sweep's own recheck (`model::sweep::recheck_disk`): tags only.
+                machine: None,
+                os_disk_under_vm: None,
             },
             cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
         )

@@ -1,6 +1,9 @@
-//! The managed disk REST calls: get, put, delete, list.
+//! The managed disk REST calls: get, put, patch of the tags, delete, list.
+
+use std::collections::BTreeMap;
 
 use reqwest::Method;
+use serde_json::json;
 
 use super::{API_VERSION, Disk, RESOURCE_TYPE};
 use crate::azure::client::{ArmClient, Deletion, Submitted};
@@ -38,6 +41,23 @@ impl ArmClient {
         self.write(Method::PUT, url, disk)
             .await
             .map_err(|source| Error::PutDisk {
+                name: name.to_owned(),
+                source,
+            })
+    }
+
+    /// Sets the disk's tags to `tags` with one PATCH `{"tags": {...}}` (200, or 202 +
+    /// `Location`). ARM's PATCH replaces the whole tags object: `tags` must hold the disk's
+    /// existing tags as well as the ones to add.
+    pub async fn patch_disk_tags(
+        &self,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<Submitted<Disk>> {
+        let url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);
+        self.write(Method::PATCH, url, &json!({ "tags": tags }))
+            .await
+            .map_err(|source| Error::PatchDisk {
                 name: name.to_owned(),
                 source,
             })

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use nodewright_model::ClusterName;
 use nodewright_model::arm::Disposition;
 use nodewright_model::machine::create::may_adopt;
+use nodewright_model::machine::leftovers::{LeftoverDisk, decide_leftover_os_disk};
 use nodewright_model::machine::owner::VmOwnerTags;
 use nodewright_model::machine::{nic_name, os_disk_name};
 use nodewright_model::ownership::{
@@ -148,11 +149,13 @@ impl ArmWriteActivities {
         .await
     }
 
-    /// Starts creating the machine's VM, or adopts the one an earlier attempt started.
+    /// Starts creating the machine's VM, or adopts the one an earlier attempt started; with
+    /// `resend`, sends the PUT again to a VM of this machine whose create ended `Failed`.
     ///
     /// # Idempotency
     /// GET before PUT: a VM of that name with this cluster's tags is adopted (never a second
-    /// PUT); one without them is refused.
+    /// PUT, unless `resend` and the VM's provisioning state is `Failed`: then the same body is
+    /// PUT again, which a rerun finds `Creating` and adopts); one without them is refused.
     #[activity(name = "azure.begin_vm_create")]
     pub async fn begin_vm_create(
         self: Arc<Self>,
@@ -167,10 +170,13 @@ impl ArmWriteActivities {
         .await
     }
 
-    /// Merges the ownership tags into the OS disk the VM created.
+    /// Merges the ownership tags into the OS disk the VM created, with one PATCH of its tags
+    /// (the disk's own tags and ours: ARM's PATCH replaces the whole tags object). Returns
+    /// whether it wrote.
     ///
     /// # Idempotency
-    /// GET, merge, PUT only when a tag differs: a rerun finds the tags set and writes nothing.
+    /// GET, merge, PATCH only when a tag differs: a rerun finds the tags set and writes nothing;
+    /// an absent disk is not an error (nothing to tag).
     #[activity(name = "azure.tag_os_disk")]
     pub async fn tag_os_disk(
         self: Arc<Self>,
@@ -310,9 +316,17 @@ impl ArmWriteActivities {
                     &input.cluster,
                     &input.machine,
                 )?;
-                return Ok(VmCreateStarted::Adopted {
-                    provisioning_state: existing.properties.provisioning_state,
-                });
+                let failed = existing
+                    .properties
+                    .provisioning_state
+                    .as_deref()
+                    .is_some_and(|state| state.trim().eq_ignore_ascii_case("Failed"));
+                // Sent again: the same body goes to the VM whose create ended Failed.
+                if !(input.resend && failed) {
+                    return Ok(VmCreateStarted::Adopted {
+                        provisioning_state: existing.properties.provisioning_state,
+                    });
+                }
             }
             Err(error) if is_gone(&error) => {}
             Err(error) => return Err(error.into()),
@@ -347,7 +361,7 @@ impl ArmWriteActivities {
     }
 
     async fn tag_os_disk_inner(&self, input: &TagOsDisk) -> Result<bool, MachineError> {
-        let mut disk = match self.client.get_disk(&input.disk).await {
+        let disk = match self.client.get_disk(&input.disk).await {
             Ok(disk) => disk,
             Err(error) if is_gone(&error) => return Ok(false),
             Err(error) => return Err(error.into()),
@@ -359,8 +373,10 @@ impl ArmWriteActivities {
         if !missing {
             return Ok(false);
         }
-        disk.tags.extend(input.tags.clone());
-        let submitted = self.client.put_disk(&input.disk, &disk).await?;
+        // PATCH replaces the tags object whole: the disk's own tags go with ours.
+        let mut tags = disk.tags;
+        tags.extend(input.tags.clone());
+        let submitted = self.client.patch_disk_tags(&input.disk, &tags).await?;
         if let Some(operation) = &submitted.operation {
             self.client.wait(operation, SHORT_OPERATION_WAIT).await?;
         }
@@ -389,13 +405,41 @@ impl ArmWriteActivities {
                 found: existing.tags.get(TAG_CLUSTER).cloned(),
             });
         }
+        let os_disk_under_vm = self
+            .os_disk_under(&input.machine, existing.id.as_deref())
+            .await?;
         Ok(match self.client.delete_vm(&input.machine, false).await? {
-            Deletion::Deleted => VmDeleteStarted::Started { operation: None },
+            Deletion::Deleted => VmDeleteStarted::Started {
+                operation: None,
+                os_disk_under_vm,
+            },
             Deletion::Started(handle) => VmDeleteStarted::Started {
                 operation: Some(handle),
+                os_disk_under_vm,
             },
             Deletion::AlreadyGone => VmDeleteStarted::AlreadyGone,
         })
+    }
+
+    /// The machine's OS disk (`<machine>-osdisk`) when it is attached (`managedBy`) to the VM
+    /// `vm_id`, read just before the VM's DELETE.
+    async fn os_disk_under(
+        &self,
+        machine: &str,
+        vm_id: Option<&str>,
+    ) -> Result<Option<String>, MachineError> {
+        let Some(vm_id) = vm_id else {
+            return Ok(None);
+        };
+        let name = os_disk_name(machine);
+        match self.client.get_disk(&name).await {
+            Ok(disk) => Ok(disk
+                .managed_by()
+                .is_some_and(|managed_by| managed_by.eq_ignore_ascii_case(vm_id))
+                .then_some(name)),
+            Err(error) if is_gone(&error) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
     }
 
     async fn delete_leftover_inner(
@@ -423,10 +467,25 @@ impl ArmWriteActivities {
                     Err(error) if is_gone(&error) => return Ok(LeftoverDeleted::AlreadyGone),
                     Err(error) => return Err(error.into()),
                 };
-                // Only a machine's OS disk, as nodewright names and tags it: never a volume.
-                if let Recheck::LeaveAlone(_) =
-                    recheck_disk(name, &disk.tags, &input.cluster, disk.managed_by())
-                {
+                // Only a machine's OS disk, as nodewright names and tags it (or, in a removal,
+                // as it was seen under the machine's VM): never a volume.
+                let leave_alone = match &input.machine {
+                    Some(machine) => {
+                        decide_leftover_os_disk(
+                            machine,
+                            name,
+                            &disk.tags,
+                            &input.cluster,
+                            disk.managed_by(),
+                            input.os_disk_under_vm.as_deref() == Some(name.as_str()),
+                        ) != LeftoverDisk::Delete
+                    }
+                    None => matches!(
+                        recheck_disk(name, &disk.tags, &input.cluster, disk.managed_by()),
+                        Recheck::LeaveAlone(_)
+                    ),
+                };
+                if leave_alone {
                     return Ok(LeftoverDeleted::LeftAlone);
                 }
                 self.client.delete_disk(name).await?
@@ -538,8 +597,9 @@ impl ArmReadActivities {
     }
 
     /// The machine's NIC and OS disk (read by name, `<machine>-nic` and `<machine>-osdisk`: two
-    /// GETs, not a list of the resource group) when they carry this cluster's tag and the
-    /// machine's tag and are attached to nothing.
+    /// GETs, not a list of the resource group) when they are attached to nothing and carry this
+    /// cluster's tag and the machine's tag; the OS disk also without tags when it was seen under
+    /// the machine's VM (`os_disk_under_vm`, `model::machine::leftovers`).
     ///
     /// # Idempotency
     /// Read-only.
@@ -676,7 +736,16 @@ impl ArmReadActivities {
         }
         let disk = os_disk_name(&input.machine);
         match self.client.get_disk(&disk).await {
-            Ok(found) if ours(&found.tags) && found.managed_by().is_none() => {
+            Ok(found)
+                if decide_leftover_os_disk(
+                    &input.machine,
+                    &disk,
+                    &found.tags,
+                    &input.cluster,
+                    found.managed_by(),
+                    input.os_disk_under_vm.as_deref() == Some(disk.as_str()),
+                ) == LeftoverDisk::Delete =>
+            {
                 leftovers.push(Leftover {
                     kind: LeftoverKind::Disk,
                     name: disk,

@@ -22,8 +22,8 @@ enum Found {
     NotOurs,
 }
 
-/// Merges `input.tags` into the machine's VM (PATCH of its tags), NIC and OS disk (PUT of the
-/// body read, tags merged), each only when it carries this cluster's and the machine's tags and
+/// Merges `input.tags` into the machine's VM and OS disk (PATCH of their tags) and NIC (PUT of
+/// the body read, tags merged), each only when it carries this cluster's and the machine's tags and
 /// lacks one of the tags asked for.
 pub(super) async fn tag_machine(
     client: &ArmClient,
@@ -78,9 +78,9 @@ pub(super) async fn tag_machine(
         disk.as_ref().map(|disk| &disk.tags),
         input,
     );
-    if let (Found::ToTag(tags), Some(mut disk)) = (&found, disk) {
-        disk.tags = tags.clone();
-        let submitted = client.put_disk(&disk_name, &disk).await?;
+    if let Found::ToTag(tags) = &found {
+        // PATCH replaces the tags object whole: `tags` holds the disk's own and ours.
+        let submitted = client.patch_disk_tags(&disk_name, tags).await?;
         if let Some(operation) = &submitted.operation {
             client.wait(operation, SHORT_OPERATION_WAIT).await?;
         }

@@ -48,6 +48,11 @@ pub struct BeginVmCreate {
     pub zone: Option<String>,
     /// Every tag, ownership included.
     pub tags: BTreeMap<String, String>,
+    /// Send the PUT again (the same body) when the VM exists, is this machine's and its create
+    /// ended `Failed`: the create is being sent again after a retryable failure. Without it
+    /// such a VM is adopted as found.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resend: bool,
 }
 
 /// How a VM creation began.
@@ -94,6 +99,18 @@ pub enum VmProvisioned {
         /// The last provisioning state seen.
         provisioning_state: Option<String>,
     },
+    /// The create ended `Failed` with a code Azure means as "try again" (`InternalExecutionError`,
+    /// `OperationPreempted`, ...): the workflow decides whether to send the PUT again
+    /// (`model::machine::create::decide_vm_create_failed`). A final code fails the activity
+    /// (`ProvisioningFailed`) as before.
+    Failed {
+        /// The ARM error code.
+        code: String,
+        /// ARM's message.
+        message: String,
+        /// The failure as people read it: `VM <machine> failed to provision: <code>: <message>`.
+        reason: String,
+    },
 }
 
 /// Tag the OS disk the VM created (Azure does not copy the VM's tags onto it), so the disk can
@@ -125,6 +142,11 @@ pub enum VmDeleteStarted {
     Started {
         /// The async operation, when ARM returned one.
         operation: Option<OperationHandle>,
+        /// The VM's OS disk (`<machine>-osdisk`) when it was attached to the VM (which carried
+        /// this cluster's tag) as the DELETE was sent: the removal deletes it after the VM even
+        /// without tags (a create whose tagging failed leaves it untagged).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        os_disk_under_vm: Option<String>,
     },
     /// There was no such VM.
     AlreadyGone,
@@ -153,6 +175,10 @@ pub struct FindLeftovers {
     pub cluster: ClusterName,
     /// The machine.
     pub machine: String,
+    /// The OS disk seen attached to the machine's VM (which carried this cluster's tag) when
+    /// its DELETE was sent: found as a leftover even without tags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_disk_under_vm: Option<String>,
 }
 
 /// What kind of resource a leftover is.
@@ -183,6 +209,14 @@ pub struct DeleteLeftover {
     pub cluster: ClusterName,
     /// What to delete.
     pub leftover: Leftover,
+    /// The machine whose removal deletes it, when it is a removal's (DeleteMachine, a create's
+    /// compensation; the orphan sweep sends none): its OS disk is judged by
+    /// `model::machine::leftovers`, else by the sweep's recheck.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    /// The OS disk seen attached to the machine's VM, which carried this cluster's tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_disk_under_vm: Option<String>,
 }
 
 /// How a leftover deletion ended.

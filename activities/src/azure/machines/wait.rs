@@ -27,10 +27,11 @@ pub(super) async fn await_vm(
     loop {
         heartbeat(ctx).await;
         let delay = match &operation {
-            Some(handle) => match poll(client, handle, &input.machine).await? {
-                Some(delay) => delay,
+            Some(handle) => match poll(client, handle, &input.machine).await {
+                Ok(Poll::Running(delay)) => delay,
+                Err(error) => return retryable_failure(error),
                 // The operation ended well: confirm on the VM itself (it also gives the id).
-                None => {
+                Ok(Poll::Succeeded) => {
                     operation = None;
                     Duration::ZERO
                 }
@@ -51,7 +52,7 @@ pub(super) async fn await_vm(
                         return Ok(VmProvisioned::Succeeded { vm_id, os_disk });
                     }
                     state if is_failed(state) => {
-                        return Err(provisioning_failed_from_vm(&input.machine, &vm));
+                        return retryable_failure(provisioning_failed_from_vm(&input.machine, &vm));
                     }
                     state => {
                         if Utc::now() >= deadline {
@@ -73,15 +74,48 @@ pub(super) async fn await_vm(
     }
 }
 
-/// One poll of a creation's operation: `Some(delay)` while it runs, `None` once it succeeded.
+/// What one poll of a creation's operation found.
+enum Poll {
+    /// It runs: poll again after this delay.
+    Running(Duration),
+    /// It ended well.
+    Succeeded,
+}
+
+/// A provisioning failure whose code Azure means as "try again" becomes the activity's result
+/// ([`VmProvisioned::Failed`]): the workflow decides whether to send the PUT again. Any other
+/// failure stays the activity's failure.
+fn retryable_failure(error: MachineError) -> Result<VmProvisioned, MachineError> {
+    let retryable = matches!(
+        &error,
+        MachineError::ProvisioningFailed { code, .. }
+            if operation_code_disposition(code) == Disposition::Retryable
+    );
+    if !retryable {
+        return Err(error);
+    }
+    let reason = error.to_string();
+    match error {
+        MachineError::ProvisioningFailed { code, message, .. } => Ok(VmProvisioned::Failed {
+            code,
+            message,
+            reason,
+        }),
+        other => Err(other),
+    }
+}
+
+/// One poll of a creation's operation.
 async fn poll(
     client: &ArmClient,
     handle: &OperationHandle,
     machine: &str,
-) -> Result<Option<Duration>, MachineError> {
+) -> Result<Poll, MachineError> {
     match client.poll_once(handle).await {
-        Ok(progress @ Progress::Running { .. }) => Ok(progress.delay()),
-        Ok(Progress::Succeeded { .. }) => Ok(None),
+        Ok(progress @ Progress::Running { .. }) => {
+            Ok(Poll::Running(progress.delay().unwrap_or(VM_POLL_INTERVAL)))
+        }
+        Ok(Progress::Succeeded { .. }) => Ok(Poll::Succeeded),
         Err(ArmError::OperationFailed { source, .. }) => Err(MachineError::ProvisioningFailed {
             machine: machine.to_owned(),
             code: source.code,
