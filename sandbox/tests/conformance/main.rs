@@ -18,3 +18,4 @@ mod seed;
 mod stats;
 mod support;
 mod vms;
+mod zone_faults;
