@@ -14,9 +14,7 @@ use nodewright_model::drain::{
     ANNOTATION_DRAIN_POLICY, TAG_DRAIN, policy_to_annotation, policy_to_tag,
 };
 use nodewright_model::machine::create::past_creation_timeout;
-use nodewright_model::machine::{
-    CreateMachineRequest, CreatedMachine, Step, os_disk_name, zone_for,
-};
+use nodewright_model::machine::{CreateMachineRequest, CreatedMachine, Step, os_disk_name};
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_model::ownership::Ownership;
 
@@ -73,7 +71,7 @@ pub(super) async fn create(
 
     cancellation::guard(ctx, Step::CreateVm)?;
     begin(ctx, Step::CreateVm);
-    let zone = zone_for(&request.machine, &request.template.zones);
+    let zone = request.chosen_zone();
     if let Some(zone) = &zone {
         fact(ctx, "zone", zone.clone());
     }

@@ -87,6 +87,7 @@ pub async fn start_children<W: HasRollout>(
             creation_timeout: request.pool.timeouts.creation,
             keep_on_failure: false,
             drain: request.pool.drain.clone(),
+            zone: None,
         };
         let options = child_options(
             &workflow_id,
