@@ -284,12 +284,6 @@ const NO_HISTORY_YET: &[(&str, &str)] = &[
         // pass of 2026-11-27 recorded it).
         "only a cancellation that lands during a round's look, with children to start, asks it: a race no e2e case aims at",
     ),
-    (
-        "rollout-avoids-exhausted-zones",
-        // rolling_update/children.rs: asked when a create fails with an allocation failure.
-        // e2e rollout::zones reaches it; its history is recorded from that case's run.
-        "recorded from e2e rollout::zones once that case ran on the stack",
-    ),
 ];
 
 /// The patch ids of every `.patched(ARG)` call in `sources` (path and text of each file), with
