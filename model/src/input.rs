@@ -261,6 +261,24 @@ impl CreateMachineRequest {
             self.creation_timeout,
         ));
         problems.extend(received::drain("drain", &self.drain));
+        if let Some(zone) = &self.zone
+            && !self.template.zones.contains(zone)
+        {
+            let fix = if self.template.zones.is_empty() {
+                "leave zone out: the template has no zones".to_owned()
+            } else {
+                format!(
+                    "give one of the template's zones ({}) or leave zone out",
+                    self.template.zones.join(", ")
+                )
+            };
+            problems.push(
+                "zone",
+                quoted(zone),
+                "is not one of the template's zones",
+                fix,
+            );
+        }
         problems.finish()
     }
 }

@@ -6,6 +6,7 @@
 pub mod arm;
 pub mod bootstrap_token;
 pub mod cancel;
+pub mod capacity;
 pub mod cluster;
 pub mod config;
 pub mod disruption;

@@ -27,7 +27,8 @@ pub fn os_disk_name(machine: &str) -> String {
 
 /// The availability zone of `machine` among the pool's `zones` (none when the pool has none):
 /// a stable choice from the name, so a retried or replayed step picks the same zone and a pool's
-/// random names spread over its zones.
+/// random names spread over its zones. [`crate::capacity::choose_zone`] moves a new machine
+/// off it while it is exhausted for the pool's VM size.
 pub fn zone_for(machine: &str, zones: &[String]) -> Option<String> {
     if zones.is_empty() {
         return None;
@@ -61,6 +62,21 @@ pub struct CreateMachineRequest {
     /// The pool's drain settings, recorded on the Node so a later drain follows them.
     #[serde(default)]
     pub drain: crate::pool::DrainPolicy,
+    /// The availability zone to create the machine in, one of the template's `zones` (a rollout
+    /// sets it to avoid zones that ran out of capacity, see [`crate::capacity`]); absent, the
+    /// zone [`zone_for`] hashes the name to, as for runs started before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+}
+
+impl CreateMachineRequest {
+    /// The zone the machine is created in: the request's, else [`zone_for`] its name (none when
+    /// the template has no zones).
+    pub fn chosen_zone(&self) -> Option<String> {
+        self.zone
+            .clone()
+            .or_else(|| zone_for(&self.machine, &self.template.zones))
+    }
 }
 
 /// The input of DeleteMachine.

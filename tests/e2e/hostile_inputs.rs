@@ -95,6 +95,7 @@ async fn hostile_runs(
         creation_timeout: Duration::from_secs(1_000_000_000_000),
         keep_on_failure: false,
         drain: pool.drain.clone(),
+        zone: None,
     };
     let create_id = WorkflowId::for_subject(Operation::Create, &cluster, machine);
     client

@@ -32,6 +32,7 @@ fn create() -> CreateMachineRequest {
         creation_timeout: pool.timeouts.creation,
         keep_on_failure: false,
         drain: pool.drain.clone(),
+        zone: None,
     }
 }
 
@@ -202,6 +203,24 @@ fn create_machine_inputs_follow_the_pool_file_rules() {
                 "a zero force-after-unhealthy is refused",
                 Box::new(|r| r.drain.force_after_unhealthy = Duration::ZERO),
                 &["drain.force_after_unhealthy"],
+            ),
+            (
+                "a zone of the template passes",
+                Box::new(|r| r.zone = Some("2".into())),
+                &[],
+            ),
+            (
+                "a zone the template does not name is refused",
+                Box::new(|r| r.zone = Some("3".into())),
+                &["zone"],
+            ),
+            (
+                "a zone for a template without zones is refused",
+                Box::new(|r| {
+                    r.template.zones.clear();
+                    r.zone = Some("1".into());
+                }),
+                &["zone"],
             ),
             (
                 "every problem is named at once",

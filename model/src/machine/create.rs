@@ -28,6 +28,7 @@ impl CreateMachineRequest {
             creation_timeout: pool.timeouts.creation,
             keep_on_failure: false,
             drain: pool.drain.clone(),
+            zone: None,
         }
     }
 

@@ -169,6 +169,7 @@ mod tests {
                 kind: ChildKind::Create,
                 workflow_id: "create/c/m".to_owned(),
                 started_at: 0,
+                zone: None,
             });
             status.end(outcome, "done".to_owned());
             assert_eq!(status.phase, phase);

@@ -3,7 +3,8 @@
 //! ([`request`]) and what its `status` query answers ([`status`]); and every other decision the
 //! workflow makes: how its phase moves ([`phase`]), what a signal does ([`signal`]), what a round
 //! of its loop does after a look ([`round`]), how a child's end is booked and when the rollout
-//! pauses itself ([`booking`]), when it is stalled ([`progress`]) and how it ends ([`ending`]).
+//! pauses itself ([`booking`]), how a create that found no capacity is booked ([`shortage`]),
+//! when it is stalled ([`progress`]) and how it ends ([`ending`]).
 
 pub mod booking;
 pub mod ending;
@@ -15,6 +16,7 @@ pub mod progress;
 pub mod report;
 pub mod request;
 pub mod round;
+pub mod shortage;
 pub mod signal;
 pub mod status;
 
@@ -34,6 +36,7 @@ pub use request::{
     RolloutResult, StrategyChange, TemplateRecord,
 };
 pub use round::{AfterLook, Round, after_look, canary_target, to_clear_outdated, to_mark_outdated};
+pub use shortage::{Shortage, shortage_of};
 pub use signal::Signal;
 pub use status::{
     ChildFailure, ChildKind, InFlight, MachineView, RolloutStatus, StrategyView, Timings,

@@ -30,6 +30,9 @@ pub struct InFlight {
     pub workflow_id: String,
     /// When it started, Unix milliseconds.
     pub started_at: i64,
+    /// For a create, the zone the rollout gave it (see [`crate::capacity::choose_zone`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// A child that failed.
@@ -220,6 +223,10 @@ pub struct RolloutStatus {
     /// Machines left alone for now because they carry do-not-disrupt marks, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<crate::rollout::HeldMachine>,
+    /// The VM sizes and zones that ran out of capacity, and until when new machines avoid them
+    /// (kept through continue-as-new; see [`crate::capacity`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exhausted: Vec<crate::capacity::Exhausted>,
     /// The pool's machines at the last look.
     #[serde(default)]
     pub machines: Vec<MachineView>,
@@ -272,6 +279,7 @@ impl RolloutStatus {
             failures: Vec::new(),
             in_flight: Vec::new(),
             held: Vec::new(),
+            exhausted: Vec::new(),
             machines: Vec::new(),
             created: 0,
             deleted: 0,

@@ -48,6 +48,7 @@ fn view(core: &Core, vm: &Resource, now: chrono::DateTime<Utc>) -> MachineView {
             method: "GET",
             path: vm.id(),
             vm: Some(&name),
+            zone: vm.body["zones"][0].as_str(),
         },
     );
     let tags = vm.body["tags"]
@@ -244,6 +245,7 @@ fn begin(
         method: "POST",
         path: vm.id(),
         vm: Some(vm.name()),
+        zone: vm.body["zones"][0].as_str(),
     };
     let kinds = [
         FaultKind::Throttle,

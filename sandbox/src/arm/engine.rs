@@ -54,11 +54,16 @@ impl Core {
     /// marks its resources busy, and records it. `hang_detach` rules are checked only when it
     /// detaches a disk without `ForceDetach`: a force detach is never held.
     pub fn begin(&mut self, spec: OpSpec<'_>, now: DateTime<Utc>) -> Operation {
+        let zone = self
+            .state
+            .get(&spec.resource)
+            .and_then(|r| r.body["zones"][0].as_str().map(str::to_owned));
         let target = Target {
             operation: spec.name,
             method: spec.method,
             path: spec.path,
             vm: spec.vm,
+            zone: zone.as_deref(),
         };
         let fail_with = self
             .faults

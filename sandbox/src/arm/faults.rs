@@ -2,8 +2,8 @@
 //! list pages link back to themselves.
 //!
 //! A rule matches on the operation name (`vm.put`, `disk.delete`, `csi.detach`, ...), the request
-//! path (for [`crate::compute::Compute`] calls: the VM id) and the VM name, each a case-insensitive
-//! glob (`*` any run, `?` one character) or several separated by `|`; and on the HTTP method, a
+//! path (for [`crate::compute::Compute`] calls: the VM id), the VM name and the availability zone
+//! of the VM (or disk) the request or operation concerns, each a case-insensitive glob (`*` any run, `?` one character) or several separated by `|`; and on the HTTP method, a
 //! `|`-separated list of methods where `write` stands for PUT, PATCH, DELETE and POST. It fires
 //! with `probability` (default 1), or on every `every`-th match only, and at most `count` times
 //! (default unlimited).
@@ -68,6 +68,11 @@ pub struct FaultRule {
     /// `operation.result`, the VM the polled operation works on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<String>,
+    /// Glob over the availability zone (`"2"`, `"1|3"`) of the VM or disk the request or operation
+    /// concerns: a create's body `zones[0]`, else the stored resource's. A target outside any zone
+    /// never matches a rule with a zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
     /// Chance of firing on a match, 0..=1 (default 1). Not with `every`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probability: Option<f64>,
@@ -135,6 +140,8 @@ pub struct Target<'a> {
     pub path: &'a str,
     /// VM name, when the target concerns one.
     pub vm: Option<&'a str>,
+    /// Availability zone of the VM or disk the target concerns, when it has one.
+    pub zone: Option<&'a str>,
 }
 
 /// The rules in force.
@@ -220,6 +227,7 @@ impl FaultRule {
             method: None,
             path: None,
             vm: None,
+            zone: None,
             probability: None,
             every: None,
             count: None,
@@ -245,6 +253,7 @@ impl FaultRule {
                 .is_none_or(|m| method_matches(m, target.method))
             && ok(&self.path, Some(target.path))
             && ok(&self.vm, target.vm)
+            && ok(&self.zone, target.zone)
     }
 
     /// Checks what serde cannot: `every` is at least 1 and comes neither with `probability` nor
@@ -392,6 +401,7 @@ mod tests {
             method: "PUT",
             path,
             vm,
+            zone: None,
         }
     }
 
@@ -420,6 +430,40 @@ mod tests {
         assert!(!rule.matches(target("disk.put", "/p", Some("pool-a-1"))));
         rule.method = Some("get".into());
         assert!(!rule.matches(target("vm.put", "/p", Some("pool-a-1"))));
+    }
+
+    #[test]
+    fn a_zone_filter_matches_the_targets_zone_and_never_a_target_outside_zones() {
+        let mut rule = FaultRule::new(FaultKind::FailOperation);
+        rule.operation = Some("vm.put".into());
+        rule.zone = Some("2".into());
+        let in_zone = |zone| Target {
+            zone,
+            ..target("vm.put", "/p", Some("pool-a-1"))
+        };
+        assert!(rule.matches(in_zone(Some("2"))));
+        assert!(!rule.matches(in_zone(Some("1"))));
+        assert!(!rule.matches(in_zone(Some("12"))));
+        assert!(!rule.matches(in_zone(None)));
+        rule.zone = Some("1|3".into());
+        assert!(rule.matches(in_zone(Some("3"))));
+        assert!(!rule.matches(in_zone(Some("2"))));
+        rule.zone = None;
+        assert!(rule.matches(in_zone(None)));
+    }
+
+    #[test]
+    fn a_zone_rule_parses_from_toml() {
+        let rule: FaultRule = toml::from_str(
+            r#"
+            kind = "fail_operation"
+            operation = "vm.put"
+            zone = "2"
+            code = "ZonalAllocationFailed"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(rule.zone.as_deref(), Some("2"));
     }
 
     #[test]

@@ -297,6 +297,61 @@ pub fn check_api_version(path: &str, version: Option<&str>) -> Result<(), ArmErr
     Ok(())
 }
 
+/// The largest request body the middleware reads to find a VM create's zone (ARM's own limit).
+const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The availability zone of the VM (or disk) a request concerns, for fault rules with `zone`:
+/// a PUT's body `zones[0]`, else the stored resource's (for an operation poll, the operation's
+/// resource). The request comes back whole, its body read into memory when it was a PUT.
+async fn request_zone(
+    em: &Emulator,
+    method: &Method,
+    path: &str,
+    request: Request,
+) -> Result<(Request, Option<String>), ArmError> {
+    let first_zone = |body: &Value| body["zones"][0].as_str().map(str::to_owned);
+    let (request, body_zone) = if method == Method::PUT {
+        let (parts, body) = request.into_parts();
+        let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+            .await
+            .map_err(|_| {
+                ArmError::rejected(
+                    413,
+                    "RequestEntityTooLarge",
+                    format!("The request body is larger than {MAX_BODY_BYTES} bytes."),
+                )
+            })?;
+        let zone = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|body| first_zone(&body));
+        (
+            Request::from_parts(parts, axum::body::Body::from(bytes)),
+            zone,
+        )
+    } else {
+        (request, None)
+    };
+    if body_zone.is_some() {
+        return Ok((request, body_zone));
+    }
+    let operation_id = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    let stored = em.read(|core| {
+        const VMS: &str = "/virtualmachines/";
+        let vm_at = path.to_ascii_lowercase().find(VMS);
+        let resource = match (vm_at, vm_in_path(path)) {
+            (Some(at), Some(name)) => core.state.get(&path[..at + VMS.len() + name.len()]),
+            _ => core.state.get(path).or_else(|| {
+                core.state
+                    .operations
+                    .get(operation_id)
+                    .and_then(|op| core.state.get(&op.resource))
+            }),
+        };
+        resource.and_then(|r| first_zone(&r.body))
+    });
+    Ok((request, stored))
+}
+
 /// The middleware around every route.
 pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
@@ -323,11 +378,16 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
         let operation_vm = matches!(operation.as_str(), "operation.status" | "operation.result")
             .then(|| em.operation_vm(&path))
             .flatten();
+        let (request, zone) = match request_zone(&em, &method, &path, request).await {
+            Ok(read) => read,
+            Err(e) => return e.into_response(),
+        };
         let target = Target {
             operation: &operation,
             method: method.as_str(),
             path: &path,
             vm: vm_in_path(&path).or(operation_vm.as_deref()),
+            zone: zone.as_deref(),
         };
         if let Some(hold) = em.stall(target) {
             let gave_up = GaveUp {
@@ -439,6 +499,7 @@ pub fn list_response(
         method: ctx.method.as_str(),
         path: &ctx.path,
         vm: None,
+        zone: None,
     });
     let after = match ctx.query.get("$skiptoken") {
         None => None,

@@ -20,3 +20,4 @@ mod seed;
 mod stats;
 mod support;
 mod vms;
+mod zone_faults;

@@ -43,6 +43,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         creation_timeout: pool.timeouts.creation,
         keep_on_failure: args.keep_on_failure,
         drain: pool.drain.clone(),
+        zone: None,
     };
     request.check()?;
     let client = settings.temporal().connect().await?;

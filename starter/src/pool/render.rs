@@ -2,6 +2,7 @@
 //! machines. Pure functions of what they show and of "now" (Unix seconds).
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use nodewright_model::capacity::Exhausted;
 use nodewright_model::rollout::{
     Activity, ChildFailure, ChildKind, HOLD_RECHECK_SECS, Health, Holdup, InFlight, PoolReport,
     RolloutPhase, RolloutStatus, StrategyView,
@@ -153,12 +154,34 @@ fn holdup(holdup: Holdup, pool: &str) -> String {
 }
 
 fn in_flight_line(child: &InFlight, now: i64) -> String {
+    let zone = child
+        .zone
+        .as_ref()
+        .map_or_else(String::new, |zone| format!(" in zone {zone}"));
     format!(
-        "{} {:<24} {}  {} ago",
+        "{} {:<24} {}  {} ago{zone}",
         kind(child.kind),
         child.machine,
         child.workflow_id,
         span(since(child.started_at, now))
+    )
+}
+
+/// A VM size out of capacity in a zone: `zone 2 for Standard_D2s_v5 (ZonalAllocationFailed)
+/// until 2026-11-27T10:03:00Z (2m left)`, or `(over)` once past.
+fn exhausted_line(exhausted: &Exhausted, now: i64) -> String {
+    let until = DateTime::<Utc>::from_timestamp(exhausted.until, 0).map_or_else(
+        || exhausted.until.to_string(),
+        |t| t.to_rfc3339_opts(SecondsFormat::Secs, true),
+    );
+    let left = if exhausted.until > now {
+        format!("{} left", span(since(now, exhausted.until)))
+    } else {
+        "over".to_owned()
+    };
+    format!(
+        "zone {} for {} ({}) until {until} ({left})",
+        exhausted.zone, exhausted.vm_size, exhausted.code
     )
 }
 
@@ -212,6 +235,10 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
             span(since(held.since, now)),
             held.reason
         ));
+    }
+    for (index, exhausted) in status.exhausted.iter().enumerate() {
+        let label = if index == 0 { "exhausted" } else { "" };
+        lines.push(format!("  {label:<12} {}", exhausted_line(exhausted, now)));
     }
     for (index, child) in status.in_flight.iter().enumerate() {
         let label = if index == 0 { "in flight" } else { "" };
@@ -367,18 +394,21 @@ mod tests {
             max_failures: 3,
             failures: Vec::new(),
             held: Vec::new(),
+            exhausted: Vec::new(),
             in_flight: vec![
                 InFlight {
                     machine: "web-ab12c".to_owned(),
                     kind: ChildKind::Create,
                     workflow_id: "create/dev/web-ab12c".to_owned(),
                     started_at: 1000,
+                    zone: Some("3".to_owned()),
                 },
                 InFlight {
                     machine: "web-x9z8y".to_owned(),
                     kind: ChildKind::Delete,
                     workflow_id: "delete/dev/web-x9z8y".to_owned(),
                     started_at: 1010,
+                    zone: None,
                 },
             ],
             machines: vec![MachineView {
@@ -461,6 +491,20 @@ mod tests {
             at: 900,
         });
         status.failures_counted = 1;
+        status.exhausted = vec![
+            Exhausted {
+                vm_size: "Standard_D2s_v5".to_owned(),
+                zone: "2".to_owned(),
+                code: "ZonalAllocationFailed".to_owned(),
+                until: 1162,
+            },
+            Exhausted {
+                vm_size: "Standard_D2s_v5".to_owned(),
+                zone: "1".to_owned(),
+                code: "AllocationFailed".to_owned(),
+                until: 1000,
+            },
+        ];
         let lines = status_lines(&status, 1042);
         let text = lines.join("\n");
         assert!(
@@ -473,13 +517,19 @@ mod tests {
         );
         assert!(
             text.contains(
-                "  in flight    create web-ab12c                create/dev/web-ab12c  42s ago"
+                "  in flight    create web-ab12c                create/dev/web-ab12c  42s ago in zone 3"
             ),
             "{text}"
         );
         assert!(
             text.contains(
                 "               create web-q2w4e (create/dev/web-q2w4e): AllocationFailed"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  exhausted    zone 2 for Standard_D2s_v5 (ZonalAllocationFailed) until 1970-01-01T00:19:22Z (2m left)\n               zone 1 for Standard_D2s_v5 (AllocationFailed) until 1970-01-01T00:16:40Z (over)"
             ),
             "{text}"
         );

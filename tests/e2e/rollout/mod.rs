@@ -9,3 +9,4 @@ mod crash;
 mod do_not_disrupt;
 mod failures;
 mod hard_deadline;
+mod zones;

@@ -15,7 +15,7 @@ use nodewright_model::machine::create::{
     MAX_VM_CREATE_SENDS, OsDiskTagging, VmCreateFailed, decide_vm_create_failed,
     os_disk_tags_outcome, past_creation_timeout,
 };
-use nodewright_model::machine::{CreateMachineRequest, Step, os_disk_name, zone_for};
+use nodewright_model::machine::{CreateMachineRequest, Step, os_disk_name};
 use nodewright_model::names::arm_write_task_queue;
 
 use super::state::Ctx;
@@ -53,7 +53,7 @@ pub(super) async fn create_vm(
     deadline: DateTime<Utc>,
 ) -> Result<ProvisionedVm, StepFailed> {
     let writes = arm_write_task_queue(ctx.task_queue());
-    let zone = zone_for(&request.machine, &request.template.zones);
+    let zone = request.chosen_zone();
     let mut vm_tags = tags.clone();
     let mut sends = 1;
     let mut adopted = false;

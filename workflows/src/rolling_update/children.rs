@@ -1,15 +1,18 @@
 //! RollingUpdate's children: starting the CreateMachine and DeleteMachine runs a plan asks for,
 //! keeping the future of each one's end, awaiting the first to finish, and booking how it ended
-//! (`model::rollout::booking` decides what counts).
+//! (`model::rollout::booking` decides what counts, `model::rollout::shortage` what a create that
+//! found no capacity does); each create goes to a zone that is not exhausted
+//! (`model::capacity::choose_zone`).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
+use nodewright_model::capacity::choose_zone;
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::machine_name::MachineName;
 use nodewright_model::rollout::{
-    ChildEnd, ChildKind, InFlight, Plan, RolloutRequest, disruption_of,
+    ChildEnd, ChildKind, InFlight, Plan, RolloutRequest, disruption_of, shortage_of,
 };
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_sdk::{StartChildWorkflowExecutionFailedCause, WorkflowContext};
@@ -23,6 +26,11 @@ use crate::progress::{child_failure_text, child_options, now, was_canceled};
 /// baseline the Node's drain-policy annotation is bounded by); runs recorded before it passed
 /// none, and their drains read the VM's tag instead.
 const DRAIN_POLICY_PATCH: &str = "rollout-passes-drain-policy";
+
+/// The patch that books a create's allocation failure as a shortage of its zone (not counted,
+/// the zone avoided) instead of a failure counted against `max_failures`; runs recorded before
+/// it counted such failures and may have paused on them.
+const ZONE_SHORTAGE_PATCH: &str = "rollout-avoids-exhausted-zones";
 
 /// A child in flight and the future of its end.
 pub struct Child {
@@ -66,6 +74,7 @@ pub async fn start_children<W: HasRollout>(
             kind: ChildKind::Delete,
             workflow_id: workflow_id.to_string(),
             started_at: at,
+            zone: None,
         };
         match ctx
             .start_child_workflow(DeleteMachineWorkflow::run, input, options)
@@ -75,8 +84,23 @@ pub async fn start_children<W: HasRollout>(
             Err(error) => start_failed(ctx, request, entry, &error),
         }
     }
+    let template = &request.pool.template;
+    let exhausted = ctx.state(|s| {
+        s.rollout()
+            .status
+            .as_ref()
+            .map(|status| status.exhausted.clone())
+            .unwrap_or_default()
+    });
     for _ in 0..decided.create {
         let machine = MachineName::generate(&request.pool.name, ctx.random::<u64>()).to_string();
+        let zone = choose_zone(
+            &machine,
+            &template.vm_size,
+            &template.zones,
+            &exhausted,
+            at.div_euclid(1000),
+        );
         let workflow_id = WorkflowId::for_subject(Operation::Create, &request.cluster, &machine);
         let input = CreateMachineRequest {
             cluster: request.cluster.clone(),
@@ -87,6 +111,7 @@ pub async fn start_children<W: HasRollout>(
             creation_timeout: request.pool.timeouts.creation,
             keep_on_failure: false,
             drain: request.pool.drain.clone(),
+            zone: zone.clone(),
         };
         let options = child_options(
             &workflow_id,
@@ -100,6 +125,7 @@ pub async fn start_children<W: HasRollout>(
             kind: ChildKind::Create,
             workflow_id: workflow_id.to_string(),
             started_at: at,
+            zone,
         };
         match ctx
             .start_child_workflow(CreateMachineWorkflow::run, input, options)
@@ -173,7 +199,9 @@ pub fn first_finished(children: &mut [Child]) -> impl Future<Output = (usize, Ch
 }
 
 /// Books a finished child: its duration, or its failure (counted against `max_failures`, and
-/// the rollout may pause itself).
+/// the rollout may pause itself). A create that found no capacity in its zone marks the zone
+/// exhausted and is not counted while another zone has room (`model::rollout::shortage`);
+/// recorded as a patch, so that runs that counted such a failure before replay unchanged.
 pub fn child_finished<W: HasRollout>(
     ctx: &mut WorkflowContext<W>,
     request: &RolloutRequest,
@@ -182,6 +210,24 @@ pub fn child_finished<W: HasRollout>(
 ) {
     let at = now(ctx).timestamp_millis();
     let pool = request.pool.name.clone();
+    let template = &request.pool.template;
+    if let Some(shortage) = shortage_of(&entry, &outcome, &template.zones)
+        && ctx.patched(ZONE_SHORTAGE_PATCH)
+    {
+        ctx.state_mut(|s| {
+            s.rollout_mut().with_status(|status| {
+                status.book_shortage(
+                    entry,
+                    shortage,
+                    &template.vm_size,
+                    &template.zones,
+                    at,
+                    &pool,
+                );
+            });
+        });
+        return;
+    }
     ctx.state_mut(|s| {
         s.rollout_mut()
             .with_status(|status| status.book_child(entry, outcome, at, &pool));

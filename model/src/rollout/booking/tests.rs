@@ -20,6 +20,7 @@ fn entry(kind: ChildKind, started_at: i64) -> InFlight {
         kind,
         workflow_id: "create/test/workers-abc12".to_owned(),
         started_at,
+        zone: None,
     }
 }
 
