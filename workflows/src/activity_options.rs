@@ -21,8 +21,18 @@ fn backoff(initial: Duration, maximum: Duration) -> RetryPolicy {
 /// A single read from Kubernetes or Azure: 30 s an attempt, retried with backoff (1 s doubling
 /// to 30 s) for up to five minutes in all. Non-retryable failures end it at once.
 pub fn read() -> ActivityOptions {
+    read_within(READ_BUDGET)
+}
+
+/// How long a [`read`] is retried in all.
+const READ_BUDGET: Duration = Duration::from_secs(300);
+
+/// A read retried like a [`read`] for up to `budget` in all (never less than a read's five
+/// minutes): a read whose caller has its own deadline (the drain's looks at the Node's pods)
+/// waits out an API outage until then instead of failing after five minutes.
+pub fn read_within(budget: Duration) -> ActivityOptions {
     ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
-        schedule_to_close: Duration::from_secs(300),
+        schedule_to_close: budget.max(READ_BUDGET),
         start_to_close: Duration::from_secs(30),
     })
     .retry_policy(backoff(Duration::from_secs(1), Duration::from_secs(30)))

@@ -239,18 +239,20 @@ pub(super) fn wait_deadline(ctx: &Ctx, budget: Duration) -> (DateTime<Utc>, Dura
     (at, budget)
 }
 
-/// The node's pods and health now.
+/// The node's pods and health now. An API outage is waited out (the read retried) until the
+/// drain's deadline, at least a read's five minutes: the deadline, not the outage, ends a drain.
 pub(super) async fn list_pods(
     ctx: &mut Ctx,
     state: &Drain,
     step: Step,
 ) -> Result<NodePods, StepFailed> {
+    let budget = left(ctx).unwrap_or_default();
     ctx.execute_activity(
         KubeActivities::list_node_pods,
         ListNodePods {
             node: state.request.node.clone(),
         },
-        activity_options::read(),
+        activity_options::read_within(budget),
     )
     .await
     .map_err(|e| StepFailed::from_activity(step, &e))
