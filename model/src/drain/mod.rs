@@ -57,6 +57,7 @@ pub use pods::{
     DrainPlan, PodFacts, PodRef, SkipReason, SkippedPod, TrackedVolume, UnwaitedVolume,
     VolumeFacts, VolumePod, detach_budget, local_data_of, plan_drain, pod_disappearance_budget,
 };
+pub use progress::ForceRelease;
 pub use purpose::DrainPurpose;
 pub use report::{
     InFlightEnd, cordoned, describe_plan, describe_ruled_plan, drained_summary, given_back,

@@ -222,16 +222,23 @@ impl DrainStatus {
     }
 
     /// The end of force mode at `at`: a volume waited on and not reattached elsewhere is
-    /// force-detached when its disk is among `force_detached` (the data disks ARM detached), or,
-    /// without a disk, when anything was released here (`released_here`: VolumeAttachments
-    /// deleted or disks detached); the graceful steps still pending are closed as skipped.
-    pub fn end_force_mode(&mut self, force_detached: &[String], released_here: bool, at: &str) {
+    /// force-detached when its disk is among the data disks ARM force-detached, when Azure lists
+    /// no data disk on the VM any more (its detach finished after force mode deleted its
+    /// VolumeAttachment, before the force detach looked), or, without a disk, when anything was
+    /// released here (VolumeAttachments deleted or disks detached); the graceful steps still
+    /// pending are closed as skipped.
+    pub fn end_force_mode(&mut self, release: &ForceRelease<'_>, at: &str) {
         for volume in &mut self.volumes {
-            let disk_released = volume
-                .disk_id
-                .as_ref()
-                .is_some_and(|disk| force_detached.iter().any(|d| d.eq_ignore_ascii_case(disk)));
-            let released = disk_released || (volume.disk_id.is_none() && released_here);
+            let released = match &volume.disk_id {
+                Some(disk) => {
+                    release.azure_holds_none
+                        || release
+                            .force_detached
+                            .iter()
+                            .any(|d| d.eq_ignore_ascii_case(disk))
+                }
+                None => release.released_here,
+            };
             let moving = !matches!(
                 volume.state,
                 VolumeState::Reattached | VolumeState::NotWaitedOn
@@ -252,6 +259,18 @@ impl DrainStatus {
             }
         }
     }
+}
+
+/// What force mode released, as [`DrainStatus::end_force_mode`] reads it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ForceRelease<'a> {
+    /// The data disks ARM force-detached.
+    pub force_detached: &'a [String],
+    /// Whether anything was released here: VolumeAttachments deleted or disks force-detached.
+    pub released_here: bool,
+    /// Whether Azure lists no data disk on the VM after force mode (nothing was attached when
+    /// the force detach looked, the VM is gone, or the force detach left none).
+    pub azure_holds_none: bool,
 }
 
 #[cfg(test)]

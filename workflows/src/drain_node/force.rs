@@ -15,7 +15,8 @@ use nodewright_activities::azure::machines::{
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{NodeAttachments, PodAction, PodDeletion};
 use nodewright_model::drain::{
-    DrainMode, FORCE_DETACH_BUDGET, ForceReason, PodRef, PodState, RuledPod, overridden_mark,
+    DrainMode, FORCE_DETACH_BUDGET, ForceReason, ForceRelease, PodRef, PodState, RuledPod,
+    overridden_mark,
 };
 use nodewright_model::machine::Step;
 use nodewright_model::names::arm_write_task_queue;
@@ -170,15 +171,17 @@ async fn release_volumes(ctx: &mut Ctx, state: &mut Drain) -> Result<(), StepFai
                     state.request.node, failed.reason
                 ),
             );
-            Vec::new()
+            ForceDetached::default()
         }
     };
 
-    let released_here = !attachments.is_empty() || !force_detached.is_empty();
+    let release = ForceRelease {
+        force_detached: &force_detached.disks,
+        released_here: !attachments.is_empty() || !force_detached.disks.is_empty(),
+        azure_holds_none: force_detached.none_left,
+    };
     let at = rfc3339(now(ctx));
-    with_status(ctx, |status| {
-        status.end_force_mode(&force_detached, released_here, &at);
-    });
+    with_status(ctx, |status| status.end_force_mode(&release, &at));
     done(
         ctx,
         Step::ForceDrain,
@@ -186,15 +189,22 @@ async fn release_volumes(ctx: &mut Ctx, state: &mut Drain) -> Result<(), StepFai
             "{} pods deleted with grace period 0, {} VolumeAttachments deleted, {} data disks force-detached",
             state.result.force_deleted.len(),
             attachments.len(),
-            force_detached.len()
+            force_detached.disks.len()
         ),
     );
     Ok(())
 }
 
-/// Force-detaches the VM's data disks (ARM-write queue) and waits for ARM to finish; returns
-/// the disks detached.
-async fn force_detach_disks(ctx: &mut Ctx, state: &Drain) -> Result<Vec<String>, StepFailed> {
+/// What the force detach did: the disks it detached, and whether Azure lists no data disk on
+/// the VM afterwards.
+#[derive(Default)]
+struct ForceDetached {
+    disks: Vec<String>,
+    none_left: bool,
+}
+
+/// Force-detaches the VM's data disks (ARM-write queue) and waits for ARM to finish.
+async fn force_detach_disks(ctx: &mut Ctx, state: &Drain) -> Result<ForceDetached, StepFailed> {
     let writes = arm_write_task_queue(ctx.task_queue());
     let started = ctx
         .execute_activity(
@@ -231,8 +241,16 @@ async fn force_detach_disks(ctx: &mut Ctx, state: &Drain) -> Result<Vec<String>,
                     ),
                 );
             }
-            Ok(disks)
+            Ok(ForceDetached {
+                none_left: left.pending.is_empty(),
+                disks,
+            })
         }
-        ForceDetachStarted::NothingAttached | ForceDetachStarted::VmAbsent => Ok(Vec::new()),
+        // Their detach finished before the force detach looked (force mode deleted their
+        // VolumeAttachments first), or the VM is gone: nothing is attached any more.
+        ForceDetachStarted::NothingAttached | ForceDetachStarted::VmAbsent => Ok(ForceDetached {
+            disks: Vec::new(),
+            none_left: true,
+        }),
     }
 }

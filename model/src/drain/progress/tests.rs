@@ -203,13 +203,16 @@ fn an_accepted_eviction_clears_the_block_of_an_earlier_one() {
 
 #[test]
 fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
-    use VolumeState::{Attached, DetachTimedOut, ForceDetached, NotWaitedOn, Reattached};
+    use VolumeState::{
+        Attached, DetachTimedOut, Detaching, ForceDetached, NotWaitedOn, Reattached,
+    };
     let table = [
         (
             "disk detached",
             Some("/DISKS/D1"),
             Attached,
             vec!["/disks/d1"],
+            false,
             false,
             ForceDetached,
         ),
@@ -219,6 +222,7 @@ fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
             DetachTimedOut,
             vec!["/disks/d2"],
             true,
+            false,
             DetachTimedOut,
         ),
         (
@@ -227,6 +231,7 @@ fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
             Attached,
             vec![],
             true,
+            false,
             ForceDetached,
         ),
         (
@@ -234,6 +239,7 @@ fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
             None,
             Attached,
             vec![],
+            false,
             false,
             Attached,
         ),
@@ -243,6 +249,7 @@ fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
             Reattached,
             vec!["/disks/d1"],
             true,
+            false,
             Reattached,
         ),
         (
@@ -251,14 +258,47 @@ fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
             NotWaitedOn,
             vec![],
             true,
+            false,
             NotWaitedOn,
         ),
+        (
+            "disk detached before the force detach looked: Azure lists none",
+            Some("/disks/d1"),
+            Detaching,
+            vec![],
+            true,
+            true,
+            ForceDetached,
+        ),
+        (
+            "Azure lists none but the volume reattached elsewhere",
+            Some("/disks/d1"),
+            Reattached,
+            vec![],
+            true,
+            true,
+            Reattached,
+        ),
+        (
+            "Azure still lists disks, this one not force-detached",
+            Some("/disks/d1"),
+            Attached,
+            vec![],
+            true,
+            false,
+            Attached,
+        ),
     ];
-    for (name, disk, before, detached, released_here, after) in table {
+    for (name, disk, before, detached, released_here, none_left, after) in table {
         let mut forced = status();
         forced.volumes.push(volume("pv-1", disk, before));
         let detached: Vec<String> = detached.into_iter().map(ToOwned::to_owned).collect();
-        forced.end_force_mode(&detached, released_here, "2026-11-21T10:00:00Z");
+        let release = ForceRelease {
+            force_detached: &detached,
+            released_here,
+            azure_holds_none: none_left,
+        };
+        forced.end_force_mode(&release, "2026-11-21T10:00:00Z");
         assert_eq!(forced.volumes[0].state, after, "{name}");
     }
     let mut forced = status();
@@ -266,7 +306,7 @@ fn force_mode_marks_released_volumes_and_skips_the_graceful_steps_left() {
     forced
         .run
         .finish(Step::EvictPods, "2026-11-21T09:30:00Z", None);
-    forced.end_force_mode(&[], false, "2026-11-21T10:00:00Z");
+    forced.end_force_mode(&ForceRelease::default(), "2026-11-21T10:00:00Z");
     let detail = |step: Step| {
         forced
             .run
@@ -380,7 +420,13 @@ fn a_continued_run_shows_what_the_runs_before_it_left() {
             Some((PodState::Gone, 1))
         );
         // What force mode does next to the carried volume.
-        next.end_force_mode(&["/disks/D1".to_owned()], true, "2026-11-27T10:00:00Z");
+        let detached = ["/disks/D1".to_owned()];
+        let release = ForceRelease {
+            force_detached: &detached,
+            released_here: true,
+            azure_holds_none: false,
+        };
+        next.end_force_mode(&release, "2026-11-27T10:00:00Z");
         let volume = next.volumes.first().map(|v| v.state);
         assert_eq!(volume, Some(VolumeState::ForceDetached));
     }
