@@ -6,13 +6,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
+use nodewright_model::drain::PodState;
 use nodewright_tests::Stack;
+use nodewright_tests::documents::DrainLookup;
 use nodewright_tests::documents::DrainStatusDocument;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, create_machine, write_pool_file};
 use nodewright_tests::stack::temporal_cli;
 use nodewright_tests::temporal_worker::unique_task_queue;
-use nodewright_tests::workloads::Workloads;
+use nodewright_tests::workloads::{Placement, Workload, Workloads};
+
+/// How long a scene's helper waits for a pod to run or a drain to reach a state.
+const SCENE_WAIT: Duration = Duration::from_secs(90);
 
 /// The machines' names after the pool's: `<pool>-b2c4d`, `<pool>-f5g6h`, ...
 const MACHINE_SUFFIXES: [&str; 3] = ["b2c4d", "f5g6h", "k7m8n"];
@@ -77,6 +82,41 @@ impl<const N: usize> DrainScene<N> {
             &self.machines,
         )
         .await
+    }
+
+    /// A Deployment `web` of one pod placed by the pool, running on `node` (the caller keeps
+    /// the other machines cordoned meanwhile), under a budget with `minAvailable` 1 that
+    /// refuses its eviction; returns the pod's `namespace/name`.
+    pub async fn web_under_budget(&self, node: &str) -> Result<String> {
+        let workloads = &self.workloads;
+        workloads
+            .deployment(&Workload::new("web", 1, Placement::pool(&self.pool)))
+            .await?;
+        let web = workloads
+            .wait_app_running("web", 1, Some(node), SCENE_WAIT)
+            .await?;
+        let name = web
+            .first()
+            .and_then(|p| p.metadata.name.clone())
+            .context("web's pod")?;
+        workloads.pod_disruption_budget("web", "web", 1).await?;
+        Ok(format!("{}/{name}", workloads.namespace()))
+    }
+
+    /// `machine drain NODE --local-data evict`, then waits until the pod `key` is held by its
+    /// budget (the drain runs on, asking again every PDB retry interval).
+    pub async fn drain_until_held(&self, node: &str, key: &str) -> Result<()> {
+        let (stack, task_queue) = (&self.stack, self.task_queue.as_str());
+        let args = ["machine", "drain", node, "--local-data", "evict"];
+        cli(stack, task_queue, &args).await?.expect_code(0)?;
+        let held = |doc: &DrainStatusDocument| {
+            doc.status
+                .pod(key)
+                .is_some_and(|p| p.state == PodState::Blocked)
+        };
+        let what = format!("{key} held by its budget");
+        wait_drain(stack, task_queue, node, &what, SCENE_WAIT, held).await?;
+        Ok(())
     }
 
     /// Cleans up: pods and volumes first (the attachments must go while the Nodes exist), the

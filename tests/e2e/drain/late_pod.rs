@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::common::{DrainScene, cli, create_machines, drain_document, wait_drain};
+use super::common::{DrainScene, create_machines, drain_document, wait_drain};
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -20,7 +20,7 @@ use kube::api::PostParams;
 use nodewright_model::drain::{DrainMode, PodState};
 use nodewright_model::machine::Outcome;
 use nodewright_tests::documents::{DrainLookup, shown};
-use nodewright_tests::workloads::{Placement, TEST_LABEL, Workload, set_unschedulable};
+use nodewright_tests::workloads::{TEST_LABEL, set_unschedulable};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -48,7 +48,7 @@ async fn scenario(scene: &DrainScene<2>) -> Result<()> {
     let DrainScene {
         stack,
         task_queue,
-        pool,
+        pool: _,
         pool_file,
         machines,
         workloads,
@@ -60,41 +60,10 @@ async fn scenario(scene: &DrainScene<2>) -> Result<()> {
     create_machines(stack, task_queue, pool_file, machines).await?;
 
     set_unschedulable(&kube, node_b, true).await?;
-    workloads
-        .deployment(&Workload::new("web", 1, Placement::pool(pool)))
-        .await?;
-    let web = workloads
-        .wait_app_running("web", 1, Some(node_a), WAIT)
-        .await?;
-    let web_key = format!(
-        "{namespace}/{}",
-        web.first()
-            .and_then(|p| p.metadata.name.clone())
-            .context("web's pod")?
-    );
-    workloads.pod_disruption_budget("web", "web", 1).await?;
+    let web_key = scene.web_under_budget(node_a).await?;
     set_unschedulable(&kube, node_b, false).await?;
 
-    cli(
-        stack,
-        task_queue,
-        &["machine", "drain", node_a, "--local-data", "evict"],
-    )
-    .await?
-    .expect_code(0)?;
-    wait_drain(
-        stack,
-        task_queue,
-        node_a,
-        "web's pod held by its budget",
-        WAIT,
-        |doc| {
-            doc.status
-                .pod(&web_key)
-                .is_some_and(|p| p.state == PodState::Blocked)
-        },
-    )
-    .await?;
+    scene.drain_until_held(node_a, &web_key).await?;
 
     // A pod bound to A directly, after the drain listed A's pods.
     let late: Pod = serde_json::from_value(json!({

@@ -11,13 +11,12 @@
 
 use std::time::Duration;
 
-use super::common::{DrainScene, cli, wait_drain};
+use super::common::{DrainScene, wait_drain};
 use anyhow::{Context, Result, ensure};
 use nodewright_model::drain::{DrainMode, PodState};
 use nodewright_model::machine::Outcome;
 use nodewright_tests::api_proxy::ApiProxy;
 use nodewright_tests::documents::{DrainLookup, shown};
-use nodewright_tests::workloads::{Placement, Workload};
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -51,50 +50,18 @@ async fn scenario(scene: &DrainScene<1>, proxy: &ApiProxy) -> Result<()> {
     let DrainScene {
         stack,
         task_queue,
-        pool,
+        pool: _,
         machines: [node_a],
         workloads,
         ..
     } = scene;
-    let namespace = workloads.namespace().to_owned();
     scene.create_machines().await?;
-    workloads
-        .deployment(&Workload::new("web", 1, Placement::pool(pool)))
-        .await?;
-    let web = workloads
-        .wait_app_running("web", 1, Some(node_a), WAIT)
-        .await?;
-    let web_key = format!(
-        "{namespace}/{}",
-        web.first()
-            .and_then(|p| p.metadata.name.clone())
-            .context("web's pod")?
-    );
-    workloads.pod_disruption_budget("web", "web", 1).await?;
+    let web_key = scene.web_under_budget(node_a).await?;
 
-    cli(
-        stack,
-        task_queue,
-        &["machine", "drain", node_a, "--local-data", "evict"],
-    )
-    .await?
-    .expect_code(0)?;
-    wait_drain(
-        stack,
-        task_queue,
-        node_a,
-        "web's pod held by its budget",
-        WAIT,
-        |doc| {
-            doc.status
-                .pod(&web_key)
-                .is_some_and(|p| p.state == PodState::Blocked)
-        },
-    )
-    .await?;
+    scene.drain_until_held(node_a, &web_key).await?;
 
     // The worker's API goes away; the drain's status (read through Temporal) goes on. Its
-    // reads fail and are retried (each within a read's 5-minute budget).
+    // reads fail and are retried until the drain's deadline.
     proxy.stop();
     tokio::time::sleep(OUTAGE).await;
     let during = wait_drain(stack, task_queue, node_a, "the drain", WAIT, |_| true).await?;

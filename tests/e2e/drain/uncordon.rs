@@ -18,12 +18,11 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use nodewright_model::drain::{PodState, TAINT_DRAINING};
+use nodewright_model::drain::TAINT_DRAINING;
 use nodewright_model::machine::Outcome;
 use nodewright_model::machine::uncordon::ANNOTATION_CORDONED_BEFORE_DRAIN;
-use nodewright_tests::documents::DrainLookup;
 use nodewright_tests::machines::node;
-use nodewright_tests::workloads::{Placement, Workload, set_unschedulable};
+use nodewright_tests::workloads::set_unschedulable;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -70,28 +69,15 @@ async fn scenario(scene: &DrainScene<1>) -> Result<()> {
     let DrainScene {
         stack,
         task_queue,
-        pool,
+        pool: _,
         machines: [node_a],
         workloads,
         ..
     } = scene;
     let kube = workloads.client().clone();
-    let namespace = workloads.namespace().to_owned();
     scene.create_machines().await?;
 
-    workloads
-        .deployment(&Workload::new("web", 1, Placement::pool(pool)))
-        .await?;
-    let web = workloads
-        .wait_app_running("web", 1, Some(node_a), WAIT)
-        .await?;
-    let web_key = format!(
-        "{namespace}/{}",
-        web.first()
-            .and_then(|p| p.metadata.name.clone())
-            .context("web's pod")?
-    );
-    workloads.pod_disruption_budget("web", "web", 1).await?;
+    let web_key = scene.web_under_budget(node_a).await?;
 
     // The administrator's cordon and a foreign taint, before any drain.
     set_unschedulable(&kube, node_a, true).await?;
@@ -102,26 +88,7 @@ async fn scenario(scene: &DrainScene<1>) -> Result<()> {
         "{node_a} cordoned by the administrator, not by nodewright: {before:?}"
     );
 
-    cli(
-        stack,
-        task_queue,
-        &["machine", "drain", node_a, "--local-data", "evict"],
-    )
-    .await?
-    .expect_code(0)?;
-    wait_drain(
-        stack,
-        task_queue,
-        node_a,
-        "web's pod held by its budget",
-        WAIT,
-        |doc| {
-            doc.status
-                .pod(&web_key)
-                .is_some_and(|p| p.state == PodState::Blocked)
-        },
-    )
-    .await?;
+    scene.drain_until_held(node_a, &web_key).await?;
 
     // While the drain runs, uncordon is refused and changes nothing.
     let refused = cli(stack, task_queue, &["machine", "uncordon", node_a]).await?;
