@@ -39,6 +39,7 @@ pub use pool::ListPoolVms;
 pub use types::*;
 
 use crate::azure::inventory::{InventoryPage, ListInventoryPage, list_inventory_page};
+use crate::azure::virtual_machines::VirtualMachine;
 use crate::azure::{ArmClient, Deletion, Error as ArmError};
 use crate::kube::bootstrap::BootstrapSource;
 use crate::kube::join_token::JoinTokens;
@@ -405,9 +406,7 @@ impl ArmWriteActivities {
                 found: existing.tags.get(TAG_CLUSTER).cloned(),
             });
         }
-        let os_disk_under_vm = self
-            .os_disk_under(&input.machine, existing.id.as_deref())
-            .await?;
+        let os_disk_under_vm = os_disk_under(&input.machine, &existing);
         Ok(match self.client.delete_vm(&input.machine, false).await? {
             Deletion::Deleted => VmDeleteStarted::Started {
                 operation: None,
@@ -419,27 +418,6 @@ impl ArmWriteActivities {
             },
             Deletion::AlreadyGone => VmDeleteStarted::AlreadyGone,
         })
-    }
-
-    /// The machine's OS disk (`<machine>-osdisk`) when it is attached (`managedBy`) to the VM
-    /// `vm_id`, read just before the VM's DELETE.
-    async fn os_disk_under(
-        &self,
-        machine: &str,
-        vm_id: Option<&str>,
-    ) -> Result<Option<String>, MachineError> {
-        let Some(vm_id) = vm_id else {
-            return Ok(None);
-        };
-        let name = os_disk_name(machine);
-        match self.client.get_disk(&name).await {
-            Ok(disk) => Ok(disk
-                .managed_by()
-                .is_some_and(|managed_by| managed_by.eq_ignore_ascii_case(vm_id))
-                .then_some(name)),
-            Err(error) if is_gone(&error) => Ok(None),
-            Err(error) => Err(error.into()),
-        }
     }
 
     async fn delete_leftover_inner(
@@ -756,5 +734,51 @@ impl ArmReadActivities {
             Err(error) => return Err(error.into()),
         }
         Ok(leftovers)
+    }
+}
+
+/// The machine's OS disk (`<machine>-osdisk`) when the VM `vm`, read just before its DELETE,
+/// names it as its OS disk: the VM's own body says what is under it, no disk read needed.
+fn os_disk_under(machine: &str, vm: &VirtualMachine) -> Option<String> {
+    let name = os_disk_name(machine);
+    vm.properties
+        .storage_profile
+        .as_ref()
+        .and_then(|storage| storage.os_disk.as_ref())
+        .and_then(|disk| disk.name.as_deref())
+        .is_some_and(|found| found.eq_ignore_ascii_case(&name))
+        .then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm_with_os_disk(name: Option<&str>) -> VirtualMachine {
+        let os_disk = name.map_or(serde_json::json!({}), |n| serde_json::json!({ "name": n }));
+        serde_json::from_value(serde_json::json!({
+            "id": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/web-a1",
+            "location": "westeurope",
+            "properties": { "storageProfile": { "osDisk": os_disk } },
+        }))
+        .expect("a VM body")
+    }
+
+    #[test]
+    fn the_os_disk_under_the_vm_is_read_from_the_vms_own_body() {
+        let table = [
+            (Some("web-a1-osdisk"), Some("web-a1-osdisk")),
+            (Some("WEB-A1-OSDISK"), Some("web-a1-osdisk")),
+            (Some("someone-elses-disk"), None),
+            (None, None),
+        ];
+        for (named, expected) in table {
+            let vm = vm_with_os_disk(named);
+            assert_eq!(
+                os_disk_under("web-a1", &vm).as_deref(),
+                expected,
+                "{named:?}"
+            );
+        }
     }
 }
