@@ -20,21 +20,18 @@
 //!
 //! The rule is removed at the end whatever happens.
 
-use std::path::Path;
 use std::time::Duration;
 
-use super::common::{cli, create_machines, delete_machines, drain_pool_file, wait_drain};
+use super::common::{DrainScene, cli, create_machines, wait_drain};
 use anyhow::{Context, Result, ensure};
 use nodewright_model::drain::{DrainMode, PodState, VolumeState};
 use nodewright_model::machine::{Outcome, Step, StepState};
 use nodewright_tests::Stack;
 use nodewright_tests::documents::{DrainLookup, print_steps, shown};
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{KillableWorker, Sandbox};
-use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::machines::Sandbox;
 use nodewright_tests::workloads::{
-    Placement, Workload, Workloads, attachments_of, disk_managed_by, is_attached,
-    set_unschedulable, wait_attached,
+    Placement, Workload, attachments_of, disk_managed_by, is_attached, set_unschedulable,
+    wait_attached,
 };
 use serde_json::{Value, json};
 
@@ -45,15 +42,10 @@ const TIMEOUT_SECONDS: u64 = 90;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_continued_as_new_during_a_stuck_detach_still_forces_the_volume_at_the_deadline()
 -> Result<()> {
-    let stack = Stack::load()?;
-    let sandbox = Sandbox::new(&stack)?;
-    let task_queue = unique_task_queue("drain-continued");
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let pool = format!("dc{}", unique_suffix());
     let timeout = format!("{TIMEOUT_SECONDS}s");
-    let pool_file = drain_pool_file(
-        &stack,
-        &pool,
+    let mut scene = DrainScene::<2>::start(
+        "drain-continued",
+        "dc",
         &[
             ("timeout", timeout.as_str()),
             ("pdbRetryInterval", "2s"),
@@ -61,48 +53,38 @@ async fn a_drain_continued_as_new_during_a_stuck_detach_still_forces_the_volume_
             ("volumeAttachTimeout", "60s"),
             ("forceAfterUnhealthy", "5m"),
         ],
-    )?;
-    let machines = [format!("{pool}-b2c4d"), format!("{pool}-f5g6h")];
-    let mut workloads = Workloads::create(&stack, "drain-continued").await?;
+    )
+    .await?;
+    let sandbox = Sandbox::new(&scene.stack)?;
     let mut fault = None;
 
     let started = std::time::Instant::now();
-    let result = scenario(
-        &stack,
-        &sandbox,
-        &task_queue,
-        &pool,
-        &pool_file,
-        &machines,
-        &mut workloads,
-        &mut fault,
-    )
-    .await
-    .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    let result = scenario(&mut scene, &sandbox, &mut fault).await;
     println!("scenario took {:.1}s", started.elapsed().as_secs_f64());
 
+    // The rule first (it would hold the cleanup's detaches), then pods and volumes, then machines.
     if let Some(id) = fault
         && let Err(error) = sandbox.remove_fault(id).await
     {
         eprintln!("cleanup: removing fault rule {id}: {error:#}");
     }
-    workloads.clean_up().await;
-    delete_machines(&stack, &task_queue, &machines).await;
-    drop(worker);
-    result
+    scene.finish(result).await
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn scenario(
-    stack: &Stack,
+    scene: &mut DrainScene<2>,
     sandbox: &Sandbox,
-    task_queue: &str,
-    pool: &str,
-    pool_file: &Path,
-    machines: &[String; 2],
-    workloads: &mut Workloads,
     fault: &mut Option<u64>,
 ) -> Result<()> {
+    let DrainScene {
+        ref stack,
+        ref task_queue,
+        ref pool,
+        ref pool_file,
+        ref machines,
+        ref mut workloads,
+        ..
+    } = *scene;
     let [node_a, node_b] = machines;
     let kube = workloads.client().clone();
     create_machines(stack, task_queue, pool_file, machines).await?;
