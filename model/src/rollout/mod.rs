@@ -4,7 +4,7 @@
 //! workflow makes: how its phase moves ([`phase`]), what a signal does ([`signal`]), what a round
 //! of its loop does after a look ([`round`]), how a child's end is booked and when the rollout
 //! pauses itself ([`booking`]), how a create that found no capacity is booked ([`shortage`]),
-//! when it is stalled ([`progress`]) and how it ends ([`ending`]).
+//! a delete that did not finish is tried again ([`retry`]), when it is stalled ([`progress`]) and how it ends ([`ending`]).
 
 pub mod booking;
 pub mod ending;
@@ -15,6 +15,7 @@ pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod request;
+pub mod retry;
 pub mod round;
 pub mod shortage;
 pub mod signal;
@@ -35,6 +36,7 @@ pub use request::{
     DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, PoolHistory, RolloutOutcome, RolloutRequest,
     RolloutResult, StrategyChange, TemplateRecord,
 };
+pub use retry::{DeleteRetry, Retries, plan_retries};
 pub use round::{AfterLook, Round, after_look, canary_target, to_clear_outdated, to_mark_outdated};
 pub use shortage::{Shortage, shortage_of};
 pub use signal::Signal;

@@ -227,6 +227,10 @@ pub struct RolloutStatus {
     /// (kept through continue-as-new; see [`crate::capacity`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exhausted: Vec<crate::capacity::Exhausted>,
+    /// Machines left deleting with no delete of this rollout running (a delete that failed), and
+    /// when each is deleted again ([`crate::rollout::retry`]; kept through continue-as-new).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retries: Vec<crate::rollout::DeleteRetry>,
     /// The pool's machines at the last look.
     #[serde(default)]
     pub machines: Vec<MachineView>,
@@ -280,6 +284,7 @@ impl RolloutStatus {
             in_flight: Vec::new(),
             held: Vec::new(),
             exhausted: Vec::new(),
+            retries: Vec::new(),
             machines: Vec::new(),
             created: 0,
             deleted: 0,

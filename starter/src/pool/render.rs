@@ -4,8 +4,8 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use nodewright_model::capacity::Exhausted;
 use nodewright_model::rollout::{
-    Activity, ChildFailure, ChildKind, HOLD_RECHECK_SECS, Health, Holdup, InFlight, PoolReport,
-    RolloutPhase, RolloutStatus, StrategyView,
+    Activity, ChildFailure, ChildKind, DeleteRetry, HOLD_RECHECK_SECS, Health, Holdup, InFlight,
+    PoolReport, RolloutPhase, RolloutStatus, StrategyView,
 };
 
 use crate::table;
@@ -185,6 +185,29 @@ fn exhausted_line(exhausted: &Exhausted, now: i64) -> String {
     )
 }
 
+/// A machine left deleting with no delete running: `p-1 (its delete failed: ...; 2 failed
+/// deletes); deleted again in 1m`, or `now` once due, or why it is left alone.
+fn retry_line(retry: &DeleteRetry, now: i64) -> String {
+    if retry.left_alone {
+        return format!("{}: {}", retry.machine, retry.reason);
+    }
+    let due = retry.due_at();
+    let when = if due > now {
+        format!("in {}", span(since(now, due)))
+    } else {
+        "at the next look".to_owned()
+    };
+    let failures = match retry.failures {
+        0 => String::new(),
+        1 => "; 1 failed delete".to_owned(),
+        n => format!("; {n} failed deletes"),
+    };
+    format!(
+        "{} ({}{failures}); deleted again {when}",
+        retry.machine, retry.reason
+    )
+}
+
 /// Every line of `pool rollout status`.
 pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
     let pool = status.pool.as_str();
@@ -239,6 +262,10 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
     for (index, exhausted) in status.exhausted.iter().enumerate() {
         let label = if index == 0 { "exhausted" } else { "" };
         lines.push(format!("  {label:<12} {}", exhausted_line(exhausted, now)));
+    }
+    for (index, retry) in status.retries.iter().enumerate() {
+        let label = if index == 0 { "stranded" } else { "" };
+        lines.push(format!("  {label:<12} {}", retry_line(retry, now)));
     }
     for (index, child) in status.in_flight.iter().enumerate() {
         let label = if index == 0 { "in flight" } else { "" };
@@ -395,6 +422,7 @@ mod tests {
             failures: Vec::new(),
             held: Vec::new(),
             exhausted: Vec::new(),
+            retries: Vec::new(),
             in_flight: vec![
                 InFlight {
                     machine: "web-ab12c".to_owned(),
@@ -505,8 +533,28 @@ mod tests {
                 until: 1000,
             },
         ];
+        status.retries = vec![
+            DeleteRetry {
+                machine: "web-old1".to_owned(),
+                failures: 2,
+                last_at: 1000,
+                reason: "its delete failed: VM delete ended Failed".to_owned(),
+                left_alone: false,
+            },
+            DeleteRetry {
+                machine: "web-new9".to_owned(),
+                failures: 0,
+                last_at: 1000,
+                reason: "drained by someone else".to_owned(),
+                left_alone: true,
+            },
+        ];
         let lines = status_lines(&status, 1042);
         let text = lines.join("\n");
+        assert!(
+            text.contains("  stranded     web-old1 (its delete failed: VM delete ended Failed; 2 failed deletes); deleted again in 18s\n               web-new9: drained by someone else"),
+            "{text}"
+        );
         assert!(
             text.contains("  template     abc123 (was def456)"),
             "{text}"

@@ -6,6 +6,7 @@ mod budget;
 pub(crate) mod common;
 mod control;
 mod crash;
+mod delete_retry;
 mod do_not_disrupt;
 mod failures;
 mod hard_deadline;

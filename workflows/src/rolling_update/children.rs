@@ -12,7 +12,7 @@ use nodewright_model::capacity::choose_zone;
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::machine_name::MachineName;
 use nodewright_model::rollout::{
-    ChildEnd, ChildKind, InFlight, Plan, RolloutRequest, disruption_of, shortage_of,
+    ChildEnd, ChildKind, InFlight, Plan, RolloutRequest, Victim, disruption_of, shortage_of,
 };
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_sdk::{StartChildWorkflowExecutionFailedCause, WorkflowContext};
@@ -48,41 +48,7 @@ pub async fn start_children<W: HasRollout>(
     at: i64,
 ) {
     for victim in &decided.delete {
-        let workflow_id =
-            WorkflowId::for_subject(Operation::Delete, &request.cluster, &victim.name);
-        let input = DeleteMachineRequest {
-            cluster: request.cluster.clone(),
-            machine: victim.name.clone(),
-            skip_drain: false,
-            force: false,
-            drain_policy: ctx
-                .patched(DRAIN_POLICY_PATCH)
-                .then(|| request.pool.drain.clone()),
-            skip_hooks: false,
-            hook_timeout: None,
-            disruption: disruption_of(victim.reason),
-        };
-        let options = child_options(
-            &workflow_id,
-            format!(
-                "rollout of pool {}: delete machine {} ({})",
-                request.pool.name, victim.name, victim.reason
-            ),
-        );
-        let entry = InFlight {
-            machine: victim.name.clone(),
-            kind: ChildKind::Delete,
-            workflow_id: workflow_id.to_string(),
-            started_at: at,
-            zone: None,
-        };
-        match ctx
-            .start_child_workflow(DeleteMachineWorkflow::run, input, options)
-            .await
-        {
-            Ok(started) => track(children, entry, started.result()),
-            Err(error) => start_failed(ctx, request, entry, &error),
-        }
+        start_delete(ctx, request, victim, children, at).await;
     }
     let template = &request.pool.template;
     let exhausted = ctx.state(|s| {
@@ -134,6 +100,51 @@ pub async fn start_children<W: HasRollout>(
             Ok(started) => track(children, entry, started.result()),
             Err(error) => start_failed(ctx, request, entry, &error),
         }
+    }
+}
+
+/// Starts the DeleteMachine of `victim` (its drain with the pool's drain settings); `at` is now
+/// in Unix milliseconds.
+pub async fn start_delete<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    victim: &Victim,
+    children: &mut Vec<Child>,
+    at: i64,
+) {
+    let workflow_id = WorkflowId::for_subject(Operation::Delete, &request.cluster, &victim.name);
+    let input = DeleteMachineRequest {
+        cluster: request.cluster.clone(),
+        machine: victim.name.clone(),
+        skip_drain: false,
+        force: false,
+        drain_policy: ctx
+            .patched(DRAIN_POLICY_PATCH)
+            .then(|| request.pool.drain.clone()),
+        skip_hooks: false,
+        hook_timeout: None,
+        disruption: disruption_of(victim.reason),
+    };
+    let options = child_options(
+        &workflow_id,
+        format!(
+            "rollout of pool {}: delete machine {} ({})",
+            request.pool.name, victim.name, victim.reason
+        ),
+    );
+    let entry = InFlight {
+        machine: victim.name.clone(),
+        kind: ChildKind::Delete,
+        workflow_id: workflow_id.to_string(),
+        started_at: at,
+        zone: None,
+    };
+    match ctx
+        .start_child_workflow(DeleteMachineWorkflow::run, input, options)
+        .await
+    {
+        Ok(started) => track(children, entry, started.result()),
+        Err(error) => start_failed(ctx, request, entry, &error),
     }
 }
 
@@ -199,7 +210,8 @@ pub fn first_finished(children: &mut [Child]) -> impl Future<Output = (usize, Ch
 }
 
 /// Books a finished child: its duration, or its failure (counted against `max_failures`, and
-/// the rollout may pause itself). A create that found no capacity in its zone marks the zone
+/// the rollout may pause itself; a failed delete's machine is deleted again later,
+/// `model::rollout::retry`). A create that found no capacity in its zone marks the zone
 /// exhausted and is not counted while another zone has room (`model::rollout::shortage`);
 /// recorded as a patch, so that runs that counted such a failure before replay unchanged.
 pub fn child_finished<W: HasRollout>(
@@ -229,8 +241,12 @@ pub fn child_finished<W: HasRollout>(
         return;
     }
     ctx.state_mut(|s| {
-        s.rollout_mut()
-            .with_status(|status| status.book_child(entry, outcome, at, &pool));
+        s.rollout_mut().with_status(|status| {
+            if let (ChildKind::Delete, ChildEnd::Failed(reason)) = (entry.kind, &outcome) {
+                status.book_delete_failure(&entry.machine, reason, at.div_euclid(1000));
+            }
+            status.book_child(entry, outcome, at, &pool);
+        });
     });
 }
 

@@ -3,6 +3,7 @@
 mod children;
 mod hold;
 mod look;
+mod retry;
 mod state;
 mod status;
 
@@ -25,6 +26,7 @@ use temporalio_sdk::{
 use self::children::{Child, child_finished, first_finished, show_in_flight, start_children};
 use self::hold::hold_marked;
 use self::look::{clear_outdated, decide, look, look_with, mark_outdated};
+use self::retry::retry_stranded;
 use self::state::{HasRollout, RolloutState};
 use self::status::{
     announce, continue_as_new_due, finish, next_run, note, record_look, set_phase_attribute,
@@ -242,6 +244,7 @@ async fn roll(
                         }
                         let at_millis = now(ctx).timestamp_millis();
                         start_children(ctx, request, &decided, &mut children, at_millis).await;
+                        retry_stranded(ctx, request, machines, &mut children, at_millis).await;
                     }
                     if continue_as_new {
                         return Finish::ContinueAsNew(Box::new(next_run(ctx, request)));
