@@ -3,6 +3,7 @@
 //! itself once `max_failures` counted failures are reached ([`self_pause_due`]).
 
 use super::phase::{PhaseEvent, RolloutPhase, next_phase};
+use super::retry::DeleteRetry;
 use super::status::{ChildFailure, ChildKind, InFlight, RolloutStatus};
 use crate::cancel::delete_finished_anyway;
 
@@ -45,6 +46,27 @@ pub const fn self_pause_due(phase: RolloutPhase, failures_counted: u32, max_fail
 }
 
 impl RolloutStatus {
+    /// Books a delete of `machine` that failed at `at` (Unix seconds) because of `reason`: its
+    /// retry waits longer (counting toward `maxFailures` is `book_child`'s).
+    pub fn book_delete_failure(&mut self, machine: &str, reason: &str, at: i64) {
+        let line = format!("its delete failed: {reason}");
+        match self.retries.iter_mut().find(|r| r.machine == machine) {
+            Some(record) => {
+                record.failures = record.failures.saturating_add(1);
+                record.last_at = at;
+                record.reason = line;
+                record.left_alone = false;
+            }
+            None => self.retries.push(DeleteRetry {
+                machine: machine.to_owned(),
+                failures: 1,
+                last_at: at,
+                reason: line,
+                left_alone: false,
+            }),
+        }
+    }
+
     /// Books `entry`, a child of the rollout of `pool`, that ended so at `at_millis` (Unix
     /// milliseconds): a success is timed and counted; a failure is listed and counted against
     /// `max_failures`; a cancelled child is listed without counting.

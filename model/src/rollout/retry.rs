@@ -16,14 +16,13 @@
 //! alone, and the status says so.
 //!
 //! What waits is kept in the status ([`DeleteRetry`]), so `pool rollout status` names what
-//! blocks the rollout and when it tries again; a failed delete still counts against
-//! `maxFailures` where it is booked (`booking`).
+//! blocks the rollout and when it tries again; a failed delete is booked there, and counts
+//! against `maxFailures`, by `booking` (`RolloutStatus::book_delete_failure`).
 
 use serde::{Deserialize, Serialize};
 
 use super::observed::{Activity, ObservedMachine};
 use super::plan::{DeleteReason, Victim};
-use super::status::RolloutStatus;
 
 /// Seconds before the first try at a machine found stranded.
 pub const FIRST_RETRY_SECS: i64 = 30;
@@ -144,29 +143,6 @@ pub fn plan_retries(
     retries
 }
 
-impl RolloutStatus {
-    /// Books a delete of `machine` that failed at `at` (Unix seconds) because of `reason`: its
-    /// retry waits longer (counting toward `maxFailures` is `book_child`'s).
-    pub fn book_delete_failure(&mut self, machine: &str, reason: &str, at: i64) {
-        let line = format!("its delete failed: {reason}");
-        match self.retries.iter_mut().find(|r| r.machine == machine) {
-            Some(record) => {
-                record.failures = record.failures.saturating_add(1);
-                record.last_at = at;
-                record.reason = line;
-                record.left_alone = false;
-            }
-            None => self.retries.push(DeleteRetry {
-                machine: machine.to_owned(),
-                failures: 1,
-                last_at: at,
-                reason: line,
-                left_alone: false,
-            }),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,22 +217,21 @@ mod tests {
 
     #[test]
     fn failed_deletes_wait_longer_and_records_of_machines_gone_are_dropped() {
-        let mut status = RolloutStatus::empty();
-        status.book_delete_failure("p-a", "VM delete failed", 2_000);
-        status.book_delete_failure("p-a", "VM delete failed again", 2_100);
-        assert_eq!(status.retries[0].failures, 2);
-        assert_eq!(status.retries[0].due_at(), 2_160);
-        assert_eq!(
-            status.retries[0].reason,
-            "its delete failed: VM delete failed again"
-        );
+        let failed_twice = DeleteRetry {
+            machine: "p-a".to_owned(),
+            failures: 2,
+            last_at: 2_100,
+            reason: "its delete failed: VM delete failed again".to_owned(),
+            left_alone: false,
+        };
+        assert_eq!(failed_twice.due_at(), 2_160);
 
         let machines = [
             machine("p-a", "new", Activity::Deleting),
             machine("p-b", "new", Activity::Idle),
         ];
         let known = [
-            status.retries[0].clone(),
+            failed_twice,
             DeleteRetry {
                 machine: "p-gone".to_owned(),
                 failures: 1,
@@ -303,15 +278,16 @@ mod tests {
             later.kept[0].reason
         );
 
-        let mut status = RolloutStatus::empty();
-        status.retries = later.kept;
-        status.book_delete_failure("p-new", "drain failed", 100_000);
-        assert!(
-            !status.retries[0].left_alone,
-            "a delete of the rollout failed on it"
+        let mut failed = later.kept;
+        failed[0].failures = 1;
+        failed[0].left_alone = false;
+        failed[0].last_at = 100_000;
+        let due = plan_retries(&machines, &[], &failed, "new", 100_030, 300);
+        assert_eq!(
+            due.now.len(),
+            1,
+            "once a delete of the rollout failed on it"
         );
-        let due = plan_retries(&machines, &[], &status.retries, "new", 100_030, 300);
-        assert_eq!(due.now.len(), 1);
     }
 
     #[test]

@@ -228,3 +228,24 @@ proptest! {
         prop_assert_eq!(status.phase == RolloutPhase::Paused, paused);
     }
 }
+
+#[test]
+fn a_failed_delete_is_booked_for_a_later_try_that_waits_longer_each_time() {
+    let mut status = RolloutStatus::empty();
+    status.book_delete_failure("p-a", "VM delete failed", 2_000);
+    assert_eq!(status.retries[0].due_at(), 2_030);
+    status.book_delete_failure("p-a", "VM delete failed again", 2_100);
+    assert_eq!(status.retries.len(), 1);
+    assert_eq!(status.retries[0].failures, 2);
+    assert_eq!(status.retries[0].due_at(), 2_160);
+    assert_eq!(
+        status.retries[0].reason,
+        "its delete failed: VM delete failed again"
+    );
+    status.retries[0].left_alone = true;
+    status.book_delete_failure("p-a", "drain failed", 2_200);
+    assert!(
+        !status.retries[0].left_alone,
+        "a delete of the rollout failed on it: it is the rollout's to try again"
+    );
+}
