@@ -1,16 +1,21 @@
-//! What the orphan sweep asks Temporal itself: which nodewright workflows are running in the
-//! cluster (visibility), and the template a pool last rolled out to (for replacing a machine).
+//! What workflows ask Temporal itself: which nodewright workflows are running in the cluster
+//! (visibility) and the template a pool last rolled out to (the orphan sweep, for replacing a
+//! machine); how the children a rollout run inherited from the run before it ended, and asking
+//! them to cancel (a rollout continues as new without waiting for its children).
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use nodewright_model::pool::ValidPool;
+use nodewright_model::rollout::RunEnd;
 use nodewright_model::rollout::{RolloutRequest, RolloutResult};
 use nodewright_model::sweep::RunningWorkflow;
 use nodewright_model::{ClusterName, Operation, SearchAttribute, WorkflowId};
 use serde::{Deserialize, Serialize};
+use temporalio_client::errors::WorkflowGetResultError;
 use temporalio_client::{
-    Client, NamespacedClient, WorkflowExecutionInfo, WorkflowGetResultOptions, WorkflowHandle,
+    Client, NamespacedClient, WorkflowCancelOptions, WorkflowDescribeOptions,
+    WorkflowExecutionInfo, WorkflowExecutionStatus, WorkflowGetResultOptions, WorkflowHandle,
     WorkflowListOptions,
 };
 use temporalio_common::search_attributes::SearchAttributeKey;
@@ -19,6 +24,7 @@ use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
 use crate::failure::{Failure, Retry};
+use crate::lifetime::{beat, until_cancelled};
 
 /// How many completed rollouts of a pool are looked at for its newest.
 const ROLLOUTS_LOOKED_AT: usize = 100;
@@ -53,6 +59,25 @@ pub struct PoolOfLastRollout {
     pub pool: String,
 }
 
+/// Workflows by ID (their latest runs): the children a rollout run inherited.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workflows {
+    /// Their workflow IDs.
+    pub workflow_ids: Vec<String>,
+    /// Why, for a cancellation request (shown in Temporal's UI).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// For [`TemporalActivities::workflow_ends`]: wait up to this many seconds for one of them
+    /// to end (0: answer at once), heartbeating.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wait_secs: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// An error reading from Temporal.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -61,6 +86,14 @@ pub enum Error {
     List {
         /// The visibility query.
         query: String,
+        /// The client's error.
+        message: String,
+    },
+    /// Describing or cancelling a workflow failed.
+    #[error("asking Temporal about {workflow_id} failed: {message}")]
+    Describe {
+        /// The workflow.
+        workflow_id: String,
         /// The client's error.
         message: String,
     },
@@ -79,6 +112,7 @@ impl Error {
         let type_name = match self {
             Error::List { .. } => "ListWorkflows",
             Error::Result { .. } => "WorkflowResult",
+            Error::Describe { .. } => "DescribeWorkflow",
         };
         Failure {
             error: self,
@@ -106,6 +140,21 @@ impl HasWorkflowDefinition for RollingUpdateResult {
     type Run = Self;
 }
 
+/// Any workflow, as far as how it ended goes (its result is not read).
+struct UntypedWorkflow;
+
+impl WorkflowDefinition for UntypedWorkflow {
+    type Input = serde_json::Value;
+    type Output = serde_json::Value;
+    fn name(&self) -> &str {
+        ""
+    }
+}
+
+impl HasWorkflowDefinition for UntypedWorkflow {
+    type Run = Self;
+}
+
 #[activities]
 impl TemporalActivities {
     /// The nodewright workflows running in the cluster (by `NodewrightCluster`), with their
@@ -122,6 +171,81 @@ impl TemporalActivities {
         self.running(&input)
             .await
             .map_err(Error::into_activity_error)
+    }
+
+    /// How each workflow's latest run ended, in order; `None` while it runs. With `wait_secs`,
+    /// asks again every 2 s (heartbeating) until one has ended or the time is up.
+    ///
+    /// # Idempotency
+    /// Read-only.
+    #[activity(name = "temporal.workflow_ends")]
+    pub async fn workflow_ends(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: Workflows,
+    ) -> Result<Vec<Option<RunEnd>>, ActivityError> {
+        let until = tokio::time::Instant::now()
+            + std::time::Duration::from_secs(u64::from(input.wait_secs));
+        let work = async {
+            loop {
+                let mut ends = Vec::with_capacity(input.workflow_ids.len());
+                for workflow_id in &input.workflow_ids {
+                    ends.push(
+                        self.end_of(workflow_id)
+                            .await
+                            .map_err(Error::into_activity_error)?,
+                    );
+                }
+                if ends.iter().any(Option::is_some) || tokio::time::Instant::now() >= until {
+                    return Ok(ends);
+                }
+                beat(&ctx).await;
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
+        };
+        until_cancelled(&ctx, work).await
+    }
+
+    /// Asks each workflow's latest run to cancel, with `reason`; one that already ended is
+    /// left as it is.
+    ///
+    /// # Idempotency
+    /// A second request to a run already asked changes nothing.
+    #[activity(name = "temporal.cancel_workflows")]
+    pub async fn cancel_workflows(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: Workflows,
+    ) -> Result<(), ActivityError> {
+        for workflow_id in &input.workflow_ids {
+            if self
+                .end_of(workflow_id)
+                .await
+                .map_err(Error::into_activity_error)?
+                .is_some()
+            {
+                continue;
+            }
+            let options = WorkflowCancelOptions::builder()
+                .reason(input.reason.clone())
+                .build();
+            if let Err(error) = self.latest_run(workflow_id).cancel(options).await {
+                // It may have ended between the two calls: that is as good.
+                if self
+                    .end_of(workflow_id)
+                    .await
+                    .map_err(Error::into_activity_error)?
+                    .is_none()
+                {
+                    return Err(Error::Describe {
+                        workflow_id: workflow_id.clone(),
+                        message: error.to_string(),
+                    }
+                    .into_activity_error());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The pool (template, hash, timeouts, drain policy) as the newest completed rollout of it
@@ -142,6 +266,47 @@ impl TemporalActivities {
 }
 
 impl TemporalActivities {
+    /// A handle on the latest run of `workflow_id`.
+    fn latest_run(&self, workflow_id: &str) -> WorkflowHandle<Client, UntypedWorkflow> {
+        let info = WorkflowExecutionInfo::builder()
+            .namespace(self.client.namespace())
+            .workflow_id(workflow_id.to_owned())
+            .build();
+        WorkflowHandle::new(self.client.clone(), info)
+    }
+
+    async fn end_of(&self, workflow_id: &str) -> Result<Option<RunEnd>, Error> {
+        let handle = self.latest_run(workflow_id);
+        let failed = |error: String| Error::Describe {
+            workflow_id: workflow_id.to_owned(),
+            message: error,
+        };
+        let described = handle
+            .describe(WorkflowDescribeOptions::default())
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        if described.status() == WorkflowExecutionStatus::Running {
+            return Ok(None);
+        }
+        let options = WorkflowGetResultOptions::builder()
+            .follow_runs(true)
+            .build();
+        Ok(Some(match handle.get_result(options).await {
+            Ok(_) => RunEnd::Completed,
+            Err(WorkflowGetResultError::Failed(failure)) => RunEnd::Failed {
+                message: nodewright_model::text::error_chain(failure.as_ref()),
+            },
+            Err(WorkflowGetResultError::Cancelled { .. }) => RunEnd::Canceled {
+                message: "canceled".to_owned(),
+            },
+            Err(WorkflowGetResultError::Terminated { .. }) => RunEnd::Terminated {
+                reason: String::new(),
+            },
+            Err(WorkflowGetResultError::TimedOut) => RunEnd::TimedOut,
+            Err(error) => return Err(failed(error.to_string())),
+        }))
+    }
+
     async fn running(&self, input: &ListRunning) -> Result<Vec<RunningWorkflow>, Error> {
         // Cluster names are validated names: no quote to escape.
         let query = format!(

@@ -41,6 +41,8 @@ pub struct TemporalServer {
     log: PathBuf,
     /// The codec endpoint the UI calls, if any.
     ui_codec_endpoint: Option<String>,
+    /// `--dynamic-config-value KEY=VALUE` pairs (e.g. low history limits).
+    dynamic_config: Vec<(String, String)>,
 }
 
 impl TemporalServer {
@@ -56,10 +58,34 @@ impl TemporalServer {
         Self::start_with(stack, name, Some(endpoint.to_owned())).await
     }
 
+    /// Like [`Self::start`], with the server's dynamic configuration `values` (`KEY`, `VALUE`
+    /// as `temporal server start-dev --dynamic-config-value KEY=VALUE` takes them), e.g. low
+    /// history limits: `limit.historyCount.suggestContinueAsNew`, `limit.historyCount.error`.
+    pub async fn start_with_dynamic_config(
+        stack: &Stack,
+        name: &str,
+        values: &[(&str, &str)],
+    ) -> Result<Self> {
+        let values = values
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Self::start_with_options(stack, name, None, values).await
+    }
+
     async fn start_with(
         stack: &Stack,
         name: &str,
         ui_codec_endpoint: Option<String>,
+    ) -> Result<Self> {
+        Self::start_with_options(stack, name, ui_codec_endpoint, Vec::new()).await
+    }
+
+    async fn start_with_options(
+        stack: &Stack,
+        name: &str,
+        ui_codec_endpoint: Option<String>,
+        dynamic_config: Vec<(String, String)>,
     ) -> Result<Self> {
         let dir = repo_root()
             .join("target")
@@ -74,6 +100,7 @@ impl TemporalServer {
             log: dir.join("temporal.log"),
             dir,
             ui_codec_endpoint,
+            dynamic_config,
         };
         server.restart().await?;
         Ok(server)
@@ -153,6 +180,11 @@ impl TemporalServer {
         command.arg("--db-filename").arg(self.db_file());
         if let Some(endpoint) = &self.ui_codec_endpoint {
             command.args(["--ui-codec-endpoint", endpoint]);
+        }
+        for (key, value) in &self.dynamic_config {
+            command
+                .arg("--dynamic-config-value")
+                .arg(format!("{key}={value}"));
         }
         if self.namespace != "default" {
             command.args(["--namespace", &self.namespace]);

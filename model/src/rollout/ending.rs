@@ -62,11 +62,13 @@ impl RolloutStatus {
         self.holdup = None;
     }
 
-    /// The status a run continued as new starts from: this one, one continuation more, with
-    /// nothing in flight (the children finished before).
+    /// The status a run continued as new starts from: this one, one continuation more, its
+    /// children in flight kept (the next run finds them again by their workflow IDs,
+    /// [`crate::rollout::inherited`]), the machines left out (the next look shows them again:
+    /// a large pool's list would weigh on both runs' histories).
     pub fn carried_over(mut self) -> Self {
         self.continuation = self.continuation.saturating_add(1);
-        self.in_flight.clear();
+        self.machines.clear();
         self
     }
 }
@@ -179,17 +181,26 @@ mod tests {
     }
 
     #[test]
-    fn a_continued_run_counts_one_continuation_more() {
+    fn a_continued_run_counts_one_continuation_more_and_keeps_its_children_in_flight() {
         let mut status = status();
         status.continuation = 2;
+        status.in_flight = vec![InFlight {
+            machine: "workers-abc12".to_owned(),
+            kind: ChildKind::Delete,
+            workflow_id: "delete/dev/workers-abc12".to_owned(),
+            started_at: 1_000,
+            zone: None,
+        }];
         let next = status.clone().carried_over();
         assert_eq!(next.continuation, 3);
         assert_eq!(
             RolloutStatus {
                 continuation: 3,
+                machines: Vec::new(),
                 ..status
             },
             next
         );
+        assert_eq!(next.in_flight.len(), 1, "found again by the next run");
     }
 }

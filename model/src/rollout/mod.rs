@@ -9,6 +9,7 @@
 pub mod booking;
 pub mod ending;
 pub mod hold;
+pub mod inherited;
 pub mod observed;
 pub mod phase;
 pub mod plan;
@@ -27,6 +28,7 @@ mod simulation;
 pub use booking::{ChildEnd, self_pause_due};
 pub use ending::{ending_summary, history_after};
 pub use hold::{HOLD_RECHECK_SECS, HeldMachine, disruption_of, held_now, hold, release};
+pub use inherited::RunEnd;
 pub use observed::{Activity, Health, ObservedMachine, PoolNode, PoolVm, Running, observe};
 pub use phase::{PhaseEvent, RolloutPhase, next_phase, shown_phase};
 pub use plan::{Budget, Counts, DeleteReason, Holdup, Plan, PlanInput, Victim, plan, victim_order};

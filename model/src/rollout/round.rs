@@ -22,6 +22,9 @@ pub struct Round {
     pub holdup: Option<Holdup>,
     /// Whether the history is long enough to continue as a new run.
     pub continue_due: bool,
+    /// Whether a continue-as-new may leave children running: the next run finds them again by
+    /// their workflow IDs (runs recorded before that waited for every child to end first).
+    pub leave_children: bool,
 }
 
 /// What the round does next.
@@ -38,7 +41,8 @@ pub enum AfterLook {
         await_approval: bool,
         /// Start the children the plan asks for (unless a cancellation came meanwhile).
         start_children: bool,
-        /// Nothing in flight and the history is long: continue as a new run.
+        /// The history is long and nothing in flight (or children may be left running):
+        /// continue as a new run.
         continue_as_new: bool,
     },
 }
@@ -47,7 +51,8 @@ pub enum AfterLook {
 /// completes once nothing is in flight (never while aborting), a progressing rollout that
 /// reached its canary with nothing in flight awaits approval, only a progressing rollout not
 /// about to continue as new starts children, and it continues as new once nothing is in
-/// flight.
+/// flight, or at once when children may be left running (`leave_children`): the history stays
+/// bounded however long a drain takes.
 pub fn after_look(round: &Round) -> AfterLook {
     let aborting = round.phase == RolloutPhase::Aborting;
     if aborting && !round.in_flight {
@@ -64,7 +69,7 @@ pub fn after_look(round: &Round) -> AfterLook {
     AfterLook::GoOn {
         await_approval: phase != round.phase,
         start_children: phase == RolloutPhase::Progressing && !round.continue_due,
-        continue_as_new: round.continue_due && !round.in_flight,
+        continue_as_new: round.continue_due && (!round.in_flight || round.leave_children),
     }
 }
 

@@ -2,7 +2,8 @@
 //! old machine's VM ends `Failed` until the first DeleteMachine gives up, leaving the machine
 //! drained with its draining taint. With maxUnavailable 0 the rollout used to wait for it for
 //! ever; now the status names it as stranded, the failure counts, and 30 s later the machine is
-//! deleted again and the rollout completes with the new template only.
+//! deleted again and the rollout completes with the new template only. Its history limit is
+//! low, so it continues as new on the way, the delete in flight.
 
 use std::time::Duration;
 
@@ -62,7 +63,9 @@ async fn retried(
         .await?;
     *fault = Some(rule);
     let v2 = rollout_pool_file(stack, pool, &shape.version("24.04.2"))?;
-    start_rollout(stack, task_queue, &v2, &[]).await?;
+    // A short history: the rollout continues as new while the failing delete runs, and the
+    // next run finds it again (issue 32 item 3) and books its failure.
+    start_rollout(stack, task_queue, &v2, &["--history-limit", "100"]).await?;
 
     let stranded = await_rollout(
         stack,
@@ -109,6 +112,10 @@ async fn retried(
     .await?;
     let fired = sandbox.fault(rule).await?.and_then(|r| r["fired"].as_u64());
     ensure!(fired == Some(4), "the rule fired four times: {fired:?}");
+    ensure!(
+        done.status.continuation >= 1,
+        "the rollout continued as new on the way: {done}"
+    );
     ensure!(
         done.status.retries.is_empty() && done.status.deleted == 1,
         "the retried delete finished and nothing is left stranded: {done}"

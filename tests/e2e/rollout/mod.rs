@@ -10,4 +10,5 @@ mod delete_retry;
 mod do_not_disrupt;
 mod failures;
 mod hard_deadline;
+mod history_limits;
 mod zones;

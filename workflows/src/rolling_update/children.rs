@@ -250,9 +250,18 @@ pub fn child_finished<W: HasRollout>(
     });
 }
 
-/// Shows the children in flight in the status.
-pub fn show_in_flight<W: HasRollout>(ctx: &mut WorkflowContext<W>, children: &[Child]) {
-    let in_flight: Vec<InFlight> = children.iter().map(|c| c.entry.clone()).collect();
+/// Shows the children in flight in the status: this run's, then those it inherited from the
+/// run before.
+pub fn show_in_flight<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    children: &[Child],
+    inherited: &[InFlight],
+) {
+    let in_flight: Vec<InFlight> = children
+        .iter()
+        .map(|c| c.entry.clone())
+        .chain(inherited.iter().cloned())
+        .collect();
     ctx.state_mut(|s| {
         s.rollout_mut()
             .with_status(|status| status.in_flight = in_flight);

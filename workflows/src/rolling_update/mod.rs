@@ -2,6 +2,7 @@
 
 mod children;
 mod hold;
+mod inherited;
 mod look;
 mod retry;
 mod state;
@@ -13,7 +14,7 @@ use std::collections::BTreeSet;
 use futures::FutureExt;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope};
 use nodewright_model::rollout::{
-    AfterLook, ChildKind, RolloutOutcome, RolloutPhase, RolloutRequest, RolloutResult,
+    AfterLook, ChildKind, InFlight, RolloutOutcome, RolloutPhase, RolloutRequest, RolloutResult,
     RolloutStatus, Round, Running, Signal, StrategyChange, StrategyView, after_look,
 };
 use temporalio_macros::{workflow, workflow_methods};
@@ -182,13 +183,22 @@ async fn roll(
     scope: &ArmScope,
 ) -> Finish {
     let mut children: Vec<Child> = Vec::new();
+    // Children of the run before (it continued as new without waiting for them).
+    let mut inherited: Vec<InFlight> = request
+        .resume
+        .as_ref()
+        .map(|status| status.in_flight.clone())
+        .unwrap_or_default();
     let mut tainted: BTreeSet<String> = BTreeSet::new();
     loop {
         if cancellation::requested(ctx) {
-            return cancel(ctx, request, children).await;
+            return cancel(ctx, request, children, inherited).await;
+        }
+        for (entry, outcome) in inherited::ended_now(ctx, &mut inherited).await {
+            child_finished(ctx, request, entry, outcome);
         }
         let at = now(ctx).timestamp();
-        let observed = match look(ctx, request, &running(&children)).await {
+        let observed = match look(ctx, request, &running(&children, &inherited)).await {
             Ok(machines) => Some(machines),
             Err(reason) => {
                 note(
@@ -204,12 +214,15 @@ async fn roll(
             let phase = ctx.state(|s| s.state.status.as_ref().map(|st| st.phase));
             let decided = decide(ctx, request, machines, at);
             record_look(ctx, request, machines, &decided.counts, decided.holdup, at);
+            let in_flight = !children.is_empty() || !inherited.is_empty();
+            let continue_due = continue_as_new_due(ctx, request);
             let round = Round {
                 phase: phase.unwrap_or(RolloutPhase::Progressing),
-                in_flight: !children.is_empty(),
+                in_flight,
                 done: decided.done,
                 holdup: decided.holdup,
-                continue_due: continue_as_new_due(ctx, request),
+                continue_due,
+                leave_children: continue_due && in_flight && ctx.patched(LEAVE_CHILDREN_PATCH),
             };
             match after_look(&round) {
                 AfterLook::EndAborted => {
@@ -244,15 +257,25 @@ async fn roll(
                         }
                         let at_millis = now(ctx).timestamp_millis();
                         start_children(ctx, request, &decided, &mut children, at_millis).await;
-                        retry_stranded(ctx, request, machines, &mut children, at_millis).await;
+                        retry_stranded(
+                            ctx,
+                            request,
+                            machines,
+                            &mut children,
+                            &inherited,
+                            at_millis,
+                        )
+                        .await;
                     }
                     if continue_as_new {
+                        // The status carries the children in flight: the next run finds them.
+                        show_in_flight(ctx, &children, &inherited);
                         return Finish::ContinueAsNew(Box::new(next_run(ctx, request)));
                     }
                 }
             }
         }
-        show_in_flight(ctx, &children);
+        show_in_flight(ctx, &children, &inherited);
         set_phase_attribute(ctx);
 
         let seen = ctx.state(|s| s.state.wakeups);
@@ -269,17 +292,24 @@ async fn roll(
     }
 }
 
-/// The children in flight as the observation joins them with the pool's machines.
-fn running(children: &[Child]) -> Vec<Running<'_>> {
+/// The children in flight (this run's and those it inherited) as the observation joins them
+/// with the pool's machines.
+fn running<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec<Running<'a>> {
     children
         .iter()
-        .map(|c| Running {
-            machine: &c.entry.machine,
-            creating: c.entry.kind == ChildKind::Create,
-            since: c.entry.started_at / 1000,
+        .map(|c| &c.entry)
+        .chain(inherited)
+        .map(|entry| Running {
+            machine: &entry.machine,
+            creating: entry.kind == ChildKind::Create,
+            since: entry.started_at / 1000,
         })
         .collect()
 }
+
+/// Patch marker: a run due to continue as new does so with children in flight, which the next
+/// run finds again by their IDs (runs recorded before it waited for every child to end).
+const LEAVE_CHILDREN_PATCH: &str = "rollout-continues-with-children-running";
 
 /// Whether a cancellation request reached the run during this round's look: no child is started
 /// after it (the loop's top takes the cancellation path). The check is recorded as a patch, so
@@ -298,6 +328,7 @@ async fn cancel(
     ctx: &mut WorkflowContext<RollingUpdateWorkflow>,
     request: &RolloutRequest,
     mut children: Vec<Child>,
+    mut inherited: Vec<InFlight>,
 ) -> Finish {
     let because = match cancellation::reason(ctx) {
         Some(reason) => format!("canceled: {reason}"),
@@ -305,20 +336,29 @@ async fn cancel(
     };
     ctx.state_mut(|s| {
         s.state
-            .with_status(|status| status.paused_because = Some(because));
+            .with_status(|status| status.paused_because = Some(because.clone()));
     });
-    show_in_flight(ctx, &children);
+    show_in_flight(ctx, &children, &inherited);
     let mut canceled_deletes = Vec::new();
+    let mut book = |ctx: &mut WorkflowContext<RollingUpdateWorkflow>,
+                    entry: InFlight,
+                    outcome: nodewright_model::rollout::ChildEnd| {
+        if outcome.waits_for_last_look(entry.kind) {
+            // Booked after the last look: past its point of no return it finished the deletion.
+            canceled_deletes.push((entry, outcome));
+        } else {
+            child_finished(ctx, request, entry, outcome);
+        }
+    };
+    // The children of the run before are not this run's: asked to cancel as its own are.
+    for (entry, outcome) in inherited::cancel_all(ctx, &mut inherited, &because).await {
+        book(ctx, entry, outcome);
+    }
     while !children.is_empty() {
         let (index, outcome) = first_finished(&mut children).await;
         let child = children.remove(index);
-        if outcome.waits_for_last_look(child.entry.kind) {
-            // Booked after the last look: past its point of no return it finished the deletion.
-            canceled_deletes.push((child.entry, outcome));
-        } else {
-            child_finished(ctx, request, child.entry, outcome);
-        }
-        show_in_flight(ctx, &children);
+        book(ctx, child.entry, outcome);
+        show_in_flight(ctx, &children, &inherited);
     }
     // A last look, shielded from the cancellation: the status shows the pool as the rollout
     // leaves it, and counts the deletions that finished.

@@ -3,7 +3,7 @@
 //! (`model::rollout::retry` decides which and when; the status lists each with its reason and
 //! next try).
 
-use nodewright_model::rollout::{ObservedMachine, RolloutRequest, plan_retries};
+use nodewright_model::rollout::{InFlight, ObservedMachine, RolloutRequest, plan_retries};
 use temporalio_sdk::WorkflowContext;
 
 use super::children::{Child, start_delete};
@@ -13,16 +13,23 @@ use super::state::HasRollout;
 /// them (and waited for ever), and it is asked only when a retry is due.
 const RETRY_PATCH: &str = "rollout-retries-deletes";
 
-/// Books the stranded machines of this look in the status and starts the deletes that are due;
-/// `at` is now in Unix milliseconds.
+/// Books the stranded machines of this look in the status and starts the deletes that are due
+/// (a machine a child of this run, or one it `inherited`, works on is not stranded); `at` is now
+/// in Unix milliseconds.
 pub async fn retry_stranded<W: HasRollout>(
     ctx: &mut WorkflowContext<W>,
     request: &RolloutRequest,
     machines: &[ObservedMachine],
     children: &mut Vec<Child>,
+    inherited: &[InFlight],
     at: i64,
 ) {
-    let running: Vec<String> = children.iter().map(|c| c.entry.machine.clone()).collect();
+    let running: Vec<String> = children
+        .iter()
+        .map(|c| &c.entry)
+        .chain(inherited)
+        .map(|entry| entry.machine.clone())
+        .collect();
     let running: Vec<&str> = running.iter().map(String::as_str).collect();
     let known = ctx.state(|s| {
         s.rollout()

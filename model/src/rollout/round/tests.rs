@@ -12,6 +12,7 @@ fn round(phase: RolloutPhase, in_flight: bool, done: bool) -> Round {
         done,
         holdup: None,
         continue_due: false,
+        leave_children: false,
     }
 }
 
@@ -34,11 +35,31 @@ fn each_round_goes_on_as_the_table_says() {
         continue_due: true,
         ..r
     };
+    let leave = |r: Round| Round {
+        leave_children: true,
+        ..r
+    };
     let table = [
         (round(Aborting, false, false), AfterLook::EndAborted),
         (round(Aborting, false, true), AfterLook::EndAborted),
         (round(Aborting, true, true), go(false, false, false)),
         (long(round(Aborting, true, false)), go(false, false, false)),
+        (
+            leave(long(round(Aborting, true, false))),
+            go(false, false, true),
+        ),
+        (
+            long(round(Progressing, true, false)),
+            go(false, false, false),
+        ),
+        (
+            leave(long(round(Progressing, true, false))),
+            go(false, false, true),
+        ),
+        (
+            leave(round(Progressing, true, false)),
+            go(false, true, false),
+        ),
         (round(Progressing, false, true), AfterLook::Complete),
         (round(Paused, false, true), AfterLook::Complete),
         (round(AwaitingApproval, false, true), AfterLook::Complete),
@@ -151,7 +172,8 @@ fn holdup() -> impl Strategy<Value = Option<Holdup>> {
 }
 
 proptest! {
-    /// No round ends or continues as new with children in flight, and children start only
+    /// No round ends with children in flight, none continues as new with children in flight
+    /// unless it may leave them running, and children start only
     /// in a progressing rollout that stays progressing and is not about to continue as new.
     #[test]
     fn nothing_ends_with_children_in_flight(
@@ -160,13 +182,15 @@ proptest! {
         done in any::<bool>(),
         holdup in holdup(),
         continue_due in any::<bool>(),
+        leave_children in any::<bool>(),
     ) {
-        let round = Round { phase, in_flight, done, holdup, continue_due };
+        let round = Round { phase, in_flight, done, holdup, continue_due, leave_children };
         match after_look(&round) {
             AfterLook::EndAborted => prop_assert!(!in_flight && phase == RolloutPhase::Aborting),
             AfterLook::Complete => prop_assert!(!in_flight && done && phase != RolloutPhase::Aborting),
             AfterLook::GoOn { await_approval, start_children, continue_as_new } => {
-                prop_assert!(!(continue_as_new && in_flight));
+                prop_assert!(!(continue_as_new && in_flight && !leave_children));
+                prop_assert_eq!(continue_as_new, continue_due && (!in_flight || leave_children));
                 prop_assert!(!(start_children && (await_approval || continue_due)));
                 if start_children {
                     prop_assert_eq!(phase, RolloutPhase::Progressing);
