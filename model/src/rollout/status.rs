@@ -168,9 +168,14 @@ impl Timings {
 }
 
 /// Whether the pool moved forward between two looks (Kubernetes' notion of progress: more
-/// updated, fewer old, more ready or more available machines).
+/// available new-template machines, fewer old, more ready or more available machines).
+///
+/// A create that starts is not progress: `updated` counts a machine from its create's start,
+/// so a create that fails and is retried under a new name would take `updated` down and up
+/// again at every attempt and the rollout would never show stalled. Only a machine that came
+/// up (available with the new template) counts.
 pub fn made_progress(before: &Counts, after: &Counts) -> bool {
-    after.updated > before.updated
+    after.updated_available > before.updated_available
         || after.old < before.old
         || after.ready > before.ready
         || after.available > before.available
@@ -311,17 +316,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn progress_is_more_updated_fewer_old_more_ready_or_more_available() {
+    fn progress_is_more_updated_available_fewer_old_more_ready_or_more_available() {
         let base = Counts {
             total: 6,
             updated: 2,
+            updated_available: 2,
             ready: 6,
             available: 6,
             old: 4,
             ..Counts::default()
         };
         let table = [
-            (Counts { updated: 3, ..base }, true),
+            (
+                Counts {
+                    updated_available: 3,
+                    ..base
+                },
+                true,
+            ),
+            (
+                Counts {
+                    total: 7,
+                    updated: 3,
+                    creating: 1,
+                    ..base
+                },
+                false,
+            ),
             (Counts { old: 3, ..base }, true),
             (Counts { ready: 7, ..base }, true),
             (
