@@ -327,7 +327,6 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             available -= 1;
         }
         surplus -= 1;
-        live -= 1;
         going.insert(&machine.name);
         delete.push(Victim {
             name: machine.name.clone(),

@@ -22,6 +22,7 @@ fn machine(name: &str, template: &str, health: Health, created_at: i64) -> Obser
         created_at,
         activity: Activity::Idle,
         tainted_outdated: false,
+        zone: None,
     }
 }
 

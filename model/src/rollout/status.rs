@@ -1,6 +1,8 @@
 //! What RollingUpdate's `status` query answers, and the pure judgements behind it: whether the
 //! pool made progress, and how long is left.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::observed::{Activity, Health, ObservedMachine};
@@ -30,7 +32,7 @@ pub struct InFlight {
     pub workflow_id: String,
     /// When it started, Unix milliseconds.
     pub started_at: i64,
-    /// For a create, the zone the rollout gave it (see [`crate::capacity::choose_zone`]).
+    /// For a create, the zone the rollout gave it (see [`crate::capacity::choose_zones`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
 }
@@ -65,6 +67,9 @@ pub struct MachineView {
     pub health: Health,
     /// What is being done to it.
     pub activity: Activity,
+    /// The availability zone its VM is in, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 impl MachineView {
@@ -76,6 +81,7 @@ impl MachineView {
             updated: machine.template_hash == template_hash,
             health: machine.health,
             activity: machine.activity,
+            zone: machine.zone.clone(),
         }
     }
 }
@@ -235,6 +241,10 @@ pub struct RolloutStatus {
     /// The pool's machines at the last look.
     #[serde(default)]
     pub machines: Vec<MachineView>,
+    /// How many of them (not being deleted) are in each availability zone, as their VMs say
+    /// (see [`crate::rollout::zones`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub zones: BTreeMap<String, u32>,
     /// Machines created by this rollout.
     pub created: u32,
     /// Machines deleted by this rollout.
@@ -286,6 +296,7 @@ impl RolloutStatus {
             held: Vec::new(),
             exhausted: Vec::new(),
             machines: Vec::new(),
+            zones: BTreeMap::new(),
             created: 0,
             deleted: 0,
             started_at,
