@@ -100,6 +100,7 @@ mod arm_pool {
             template_hash: template.to_owned(),
             created_at,
             provisioning_state: "Succeeded".to_owned(),
+            zone: None,
         };
         assert_eq!(
             listed,

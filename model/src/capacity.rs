@@ -1,7 +1,9 @@
 //! Capacity that ran out: which ARM error codes mean Azure had no room for a VM size in a zone
 //! ([`is_allocation_failure`]), the (VM size, zone) pairs marked exhausted for
 //! [`EXHAUSTED_TTL`] after such a failure ([`Exhausted`]), and the zone a new machine goes to
-//! so that it avoids them ([`choose_zone`]).
+//! so that it avoids them: [`choose_zones`] (the allowed zone with the fewest machines of the
+//! pool, so zones stay balanced) or, for runs started before it, [`choose_zone`] (a hash of the
+//! machine's name).
 //!
 //! An allocation failure says nothing about the template: the same request succeeds in a zone
 //! with room, or in the same zone later. So a rollout does not count it against its failure
@@ -9,6 +11,7 @@
 //! the next zone that is not exhausted. Like Karpenter's cache of unavailable offerings, an
 //! entry is forgotten after a TTL, and the zone is tried again.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -136,6 +139,50 @@ pub fn choose_zone(
         .filter_map(|offset| zones.get((start + offset) % zones.len()))
         .find(|zone| !is_exhausted(exhausted, vm_size, zone, now));
     Some(free.cloned().unwrap_or(hashed))
+}
+
+/// The zones of `count` new machines of `vm_size` among the pool's `zones` (one entry per
+/// machine, each `None` when the pool has no zones), balancing the pool: each machine goes to
+/// the zone with the fewest machines of the pool, counting `per_zone` (the pool's live machines
+/// per zone: being created included, being deleted not) and every machine placed before it,
+/// ties broken by the order of `zones`. Zones exhausted for `vm_size` at `now` are skipped
+/// while another one is not; when every zone is exhausted, the fewest among all of them (a
+/// create has to go somewhere, and the rollout counts that failure). Machines in zones the pool
+/// no longer allows are not counted.
+pub fn choose_zones(
+    count: u32,
+    vm_size: &str,
+    zones: &[String],
+    per_zone: &BTreeMap<String, u32>,
+    exhausted: &[Exhausted],
+    now: i64,
+) -> Vec<Option<String>> {
+    let free: Vec<&String> = zones
+        .iter()
+        .filter(|zone| !is_exhausted(exhausted, vm_size, zone, now))
+        .collect();
+    let candidates: Vec<&String> = if free.is_empty() {
+        zones.iter().collect()
+    } else {
+        free
+    };
+    let mut counts: Vec<u32> = candidates
+        .iter()
+        .map(|zone| per_zone.get(zone.as_str()).copied().unwrap_or(0))
+        .collect();
+    (0..count)
+        .map(|_| {
+            let fewest = counts
+                .iter()
+                .enumerate()
+                .min_by_key(|(index, count)| (**count, *index))
+                .map(|(index, _)| index)?;
+            if let Some(count) = counts.get_mut(fewest) {
+                *count = count.saturating_add(1);
+            }
+            candidates.get(fewest).map(|zone| (*zone).clone())
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -186,3 +186,95 @@ proptest! {
         }
     }
 }
+
+fn per_zone(counts: &[(&str, u32)]) -> BTreeMap<String, u32> {
+    counts.iter().map(|(z, n)| ((*z).to_owned(), *n)).collect()
+}
+
+#[test]
+fn new_machines_go_to_the_allowed_zones_with_the_fewest_machines() {
+    let pool = zones(&["1", "2", "3"]);
+    let size = "Standard_D2s_v5";
+    // (machines per zone, exhausted zones until, creates, zones chosen)
+    type Case<'a> = (
+        &'a [(&'a str, u32)],
+        &'a [(&'a str, i64)],
+        u32,
+        &'a [&'a str],
+    );
+    let table: [Case<'_>; 9] = [
+        // An empty pool: the zones in their order.
+        (&[], &[], 2, &["1", "2"]),
+        (&[], &[], 4, &["1", "2", "3", "1"]),
+        // The fewest first, ties in the zones' order.
+        (&[("1", 2), ("2", 1), ("3", 2)], &[], 1, &["2"]),
+        (&[("1", 2), ("2", 1), ("3", 1)], &[], 3, &["2", "3", "1"]),
+        // Each machine placed counts.
+        (
+            &[("1", 0), ("2", 3), ("3", 3)],
+            &[],
+            4,
+            &["1", "1", "1", "1"],
+        ),
+        // Machines in a zone the pool no longer allows do not count.
+        (&[("4", 9), ("1", 1)], &[], 2, &["2", "3"]),
+        // An exhausted zone is skipped while another one is free.
+        (
+            &[("1", 0), ("2", 2), ("3", 2)],
+            &[("1", 200)],
+            2,
+            &["2", "3"],
+        ),
+        // Expired: not skipped.
+        (&[("1", 0), ("2", 2), ("3", 2)], &[("1", 100)], 1, &["1"]),
+        // Every zone exhausted: the fewest among all.
+        (
+            &[("1", 2), ("2", 1), ("3", 2)],
+            &[("1", 200), ("2", 200), ("3", 200)],
+            1,
+            &["2"],
+        ),
+    ];
+    for (counts, marked, count, expected) in table {
+        let list: Vec<Exhausted> = marked
+            .iter()
+            .map(|(z, until)| entry(size, z, *until))
+            .collect();
+        let chosen = choose_zones(count, size, &pool, &per_zone(counts), &list, 100);
+        let expected: Vec<Option<String>> =
+            expected.iter().map(|z| Some((*z).to_owned())).collect();
+        assert_eq!(chosen, expected, "{counts:?} {marked:?} {count}");
+    }
+    assert_eq!(
+        choose_zones(2, size, &[], &per_zone(&[("1", 1)]), &[], 100),
+        vec![None, None],
+        "a pool without zones"
+    );
+    assert!(choose_zones(0, size, &pool, &BTreeMap::new(), &[], 100).is_empty());
+}
+
+proptest! {
+    /// However many machines a pool has per zone and however many are placed, the zones end at
+    /// most one machine apart when they started that way, and a placement never widens the gap
+    /// between the fullest and the emptiest allowed zone beyond what it was (or one).
+    #[test]
+    fn placing_machines_never_unbalances_the_zones(
+        start in prop::collection::vec(0u32..20, 1..5),
+        count in 0u32..40,
+    ) {
+        let pool: Vec<String> = (1..=start.len()).map(|z| z.to_string()).collect();
+        let counts: BTreeMap<String, u32> = pool.iter().cloned().zip(start.iter().copied()).collect();
+        let chosen = choose_zones(count, "Standard_D2s_v5", &pool, &counts, &[], 0);
+        prop_assert_eq!(chosen.len(), count as usize);
+        let mut after = counts.clone();
+        for zone in chosen.into_iter().flatten() {
+            *after.entry(zone).or_default() += 1;
+        }
+        let spread = |c: &BTreeMap<String, u32>| {
+            let max = c.values().max().copied().unwrap_or(0);
+            let min = c.values().min().copied().unwrap_or(0);
+            max - min
+        };
+        prop_assert!(spread(&after) <= spread(&counts).max(1));
+    }
+}

@@ -4,7 +4,8 @@
 //! workflow makes: how its phase moves ([`phase`]), what a signal does ([`signal`]), what a round
 //! of its loop does after a look ([`round`]), how a child's end is booked and when the rollout
 //! pauses itself ([`booking`]), how a create that found no capacity is booked ([`shortage`]),
-//! a delete that did not finish is tried again ([`retry`]), when it is stalled ([`progress`]) and how it ends ([`ending`]).
+//! a delete that did not finish is tried again ([`retry`]), when it is stalled ([`progress`]),
+//! which zones new machines go to ([`zones`]) and how it ends ([`ending`]).
 
 pub mod booking;
 pub mod ending;
@@ -21,6 +22,7 @@ pub mod round;
 pub mod shortage;
 pub mod signal;
 pub mod status;
+pub mod zones;
 
 #[cfg(test)]
 mod simulation;
@@ -46,6 +48,7 @@ pub use status::{
     ChildFailure, ChildKind, InFlight, MachineView, RolloutStatus, StrategyView, Timings,
     fallback_strategy, made_progress,
 };
+pub use zones::{machines_per_zone, zones_for_creates};
 
 /// The taint on Nodes of outdated machines during a rollout, so that evicted pods avoid the
 /// nodes that will be drained next (`PreferNoSchedule`; removed when the rollout completes).

@@ -47,6 +47,9 @@ pub struct ObservedMachine {
     /// Whether its Node carries the `nodewright.io/outdated` taint.
     #[serde(default)]
     pub tainted_outdated: bool,
+    /// The availability zone its VM is in (`zones[0]`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 impl ObservedMachine {
@@ -81,6 +84,10 @@ pub struct PoolVm {
     pub created_at: i64,
     /// `properties.provisioningState` (`Creating`, `Succeeded`, `Failed`, `Deleting`...).
     pub provisioning_state: String,
+    /// The availability zone the VM is in (its `zones[0]`); none outside zones, and in
+    /// results recorded before it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// A Node labelled with the pool.
@@ -160,6 +167,7 @@ pub fn observe(
                 created_at: vm.created_at,
                 activity,
                 tainted_outdated: node.is_some_and(|n| n.tainted_outdated),
+                zone: vm.zone.clone(),
             }
         })
         .collect();
@@ -172,6 +180,7 @@ pub fn observe(
                 created_at: run.since,
                 activity: Activity::Creating,
                 tainted_outdated: false,
+                zone: None,
             });
         }
     }
@@ -197,6 +206,7 @@ mod tests {
             template_hash: template.to_owned(),
             created_at: 100,
             provisioning_state: state.to_owned(),
+            zone: Some("2".to_owned()),
         }
     }
 
@@ -260,6 +270,8 @@ mod tests {
         };
         assert_eq!(machines.len(), 7, "{machines:?}");
         assert_eq!(by_name("p-ready").health, Health::Ready);
+        assert_eq!(by_name("p-ready").zone.as_deref(), Some("2"));
+        assert_eq!(by_name("p-invisible").zone, None);
         assert!(by_name("p-ready").is_available());
         assert_eq!(
             by_name("p-notready").health,
@@ -292,6 +304,7 @@ mod tests {
             created_at: 0,
             activity: Activity::Idle,
             tainted_outdated: false,
+            zone: None,
         };
         assert!(!base.is_unhealthy(159, 60));
         assert!(base.is_unhealthy(160, 60));

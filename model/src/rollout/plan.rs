@@ -1,23 +1,48 @@
 //! The rolling-update planner: what to create and what to delete now.
 //!
-//! Kubernetes Deployment semantics at machine level. With `surge` and `unavailable` resolved
-//! from the strategy ([`Budget`]), a plan never takes the pool above `replicas + surge`
-//! machines (every machine that exists counts, including those being created or deleted) and
-//! never takes the available machines (Ready and not being deleted) below
-//! `replicas − unavailable` (nor lower than they already are). Within those bounds it uses the
-//! whole budget at every call — no lock-step batches: a machine is replaced as soon as the
-//! budget has room, so a pool of `replicas` takes `ceil(replicas / (surge + unavailable))`
-//! create-plus-delete times.
+//! A Kubernetes Deployment's arithmetic at machine level (`reconcileOldReplicaSets` and its
+//! `cleanupUnhealthyReplicas` and `scaleDownOldReplicaSetsForRollingUpdate`, with machine = pod
+//! and new template = new ReplicaSet). With `surge` and `unavailable` resolved from the strategy
+//! ([`Budget`]) and `minAvailable = replicas − unavailable`:
+//!
+//! - a plan never takes the pool above `replicas + surge` machines (every machine that exists
+//!   counts, including those being created or deleted);
+//! - it never takes the available machines (Ready and not being deleted) below `minAvailable`
+//!   (nor lower than they already are);
+//! - it never takes the live machines (every one not being deleted, those being created
+//!   included) below `minAvailable` (nor deletes any when they already are at or below it).
+//!
+//! Within those bounds it uses the whole budget at every call, with no lock-step batches: a
+//! machine is replaced as soon as the budget has room, so a pool of `replicas` takes
+//! `ceil(replicas / (surge + unavailable))` create-plus-delete times.
 //!
 //! Order of decisions:
-//! 1. machines broken for good ([`ObservedMachine::is_unhealthy`]) are deleted first, whatever
-//!    their template (deleting them costs no availability), at most `max(1, surge + unavailable)`
-//!    deletions in flight at once, so a cluster-wide outage cannot empty the pool;
-//! 2. outdated machines beyond what the new template does not yet replace, and machines beyond
-//!    `replicas`, are deleted in victim order — failed, then not ready, then oldest — while
-//!    availability allows;
-//! 3. new-template machines are created up to the target, and up to `replicas` live machines,
-//!    while the total allows.
+//! 1. **Broken new-template machines** (failed, or NotReady for the health timeout) are deleted
+//!    while the live machines stay above `minAvailable`. They are replaced as a ReplicaSet
+//!    replaces a failed pod: a broken machine does not count toward the machines wanted (step
+//!    4), so its replacement is created first when the surge allows and the broken one goes
+//!    once the live machines are above `minAvailable` again. Without this a broken new machine
+//!    would hold the rollout for ever (it counts as unavailable in the arithmetic below).
+//! 2. **Old-template machines**, in victim order (failed, then not ready, then oldest):
+//!    `maxScaledDown = live − minAvailable − newUnavailable` (`newUnavailable`: live
+//!    new-template machines that are not available, being created included); nothing old goes
+//!    when it is 0 or less. Old machines that are not available go first, at most
+//!    `maxScaledDown` of them (`cleanupUnhealthyReplicas`): those broken whatever the canary
+//!    target or do-not-disrupt marks (reason `unhealthy`), those merely NotReady only as
+//!    outdated victims. Then available old machines, only while the available machines stay
+//!    above `minAvailable`. So one look where every old Node is NotReady (a lease or apiserver
+//!    hiccup past the health timeout) deletes no more than the budget allows, instead of every
+//!    old machine.
+//! 3. **Machines beyond `replicas`** once the old excess is gone (surplus), new-template ones in
+//!    victim order; available ones only while availability allows.
+//! 4. **New machines**: up to the new-template target and up to `replicas` live machines
+//!    (broken ones not counted), while the total allows.
+//!
+//! Deletions already in flight: a machine being deleted is not live and not available (it
+//! counts toward neither `live` nor `minAvailable`'s side of the arithmetic, as a terminating
+//! pod does not count in its ReplicaSet), but its VM still counts toward the total, so its
+//! replacement waits for room. No separate cap on deletions in flight is needed: the floor on
+//! live machines bounds them.
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -148,6 +173,10 @@ pub struct Counts {
     pub deleting: u32,
     /// Machines broken for good.
     pub unhealthy: u32,
+    /// Machines of the new template that are available (Ready, not being deleted): what a
+    /// finished create adds, unlike `updated`, which counts a create from its start.
+    #[serde(default)]
+    pub updated_available: u32,
 }
 
 /// Why a plan starts nothing although the rollout is not done.
@@ -189,78 +218,107 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let counts = count(input);
     let is_new = |m: &ObservedMachine| m.template_hash == input.template_hash;
     let is_live = |m: &ObservedMachine| m.activity != Activity::Deleting;
-
-    let mut available = counts.available;
+    let is_idle = |m: &ObservedMachine| m.activity == Activity::Idle;
+    let is_broken = |m: &ObservedMachine| m.is_unhealthy(input.now, input.health_timeout_secs);
+    let is_held = |m: &ObservedMachine| input.held.contains(&m.name);
     let min_available = budget.min_available(replicas);
-    let mut delete: Vec<Victim> = Vec::new();
+    let new_target = input.new_target.min(replicas);
 
-    // 1. Broken machines go first, a pace's worth in flight at most.
-    let mut deletions_left = budget.pace().saturating_sub(counts.deleting);
-    let mut unhealthy: Vec<&ObservedMachine> = input
+    let mut live = count_u32(input.machines.iter().filter(|m| is_live(m)).count());
+    let mut available = counts.available;
+    let mut delete: Vec<Victim> = Vec::new();
+    let mut going: BTreeSet<&str> = BTreeSet::new();
+
+    // 1. Broken new-template machines, while the live machines stay above the floor.
+    let mut broken_new: Vec<&ObservedMachine> = input
         .machines
         .iter()
-        .filter(|m| m.activity == Activity::Idle)
-        .filter(|m| m.is_unhealthy(input.now, input.health_timeout_secs))
+        .filter(|m| is_idle(m) && is_new(m) && is_broken(m))
         .collect();
-    unhealthy.sort_by(|a, b| victim_order(a, b));
-    for machine in unhealthy {
-        if deletions_left == 0 {
+    broken_new.sort_by(|a, b| victim_order(a, b));
+    for machine in broken_new {
+        if live <= min_available {
             break;
         }
-        deletions_left -= 1;
+        live -= 1;
+        going.insert(&machine.name);
         delete.push(Victim {
             name: machine.name.clone(),
             reason: DeleteReason::Unhealthy,
         });
     }
-    let doomed = |m: &ObservedMachine| delete.iter().any(|v| v.name == m.name);
 
-    // 2. Outdated machines beyond what is still allowed, then machines beyond `replicas`.
-    let new_target = input.new_target.min(replicas);
-    let allowed_old = replicas - new_target;
-    let mut outdated: Vec<&ObservedMachine> = input
-        .machines
-        .iter()
-        .filter(|m| is_live(m) && !is_new(m) && !doomed(m))
-        .collect();
-    let mut updated: Vec<&ObservedMachine> = input
-        .machines
-        .iter()
-        .filter(|m| is_live(m) && is_new(m) && !doomed(m))
-        .collect();
-    let mut chosen = Vec::new();
-    let old_excess = count_u32(outdated.len()).saturating_sub(allowed_old);
-    let is_held = |m: &ObservedMachine| input.held.contains(&m.name);
-    let held_old = outdated
-        .iter()
-        .any(|m| m.activity == Activity::Idle && is_held(m));
-    outdated.retain(|m| m.activity == Activity::Idle && !is_held(m));
-    outdated.sort_by(|a, b| victim_order(a, b));
-    chosen.extend(
-        outdated
-            .into_iter()
-            .take(old_excess as usize)
-            .map(|m| (m, DeleteReason::Outdated)),
-    );
-    let live_after_old = count_u32(
+    // 2. Old machines: the unavailable ones within maxScaledDown, then available ones while
+    // availability allows.
+    let new_unavailable = count_u32(
         input
             .machines
             .iter()
-            .filter(|m| is_live(m) && !doomed(m))
+            .filter(|m| is_live(m) && is_new(m) && !m.is_available())
+            .filter(|m| !going.contains(m.name.as_str()))
             .count(),
-    )
-    .saturating_sub(old_excess);
-    let surplus = live_after_old.saturating_sub(replicas);
-    updated.retain(|m| m.activity == Activity::Idle && !is_held(m));
-    updated.sort_by(|a, b| victim_order(a, b));
-    chosen.extend(
-        updated
-            .into_iter()
-            .take(surplus as usize)
-            .map(|m| (m, DeleteReason::Surplus)),
     );
-    chosen.sort_by(|(a, _), (b, _)| victim_order(a, b));
-    for (machine, reason) in chosen {
+    let mut cleanup_left = live
+        .saturating_sub(min_available)
+        .saturating_sub(new_unavailable);
+    let allowed_old = replicas - new_target;
+    let old_live = count_u32(
+        input
+            .machines
+            .iter()
+            .filter(|m| is_live(m) && !is_new(m))
+            .count(),
+    );
+    let mut old_excess = old_live.saturating_sub(allowed_old);
+    let held_old = input
+        .machines
+        .iter()
+        .any(|m| is_idle(m) && !is_new(m) && is_held(m) && !is_broken(m));
+    let mut old: Vec<&ObservedMachine> = input
+        .machines
+        .iter()
+        .filter(|m| is_idle(m) && !is_new(m) && (is_broken(m) || !is_held(m)))
+        .collect();
+    old.sort_by(|a, b| victim_order(a, b));
+    for machine in old {
+        let broken = is_broken(machine);
+        if machine.is_available() {
+            if old_excess == 0 || available <= min_available {
+                continue;
+            }
+            available -= 1;
+        } else {
+            if cleanup_left == 0 || (!broken && old_excess == 0) {
+                continue;
+            }
+            cleanup_left -= 1;
+        }
+        old_excess = old_excess.saturating_sub(1);
+        live -= 1;
+        going.insert(&machine.name);
+        delete.push(Victim {
+            name: machine.name.clone(),
+            reason: if broken {
+                DeleteReason::Unhealthy
+            } else {
+                DeleteReason::Outdated
+            },
+        });
+    }
+
+    // 3. Machines beyond `replicas` once the old excess is gone.
+    let mut surplus = live.saturating_sub(old_excess).saturating_sub(replicas);
+    let mut extra: Vec<&ObservedMachine> = input
+        .machines
+        .iter()
+        .filter(|m| is_idle(m) && is_new(m) && !is_held(m))
+        .filter(|m| !going.contains(m.name.as_str()))
+        .collect();
+    extra.sort_by(|a, b| victim_order(a, b));
+    for machine in extra {
+        if surplus == 0 {
+            break;
+        }
         if machine.is_available() {
             if available <= min_available {
                 // Victim order puts every unavailable machine first: the rest are available too.
@@ -268,24 +326,36 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             }
             available -= 1;
         }
+        surplus -= 1;
+        going.insert(&machine.name);
         delete.push(Victim {
             name: machine.name.clone(),
-            reason,
+            reason: if is_broken(machine) {
+                DeleteReason::Unhealthy
+            } else {
+                DeleteReason::Surplus
+            },
         });
     }
+    // Deleted in victim order, whatever the step that chose them.
+    let order = |name: &str| input.machines.iter().find(|m| m.name == name);
+    delete.sort_by(|a, b| match (order(&a.name), order(&b.name)) {
+        (Some(a), Some(b)) => victim_order(a, b),
+        _ => Ordering::Equal,
+    });
 
-    // 3. New machines, up to the target and up to `replicas` live, while the total allows.
-    let going: BTreeSet<&str> = delete.iter().map(|v| v.name.as_str()).collect();
-    let (live_after, new_live) = input
+    // 4. New machines, up to the target and up to `replicas` live (broken ones not counted),
+    // while the total allows.
+    let (live_ok, new_ok) = input
         .machines
         .iter()
-        .filter(|m| is_live(m) && !going.contains(m.name.as_str()))
+        .filter(|m| is_live(m) && !going.contains(m.name.as_str()) && !is_broken(m))
         .fold((0u32, 0u32), |(live, new), m| {
             (live + 1, new + u32::from(is_new(m)))
         });
     let wanted = new_target
-        .saturating_sub(new_live)
-        .max(replicas.saturating_sub(live_after));
+        .saturating_sub(new_ok)
+        .max(replicas.saturating_sub(live_ok));
     let room = budget.max_total(replicas).saturating_sub(counts.total);
     let create = wanted.min(room);
 
@@ -300,7 +370,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         None
     } else if counts.creating > 0 || counts.deleting > 0 {
         Some(Holdup::InFlight)
-    } else if new_target < replicas && new_live >= new_target {
+    } else if new_target < replicas && new_ok >= new_target {
         Some(Holdup::CanaryReached)
     } else if held_old {
         Some(Holdup::DoNotDisrupt)
@@ -333,6 +403,9 @@ fn count(input: &PlanInput<'_>) -> Counts {
         }
         if machine.is_available() {
             counts.available += 1;
+            if new {
+                counts.updated_available += 1;
+            }
         }
         match machine.activity {
             Activity::Creating => counts.creating += 1,

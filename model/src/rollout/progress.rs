@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::phase::RolloutPhase;
 use super::plan::{Counts, Holdup};
 use super::status::{MachineView, RolloutStatus, made_progress};
+use super::zones::machines_per_zone;
 
 /// What a look means for the progress deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +124,7 @@ impl RolloutStatus {
             ProgressVerdict::Unchanged => {}
         }
         self.counts = counts;
+        self.zones = machines_per_zone(&machines, &[], &[]);
         self.machines = machines;
         self.holdup = holdup;
         self.estimated_seconds_left = self

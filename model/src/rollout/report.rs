@@ -62,6 +62,7 @@ mod tests {
             created_at: 0,
             activity: Activity::Idle,
             tainted_outdated: false,
+            zone: None,
         };
         let report = PoolReport {
             pool: "p".to_owned(),

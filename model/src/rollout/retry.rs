@@ -156,6 +156,7 @@ mod tests {
             created_at: 0,
             activity,
             tainted_outdated: false,
+            zone: None,
         }
     }
 

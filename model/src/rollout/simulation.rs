@@ -22,6 +22,7 @@ fn machine(name: &str, template: &str, health: Health, created_at: i64) -> Obser
         created_at,
         activity: Activity::Idle,
         tainted_outdated: false,
+        zone: None,
     }
 }
 
@@ -142,42 +143,135 @@ fn victims_are_failed_then_not_ready_then_oldest() {
 }
 
 #[test]
-fn unhealthy_machines_are_replaced_first_even_when_availability_is_short() {
+fn an_unhealthy_old_machine_is_replaced_first_then_deleted_when_availability_is_short() {
     let budget = Budget {
         surge: 1,
         unavailable: 0,
     };
-    let pool = vec![
+    let mut pool = vec![
         machine("old-a", OLD, Health::Ready, 1),
         machine("old-b", OLD, Health::NotReady { since: 10 }, 2),
         machine("old-c", OLD, Health::Ready, 3),
     ];
-    // old-b has been NotReady for 90 s (> the 5 s health timeout).
-    let plan = plan_for(&pool, 3, budget, 100);
-    assert_eq!(names(&plan), ["old-b"]);
-    assert_eq!(plan.delete[0].reason, DeleteReason::Unhealthy);
-    assert_eq!(
-        plan.create, 1,
-        "one new machine fits within replicas + surge"
-    );
+    // old-b has been NotReady for 90 s (> the 5 s health timeout), but 3 live machines of a
+    // minimum of 3: a replacement first (as a Deployment does), nothing deleted yet.
+    let first = plan_for(&pool, 3, budget, 100);
+    assert_eq!((first.create, first.delete.len()), (1, 0), "{first:?}");
+    // The replacement is Ready: the broken machine goes first.
+    pool.push(machine("new-a", NEW, Health::Ready, 100));
+    let second = plan_for(&pool, 3, budget, 101);
+    assert_eq!(names(&second), ["old-b"]);
+    assert_eq!(second.delete[0].reason, DeleteReason::Unhealthy);
 }
 
+/// Every old Node NotReady past the health timeout (a lease or apiserver hiccup): the plan
+/// deletes no more than the Deployment's arithmetic allows, counted over every deletion.
 #[test]
-fn unhealthy_deletions_in_flight_are_capped_at_the_pace() {
-    let budget = Budget {
-        surge: 1,
-        unavailable: 0,
+fn a_hiccup_that_makes_every_old_node_not_ready_deletes_only_within_the_budget() {
+    let hiccup = |n: usize| -> Vec<ObservedMachine> {
+        (0..n)
+            .map(|i| {
+                machine(
+                    &format!("old-{i}"),
+                    OLD,
+                    Health::NotReady { since: 0 },
+                    i as i64,
+                )
+            })
+            .collect()
     };
-    let pool: Vec<ObservedMachine> = (0..5)
-        .map(|i| machine(&format!("old-{i}"), OLD, Health::NotReady { since: 0 }, i))
-        .collect();
-    let plan = plan_for(&pool, 5, budget, 100);
-    let unhealthy = plan
-        .delete
-        .iter()
-        .filter(|v| v.reason == DeleteReason::Unhealthy)
-        .count();
-    assert_eq!(unhealthy, 1, "{plan:?}");
+    let table = [
+        // (replicas, maxSurge, maxUnavailable, creates, deletions)
+        // minAvailable 5 of 5 live: nothing goes, one replacement is made first.
+        (5, Amount::Count(1), Amount::Count(0), 1, 0),
+        // minAvailable 4: one may go; no room to create until it is gone.
+        (5, Amount::Count(0), Amount::Count(1), 0, 1),
+        // minAvailable 8 of 10: two go, two are made.
+        (10, Amount::Count(2), Amount::Count(2), 2, 2),
+        // 25% / 25% of 8: surge 2, unavailable 2.
+        (8, Amount::Percent(25), Amount::Percent(25), 2, 2),
+    ];
+    for (replicas, surge, unavailable, creates, deletions) in table {
+        let budget = Budget::resolve(surge, unavailable, replicas);
+        let pool = hiccup(replicas as usize);
+        let plan = plan_for(&pool, replicas, budget, 100);
+        assert_eq!(
+            (plan.create, plan.delete.len() as u32),
+            (creates, deletions),
+            "{replicas} replicas, {surge} / {unavailable}: {plan:?}"
+        );
+        assert!(
+            plan.delete
+                .iter()
+                .all(|v| v.reason == DeleteReason::Unhealthy),
+            "{plan:?}"
+        );
+    }
+
+    // With maxSurge 1: the replacement comes up, then one old machine goes, and so on.
+    let budget = Budget::resolve(Amount::Count(1), Amount::Count(0), 5);
+    let mut pool = hiccup(5);
+    pool.push(machine("new-0", NEW, Health::Ready, 50));
+    let one = plan_for(&pool, 5, budget, 100);
+    assert_eq!((one.create, names(&one)), (0, vec!["old-0"]));
+}
+
+/// Old machines NotReady within the health timeout are unavailable: they go before Ready ones
+/// (as outdated victims, not unhealthy) within `maxScaledDown`, never beyond it.
+#[test]
+fn old_machines_not_ready_within_the_timeout_are_cleaned_up_within_max_scaled_down() {
+    let budget = Budget::resolve(Amount::Count(0), Amount::Count(1), 4);
+    let pool = vec![
+        machine("old-a", OLD, Health::NotReady { since: 98 }, 1),
+        machine("old-b", OLD, Health::NotReady { since: 98 }, 2),
+        machine("old-c", OLD, Health::Ready, 3),
+        machine("old-d", OLD, Health::Ready, 4),
+    ];
+    // live 4, minAvailable 3, no new machine unavailable: maxScaledDown 1.
+    let plan = plan_for(&pool, 4, budget, 100);
+    assert_eq!(names(&plan), ["old-a"]);
+    assert_eq!(plan.delete[0].reason, DeleteReason::Outdated);
+}
+
+/// A new machine being created counts against `maxScaledDown`: nothing old goes while it is
+/// not available and the floor would be crossed.
+#[test]
+fn new_machines_not_yet_available_hold_back_the_clean_up_of_old_ones() {
+    let budget = Budget::resolve(Amount::Count(1), Amount::Count(1), 3);
+    let mut pool = vec![
+        machine("old-a", OLD, Health::Failed, 1),
+        machine("old-b", OLD, Health::Ready, 2),
+        machine("old-c", OLD, Health::Ready, 3),
+    ];
+    for name in ["new-a", "new-b"] {
+        pool.push(ObservedMachine {
+            activity: Activity::Creating,
+            ..machine(name, NEW, Health::NotReady { since: 99 }, 99)
+        });
+    }
+    // live 5, minAvailable 2, 2 new unavailable: maxScaledDown 1, the failed one.
+    let plan = plan_for(&pool, 3, budget, 100);
+    assert_eq!(names(&plan), ["old-a"]);
+    assert_eq!(plan.create, 0);
+}
+
+/// A broken new-template machine is replaced: first a new one when the surge allows, then the
+/// broken one goes once the live machines are above the floor.
+#[test]
+fn a_broken_new_machine_is_replaced_then_deleted() {
+    let budget = Budget::resolve(Amount::Count(1), Amount::Count(0), 3);
+    let mut pool = vec![
+        machine("new-a", NEW, Health::Ready, 1),
+        machine("new-b", NEW, Health::Ready, 2),
+        machine("new-c", NEW, Health::Failed, 3),
+    ];
+    let first = plan_for(&pool, 3, budget, 100);
+    assert_eq!((first.create, first.delete.len()), (1, 0));
+    assert!(!first.done);
+    pool.push(machine("new-d", NEW, Health::Ready, 100));
+    let second = plan_for(&pool, 3, budget, 101);
+    assert_eq!((second.create, names(&second)), (0, vec!["new-c"]));
+    assert_eq!(second.delete[0].reason, DeleteReason::Unhealthy);
 }
 
 #[test]
@@ -455,7 +549,9 @@ fn amount_strategy() -> impl Strategy<Value = Amount> {
     ]
 }
 
-/// Checks one plan against the state it was made for.
+/// Checks one plan against the state it was made for: the total within `replicas + surge`,
+/// the available and the live machines not taken below `minAvailable` (nor lower than they
+/// already are), only idle machines deleted, each once.
 fn check_invariants(
     machines: &[ObservedMachine],
     replicas: u32,
@@ -489,19 +585,35 @@ fn check_invariants(
         available - lost >= min_available.min(available),
         "available {available} - {lost} below min {min_available}"
     );
-    let deleting = machines
+    let live = machines
         .iter()
-        .filter(|m| m.activity == Activity::Deleting)
+        .filter(|m| m.activity != Activity::Deleting)
         .count() as u32;
-    let unhealthy = plan
-        .delete
-        .iter()
-        .filter(|v| v.reason == DeleteReason::Unhealthy)
-        .count() as u32;
-    if unhealthy > 0 {
-        prop_assert!(deleting + unhealthy <= budget.pace());
-    }
+    let deleted = plan.delete.len() as u32;
+    prop_assert!(
+        live - deleted >= min_available.min(live),
+        "live {live} - {deleted} below min {min_available}"
+    );
     Ok(())
+}
+
+/// Whether the planner has something it can do now: nothing in flight, and an old machine
+/// left, or not `replicas` live machines, or a broken one (a pool whose only gap is a
+/// new-template machine NotReady within the health timeout waits for it).
+fn work_left(machines: &[ObservedMachine], replicas: u32, now: i64) -> bool {
+    let in_flight = machines.iter().any(|m| m.activity != Activity::Idle);
+    let live: Vec<&ObservedMachine> = machines
+        .iter()
+        .filter(|m| m.activity != Activity::Deleting)
+        .collect();
+    let waiting = live.iter().any(|m| {
+        m.template_hash == NEW && !m.is_available() && !m.is_unhealthy(now, HEALTH_TIMEOUT)
+    });
+    !in_flight
+        && !waiting
+        && (live.iter().any(|m| m.template_hash != NEW)
+            || live.len() as u32 != replicas
+            || live.iter().any(|m| m.is_unhealthy(now, HEALTH_TIMEOUT)))
 }
 
 proptest! {
@@ -666,5 +778,51 @@ proptest! {
             total + u64::from(plan.create) <= u64::from(budget.max_total(replicas)).max(total)
         );
         prop_assert!(plan.delete.len() <= machines.len());
+    }
+
+    /// Pools of 0 to 50 machines in any mix of Ready, NotReady (within and past the health
+    /// timeout), Failed, being created and being deleted, old and new template, under every
+    /// surge/unavailable pair: every plan keeps the budget, and when there is work and nothing
+    /// in flight (and no canary or do-not-disrupt mark holds it) the plan creates or deletes.
+    #[test]
+    fn every_plan_keeps_the_deployment_arithmetic_and_moves_when_it_can(
+        specs in prop::collection::vec(
+            (any::<bool>(), 0u8..5, activity_strategy(), 0i64..50),
+            0..=50,
+        ),
+        replicas in 0u32..60,
+        surge in amount_strategy(),
+        unavailable in amount_strategy(),
+    ) {
+        let now = 100;
+        let machines: Vec<ObservedMachine> = specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (new, health, activity, created_at))| {
+                let health = match health {
+                    _ if activity == Activity::Creating => Health::NotReady { since: now - 1 },
+                    0 | 1 => Health::Ready,
+                    2 => Health::NotReady { since: now - 1 },
+                    3 => Health::NotReady { since: now - HEALTH_TIMEOUT - 1 },
+                    _ => Health::Failed,
+                };
+                ObservedMachine {
+                    activity,
+                    ..machine(&format!("m-{i:02}"), if new { NEW } else { OLD }, health, created_at)
+                }
+            })
+            .collect();
+        let budget = Budget::resolve(surge, unavailable, replicas);
+        let plan = plan_for(&machines, replicas, budget, now);
+        check_invariants(&machines, replicas, budget, &plan)?;
+        if work_left(&machines, replicas, now) {
+            prop_assert!(
+                plan.create > 0 || !plan.delete.is_empty(),
+                "stuck with {budget:?} for {replicas}: {plan:?} {machines:?}"
+            );
+        }
+        if plan.done {
+            prop_assert!(!work_left(&machines, replicas, now));
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! What RollingUpdate's `status` query answers, and the pure judgements behind it: whether the
 //! pool made progress, and how long is left.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::observed::{Activity, Health, ObservedMachine};
@@ -30,7 +32,7 @@ pub struct InFlight {
     pub workflow_id: String,
     /// When it started, Unix milliseconds.
     pub started_at: i64,
-    /// For a create, the zone the rollout gave it (see [`crate::capacity::choose_zone`]).
+    /// For a create, the zone the rollout gave it (see [`crate::capacity::choose_zones`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
 }
@@ -65,6 +67,9 @@ pub struct MachineView {
     pub health: Health,
     /// What is being done to it.
     pub activity: Activity,
+    /// The availability zone its VM is in, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 impl MachineView {
@@ -76,6 +81,7 @@ impl MachineView {
             updated: machine.template_hash == template_hash,
             health: machine.health,
             activity: machine.activity,
+            zone: machine.zone.clone(),
         }
     }
 }
@@ -168,9 +174,14 @@ impl Timings {
 }
 
 /// Whether the pool moved forward between two looks (Kubernetes' notion of progress: more
-/// updated, fewer old, more ready or more available machines).
+/// available new-template machines, fewer old, more ready or more available machines).
+///
+/// A create that starts is not progress: `updated` counts a machine from its create's start,
+/// so a create that fails and is retried under a new name would take `updated` down and up
+/// again at every attempt and the rollout would never show stalled. Only a machine that came
+/// up (available with the new template) counts.
 pub fn made_progress(before: &Counts, after: &Counts) -> bool {
-    after.updated > before.updated
+    after.updated_available > before.updated_available
         || after.old < before.old
         || after.ready > before.ready
         || after.available > before.available
@@ -234,6 +245,10 @@ pub struct RolloutStatus {
     /// The pool's machines at the last look.
     #[serde(default)]
     pub machines: Vec<MachineView>,
+    /// How many of them (not being deleted) are in each availability zone, as their VMs say
+    /// (see [`crate::rollout::zones`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub zones: BTreeMap<String, u32>,
     /// Machines created by this rollout.
     pub created: u32,
     /// Machines deleted by this rollout.
@@ -286,6 +301,7 @@ impl RolloutStatus {
             exhausted: Vec::new(),
             retries: Vec::new(),
             machines: Vec::new(),
+            zones: BTreeMap::new(),
             created: 0,
             deleted: 0,
             started_at,
@@ -316,17 +332,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn progress_is_more_updated_fewer_old_more_ready_or_more_available() {
+    fn progress_is_more_updated_available_fewer_old_more_ready_or_more_available() {
         let base = Counts {
             total: 6,
             updated: 2,
+            updated_available: 2,
             ready: 6,
             available: 6,
             old: 4,
             ..Counts::default()
         };
         let table = [
-            (Counts { updated: 3, ..base }, true),
+            (
+                Counts {
+                    updated_available: 3,
+                    ..base
+                },
+                true,
+            ),
+            (
+                Counts {
+                    total: 7,
+                    updated: 3,
+                    creating: 1,
+                    ..base
+                },
+                false,
+            ),
             (Counts { old: 3, ..base }, true),
             (Counts { ready: 7, ..base }, true),
             (

@@ -209,6 +209,15 @@ fn retry_line(retry: &DeleteRetry, now: i64) -> String {
 }
 
 /// Every line of `pool rollout status`.
+/// Machines per availability zone: `zone 1: 2, zone 2: 2`.
+fn zones_line(zones: &std::collections::BTreeMap<String, u32>) -> String {
+    zones
+        .iter()
+        .map(|(zone, count)| format!("zone {zone}: {count}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
     let pool = status.pool.as_str();
     let counts = &status.counts;
@@ -230,6 +239,9 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
         counts.deleting,
         counts.unhealthy
     ));
+    if !status.zones.is_empty() {
+        lines.push(format!("  zones        {}", zones_line(&status.zones)));
+    }
     lines.push(format!("  strategy     {}", strategy(&status.strategy)));
     if let Some(canary) = status.canary {
         let approval = match (&status.approved_by, status.phase) {
@@ -406,6 +418,7 @@ mod tests {
                 creating: 1,
                 deleting: 1,
                 unhealthy: 0,
+                updated_available: 3,
             },
             strategy: StrategyView {
                 max_surge: Amount::Percent(25),
@@ -445,7 +458,13 @@ mod tests {
                 updated: true,
                 health: Health::NotReady { since: 1000 },
                 activity: Activity::Creating,
+                zone: Some("3".to_owned()),
             }],
+            zones: std::collections::BTreeMap::from([
+                ("1".to_owned(), 3),
+                ("2".to_owned(), 2),
+                ("3".to_owned(), 3),
+            ]),
             created: 3,
             deleted: 2,
             started_at: 500,
@@ -582,6 +601,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("  time left    ~2m"), "{text}");
+        assert!(
+            text.contains("  zones        zone 1: 3, zone 2: 2, zone 3: 3"),
+            "{text}"
+        );
         let machine = lines.last().map(String::as_str).unwrap_or_default();
         assert_eq!(
             machine.split_whitespace().collect::<Vec<_>>(),
@@ -627,6 +650,7 @@ mod tests {
             created_at,
             activity: Activity::Idle,
             tainted_outdated: false,
+            zone: None,
         };
         let report = PoolReport {
             pool: "web".to_owned(),

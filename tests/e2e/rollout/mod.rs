@@ -11,4 +11,5 @@ mod do_not_disrupt;
 mod failures;
 mod hard_deadline;
 mod history_limits;
+mod zone_balance;
 mod zones;

@@ -1,8 +1,9 @@
 //! RollingUpdate's children: starting the CreateMachine and DeleteMachine runs a plan asks for,
 //! keeping the future of each one's end, awaiting the first to finish, and booking how it ended
 //! (`model::rollout::booking` decides what counts, `model::rollout::shortage` what a create that
-//! found no capacity does); each create goes to a zone that is not exhausted
-//! (`model::capacity::choose_zone`).
+//! found no capacity does); each create goes to the allowed zone with the fewest machines that
+//! is not exhausted (`model::rollout::zones_for_creates`; `model::capacity::choose_zone` for runs
+//! recorded before).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +14,7 @@ use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::machine_name::MachineName;
 use nodewright_model::rollout::{
     ChildEnd, ChildKind, InFlight, Plan, RolloutRequest, Victim, disruption_of, shortage_of,
+    zones_for_creates,
 };
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_sdk::{StartChildWorkflowExecutionFailedCause, WorkflowContext};
@@ -31,6 +33,11 @@ const DRAIN_POLICY_PATCH: &str = "rollout-passes-drain-policy";
 /// the zone avoided) instead of a failure counted against `max_failures`; runs recorded before
 /// it counted such failures and may have paused on them.
 const ZONE_SHORTAGE_PATCH: &str = "rollout-avoids-exhausted-zones";
+
+/// The patch that sends each create to the allowed zone with the fewest machines of the pool
+/// (`model::rollout::zones_for_creates`); runs recorded before it hashed the machine's name
+/// (`choose_zone`), and the zone is in the child's input.
+const ZONE_BALANCE_PATCH: &str = "rollout-balances-zones";
 
 /// A child in flight and the future of its end.
 pub struct Child {
@@ -58,15 +65,29 @@ pub async fn start_children<W: HasRollout>(
             .map(|status| status.exhausted.clone())
             .unwrap_or_default()
     });
-    for _ in 0..decided.create {
+    let balanced = if decided.create > 0 && ctx.patched(ZONE_BALANCE_PATCH) {
+        let entries: Vec<InFlight> = children.iter().map(|c| c.entry.clone()).collect();
+        ctx.state(|s| {
+            s.rollout().status.as_ref().map(|status| {
+                let (size, zones) = (&template.vm_size, &template.zones);
+                zones_for_creates(status, decided, &entries, size, zones, at.div_euclid(1000))
+            })
+        })
+    } else {
+        None
+    };
+    for index in 0..decided.create as usize {
         let machine = MachineName::generate(&request.pool.name, ctx.random::<u64>()).to_string();
-        let zone = choose_zone(
-            &machine,
-            &template.vm_size,
-            &template.zones,
-            &exhausted,
-            at.div_euclid(1000),
-        );
+        let zone = match balanced.as_ref().and_then(|zones| zones.get(index)) {
+            Some(zone) => zone.clone(),
+            None => choose_zone(
+                &machine,
+                &template.vm_size,
+                &template.zones,
+                &exhausted,
+                at.div_euclid(1000),
+            ),
+        };
         let workflow_id = WorkflowId::for_subject(Operation::Create, &request.cluster, &machine);
         let input = CreateMachineRequest {
             cluster: request.cluster.clone(),

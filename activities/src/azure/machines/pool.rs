@@ -1,6 +1,6 @@
 //! A pool's VMs as a rolling update observes them: every VM of the resource group tagged with
-//! exactly this cluster and the pool, with its template hash, creation time and provisioning
-//! state.
+//! exactly this cluster and the pool, with its template hash, creation time, provisioning
+//! state and availability zone.
 
 use std::collections::BTreeMap;
 
@@ -60,6 +60,7 @@ pub fn pool_vm(vm: &VirtualMachine, cluster: &ClusterName, pool: &str) -> Option
         template_hash: vm.tags.get(TAG_TEMPLATE).cloned().unwrap_or_default(),
         created_at: created_at(&vm.tags),
         provisioning_state: vm.properties.provisioning_state.clone().unwrap_or_default(),
+        zone: vm.zones.as_ref().and_then(|zones| zones.first()).cloned(),
     })
 }
 
@@ -94,6 +95,29 @@ mod tests {
             "properties": { "provisioningState": state },
         }))
         .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_zone_is_the_vms_first_zone_or_none() {
+        let prod = cluster("prod");
+        let tags = json!({ TAG_CLUSTER: "prod", TAG_POOL: "web" });
+        let mut zoned = vm("web-abcde", tags.clone(), Some("Succeeded"));
+        zoned.zones = Some(vec!["2".to_owned()]);
+        assert_eq!(
+            pool_vm(&zoned, &prod, "web").and_then(|v| v.zone),
+            Some("2".to_owned())
+        );
+        let unzoned = vm("web-fghij", tags, Some("Succeeded"));
+        assert_eq!(pool_vm(&unzoned, &prod, "web").and_then(|v| v.zone), None);
+        // A result recorded before the zone was read still reads.
+        let old: PoolVm = serde_json::from_value(json!({
+            "name": "web-abcde",
+            "templateHash": "7f3a9c",
+            "createdAt": 1,
+            "provisioningState": "Succeeded",
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(old.zone, None);
     }
 
     #[test]
@@ -152,6 +176,7 @@ mod tests {
                 template_hash: "7f3a9c".to_owned(),
                 created_at: 1_767_323_045,
                 provisioning_state: "Succeeded".to_owned(),
+                zone: None,
             })
         );
         let bare = vm(
@@ -166,6 +191,7 @@ mod tests {
                 template_hash: String::new(),
                 created_at: 0,
                 provisioning_state: String::new(),
+                zone: None,
             })
         );
     }

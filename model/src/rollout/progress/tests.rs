@@ -215,3 +215,54 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_create_failing_and_retried_again_and_again_shows_stalled_after_the_deadline() {
+    // 3 replicas: 2 old and 1 new machine, all Ready. The next create fails and is retried
+    // every 100 s: looks alternate between the create in flight (counted in `updated` from its
+    // start) and the pool without it.
+    let settled = Counts {
+        total: 3,
+        updated: 1,
+        updated_available: 1,
+        ready: 3,
+        available: 3,
+        old: 2,
+        ..Counts::default()
+    };
+    let creating = Counts {
+        total: 4,
+        updated: 2,
+        creating: 1,
+        ..settled
+    };
+    let mut status = RolloutStatus::empty();
+    status.record_look(look(settled, 1_000));
+    for i in 1..=8 {
+        let counts = if i % 2 == 1 { creating } else { settled };
+        status.record_look(look(counts, 1_000 + i * 100));
+    }
+    assert_eq!(status.last_progress_at, 1_000);
+    assert!(
+        status
+            .stalled
+            .as_deref()
+            .is_some_and(|s| s.starts_with("no progress for 600s")),
+        "{:?}",
+        status.stalled
+    );
+    // The create finally comes up: progress, the stall is over.
+    let up = Counts {
+        total: 4,
+        updated: 2,
+        updated_available: 2,
+        ready: 4,
+        available: 4,
+        ..settled
+    };
+    status.record_look(look(up, 2_000));
+    assert_eq!(
+        (status.stalled.as_deref(), status.last_progress_at),
+        (None, 2_000)
+    );
+}

@@ -131,6 +131,7 @@ fn machine(name: &str, template_hash: &str, tainted_outdated: bool) -> ObservedM
         created_at: 0,
         activity: Activity::Idle,
         tainted_outdated,
+        zone: None,
     }
 }
 
