@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::ClusterName;
 use crate::pool::MachineTemplate;
 
+pub mod adoption;
 pub mod create;
 pub mod leftovers;
 pub mod owner;

@@ -241,7 +241,8 @@ async fn roll(
                             continue;
                         }
                         let at_millis = now(ctx).timestamp_millis();
-                        start_children(ctx, request, &decided, &mut children, at_millis).await;
+                        start_children(ctx, request, machines, &decided, &mut children, at_millis)
+                            .await;
                     }
                     if continue_as_new {
                         return Finish::ContinueAsNew(Box::new(next_run(ctx, request)));
