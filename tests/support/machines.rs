@@ -380,6 +380,7 @@ spec:
         effect: NoSchedule
     tags:
       team: platform
+    sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2eTestKeyForNodewrightEndToEndPools00 e2e@nodewright
     bootstrap: |
       #!/bin/bash
       exec /usr/bin/kubelet --cloud-provider=external
