@@ -14,6 +14,7 @@ pub mod adoption;
 pub mod create;
 pub mod leftovers;
 pub mod owner;
+pub mod registration;
 pub mod uncordon;
 
 /// The name of a machine's network interface: `<machine>-nic`.

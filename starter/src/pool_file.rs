@@ -31,6 +31,12 @@ pub fn load(path: &Path) -> Result<ValidPool, CliError> {
     if let Some(warning) = credential_warning(&valid) {
         eprintln!("warning: {warning}");
     }
+    if let Some(warning) = nodewright_model::machine::registration::warning(
+        &valid.template.taints,
+        valid.template.bootstrap.as_deref(),
+    ) {
+        eprintln!("warning: {warning}");
+    }
     Ok(valid)
 }
 

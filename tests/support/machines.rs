@@ -383,7 +383,7 @@ spec:
     sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2eTestKeyForNodewrightEndToEndPools00 e2e@nodewright
     bootstrap: |
       #!/bin/bash
-      exec /usr/bin/kubelet --cloud-provider=external
+      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>
   timeouts:
     creation: {creation_timeout}
 "#

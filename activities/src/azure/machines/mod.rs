@@ -23,6 +23,7 @@ use nodewright_model::machine::adoption::{Existing, decide_existing, name_taken}
 use nodewright_model::machine::create::may_adopt;
 use nodewright_model::machine::leftovers::{LeftoverDisk, decide_leftover_os_disk};
 use nodewright_model::machine::owner::VmOwnerTags;
+use nodewright_model::machine::registration;
 use nodewright_model::machine::{nic_name, os_disk_name};
 use nodewright_model::ownership::{
     MAX_TAG_VALUE_CHARS, TAG_CLUSTER, TAG_DRAIN, TAG_MACHINE, is_owned_by,
@@ -373,6 +374,8 @@ impl ArmWriteActivities {
                 &bootstrap_source(&input.template),
             )
             .await?;
+        // The template's taints where the text asks for them (`--register-with-taints`).
+        let bootstrap = bootstrap.map(|text| registration::fill(&text, &input.template.taints));
         let body = body::vm_body(
             &self.location,
             &input.machine,
