@@ -10,6 +10,7 @@ mod failures;
 mod foreign;
 mod hooks;
 mod invalid_pools;
+mod name_taken;
 mod throttling;
 
 use anyhow::{Result, ensure};
