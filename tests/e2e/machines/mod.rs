@@ -11,6 +11,7 @@ mod foreign;
 mod hooks;
 mod invalid_pools;
 mod name_taken;
+mod registered_taints;
 mod throttling;
 
 use anyhow::{Result, ensure};
