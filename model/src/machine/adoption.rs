@@ -111,6 +111,9 @@ mod tests {
 
     const RUN: &str = "nodewright/prod/create/web-abc12/run-1";
 
+    /// A case: its name, the tags found, the create's run tag, what it does.
+    type AdoptionCase<'a> = (&'a str, BTreeMap<String, String>, Option<&'a str>, &'a str);
+
     fn wanted(run: Option<&str>) -> BTreeMap<String, String> {
         let mut wanted = tags(&[
             (TAG_CLUSTER, "prod"),
@@ -140,7 +143,7 @@ mod tests {
             found
         };
         // case, found, the create's run tag, what it does ("taken" for Taken)
-        let table: Vec<(&str, BTreeMap<String, String>, Option<&str>, &str)> = vec![
+        let table: Vec<AdoptionCase> = vec![
             (
                 "this run's, a retry",
                 with(&[(TAG_CREATE_RUN, RUN)]),
