@@ -47,7 +47,7 @@ pub fn warning(taints: &[TaintSpec], bootstrap: Option<&str>) -> Option<String> 
         return None;
     }
     Some(format!(
-        "spec.template.taints are set only after each Node registered, so a Node may take pods they should keep away for a few seconds; put {PLACEHOLDER} on the kubelet's command line in spec.template.bootstrap, which nodewright replaces with --register-with-taints=<the taints> (README: Configuration)"
+        "spec.template.taints are set only after each Node registered, so a Node may take pods they should keep away for a few seconds; put {PLACEHOLDER} on the kubelet's command line in spec.template.bootstrap, which nodewright replaces with --register-with-taints=<the taints> (README: Pools)"
     ))
 }
 
