@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 use crate::ClusterName;
 use crate::pool::MachineTemplate;
 
+pub mod adoption;
 pub mod create;
 pub mod leftovers;
 pub mod owner;
+pub mod registration;
 pub mod uncordon;
 
 /// The name of a machine's network interface: `<machine>-nic`.

@@ -34,6 +34,12 @@ pub const TAG_KEPT: &str = "nodewright.io-kept";
 /// bounded by. Only writers of ARM tags can change it; a Node cannot.
 pub const TAG_DRAIN: &str = "nodewright.io-drain";
 
+/// Tag (VMs and NICs): the create run that made the resource, `<workflow id>/<first run id>`
+/// ([`crate::machine::adoption::create_run`]). A create adopts a resource under its machine's
+/// name only when this tag names its own run (a retry of one of its steps): never a VM or NIC
+/// another run, or another template, made under the same name.
+pub const TAG_CREATE_RUN: &str = "nodewright.io-create-run";
+
 /// The longest tag value Azure accepts, in characters.
 pub const MAX_TAG_VALUE_CHARS: usize = 256;
 

@@ -31,6 +31,12 @@ pub fn load(path: &Path) -> Result<ValidPool, CliError> {
     if let Some(warning) = credential_warning(&valid) {
         eprintln!("warning: {warning}");
     }
+    if let Some(warning) = nodewright_model::machine::registration::warning(
+        &valid.template.taints,
+        valid.template.bootstrap.as_deref(),
+    ) {
+        eprintln!("warning: {warning}");
+    }
     Ok(valid)
 }
 
@@ -52,7 +58,7 @@ mod tests {
 
     fn pool(bootstrap: &str) -> ValidPool {
         let text = format!(
-            "apiVersion: nodewright.io/v1alpha1\nkind: Pool\nmetadata:\n  name: workers\nspec:\n  replicas: 1\n  template:\n    vmSize: Standard_D2s_v5\n    image: {{ publisher: Canonical, offer: ubuntu-24_04-lts, sku: server, version: latest }}\n    subnetId: /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/n\n    bootstrap: {bootstrap:?}\n"
+            "apiVersion: nodewright.io/v1alpha1\nkind: Pool\nmetadata:\n  name: workers\nspec:\n  replicas: 1\n  template:\n    vmSize: Standard_D2s_v5\n    image: {{ publisher: Canonical, offer: ubuntu-24_04-lts, sku: server, version: latest }}\n    subnetId: /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/n\n    sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey test@example.com\n    bootstrap: {bootstrap:?}\n"
         );
         let parsed = pool::parse(&text).unwrap_or_else(|e| panic!("{e}"));
         pool::validate(&parsed).unwrap_or_else(|e| panic!("{e}"))

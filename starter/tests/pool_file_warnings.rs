@@ -22,7 +22,7 @@ fn pool_file(name: &str, with_token: bool) -> PathBuf {
         "exec /usr/bin/kubelet".to_owned()
     };
     let text = format!(
-        "apiVersion: nodewright.io/v1alpha1\nkind: Pool\nmetadata:\n  name: {name}\nspec:\n  replicas: 2\n  template:\n    vmSize: Standard_D2s_v5\n    image: {{ publisher: Canonical, offer: ubuntu-24_04-lts, sku: server, version: latest }}\n    subnetId: /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/n\n    bootstrap: |\n      #!/bin/bash\n      {join}\n"
+        "apiVersion: nodewright.io/v1alpha1\nkind: Pool\nmetadata:\n  name: {name}\nspec:\n  replicas: 2\n  template:\n    vmSize: Standard_D2s_v5\n    image: {{ publisher: Canonical, offer: ubuntu-24_04-lts, sku: server, version: latest }}\n    subnetId: /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/n\n    sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey test@example.com\n    bootstrap: |\n      #!/bin/bash\n      {join}\n"
     );
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, text).expect("writing the pool file");

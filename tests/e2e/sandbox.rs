@@ -149,7 +149,9 @@ async fn create_machine(scope: &ArmScope, arm: &ArmClient, name: &str) -> Result
                 "computerName": name,
                 "adminUsername": "nodewright",
                 "customData": base64::engine::general_purpose::STANDARD.encode(bootstrap),
-                "linuxConfiguration": { "disablePasswordAuthentication": true },
+                "linuxConfiguration": { "disablePasswordAuthentication": true, "ssh": { "publicKeys": [{
+                    "path": "/home/nodewright/.ssh/authorized_keys", "keyData": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2eTestKey e2e@nodewright",
+                }]}},
             },
             "networkProfile": { "networkInterfaces": [{
                 "id": arm.nic_id(&nic_name), "properties": { "primary": true, "deleteOption": "Delete" },

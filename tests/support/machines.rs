@@ -380,9 +380,10 @@ spec:
         effect: NoSchedule
     tags:
       team: platform
+    sshPublicKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE2eTestKeyForNodewrightEndToEndPools00 e2e@nodewright
     bootstrap: |
       #!/bin/bash
-      exec /usr/bin/kubelet --cloud-provider=external
+      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>
   timeouts:
     creation: {creation_timeout}
 "#

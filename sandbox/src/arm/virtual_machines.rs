@@ -3,6 +3,7 @@
 //! create in progress; a PUT naming a NIC reserved for another VM is refused.
 
 pub(super) mod body;
+mod refusals;
 
 use axum::Router;
 use axum::body::Bytes;

@@ -179,3 +179,37 @@ async fn tag_names_with_reserved_characters_are_refused_with_400_as_azure_does()
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_vm_azure_refuses_is_refused_in_azure_s_words() -> TestResult {
+    let sb = Sandbox::start().await?;
+    let mut no_key = vm_body(None, &[]);
+    no_key["properties"]["osProfile"]["linuxConfiguration"] =
+        json!({"disablePasswordAuthentication": true});
+    let refused = sb.put(&vm("no-key"), &no_key).await?;
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.code(), "InvalidParameter");
+    assert_eq!(refused.body["error"]["target"], "linuxConfiguration");
+    assert_eq!(
+        refused.body["error"]["message"],
+        "Authentication using either SSH or by user name and password must be enabled in Linux profile."
+    );
+    let mut premium = vm_body(None, &[]);
+    premium["properties"]["hardwareProfile"]["vmSize"] = json!("Standard_D2_v5");
+    premium["properties"]["storageProfile"]["osDisk"]["name"] = json!("slow-osdisk");
+    let refused = sb.put(&vm("slow"), &premium).await?;
+    assert_eq!(refused.status, 400);
+    assert_eq!(refused.code(), "InvalidParameter");
+    assert_eq!(
+        refused.body["error"]["message"],
+        "Requested operation cannot be performed because the VM size Standard_D2_v5 does not support the storage account type Premium_LRS of disk 'slow-osdisk'. Consider updating the VM to a size that supports Premium storage."
+    );
+    for name in ["no-key", "slow"] {
+        assert_eq!(
+            sb.get(&vm(name)).await?.status,
+            404,
+            "{name} was not created"
+        );
+    }
+    Ok(())
+}

@@ -103,6 +103,8 @@ invalid_pool_tests!(
     progress_deadline,
     replicas_max,
     ssh_public_key_format,
+    ssh_public_key_missing,
+    os_disk_premium_size,
     strategy_both_zero,
     subnet_id_format,
     tag_case_duplicate,

@@ -10,6 +10,8 @@ mod failures;
 mod foreign;
 mod hooks;
 mod invalid_pools;
+mod name_taken;
+mod registered_taints;
 mod throttling;
 
 use anyhow::{Result, ensure};

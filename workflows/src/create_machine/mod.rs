@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_model::Operation;
 use nodewright_model::cancel::Canceled;
+use nodewright_model::machine::adoption::is_name_taken;
 use nodewright_model::machine::create::{FailureCleanup, JoinTokenCleanup, decide_failure_cleanup};
 use nodewright_model::machine::{CreateMachineRequest, CreatedMachine, MachineStatus, Step};
 use nodewright_model::workflow_type;
@@ -82,6 +83,14 @@ impl CreateMachineWorkflow {
                 }
                 Err(cancellation::end(ctx, canceled))
             }
+            Err(failed) if name_taken(ctx, &failed) => {
+                record_failure(ctx, &failed);
+                let message = format!(
+                    "creating machine {} failed at step {}: {}; nothing was undone: what carries that name is another create's",
+                    request.machine, failed.step, failed.reason
+                );
+                Err(fail(ctx, "NameTaken", message))
+            }
             Err(failed) => {
                 record_failure(ctx, &failed);
                 let cleanup = match decide_failure_cleanup(false, request.keep_on_failure) {
@@ -114,6 +123,20 @@ impl CreateMachineWorkflow {
             .clone()
             .unwrap_or_else(|| MachineStatus::new("create", "", None, &Step::CREATE))
     }
+}
+
+/// The patch marker of a create that found its machine name taken by another create's NIC or VM
+/// and touches nothing (no undo, no join token deletion: they are the other run's); runs
+/// recorded before it had no such failure.
+const NAME_TAKEN_PATCH: &str = "create-name-taken-touches-nothing";
+
+/// Whether the create failed because its machine name is another create's
+/// (`model::machine::adoption`): found at the NIC or VM step, before this run made anything
+/// there.
+fn name_taken(ctx: &mut Ctx, failed: &StepFailed) -> bool {
+    matches!(failed.step, Step::EnsureNic | Step::CreateVm)
+        && is_name_taken(&failed.reason)
+        && ctx.patched(NAME_TAKEN_PATCH)
 }
 
 /// Search attributes, the status skeleton and the first details line.

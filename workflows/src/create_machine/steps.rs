@@ -8,10 +8,11 @@ use chrono::{DateTime, Utc};
 use nodewright_activities::azure::machines::{ArmWriteActivities, EnsureNic};
 use nodewright_activities::kube::{AwaitNode, KubeActivities, NodeMetadata, NodeTaint, NodeWait};
 use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, policy_to_annotation};
+use nodewright_model::machine::adoption::create_run;
 use nodewright_model::machine::create::past_creation_timeout;
 use nodewright_model::machine::{CreateMachineRequest, CreatedMachine, Step};
 use nodewright_model::names::arm_write_task_queue;
-use nodewright_model::ownership::Ownership;
+use nodewright_model::ownership::{Ownership, TAG_CREATE_RUN};
 
 use super::state::Ctx;
 use super::vm::{ProvisionedVm, create_vm};
@@ -36,7 +37,10 @@ pub(super) async fn create(
         created: &created_at,
         creation_deadline: &deadline_text,
     };
-    let tags = ownership.tags(&request.template.tags);
+    let mut tags = ownership.tags(&request.template.tags);
+    // Which run made the VM and NIC: a retry adopts them, another create refuses them.
+    let run = create_run(ctx.workflow_id(), ctx.info().first_execution_run_id());
+    tags.insert(TAG_CREATE_RUN.to_owned(), run);
     let timeout = request.creation_timeout;
 
     cancellation::guard(ctx, Step::EnsureNic)?;

@@ -5,21 +5,24 @@
 //! is not exhausted (`model::rollout::zones_for_creates`; `model::capacity::choose_zone` for runs
 //! recorded before).
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
 use nodewright_model::capacity::choose_zone;
+use nodewright_model::machine::adoption::is_name_taken;
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
-use nodewright_model::machine_name::MachineName;
+use nodewright_model::machine_name::{MAX_NAME_DRAWS, MachineName, draw_free_name};
 use nodewright_model::rollout::{
-    ChildEnd, ChildKind, InFlight, Plan, RolloutRequest, Victim, disruption_of, shortage_of,
-    zones_for_creates,
+    ChildEnd, ChildKind, InFlight, ObservedMachine, Plan, RolloutRequest, Victim, disruption_of,
+    shortage_of, zones_for_creates,
 };
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_sdk::{StartChildWorkflowExecutionFailedCause, WorkflowContext};
 
 use super::state::HasRollout;
+use super::status::note;
 use crate::create_machine::CreateMachineWorkflow;
 use crate::delete_machine::DeleteMachineWorkflow;
 use crate::progress::{child_failure_text, child_options, now, was_canceled};
@@ -39,6 +42,12 @@ const ZONE_SHORTAGE_PATCH: &str = "rollout-avoids-exhausted-zones";
 /// (`choose_zone`), and the zone is in the child's input.
 const ZONE_BALANCE_PATCH: &str = "rollout-balances-zones";
 
+/// The patch that draws a new machine's name again while it is one in use, and books a create
+/// that found its name taken by another create's VM or NIC (`model::machine::adoption`) as a
+/// name collision, not counted against `max_failures` (the next look plans the machine again
+/// under a new name); runs recorded before it used the first draw and counted such failures.
+const NAME_COLLISION_PATCH: &str = "rollout-name-collisions";
+
 /// A child in flight and the future of its end.
 pub struct Child {
     /// What the status shows of it.
@@ -46,10 +55,12 @@ pub struct Child {
     outcome: Pin<Box<dyn Future<Output = ChildEnd>>>,
 }
 
-/// Starts the children the plan asks for, deletes first; `at` is now in Unix milliseconds.
+/// Starts the children the plan asks for, deletes first; `at` is now in Unix milliseconds. A
+/// new machine's name is none of the `observed` machines' nor a child's in flight.
 pub async fn start_children<W: HasRollout>(
     ctx: &mut WorkflowContext<W>,
     request: &RolloutRequest,
+    observed: &[ObservedMachine],
     decided: &Plan,
     children: &mut Vec<Child>,
     at: i64,
@@ -76,8 +87,21 @@ pub async fn start_children<W: HasRollout>(
     } else {
         None
     };
+    // Names in use: every machine observed and every child in flight.
+    let mut taken: BTreeSet<String> = observed.iter().map(|m| m.name.clone()).collect();
+    taken.extend(children.iter().map(|c| c.entry.machine.clone()));
     for index in 0..decided.create as usize {
-        let machine = MachineName::generate(&request.pool.name, ctx.random::<u64>()).to_string();
+        let Some(machine) = draw_name(ctx, &request.pool.name, &taken) else {
+            note(
+                ctx,
+                format!(
+                    "drew {MAX_NAME_DRAWS} machine names of pool {} and every one is in use; drawing again at the next look",
+                    request.pool.name
+                ),
+            );
+            break;
+        };
+        taken.insert(machine.clone());
         let zone = match balanced.as_ref().and_then(|zones| zones.get(index)) {
             Some(zone) => zone.clone(),
             None => choose_zone(
@@ -169,6 +193,27 @@ pub async fn start_delete<W: HasRollout>(
     }
 }
 
+/// A new machine's name, not one in `taken` (`model::machine_name::draw_free_name`): the first
+/// draw as before, further draws (recorded as a patch) only when it is taken. `None` when
+/// [`MAX_NAME_DRAWS`] draws were all taken.
+fn draw_name<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    pool: &str,
+    taken: &BTreeSet<String>,
+) -> Option<String> {
+    let first = ctx.random::<u64>();
+    let name = MachineName::generate(pool, first);
+    if !taken.contains(name.as_str()) || !ctx.patched(NAME_COLLISION_PATCH) {
+        return Some(name.to_string());
+    }
+    let mut draws = Vec::with_capacity(MAX_NAME_DRAWS);
+    draws.push(first);
+    for _ in 1..MAX_NAME_DRAWS {
+        draws.push(ctx.random::<u64>());
+    }
+    draw_free_name(pool, taken, draws).map(|name| name.to_string())
+}
+
 /// Keeps a started child and the future of its end (its result reduced to success or the
 /// failure's text).
 fn track<T, F>(children: &mut Vec<Child>, entry: InFlight, result: F)
@@ -257,6 +302,21 @@ pub fn child_finished<W: HasRollout>(
                     at,
                     &pool,
                 );
+            });
+        });
+        return;
+    }
+    if let ChildEnd::Failed(reason) = &outcome
+        && entry.kind == ChildKind::Create
+        && is_name_taken(reason)
+        && ctx.patched(NAME_COLLISION_PATCH)
+    {
+        let reason = format!(
+            "name collision, the machine is created again under another name (not counted): {reason}"
+        );
+        ctx.state_mut(|s| {
+            s.rollout_mut().with_status(|status| {
+                status.book_failure(entry, reason, false, at.div_euclid(1000), &pool);
             });
         });
         return;

@@ -256,7 +256,8 @@ async fn roll(
                             continue;
                         }
                         let at_millis = now(ctx).timestamp_millis();
-                        start_children(ctx, request, &decided, &mut children, at_millis).await;
+                        start_children(ctx, request, machines, &decided, &mut children, at_millis)
+                            .await;
                         retry_stranded(
                             ctx,
                             request,

@@ -55,6 +55,11 @@ pub enum MachineError {
         /// The tag's value, if any.
         found: Option<String>,
     },
+    /// A resource with the machine's name is this cluster's but another create made it (another
+    /// run, or another template): refused, and nothing of it touched
+    /// (`model::machine::adoption`).
+    #[error("{0}")]
+    NameTaken(String),
     /// The bootstrap Secret or Key Vault secret the template names cannot be used (its message
     /// never carries the content).
     #[error("{0}")]
@@ -103,6 +108,7 @@ impl MachineError {
                 ("ProvisioningFailed", Retry::NonRetryable, None)
             }
             MachineError::NotOwned { .. } => ("NotOwned", Retry::NonRetryable, None),
+            MachineError::NameTaken(_) => ("NameTaken", Retry::NonRetryable, None),
             // Not retried as an activity (it would poll the same finished operation): the
             // workflow sends the DELETE again.
             MachineError::DeleteToResend { .. } => (DELETE_TO_RESEND, Retry::NonRetryable, None),

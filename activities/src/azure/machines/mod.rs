@@ -19,9 +19,11 @@ use std::sync::Arc;
 
 use nodewright_model::ClusterName;
 use nodewright_model::arm::Disposition;
+use nodewright_model::machine::adoption::{Existing, decide_existing, name_taken};
 use nodewright_model::machine::create::may_adopt;
 use nodewright_model::machine::leftovers::{LeftoverDisk, decide_leftover_os_disk};
 use nodewright_model::machine::owner::VmOwnerTags;
+use nodewright_model::machine::registration;
 use nodewright_model::machine::{nic_name, os_disk_name};
 use nodewright_model::ownership::{
     MAX_TAG_VALUE_CHARS, TAG_CLUSTER, TAG_DRAIN, TAG_MACHINE, is_owned_by,
@@ -129,13 +131,37 @@ fn check_owned(
     }
 }
 
+/// Refuses a resource of the machine's name that this create may not adopt: not this
+/// cluster's machine's ([`MachineError::NotOwned`]), or made by another create under the same
+/// name ([`MachineError::NameTaken`]); `wanted` are the tags the create writes.
+fn check_adoptable(
+    kind: &'static str,
+    name: &str,
+    found: &std::collections::BTreeMap<String, String>,
+    wanted: &std::collections::BTreeMap<String, String>,
+    cluster: &ClusterName,
+    machine: &str,
+) -> Result<(), MachineError> {
+    match decide_existing(found, wanted, cluster) {
+        Existing::Adopt => Ok(()),
+        Existing::NotOwned => check_owned(kind, name, found, cluster, machine),
+        Existing::Taken { by } => Err(MachineError::NameTaken(name_taken(
+            machine,
+            kind,
+            &format!("{kind} {name}"),
+            &by,
+        ))),
+    }
+}
+
 #[activities]
 impl ArmWriteActivities {
     /// Creates the machine's NIC, or adopts the one an earlier attempt created.
     ///
     /// # Idempotency
-    /// GET before PUT: an existing NIC with this cluster's and machine's tags is adopted; one
-    /// without them is refused, never changed.
+    /// GET before PUT: an existing NIC this create made (its `nodewright.io-create-run` tag, see
+    /// `model::machine::adoption`) is adopted; one without this cluster's and machine's tags, or
+    /// made by another create, is refused, never changed.
     #[activity(name = "azure.ensure_nic")]
     pub async fn ensure_nic(
         self: Arc<Self>,
@@ -154,9 +180,10 @@ impl ArmWriteActivities {
     /// `resend`, sends the PUT again to a VM of this machine whose create ended `Failed`.
     ///
     /// # Idempotency
-    /// GET before PUT: a VM of that name with this cluster's tags is adopted (never a second
+    /// GET before PUT: a VM of that name this create made is adopted (never a second
     /// PUT, unless `resend` and the VM's provisioning state is `Failed`: then the same body is
-    /// PUT again, which a rerun finds `Creating` and adopts); one without them is refused.
+    /// PUT again, which a rerun finds `Creating` and adopts); one without this cluster's tags,
+    /// or made by another create (`model::machine::adoption`), is refused, never changed.
     #[activity(name = "azure.begin_vm_create")]
     pub async fn begin_vm_create(
         self: Arc<Self>,
@@ -278,10 +305,11 @@ impl ArmWriteActivities {
         let name = nic_name(&input.machine);
         match self.client.get_nic(&name).await {
             Ok(existing) => {
-                check_owned(
+                check_adoptable(
                     "network interface",
                     &name,
                     &existing.tags,
+                    &input.tags,
                     &input.cluster,
                     &input.machine,
                 )?;
@@ -310,10 +338,11 @@ impl ArmWriteActivities {
     ) -> Result<VmCreateStarted, MachineError> {
         match self.client.get_vm(&input.machine).await {
             Ok(existing) => {
-                check_owned(
+                check_adoptable(
                     "VM",
                     &input.machine,
                     &existing.tags,
+                    &input.tags,
                     &input.cluster,
                     &input.machine,
                 )?;
@@ -345,6 +374,8 @@ impl ArmWriteActivities {
                 &bootstrap_source(&input.template),
             )
             .await?;
+        // The template's taints where the text asks for them (`--register-with-taints`).
+        let bootstrap = bootstrap.map(|text| registration::fill(&text, &input.template.taints));
         let body = body::vm_body(
             &self.location,
             &input.machine,

@@ -5,9 +5,12 @@
 //! (`spec.template.taints[1].effect`), so one run of the CLI shows everything to correct. Only a
 //! file without problems becomes a [`ValidPool`]. The rules live beside the part of the file they
 //! check: [`machine`] (the VM), [`kube`] (labels and taints), [`tags`] (Azure tags),
-//! [`rollout`] (strategy, drain and timeouts) and [`drain_rules`] (`spec.drain.rules`).
+//! [`rollout`] (strategy, drain and timeouts) and [`drain_rules`] (`spec.drain.rules`); [`azure`]
+//! holds what Azure refuses when it builds the VM (an SSH key, premium storage for the size),
+//! checked on the file only.
 
 mod arm_id;
+mod azure;
 mod bootstrap;
 mod drain_rules;
 mod kube;
@@ -95,6 +98,7 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
         );
     }
     machine::check(&mut problems, "spec.template", &spec.template);
+    azure::check(&mut problems, "spec.template", &spec.template);
     let strategy = rollout::strategy(&mut problems, "spec.strategy", &spec.strategy);
     let drain = rollout::drain(&mut problems, "spec.drain", &spec.drain);
     let timeouts = rollout::timeouts(&mut problems, "spec.timeouts", &spec.timeouts);

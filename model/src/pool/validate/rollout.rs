@@ -191,6 +191,12 @@ fn local_data(
 }
 
 /// Checks `spec.timeouts` and returns them parsed.
+///
+/// A health timeout shorter than the creation timeout (as the defaults, 10m and 20m, the same
+/// pair as Machine Controller Manager's) is accepted: the two bound different things. The
+/// creation timeout bounds a create until its Node is Ready, and a machine a rollout is creating
+/// is never judged unhealthy (`model::rollout::observed`); the health timeout bounds how long a
+/// machine that is not being created may stay NotReady.
 pub(super) fn timeouts(
     problems: &mut Problems,
     field: &str,

@@ -5,21 +5,24 @@ use std::collections::BTreeMap;
 
 use super::{Problems, entry, quoted};
 use crate::ownership::{
-    MAX_TAG_VALUE_CHARS, TAG_CLUSTER, TAG_CREATED, TAG_CREATION_DEADLINE, TAG_CREATION_ENDED,
-    TAG_KEPT, TAG_MACHINE, TAG_POOL, TAG_TEMPLATE,
+    MAX_TAG_VALUE_CHARS, TAG_CLUSTER, TAG_CREATE_RUN, TAG_CREATED, TAG_CREATION_DEADLINE,
+    TAG_CREATION_ENDED, TAG_DRAIN, TAG_KEPT, TAG_MACHINE, TAG_POOL, TAG_TEMPLATE,
 };
 
 /// Tags Azure allows on one resource.
 const MAX_AZURE_TAGS: usize = 50;
-/// The tags nodewright adds to the resources it creates: ownership on every one, and the kept
-/// marker with the create's end on a machine a failed create keeps (`--keep-on-failure`).
-const OWNERSHIP_TAGS: [&str; 8] = [
+/// The tags nodewright adds to the resources it creates: ownership and the create run on every
+/// one, the drain settings on the VM, and the kept marker with the create's end on a machine a
+/// failed create keeps (`--keep-on-failure`).
+const OWNERSHIP_TAGS: [&str; 10] = [
     TAG_CLUSTER,
     TAG_POOL,
     TAG_MACHINE,
     TAG_TEMPLATE,
     TAG_CREATED,
     TAG_CREATION_DEADLINE,
+    TAG_CREATE_RUN,
+    TAG_DRAIN,
     TAG_CREATION_ENDED,
     TAG_KEPT,
 ];
@@ -116,12 +119,12 @@ mod tests {
 
     proptest! {
         #[test]
-        fn accepts_up_to_42_plain_tags(count in 0usize..=60) {
+        fn accepts_up_to_40_plain_tags(count in 0usize..=60) {
             let tags: BTreeMap<String, String> =
                 (0..count).map(|i| (format!("tag{i}"), format!("v{i}"))).collect();
             let mut problems = Problems::default();
             check(&mut problems, "tags", &tags);
-            prop_assert_eq!(problems.0.is_empty(), count <= 42);
+            prop_assert_eq!(problems.0.is_empty(), count <= 40);
         }
 
         #[test]

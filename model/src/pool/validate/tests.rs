@@ -97,7 +97,7 @@ fn refuses_each_broken_rule_with_its_field() {
         // vmSize.
         ("refuses a size without its family", |p| p.spec.template.vm_size = "D4s_v5".into(), "spec.template.vmSize", "is not an Azure VM size"),
         ("refuses a size with an empty part", |p| p.spec.template.vm_size = "Standard_D4s__v5".into(), "spec.template.vmSize", "is not an Azure VM size"),
-        ("accepts a basic size", |p| p.spec.template.vm_size = "Basic_A1".into(), "", ""),
+        ("accepts a basic size", |p| { p.spec.template.vm_size = "Basic_A1".into(); p.spec.template.os_disk.storage_account_type = "Standard_LRS".into(); }, "", ""),
         ("refuses a size of 65 characters", |p| p.spec.template.vm_size = format!("Standard_{}", "D".repeat(56)), "spec.template.vmSize", "is longer than 64 characters"),
         // image.
         ("accepts a gallery image version", |p| p.spec.template.image = ImageSource { id: Some("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/ubuntu/versions/1.2.3".into()), ..ImageSource::default() }, "", ""),
@@ -116,6 +116,14 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses an unknown disk type", |p| p.spec.template.os_disk.storage_account_type = "premium_lrs".into(), "spec.template.osDisk.storageAccountType", "is not an OS disk storage type"),
         ("refuses premium ssd v2 for the os disk", |p| p.spec.template.os_disk.storage_account_type = "PremiumV2_LRS".into(), "spec.template.osDisk.storageAccountType", "is a data-disk type"),
         ("accepts a zone-redundant disk", |p| p.spec.template.os_disk.storage_account_type = "StandardSSD_ZRS".into(), "", ""),
+        // What Azure refuses when it builds the VM (validate/azure.rs).
+        ("refuses a premium disk on a size without premium storage", |p| p.spec.template.vm_size = "Standard_D2_v5".into(), "spec.template.osDisk.storageAccountType", "needs a VM size with premium storage, and Standard_D2_v5 has none"),
+        ("refuses a zone-redundant premium disk on an A size", |p| { p.spec.template.vm_size = "Standard_A2_v2".into(); p.spec.template.os_disk.storage_account_type = "Premium_ZRS".into(); }, "spec.template.osDisk.storageAccountType", "needs a VM size with premium storage, and Standard_A2_v2 has none"),
+        ("refuses the default premium disk on a basic size", |p| p.spec.template.vm_size = "Basic_A1".into(), "spec.template.osDisk.storageAccountType", "needs a VM size with premium storage"),
+        ("accepts a standard ssd on a size without premium storage", |p| { p.spec.template.vm_size = "Standard_D2_v5".into(); p.spec.template.os_disk.storage_account_type = "StandardSSD_LRS".into(); }, "", ""),
+        ("accepts a premium disk on an old DS size", |p| p.spec.template.vm_size = "Standard_DS2_v2".into(), "", ""),
+        ("accepts a premium disk on a size of a family it does not know", |p| p.spec.template.vm_size = "Standard_M64".into(), "", ""),
+        ("refuses a pool without an SSH key", |p| p.spec.template.ssh_public_key = None, "spec.template.sshPublicKey", "is missing: nodewright creates Linux VMs with password login disabled"),
         // subnetId.
         ("refuses a vnet id as subnet", |p| p.spec.template.subnet_id = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v".into(), "spec.template.subnetId", "is not the ARM id of a subnet"),
         ("refuses a subnet id with a bad subscription", |p| p.spec.template.subnet_id = "/subscriptions/prod/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/s".into(), "spec.template.subnetId", "is not the ARM id of a subnet"),
@@ -145,8 +153,8 @@ fn refuses_each_broken_rule_with_its_field() {
         ("accepts one key with two effects", |p| p.spec.template.taints = vec![taint("gpu", "a", "NoSchedule"), taint("gpu", "a", "NoExecute")], "", ""),
         ("refuses a nodewright taint", |p| p.spec.template.taints = vec![taint("nodewright.io/x", "", "NoSchedule")], "spec.template.taints[0].key", "uses the prefix nodewright.io/"),
         // tags.
-        ("accepts 42 tags", |p| p.spec.template.tags = (0..42).map(|i| (format!("t{i}"), String::new())).collect(), "", ""),
-        ("refuses 43 tags", |p| p.spec.template.tags = (0..43).map(|i| (format!("t{i}"), String::new())).collect(), "spec.template.tags", "has more than 42 tags"),
+        ("accepts 40 tags", |p| p.spec.template.tags = (0..40).map(|i| (format!("t{i}"), String::new())).collect(), "", ""),
+        ("refuses 41 tags", |p| p.spec.template.tags = (0..41).map(|i| (format!("t{i}"), String::new())).collect(), "spec.template.tags", "has more than 40 tags"),
         ("refuses a tag name with a slash", |p| { p.spec.template.tags.insert("team/owner".into(), "x".into()); }, "spec.template.tags[\"team/owner\"]", "name contains '/'"),
         ("refuses a tag name with a percent sign", |p| { p.spec.template.tags.insert("cost%".into(), "x".into()); }, "spec.template.tags[\"cost%\"]", "name contains '%'"),
         ("refuses an empty tag name", |p| { p.spec.template.tags.insert(String::new(), "x".into()); }, "spec.template.tags[\"\"]", "name is empty"),
@@ -227,6 +235,7 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses a bad label value", |p| with_rules(p, "[{selector: {podSelector: {matchLabels: {app: 'a b'}}}, behavior: Skip}]"), "spec.drain.rules[0].selector.podSelector.matchLabels[\"app\"]", "value is not a label value"),
         ("refuses 33 rules", |p| p.spec.drain.rules = vec![crate::drain::DrainRuleSpec { behavior: Some("Skip".into()), ..Default::default() }; 33], "spec.drain.rules", "holds more than 32 rules"),
         ("accepts a creation timeout of 10s for tests", |p| p.spec.timeouts.creation = "10s".into(), "", ""),
+        ("accepts a health timeout shorter than the creation timeout (each bounds its own phase)", |p| { p.spec.timeouts.creation = "1h".into(); p.spec.timeouts.health = "5m".into(); }, "", ""),
         ("refuses a creation timeout of 9s", |p| p.spec.timeouts.creation = "9s".into(), "spec.timeouts.creation", "is shorter than 10s"),
         ("refuses a creation timeout over 2h", |p| p.spec.timeouts.creation = "121m".into(), "spec.timeouts.creation", "is longer than 2h"),
         ("refuses an empty health timeout", |p| p.spec.timeouts.health = String::new(), "spec.timeouts.health", "is not a duration"),

@@ -61,6 +61,10 @@ pub fn create(
             "The property 'vmSize' is required.",
         ));
     }
+    let os_disk_name = req["properties"]["storageProfile"]["osDisk"]["name"]
+        .as_str()
+        .map_or_else(|| format!("{name}_OsDisk_1"), str::to_owned);
+    super::refusals::check_create(&req, &os_disk_name)?;
     let id = resource_id(sub, rg, Kind::Vm, name);
     stamp_envelope(&mut req, Kind::Vm, &id, name, &location);
     let p = props(&mut req);
