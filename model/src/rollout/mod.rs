@@ -4,7 +4,8 @@
 //! workflow makes: how its phase moves ([`phase`]), what a signal does ([`signal`]), what a round
 //! of its loop does after a look ([`round`]), how a child's end is booked and when the rollout
 //! pauses itself ([`booking`]), how a create that found no capacity is booked ([`shortage`]),
-//! when it is stalled ([`progress`]) and how it ends ([`ending`]).
+//! when it is stalled ([`progress`]) and how it ends ([`ending`]); and the pool's revisions kept in the cluster
+//! ([`revisions`]).
 
 pub mod booking;
 pub mod ending;
@@ -15,6 +16,7 @@ pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod request;
+pub mod revisions;
 pub mod round;
 pub mod shortage;
 pub mod signal;
@@ -34,6 +36,10 @@ pub use report::{InspectPoolRequest, PoolReport};
 pub use request::{
     DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, PoolHistory, RolloutOutcome, RolloutRequest,
     RolloutResult, StrategyChange, TemplateRecord,
+};
+pub use revisions::{
+    HistoryRow, NoRollback, Revision, RevisionChange, RevisionOutcome, Revisions, RevisionsError,
+    RolloutEnd, RolloutStart, StoredRevisions,
 };
 pub use round::{AfterLook, Round, after_look, canary_target, to_clear_outdated, to_mark_outdated};
 pub use shortage::{Shortage, shortage_of};
