@@ -38,8 +38,8 @@ pub use request::{
     RolloutResult, StrategyChange, TemplateRecord,
 };
 pub use revisions::{
-    HistoryRow, NoRollback, Revision, RevisionChange, RevisionOutcome, Revisions, RevisionsError,
-    RolloutEnd, RolloutStart, StoredRevisions,
+    HistoryRow, NoRollback, PoolRevisions, Revision, RevisionChange, RevisionOutcome, Revisions,
+    RevisionsError, RolloutEnd, RolloutStart, StoredRevisions,
 };
 pub use round::{AfterLook, Round, after_look, canary_target, to_clear_outdated, to_mark_outdated};
 pub use shortage::{Shortage, shortage_of};

@@ -170,6 +170,29 @@ pub enum StoredRevisions {
     Foreign,
     /// The ConfigMap's data.
     Found(BTreeMap<String, String>),
+    /// It could not be read: why.
+    Unreadable(String),
+}
+
+/// A pool's revisions ConfigMap as read, with where it lives (InspectPool's report carries it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolRevisions {
+    /// `<namespace>/<name>` of the ConfigMap.
+    pub config_map: String,
+    /// What it holds.
+    pub stored: StoredRevisions,
+}
+
+impl PoolRevisions {
+    /// Its revisions, parsed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Revisions::parse`].
+    pub fn revisions(&self) -> Result<Revisions, RevisionsError> {
+        Revisions::parse(&self.config_map, &self.stored)
+    }
 }
 
 /// Why the revisions cannot be read or a rollback has no target.
@@ -186,6 +209,14 @@ pub enum RevisionsError {
         key: String,
         /// What is wrong with it.
         problem: String,
+    },
+    /// The ConfigMap could not be read.
+    #[error("reading the ConfigMap {config_map} failed: {reason}")]
+    Unreadable {
+        /// `<namespace>/<name>`.
+        config_map: String,
+        /// Why.
+        reason: String,
     },
     /// The ConfigMap is not nodewright's.
     #[error(
@@ -283,6 +314,12 @@ impl Revisions {
                 });
             }
             StoredRevisions::Found(data) => data,
+            StoredRevisions::Unreadable(reason) => {
+                return Err(RevisionsError::Unreadable {
+                    config_map: config_map.to_owned(),
+                    reason: reason.clone(),
+                });
+            }
         };
         let unparsable = |key: &str, problem: String| RevisionsError::Unparsable {
             config_map: config_map.to_owned(),
@@ -302,7 +339,10 @@ impl Revisions {
                     ),
                 ));
             }
-            if entries.iter().any(|e: &Revision| e.number == revision.number) {
+            if entries
+                .iter()
+                .any(|e: &Revision| e.number == revision.number)
+            {
                 return Err(unparsable(
                     key,
                     format!("revision number {} appears twice", revision.number),
