@@ -1,12 +1,52 @@
 //! `nodewright pool rollback POOL [--wait] [--max-surge X] [--max-unavailable Y]`: a rollout to
-//! the template the pool ran before, as its newest completed rollout recorded it.
+//! the revision before the current one, as the pool's revisions in the cluster record it
+//! ([`rollback_to_revision`]); for a pool rolled only before revisions were kept, to the
+//! template its newest completed rollout recorded ([`rollback_of`]).
 
 use nodewright_model::pool::ValidPool;
-use nodewright_model::rollout::{PoolHistory, RolloutOutcome, RolloutResult};
+use nodewright_model::rollout::{
+    PoolHistory, Revisions, RolloutOutcome, RolloutResult, TemplateRecord,
+};
 
 use super::rollout::{Start, begin, refuse_if_running};
-use super::{RollbackArgs, flags, history, rollout_id};
+use super::{RollbackArgs, flags, history, revisions, rollout_id};
 use crate::{CliError, Output, settings::Settings};
+
+/// How long reading the revisions (InspectPool) may take, in seconds.
+const READ_TIMEOUT: u64 = 60;
+
+/// The rollback of `pool` by its `revisions`: to the highest-numbered revision below the current
+/// one that completed at least once, with the current revision's replicas, strategy, drain and
+/// timeouts and the target's template.
+///
+/// # Errors
+///
+/// No such revision (exit 2): the message says why.
+pub fn rollback_to_revision(pool: &str, revisions: &Revisions) -> Result<Rollback, CliError> {
+    let target = revisions
+        .rollback_target()
+        .map_err(|refusal| CliError::InvalidInput(refusal.message(pool)))?;
+    let Some(current) = revisions.current() else {
+        return Err(CliError::InvalidInput(
+            nodewright_model::rollout::NoRollback::Nothing.message(pool),
+        ));
+    };
+    let mut to = current.pool.clone();
+    to.template = target.pool.template.clone();
+    to.template_hash = target.template_hash.clone();
+    let record = |revision: &nodewright_model::rollout::Revision| TemplateRecord {
+        template_hash: revision.template_hash.clone(),
+        template: revision.pool.template.clone(),
+    };
+    Ok(Rollback {
+        pool: to,
+        history: PoolHistory {
+            current: Some(record(current)),
+            previous: Some(record(target)),
+        },
+        from: current.template_hash.clone(),
+    })
+}
 
 /// What a rollback rolls to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,7 +59,8 @@ pub struct Rollback {
     pub from: String,
 }
 
-/// The rollback of `pool` from its newest completed rollout's result.
+/// The rollback of `pool` from its newest completed rollout's result (pools rolled before
+/// revisions were kept in the cluster).
 ///
 /// After a rollout that completed, that is `history.previous`. After one that was aborted (the
 /// pool may mix its template and the one before), it is `history.current`: the template the
@@ -74,17 +115,44 @@ pub async fn run(settings: &Settings, output: Output, args: RollbackArgs) -> Res
     let workflow_id = rollout_id(&cluster, pool);
     let link = settings.ui_link(&workflow_id);
     refuse_if_running(&client, &workflow_id, pool, &link).await?;
-    let last = history::last_completed(&client, &workflow_id).await?;
+    let read = revisions::read(settings, &client, &cluster, pool, READ_TIMEOUT).await?;
+    let (rollback, source) = if read.revisions.entries.is_empty() {
+        // Rolled only before revisions were kept: the newest completed run's result.
+        let last = history::last_completed(&client, &workflow_id).await?;
+        let run = last.as_ref().map(|l| l.run_id.clone()).unwrap_or_default();
+        let rollback = rollback_of(pool, last.as_ref().map(|l| &l.result))?;
+        (
+            rollback,
+            format!("recorded by run {run} of {workflow_id}; no revision in the cluster yet"),
+        )
+    } else {
+        let rollback = rollback_to_revision(pool, &read.revisions)?;
+        let numbers = |hash: &str| {
+            read.revisions
+                .entries
+                .iter()
+                .find(|e| e.template_hash == hash)
+                .map_or(0, |e| e.number)
+        };
+        let source = format!(
+            "revision {} to revision {}, as ConfigMap {} records",
+            numbers(&rollback.from),
+            numbers(&rollback.pool.template_hash),
+            read.config_map
+        );
+        (rollback, source)
+    };
     let Rollback {
         pool: mut target,
         history,
         from,
-    } = rollback_of(pool, last.as_ref().map(|l| &l.result))?;
-    target.strategy = args.budget.apply(&target.strategy, "the last rollout's")?;
+    } = rollback;
+    target.strategy = args
+        .budget
+        .apply(&target.strategy, "the current revision's")?;
     if output == Output::Text {
-        let run = last.as_ref().map(|l| l.run_id.as_str()).unwrap_or_default();
         eprintln!(
-            "rolling pool {pool} back from template {from} to {} (recorded by run {run} of {workflow_id})",
+            "rolling pool {pool} back from template {from} to {} ({source})",
             target.template_hash
         );
     }
@@ -200,5 +268,38 @@ mod tests {
         );
         let aborted_first = result(RolloutOutcome::Aborted, "aaa", PoolHistory::default());
         assert!(rollback_of("workers", Some(&aborted_first)).is_err());
+    }
+
+    #[test]
+    fn by_revisions_it_rolls_to_the_target_template_with_the_current_pool() {
+        use nodewright_model::rollout::{
+            RevisionChange, RevisionOutcome, RolloutEnd, RolloutStart,
+        };
+        let mut revisions = Revisions::default();
+        for (hash, replicas) in [("aaa", 2), ("bbb", 5)] {
+            let mut rolled = pool(hash);
+            rolled.replicas = replicas;
+            let start = RolloutStart {
+                pool: rolled,
+                workflow_id: "rollout/dev/workers".to_owned(),
+                run_id: hash.to_owned(),
+                rollback: false,
+                at: 0,
+            };
+            revisions = revisions.apply(&RevisionChange::Started(start.clone()));
+            revisions = revisions.apply(&RevisionChange::Ended(RolloutEnd {
+                start,
+                outcome: RevisionOutcome::Completed,
+                at: 1,
+            }));
+        }
+        let rollback =
+            rollback_to_revision("workers", &revisions).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(rollback.pool.template_hash, "aaa");
+        assert_eq!(rollback.pool.template.vm_size, "Standard_aaa");
+        assert_eq!(rollback.pool.replicas, 5, "the current revision's replicas");
+        assert_eq!(rollback.from, "bbb");
+        let none = rollback_to_revision("workers", &Revisions::default()).expect_err("none");
+        assert!(matches!(none, CliError::InvalidInput(_)), "{none}");
     }
 }
