@@ -9,4 +9,5 @@ mod crash;
 mod do_not_disrupt;
 mod failures;
 mod hard_deadline;
+mod revisions;
 mod zones;
