@@ -77,7 +77,10 @@ use Step::{Back, Forward};
 #[test]
 fn a_rollback_goes_to_the_revision_before_the_current_one() {
     check(
-        &[Forward("aaa", Some(Completed)), Forward("bbb", Some(Completed))],
+        &[
+            Forward("aaa", Some(Completed)),
+            Forward("bbb", Some(Completed)),
+        ],
         Some("bbb"),
         Ok("aaa"),
     );
@@ -143,9 +146,14 @@ fn with_one_revision_a_rollback_is_refused_naming_why() {
     );
     // A first rollout that never completed, then one that did: nothing completed before it.
     check(
-        &[Forward("aaa", Some(Aborted)), Forward("bbb", Some(Completed))],
+        &[
+            Forward("aaa", Some(Aborted)),
+            Forward("bbb", Some(Completed)),
+        ],
         Some("bbb"),
-        Err("no earlier revision of pool workers to roll back to: rollback needs a revision below the current one (revision 2, template bbb)"),
+        Err(
+            "no earlier revision of pool workers to roll back to: rollback needs a revision below the current one (revision 2, template bbb)",
+        ),
     );
 }
 
@@ -217,8 +225,8 @@ fn the_data_parses_back_and_bad_keys_are_named() {
     );
     let mut broken = data.clone();
     broken.insert("bbb".to_owned(), "{not json".to_owned());
-    let error = Revisions::parse(config_map, &StoredRevisions::Found(broken))
-        .expect_err("a broken key");
+    let error =
+        Revisions::parse(config_map, &StoredRevisions::Found(broken)).expect_err("a broken key");
     assert!(
         error.to_string().starts_with(
             "the ConfigMap nodewright/nodewright-revisions-workers holds a revision that does not parse at key bbb"
