@@ -24,10 +24,13 @@
 //!
 //! # Secrets
 //!
-//! A revision holds the [`ValidPool`]: references to the bootstrap's Secret or Key Vault secret,
-//! never their content, and never a minted join token (it is made per machine and never enters a
-//! run). An inline `bootstrap` text is kept (a rollback needs it to rebuild the template), as it
-//! is kept in every run's input; the pool file's rules already say it must hold no credential.
+//! A revision holds the [`ValidPool`] without its inline `bootstrap` text ([`kept_spec`]): that
+//! text may hold a join token (the CLI warns, and an encrypted namespace keeps it out of plain
+//! sight), and a ConfigMap is plain. References to the bootstrap's Secret or Key Vault secret
+//! stay (their names, never their content), and a minted join token never enters a run. A
+//! revision whose template had inline text says so (`bootstrapOmitted`) and names the run that
+//! completed it (`completedRunId`): a rollback to it reads the template from that run's result,
+//! within Temporal's retention.
 
 use std::collections::BTreeMap;
 
@@ -120,6 +123,21 @@ pub struct Revision {
     /// Whether its last rollout was a rollback.
     #[serde(default)]
     pub rollback: bool,
+    /// Whether the template's inline `bootstrap` text was left out of `pool` (see the module's
+    /// Secrets).
+    #[serde(default)]
+    pub bootstrap_omitted: bool,
+    /// The run that last completed a rollout to it: its result holds the whole template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_run_id: Option<String>,
+}
+
+/// `pool` as a revision keeps it: without the template's inline `bootstrap` text; and whether
+/// there was one.
+pub fn kept_spec(pool: &ValidPool) -> (ValidPool, bool) {
+    let mut kept = pool.clone();
+    let omitted = kept.template.bootstrap.take().is_some();
+    (kept, omitted)
 }
 
 /// A rollout that starts: what the rollout workflow writes first.
@@ -408,10 +426,11 @@ impl Revisions {
             Some(entry) if start.rollback || is_current => entry.number,
             _ => self.next_number(),
         };
+        let (pool, bootstrap_omitted) = kept_spec(&start.pool);
         let entry = Revision {
             number,
             template_hash: hash.clone(),
-            pool: start.pool.clone(),
+            pool,
             started_at: start.at,
             ended_at: None,
             outcome: RevisionOutcome::Running,
@@ -419,6 +438,8 @@ impl Revisions {
             workflow_id: start.workflow_id.clone(),
             run_id: start.run_id.clone(),
             rollback: start.rollback,
+            bootstrap_omitted,
+            completed_run_id: existing.and_then(|e| e.completed_run_id.clone()),
         };
         self.with(entry)
     }
@@ -445,6 +466,9 @@ impl Revisions {
         entry.outcome = end.outcome;
         entry.ended_at = Some(end.at);
         entry.completed_once |= completed;
+        if completed {
+            entry.completed_run_id = Some(end.start.run_id.clone());
+        }
         started.with(entry)
     }
 

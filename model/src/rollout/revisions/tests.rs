@@ -278,3 +278,40 @@ fn history_rows_say_which_is_current_which_rollback_picks_and_which_ended_withou
     let outcomes: Vec<String> = later.rows(true).into_iter().map(|r| r.outcome).collect();
     assert_eq!(outcomes, ["running", ENDED_WITHOUT_A_WORD]);
 }
+
+#[test]
+fn an_inline_bootstrap_is_left_out_and_the_completing_run_named() {
+    let mut inline = pool("aaa");
+    inline.template.bootstrap = Some("kubeadm join --token abcdef.0123456789abcdef".to_owned());
+    let start = RolloutStart {
+        pool: inline,
+        workflow_id: "rollout/dev/workers".to_owned(),
+        run_id: "first".to_owned(),
+        rollback: false,
+        at: 1,
+    };
+    let started = Revisions::default().apply(&RevisionChange::Started(start.clone()));
+    let data: String = started.to_data().into_values().collect();
+    assert!(!data.contains("abcdef.0123456789abcdef"), "{data}");
+    let entry = started.current().unwrap_or_else(|| panic!("an entry"));
+    assert!(entry.bootstrap_omitted && entry.pool.template.bootstrap.is_none());
+    assert_eq!(entry.completed_run_id, None);
+    let mut end = RolloutEnd {
+        start,
+        outcome: Completed,
+        at: 2,
+    };
+    end.start.run_id = "continued".to_owned();
+    let ended = started.apply(&RevisionChange::Ended(end));
+    let entry = ended.current().unwrap_or_else(|| panic!("an entry"));
+    assert_eq!(entry.completed_run_id.as_deref(), Some("continued"));
+    assert_eq!(
+        entry.run_id, "first",
+        "the entry names the rollout's first run"
+    );
+    // A template without inline text is kept whole.
+    let mut by_reference = pool("bbb");
+    by_reference.template.bootstrap = None;
+    let kept = kept_spec(&by_reference);
+    assert_eq!(kept, (by_reference, false));
+}
