@@ -2,7 +2,8 @@
 //!
 //! Retryable: transport errors, 408, 409 (conflict), 429 and 5xx answers. Every other API answer
 //! (400, 401, 403, 404 on a read, 422) is not, because a retry would get the same answer.
-//! Neither are the findings without an API error (`ForeignNode`, `TaintNodeLost`).
+//! Neither are the findings without an API error (`ForeignNode`, `TaintNodeLost`,
+//! `Revisions`).
 
 use crate::failure::{Failure, Retry};
 use nodewright_model::text::quoted;
@@ -233,6 +234,29 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Reading a pool's revisions ConfigMap failed.
+    #[error("reading the revisions ConfigMap {config_map} failed")]
+    ReadRevisions {
+        /// `<namespace>/<name>`.
+        config_map: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing a pool's revisions ConfigMap failed (a 409 here means it kept changing through
+    /// every attempt).
+    #[error("writing the revisions ConfigMap {config_map} failed")]
+    WriteRevisions {
+        /// `<namespace>/<name>`.
+        config_map: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The revisions ConfigMap is someone else's, or holds a revision that does not parse: it
+    /// is not written (the message names it, the key and the fix).
+    #[error("{0}")]
+    Revisions(nodewright_model::rollout::RevisionsError),
     /// A Node of that name exists for another machine.
     #[error(
         "Node {name} exists with {}, not {}: another machine uses the name; nodewright does not touch it",
@@ -283,6 +307,9 @@ impl Error {
             Error::ListPoolNodes { .. } => "ListPoolNodes",
             Error::MarkOutdated { .. } => "MarkOutdated",
             Error::CreateEvent { .. } => "CreateEvent",
+            Error::ReadRevisions { .. } => "ReadRevisions",
+            Error::WriteRevisions { .. } => "WriteRevisions",
+            Error::Revisions(_) => "Revisions",
             Error::ForeignNode { .. } => "ForeignNode",
         }
     }
@@ -314,8 +341,10 @@ impl Error {
             | Error::DeleteVolumeAttachment { source, .. } => Some(source),
             Error::ListPoolNodes { source, .. }
             | Error::MarkOutdated { source, .. }
-            | Error::CreateEvent { source, .. } => Some(source),
-            Error::ForeignNode { .. } | Error::TaintNodeLost { .. } => None,
+            | Error::CreateEvent { source, .. }
+            | Error::ReadRevisions { source, .. }
+            | Error::WriteRevisions { source, .. } => Some(source),
+            Error::ForeignNode { .. } | Error::TaintNodeLost { .. } | Error::Revisions(_) => None,
         }
     }
 

@@ -12,6 +12,7 @@ pub mod join_token;
 mod node_spec;
 pub mod nodes;
 pub mod pool;
+pub mod revisions;
 pub mod sweep;
 pub mod uncordon;
 
@@ -36,6 +37,7 @@ pub use events::{EventRecorded, NodeEvent};
 pub use join_token::{DeleteBootstrapToken, JoinTokens, TokenDeleted};
 pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
 pub use pool::{ListPoolNodes, MarkOutdated, MarkedOutdated};
+pub use revisions::{ReadRevisions, RecordRevision, RevisionRecorded};
 pub use sweep::{ApiHealth, DeleteOrphanNode, ListNodesPage, NodesPage, OrphanNodeDeleted};
 
 use std::result::Result as StdResult;
@@ -85,10 +87,52 @@ impl KubeActivities {
             established,
         }
     }
+
+    /// The namespace of the identity ConfigMap, where the pools' revisions live too.
+    fn identity_namespace(&self) -> &str {
+        self.identity.as_ref().map_or(
+            nodewright_model::identity::DEFAULT_IDENTITY_NAMESPACE,
+            |identity| identity.namespace.as_str(),
+        )
+    }
 }
 
 #[activities]
 impl KubeActivities {
+    /// Reads a pool's revisions: the ConfigMap `nodewright-revisions-<pool>` in the identity
+    /// namespace, as found (absent, someone else's, or its data; the caller parses it).
+    ///
+    /// # Idempotency
+    /// Read-only: a rerun reads again.
+    #[activity(name = "kube.read_revisions")]
+    pub async fn read_revisions(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ReadRevisions,
+    ) -> Result<nodewright_model::rollout::PoolRevisions, ActivityError> {
+        revisions::read(&self.client, self.identity_namespace(), &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Records a rollout's start or end in its pool's revisions (creating the ConfigMap, labelled
+    /// as nodewright's, when absent; never writing one that is not nodewright's).
+    ///
+    /// # Idempotency
+    /// The change is applied to what is read: a rerun of a start writes the same entry (its
+    /// number stays, as the template's entry is the current one), a rerun of an end writes the
+    /// same outcome and time (a completed rollback's number stays once it is the current one).
+    #[activity(name = "kube.record_revision")]
+    pub async fn record_revision(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: RecordRevision,
+    ) -> Result<RevisionRecorded, ActivityError> {
+        revisions::record(&self.client, self.identity_namespace(), &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
     /// Reads the apiserver's version and counts the nodes and the Ready ones.
     ///
     /// # Idempotency

@@ -5,7 +5,8 @@
 //! of its loop does after a look ([`round`]), how a child's end is booked and when the rollout
 //! pauses itself ([`booking`]), how a create that found no capacity is booked ([`shortage`]),
 //! a delete that did not finish is tried again ([`retry`]), when it is stalled ([`progress`]),
-//! which zones new machines go to ([`zones`]) and how it ends ([`ending`]).
+//! which zones new machines go to ([`zones`]) and how it ends ([`ending`]); and the pool's
+//! revisions kept in the cluster ([`revisions`]).
 
 pub mod booking;
 pub mod ending;
@@ -18,6 +19,7 @@ pub mod progress;
 pub mod report;
 pub mod request;
 pub mod retry;
+pub mod revisions;
 pub mod round;
 pub mod shortage;
 pub mod signal;
@@ -41,6 +43,10 @@ pub use request::{
     RolloutResult, StrategyChange, TemplateRecord,
 };
 pub use retry::{DeleteRetry, Retries, plan_retries};
+pub use revisions::{
+    HistoryRow, NoRollback, PoolRevisions, Revision, RevisionChange, RevisionOutcome, Revisions,
+    RevisionsError, RolloutEnd, RolloutStart, StoredRevisions,
+};
 pub use round::{AfterLook, Round, after_look, canary_target, to_clear_outdated, to_mark_outdated};
 pub use shortage::{Shortage, shortage_of};
 pub use signal::Signal;

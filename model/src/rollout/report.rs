@@ -1,10 +1,12 @@
-//! What `pool status` shows: the pool's machines as InspectPool observed them.
+//! What `pool status` shows: the pool's machines as InspectPool observed them (and the
+//! pool's revisions, for `pool history` and `pool rollback`).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::observed::{Health, ObservedMachine};
+use super::revisions::PoolRevisions;
 use crate::ClusterName;
 
 /// The input of InspectPool.
@@ -27,6 +29,9 @@ pub struct PoolReport {
     pub machines: Vec<ObservedMachine>,
     /// When it was observed, Unix seconds.
     pub observed_at: i64,
+    /// The pool's revisions ConfigMap as read (none from a run recorded before it was read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revisions: Option<PoolRevisions>,
 }
 
 impl PoolReport {
@@ -72,6 +77,7 @@ mod tests {
                 machine("p-c", "aaa", Health::NotReady { since: 1 }),
             ],
             observed_at: 5,
+            revisions: None,
         };
         assert_eq!(
             report.by_template().into_iter().collect::<Vec<_>>(),

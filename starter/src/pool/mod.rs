@@ -2,7 +2,8 @@
 //! back, and look at the pool's machines.
 //!
 //! One job per module: [`flags`] checks what was typed, [`history`] finds the pool's runs,
-//! [`rollout`] and [`rollback`] start a rollout, [`follow`] follows one to its end, [`control`]
+//! [`revisions`] reads the pool's revisions (`pool history`), [`rollout`] and [`rollback`]
+//! start a rollout, [`follow`] follows one to its end, [`control`]
 //! signals and updates the one running, [`status`] shows a rollout or the pool, and [`render`]
 //! turns them into text.
 
@@ -11,6 +12,7 @@ mod flags;
 mod follow;
 mod history;
 mod render;
+mod revisions;
 mod rollback;
 mod rollout;
 mod status;
@@ -35,8 +37,12 @@ pub enum PoolCommand {
     /// (RollingUpdate); or, with a subcommand, look at and steer the rollout under way.
     #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Rollout(RolloutArgs),
-    /// Roll a pool back to the template it ran before its last completed rollout.
+    /// Roll a pool back to its revision before the current one (the highest-numbered earlier
+    /// revision that completed), keeping the current replicas, strategy and drain.
     Rollback(RollbackArgs),
+    /// List a pool's revisions as the cluster keeps them: number, template, outcome, when, which
+    /// is current and where `pool rollback` would go.
+    History(StatusArgs),
     /// Show a pool's machines as a worker sees them in Azure and Kubernetes (InspectPool), and
     /// the rollout under way, if any.
     Status(StatusArgs),
@@ -167,7 +173,7 @@ pub struct RollbackArgs {
     knobs: KnobArgs,
 }
 
-/// The flags of `pool status POOL`.
+/// The flags of `pool status POOL` and `pool history POOL`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The pool's name.
@@ -214,6 +220,9 @@ pub async fn run(
             }
         },
         PoolCommand::Rollback(args) => rollback::run(settings, output, args).await,
+        PoolCommand::History(args) => {
+            revisions::run(settings, output, &args.pool, args.timeout).await
+        }
         PoolCommand::Status(args) => status::pool(settings, output, &args.pool, args.timeout).await,
         PoolCommand::Validate(args) => validate(output, &args.pool),
     }

@@ -665,6 +665,7 @@ mod tests {
                 ),
             ],
             observed_at: 7200,
+            revisions: None,
         };
         let lines = report_lines(&report, "dev");
         assert_eq!(

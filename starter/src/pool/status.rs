@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use nodewright_model::Operation;
 use nodewright_model::WorkflowId;
-use nodewright_model::rollout::{InspectPoolRequest, RolloutStatus};
+use nodewright_model::rollout::{InspectPoolRequest, PoolReport, RolloutStatus};
 use nodewright_model::text::quoted;
+use nodewright_model::{ClusterName, Operation};
 use nodewright_workflows::{InspectPoolWorkflow, search};
 use temporalio_client::{
     WorkflowExecutionStatus, WorkflowGetResultOptions, WorkflowIdConflictPolicy,
@@ -127,7 +127,42 @@ pub async fn pool(
     let client = settings.temporal().connect().await?;
     let rollout_id = rollout_id(&cluster, pool);
     let rollout = running_rollout(&client, &rollout_id).await?;
-    let workflow_id = WorkflowId::for_subject(Operation::Inspect, &cluster, pool);
+    let report = inspect(settings, &client, &cluster, pool, timeout).await?;
+    match output {
+        Output::Json => {
+            let rollout = rollout.and_then(Result::ok);
+            let document = serde_json::json!({ "report": report, "rollout": rollout });
+            println!("{document}");
+        }
+        Output::Text => {
+            for line in report_lines(&report, cluster.as_str()) {
+                println!("{line}");
+            }
+            match rollout {
+                Some(Ok(status)) => println!(
+                    "  rollout      {}\n               details: nodewright pool rollout status {pool}",
+                    status_line(&status)
+                ),
+                Some(Err(error)) => println!(
+                    "  rollout      {rollout_id} is running; its status did not answer: {error}"
+                ),
+                None => println!("  rollout      none running"),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs InspectPool on `pool` (joining a look already under way) and returns its report,
+/// waiting at most `timeout` seconds for a worker.
+pub async fn inspect(
+    settings: &Settings,
+    client: &temporalio_client::Client,
+    cluster: &ClusterName,
+    pool: &str,
+    timeout: u64,
+) -> Result<PoolReport, CliError> {
+    let workflow_id = WorkflowId::for_subject(Operation::Inspect, cluster, pool);
     let link = settings.ui_link(&workflow_id);
     let options = WorkflowStartOptions::new(settings.task_queue.clone(), workflow_id.to_string())
         // A look already under way answers the same question: join it instead of refusing.
@@ -166,29 +201,7 @@ pub async fn pool(
         .map_err(|error| {
             CliError::RunFailed(format!("{workflow_id} {}; see {link}", no_result(&error)))
         })?;
-    match output {
-        Output::Json => {
-            let rollout = rollout.and_then(Result::ok);
-            let document = serde_json::json!({ "report": report, "rollout": rollout });
-            println!("{document}");
-        }
-        Output::Text => {
-            for line in report_lines(&report, cluster.as_str()) {
-                println!("{line}");
-            }
-            match rollout {
-                Some(Ok(status)) => println!(
-                    "  rollout      {}\n               details: nodewright pool rollout status {pool}",
-                    status_line(&status)
-                ),
-                Some(Err(error)) => println!(
-                    "  rollout      {rollout_id} is running; its status did not answer: {error}"
-                ),
-                None => println!("  rollout      none running"),
-            }
-        }
-    }
-    Ok(())
+    Ok(report)
 }
 
 #[cfg(test)]

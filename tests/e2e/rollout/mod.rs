@@ -11,5 +11,6 @@ mod do_not_disrupt;
 mod failures;
 mod hard_deadline;
 mod history_limits;
+mod revisions;
 mod zone_balance;
 mod zones;

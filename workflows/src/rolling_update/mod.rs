@@ -30,7 +30,7 @@ use self::look::{clear_outdated, decide, look, look_with, mark_outdated};
 use self::retry::retry_stranded;
 use self::state::{HasRollout, RolloutState};
 use self::status::{
-    announce, continue_as_new_due, finish, next_run, note, record_look, set_phase_attribute,
+    announce, continue_as_new_due, fail, finish, next_run, note, record_look, set_phase_attribute,
 };
 use crate::progress::now;
 use crate::{activity_options, cancellation, input};
@@ -69,7 +69,7 @@ impl RollingUpdateWorkflow {
             },
             request.check(),
         )?;
-        announce(ctx, &request);
+        announce(ctx, &request).await;
         let scope = ctx
             .execute_activity(
                 ArmReadActivities::scope,
@@ -78,7 +78,14 @@ impl RollingUpdateWorkflow {
                 // cancellation path runs with it.
                 cancellation::shielded(activity_options::read()),
             )
-            .await?;
+            .await;
+        let scope = match scope {
+            Ok(scope) => scope,
+            Err(error) => {
+                fail(ctx, &request).await;
+                return Err(error.into());
+            }
+        };
         match roll(ctx, &request, &scope).await {
             Finish::Ended(result) => Ok(*result),
             Finish::Canceled(result) => {
@@ -226,15 +233,15 @@ async fn roll(
             };
             match after_look(&round) {
                 AfterLook::EndAborted => {
-                    return Finish::Ended(Box::new(finish(ctx, request, RolloutOutcome::Aborted)));
+                    return Finish::Ended(Box::new(
+                        finish(ctx, request, RolloutOutcome::Aborted).await,
+                    ));
                 }
                 AfterLook::Complete => {
                     clear_outdated(ctx, request, scope, machines).await;
-                    return Finish::Ended(Box::new(finish(
-                        ctx,
-                        request,
-                        RolloutOutcome::Completed,
-                    )));
+                    return Finish::Ended(Box::new(
+                        finish(ctx, request, RolloutOutcome::Completed).await,
+                    ));
                 }
                 AfterLook::GoOn {
                     await_approval,
@@ -386,5 +393,7 @@ async fn cancel(
         let outcome = outcome.after_last_look(&entry.machine, left.as_deref());
         child_finished(ctx, request, entry, outcome);
     }
-    Finish::Canceled(Box::new(finish(ctx, request, RolloutOutcome::Canceled)))
+    Finish::Canceled(Box::new(
+        finish(ctx, request, RolloutOutcome::Canceled).await,
+    ))
 }

@@ -1,20 +1,39 @@
 //! What RollingUpdate shows and hands on: its status (brought up to date at each look, noted,
-//! ended), the `NodewrightPhase` search attribute, and the input of a run continued as new. The
-//! judgements behind them live in `model::rollout` (`progress`, `phase`, `ending`).
+//! ended), the `NodewrightPhase` search attribute, the input of a run continued as new, and the
+//! pool's revisions in the cluster (written at the start and at the end). The judgements behind
+//! them live in `model::rollout` (`progress`, `phase`, `ending`, `revisions`).
 
+use nodewright_activities::kube::{KubeActivities, RecordRevision};
 use nodewright_model::Operation;
 use nodewright_model::rollout::{
-    Counts, Holdup, Look, MachineView, ObservedMachine, RolloutOutcome, RolloutRequest,
-    RolloutResult, ending_summary, history_after, shown_phase,
+    Counts, Holdup, Look, MachineView, ObservedMachine, RevisionChange, RevisionOutcome,
+    RolloutEnd, RolloutOutcome, RolloutRequest, RolloutResult, RolloutStart, ending_summary,
+    history_after, shown_phase,
 };
 use temporalio_sdk::WorkflowContext;
 
 use super::state::HasRollout;
-use crate::progress::now;
-use crate::search;
+use crate::progress::{activity_failure_text, now};
+use crate::{activity_options, cancellation, search};
 
-/// Search attributes, the status (fresh, or the previous run's) and the strategy in force.
-pub fn announce<W: HasRollout>(ctx: &mut WorkflowContext<W>, request: &RolloutRequest) {
+/// Patch marker of the revisions' writes ([`announce`], [`finish`], [`fail`]): runs recorded
+/// before them replay unchanged.
+pub const REVISIONS_PATCH: &str = "rollout-records-revisions";
+
+/// Search attributes, the status (fresh, or the previous run's) and the strategy in force; then
+/// the pool's revisions record the start (not again in a run continued as new).
+pub async fn announce<W: HasRollout>(ctx: &mut WorkflowContext<W>, request: &RolloutRequest) {
+    show(ctx, request);
+    if request.resume.is_none() && ctx.patched(REVISIONS_PATCH) {
+        let start = rollout_start(ctx, request);
+        if let Err(reason) = record(ctx, request, RevisionChange::Started(start)).await {
+            note(ctx, reason);
+        }
+    }
+}
+
+/// The search attributes, status and strategy of [`announce`].
+fn show<W: HasRollout>(ctx: &mut WorkflowContext<W>, request: &RolloutRequest) {
     ctx.upsert_search_attributes([
         search::CLUSTER.value_set(request.cluster.to_string()),
         search::POOL.value_set(request.pool.name.clone()),
@@ -106,8 +125,10 @@ pub fn next_run<W: HasRollout>(
     next
 }
 
-/// Ends the rollout: the result, the phase, the summary.
-pub fn finish<W: HasRollout>(
+/// Ends the rollout: the result, the phase, the summary; the pool's revisions record the
+/// outcome (shielded from a cancellation; a failed write is said in the summary, never fails
+/// the rollout).
+pub async fn finish<W: HasRollout>(
     ctx: &mut WorkflowContext<W>,
     request: &RolloutRequest,
     outcome: RolloutOutcome,
@@ -122,7 +143,10 @@ pub fn finish<W: HasRollout>(
     }
     let mut status = status.unwrap_or_else(|| request.fresh_status(0));
     let history = history_after(outcome, &request.history, &pool);
-    let summary = ending_summary(outcome, &pool, &status);
+    let mut summary = ending_summary(outcome, &pool, &status);
+    if let Err(reason) = record_end(ctx, request, outcome.into()).await {
+        summary = format!("{summary}; {reason}");
+    }
     status.end(outcome, summary);
     let final_status = status.clone();
     ctx.state_mut(|s| s.rollout_mut().status = Some(final_status));
@@ -133,4 +157,68 @@ pub fn finish<W: HasRollout>(
         history,
         status,
     }
+}
+
+/// The rollout failed (its worker's configuration could not be read): the pool's revisions
+/// record it, best effort.
+pub async fn fail<W: HasRollout>(ctx: &mut WorkflowContext<W>, request: &RolloutRequest) {
+    // The rollout fails anyway: a write that fails too has nowhere to be said but its history.
+    let _unrecorded = record_end(ctx, request, RevisionOutcome::Failed).await;
+}
+
+/// Records the rollout's end with `outcome` in the pool's revisions, when the run records them.
+async fn record_end<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    outcome: RevisionOutcome,
+) -> Result<(), String> {
+    if !ctx.patched(REVISIONS_PATCH) {
+        return Ok(());
+    }
+    let end = RolloutEnd {
+        start: rollout_start(ctx, request),
+        outcome,
+        at: now(ctx).timestamp(),
+    };
+    record(ctx, request, RevisionChange::Ended(end)).await
+}
+
+/// This rollout as its revision records it (the start time is the status's).
+fn rollout_start<W: HasRollout>(
+    ctx: &WorkflowContext<W>,
+    request: &RolloutRequest,
+) -> RolloutStart {
+    let started = ctx.state(|s| s.rollout().status.as_ref().map(|st| st.started_at));
+    RolloutStart {
+        pool: request.pool.clone(),
+        workflow_id: ctx.workflow_id().to_owned(),
+        run_id: ctx.run_id().to_owned(),
+        rollback: request.rollback,
+        at: started.unwrap_or_else(|| now(ctx).timestamp()),
+    }
+}
+
+/// Writes `change` into the pool's revisions: a few attempts within a minute, shielded from a
+/// cancellation; a failure is returned as a line for the status.
+async fn record<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    change: RevisionChange,
+) -> Result<(), String> {
+    ctx.execute_activity(
+        KubeActivities::record_revision,
+        RecordRevision {
+            pool: request.pool.name.clone(),
+            change,
+        },
+        cancellation::shielded(activity_options::probe()),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|error| {
+        format!(
+            "the pool's revision could not be recorded ({}); `nodewright pool rollback` may not find it",
+            activity_failure_text(&error)
+        )
+    })
 }
