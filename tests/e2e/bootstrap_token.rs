@@ -342,7 +342,7 @@ fn pool_file(stack: &Stack, pool: &str, secret_name: &str) -> Result<PathBuf> {
     let pool_file = write_pool_file(stack, pool, "30s")?;
     let inline = std::fs::read_to_string(&pool_file)?;
     let minting = inline.replace(
-        "    bootstrap: |\n      #!/bin/bash\n      exec /usr/bin/kubelet --cloud-provider=external\n",
+        "    bootstrap: |\n      #!/bin/bash\n      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>\n",
         &format!(
             "    bootstrapSecretRef:\n      namespace: nodewright\n      name: {secret_name}\n    bootstrapToken:\n      ttl: 5m\n      extraGroups: [\"system:bootstrappers:nodewright-e2e\"]\n"
         ),

@@ -63,12 +63,14 @@ async fn scenario(
     // An inline bootstrap with a join token: the CLI warns, the history holds none of it.
     let token = format!("{}.{}", &key_id[2..8], "0123456789abcdef");
     let pool_file = write_pool_file(stack, pool, "60s")?;
-    let text = std::fs::read_to_string(&pool_file)?.replace(
-        "      exec /usr/bin/kubelet --cloud-provider=external\n",
+    let inline = std::fs::read_to_string(&pool_file)?;
+    let text = inline.replace(
+        "      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>\n",
         &format!(
-            "      kubeadm join 10.0.0.4:6443 --token {token}\n      exec /usr/bin/kubelet --cloud-provider=external\n"
+            "      kubeadm join 10.0.0.4:6443 --token {token}\n      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>\n"
         ),
     );
+    ensure!(text != inline, "the pool file's bootstrap was not replaced");
     std::fs::write(&pool_file, text)?;
     let path = pool_file.to_string_lossy().into_owned();
     let create = [
@@ -265,9 +267,9 @@ impl Runs<'_> {
         let pool_file = write_pool_file(self.stack, pool, "60s")?;
         let text = std::fs::read_to_string(&pool_file)?;
         let with_token = text.replace("  replicas: 2\n", "  replicas: 1\n").replace(
-            "      exec /usr/bin/kubelet --cloud-provider=external\n",
+            "      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>\n",
             &format!(
-                "      kubeadm join 10.0.0.4:6443 --token {} --discovery-token-ca-cert-hash sha256:00\n      exec /usr/bin/kubelet --cloud-provider=external\n",
+                "      kubeadm join 10.0.0.4:6443 --token {} --discovery-token-ca-cert-hash sha256:00\n      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>\n",
                 self.token
             ),
         );

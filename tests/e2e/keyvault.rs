@@ -200,7 +200,7 @@ fn from_key_vault(stack: &Stack, pool: &str, uri: &str) -> Result<std::path::Pat
     let pool_file = write_pool_file(stack, pool, "30s")?;
     let inline = std::fs::read_to_string(&pool_file)?;
     let by_uri = inline.replace(
-        "    bootstrap: |\n      #!/bin/bash\n      exec /usr/bin/kubelet --cloud-provider=external\n",
+        "    bootstrap: |\n      #!/bin/bash\n      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>\n",
         &format!("    bootstrapKeyVaultSecret:\n      secretUri: {uri}\n"),
     );
     ensure!(

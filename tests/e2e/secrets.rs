@@ -91,7 +91,7 @@ fn by_reference(stack: &Stack, pool: &str, secret_name: &str) -> Result<std::pat
     let pool_file = write_pool_file(stack, pool, "30s")?;
     let inline = std::fs::read_to_string(&pool_file)?;
     let by_reference = inline.replace(
-        "    bootstrap: |\n      #!/bin/bash\n      exec /usr/bin/kubelet --cloud-provider=external\n",
+        "    bootstrap: |\n      #!/bin/bash\n      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>\n",
         &format!(
             "    bootstrapSecretRef:\n      namespace: nodewright\n      name: {secret_name}\n"
         ),

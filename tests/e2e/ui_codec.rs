@@ -95,8 +95,8 @@ async fn scenario(
     let pool_file = write_pool_file(stack, pool, "60s")?;
     let text = std::fs::read_to_string(&pool_file)?;
     let marked = text.replace(
-        "      exec /usr/bin/kubelet --cloud-provider=external\n",
-        &format!("      echo {marker}\n      exec /usr/bin/kubelet --cloud-provider=external\n"),
+        "      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>\n",
+        &format!("      echo {marker}\n      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>\n"),
     );
     ensure!(marked != text, "the pool file's bootstrap was not replaced");
     std::fs::write(&pool_file, marked)?;

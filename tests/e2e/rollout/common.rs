@@ -296,6 +296,31 @@ pub(crate) async fn terminate(stack: &Stack, workflow_id: &str) {
 /// drain.
 pub(crate) async fn clean_up_pool(stack: &Stack, task_queue: &str, pool: &str) {
     terminate(stack, &format!("rollout/{}/{pool}", stack.cluster)).await;
+    delete_machines_of(stack, task_queue, pool).await;
+    // The pool's revisions, which every rollout writes (the pool is gone).
+    match stack.kube_client().await {
+        Ok(kube) => {
+            let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+                kube::Api::namespaced(kube, REVISIONS_NAMESPACE);
+            let name = nodewright_model::rollout::revisions::config_map_name(pool);
+            if let Err(error) = config_maps
+                .delete(&name, &kube::api::DeleteParams::default())
+                .await
+                && !matches!(&error, kube::Error::Api(answer) if answer.code == 404)
+            {
+                eprintln!("cleanup: deleting ConfigMap {REVISIONS_NAMESPACE}/{name}: {error:#}");
+            }
+        }
+        Err(error) => eprintln!("cleanup: a Kubernetes client: {error:#}"),
+    }
+}
+
+/// The namespace of the stack's identity ConfigMap, where pools' revisions live.
+pub(crate) const REVISIONS_NAMESPACE: &str = "nodewright";
+
+/// Deletes every machine of `pool` (`machine delete --skip-drain --wait`), letting abandoned
+/// creates finish first, for up to two minutes.
+async fn delete_machines_of(stack: &Stack, task_queue: &str, pool: &str) {
     // Let abandoned creates finish (or compensate) so their VMs are seen and deleted.
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {

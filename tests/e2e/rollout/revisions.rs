@@ -26,8 +26,7 @@ use super::common::{
     PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, roll, rollout_pool_file,
 };
 
-/// The namespace of the stack's identity ConfigMap, where the revisions live.
-const NAMESPACE: &str = "nodewright";
+use super::common::REVISIONS_NAMESPACE as NAMESPACE;
 /// How long a rollout may take to end.
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -66,10 +65,6 @@ async fn rollback_goes_to_the_revision_before_the_current_one_as_the_config_map_
 
     clean_up_pool(&stack, &task_queue, &pool).await;
     let _ = secrets.delete(&secret_name, &DeleteParams::default()).await;
-    let config_maps: Api<ConfigMap> = Api::namespaced(kube, NAMESPACE);
-    let _ = config_maps
-        .delete(&config_map_name(&pool), &DeleteParams::default())
-        .await;
     outcome
 }
 
@@ -250,7 +245,7 @@ fn by_reference(
     let path = rollout_pool_file(stack, pool, shape)?;
     let inline = std::fs::read_to_string(&path)?;
     let by_reference = inline.replace(
-        "    bootstrap: |\n      #!/bin/bash\n      exec /usr/bin/kubelet --cloud-provider=external\n",
+        "    bootstrap: |\n      #!/bin/bash\n      exec /usr/bin/kubelet --cloud-provider=external <<REGISTER_WITH_TAINTS>>\n",
         &format!("    bootstrapSecretRef:\n      namespace: {NAMESPACE}\n      name: {secret_name}\n"),
     );
     ensure!(
