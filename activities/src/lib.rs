@@ -7,5 +7,6 @@ pub mod azure;
 pub mod failure;
 pub mod kube;
 pub mod lifetime;
+pub mod listing_cache;
 pub mod temporal;
 pub mod tls;

@@ -17,6 +17,7 @@ pub mod input;
 pub mod isolation;
 pub mod keyvault;
 pub mod limits;
+pub mod listing;
 pub mod machine;
 pub mod machine_name;
 pub mod names;

@@ -278,13 +278,6 @@ const NO_HISTORY_YET: &[(&str, &str)] = &[
         "only a cancellation that lands during a round's look, with children to start, asks it: a race no e2e case aims at",
     ),
     (
-        "create-name-taken-touches-nothing",
-        // create_machine/mod.rs: asked only when a create finds its machine name taken by another
-        // create's NIC or VM. The e2e case machines::name_taken reaches it; its history is not
-        // recorded yet (dev/record-histories runs the full pass, which the lead does after merging).
-        "only a create whose name is taken by another create's VM or NIC asks it (e2e machines::name_taken, not recorded yet)",
-    ),
-    (
         "rollout-name-collisions",
         // rolling_update/children.rs: asked only when a drawn name is one the rollout observed
         // (odds of 1 in 27^5 / n per draw) or a create child failed because its name was taken:

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nodewright_model::identity::ExpectedIdentity;
+use nodewright_model::listing::{Listing, Since};
 use nodewright_model::preflight::KubernetesReport;
 use nodewright_model::rollout::PoolNode;
 use temporalio_macros::activities;
@@ -48,6 +49,8 @@ pub struct KubeActivities {
     identity: Option<ExpectedIdentity>,
     /// Whether this worker has verified (or recorded) the identity since it started.
     established: Arc<AtomicBool>,
+    /// The pool listings sent lately, for answers "since" one of them.
+    node_listings: crate::listing_cache::ListingCache<PoolNode>,
 }
 
 /// Builds the Kubernetes client nodewright uses from `config`, with kube's own retries off.
@@ -69,6 +72,7 @@ impl KubeActivities {
             client,
             identity: None,
             established: Arc::default(),
+            node_listings: crate::listing_cache::ListingCache::default(),
         }
     }
 
@@ -85,6 +89,7 @@ impl KubeActivities {
             client,
             identity: Some(identity),
             established,
+            node_listings: crate::listing_cache::ListingCache::default(),
         }
     }
 
@@ -448,6 +453,24 @@ impl KubeActivities {
         pool::list_pool_nodes(&self.client, &input)
             .await
             .map_err(Error::into_activity_error)
+    }
+
+    /// [`Self::list_pool_nodes`] as the changes since the list the workflow holds
+    /// (`model::listing`): only the Nodes new or changed and the names gone when this worker
+    /// sent that list lately, else the whole list.
+    ///
+    /// # Idempotency
+    /// Read-only: a rerun reads again.
+    #[activity(name = "kube.list_pool_nodes_since")]
+    pub async fn list_pool_nodes_since(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: Since<ListPoolNodes>,
+    ) -> Result<Listing<PoolNode>, ActivityError> {
+        let nodes = pool::list_pool_nodes(&self.client, &input.of)
+            .await
+            .map_err(Error::into_activity_error)?;
+        Ok(self.node_listings.answer(input.since.as_deref(), nodes))
     }
 
     /// Reads the do-not-disrupt marks (`nodewright.io/do-not-disrupt`,

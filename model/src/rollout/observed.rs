@@ -108,6 +108,18 @@ pub struct PoolNode {
     pub tainted_outdated: bool,
 }
 
+impl crate::listing::Keyed for PoolVm {
+    fn key(&self) -> &str {
+        &self.name
+    }
+}
+
+impl crate::listing::Keyed for PoolNode {
+    fn key(&self) -> &str {
+        &self.name
+    }
+}
+
 /// A create or delete the rollout itself has in flight, by machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Running<'a> {
@@ -221,6 +233,40 @@ mod tests {
             draining: false,
             tainted_outdated: false,
         }
+    }
+
+    #[test]
+    fn a_look_at_a_steady_pool_of_a_thousand_records_what_changed_not_the_pool() {
+        use crate::listing::{apply, changes, whole};
+        let names: Vec<String> = (0..1000).map(|n| format!("workers-{n:05}")).collect();
+        let vms: Vec<PoolVm> = names.iter().map(|n| vm(n, "abc123", "Succeeded")).collect();
+        let nodes: Vec<PoolNode> = names.iter().map(|n| node(n, true)).collect();
+        let first = (whole(vms.clone()), whole(nodes.clone()));
+        let size = |v: &serde_json::Value| v.to_string().len();
+        let whole_bytes = size(&serde_json::json!(first.0)) + size(&serde_json::json!(first.1));
+
+        // The next look: one VM is being deleted and one Node went NotReady.
+        let mut vms_now = vms.clone();
+        vms_now[7].provisioning_state = "Deleting".to_owned();
+        let mut nodes_now = nodes.clone();
+        nodes_now[9].ready = false;
+        let next = (
+            changes(&first.0.items, &first.0.digest, vms_now.clone()),
+            changes(&first.1.items, &first.1.digest, nodes_now.clone()),
+        );
+        let changed_bytes = size(&serde_json::json!(next.0)) + size(&serde_json::json!(next.1));
+        assert!(
+            whole_bytes > 200_000 && changed_bytes < 1_000,
+            "whole {whole_bytes} bytes, changes {changed_bytes} bytes"
+        );
+        assert_eq!(
+            apply(Some((&first.0.digest, &first.0.items)), next.0),
+            Ok(vms_now)
+        );
+        assert_eq!(
+            apply(Some((&first.1.digest, &first.1.items)), next.1),
+            Ok(nodes_now)
+        );
     }
 
     #[test]

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope, ListPoolVms};
 use nodewright_activities::kube::{KubeActivities, ListPoolNodes, MachineNode, MarkOutdated};
+use nodewright_model::listing::{Since, apply};
 use nodewright_model::rollout::{
-    Budget, ObservedMachine, Plan, PlanInput, RolloutRequest, Running, canary_target, held_now,
-    observe, plan, to_clear_outdated, to_mark_outdated,
+    Budget, ObservedMachine, Plan, PlanInput, PoolNode, PoolVm, RolloutRequest, Running,
+    canary_target, held_now, observe, plan, to_clear_outdated, to_mark_outdated,
 };
 use temporalio_sdk::{ActivityOptions, WorkflowContext};
 
@@ -35,6 +36,10 @@ pub async fn look_with<W: HasRollout>(
     running: &[Running<'_>],
     options: ActivityOptions,
 ) -> Result<Vec<ObservedMachine>, String> {
+    if ctx.patched(OBSERVE_CHANGES_PATCH) {
+        let (vms, nodes) = list_changes(ctx, request, options).await?;
+        return Ok(observe(&vms, &nodes, running, &request.pool.template_hash));
+    }
     let vms = ctx
         .execute_activity(
             ArmReadActivities::list_pool_vms,
@@ -57,6 +62,82 @@ pub async fn look_with<W: HasRollout>(
         .await
         .map_err(|e| activity_failure_text(&e))?;
     Ok(observe(&vms, &nodes, running, &request.pool.template_hash))
+}
+
+/// Patch marker: a look asks for the pool's VMs and Nodes changed since the lists it holds
+/// (`azure.list_pool_vms_since`, `kube.list_pool_nodes_since`), so its history records what
+/// changed rather than the whole pool at every look (runs recorded before it listed it whole).
+const OBSERVE_CHANGES_PATCH: &str = "rollout-observes-changes";
+
+/// The pool's VMs and Nodes, asked as the changes since the lists this run holds and applied
+/// to them (`model::listing`); a listing that does not apply (another worker answered from a
+/// list it never sent, a digest that does not match) drops what is held, and the next look asks
+/// for the whole lists.
+async fn list_changes<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    request: &RolloutRequest,
+    options: ActivityOptions,
+) -> Result<(Vec<PoolVm>, Vec<PoolNode>), String> {
+    let (known_vms, known_nodes) = ctx.state(|s| {
+        let rollout = s.rollout();
+        (rollout.known_vms.clone(), rollout.known_nodes.clone())
+    });
+    let vms = ctx
+        .execute_activity(
+            ArmReadActivities::list_pool_vms_since,
+            Since {
+                of: ListPoolVms {
+                    cluster: request.cluster.clone(),
+                    pool: request.pool.name.clone(),
+                },
+                since: known_vms.as_ref().map(|(digest, _)| digest.clone()),
+            },
+            activity_options::paged(options.clone()),
+        )
+        .await
+        .map_err(|e| activity_failure_text(&e))?;
+    let nodes = ctx
+        .execute_activity(
+            KubeActivities::list_pool_nodes_since,
+            Since {
+                of: ListPoolNodes {
+                    pool: request.pool.name.clone(),
+                },
+                since: known_nodes.as_ref().map(|(digest, _)| digest.clone()),
+            },
+            options,
+        )
+        .await
+        .map_err(|e| activity_failure_text(&e))?;
+    let (vm_digest, node_digest) = (vms.digest.clone(), nodes.digest.clone());
+    let applied = apply(held(&known_vms), vms)
+        .and_then(|vms| apply(held(&known_nodes), nodes).map(|nodes| (vms, nodes)));
+    match applied {
+        Ok((vms, nodes)) => {
+            let kept = (vms.clone(), nodes.clone());
+            ctx.state_mut(|s| {
+                let rollout = s.rollout_mut();
+                rollout.known_vms = Some((vm_digest, kept.0));
+                rollout.known_nodes = Some((node_digest, kept.1));
+            });
+            Ok((vms, nodes))
+        }
+        Err(error) => {
+            ctx.state_mut(|s| {
+                let rollout = s.rollout_mut();
+                rollout.known_vms = None;
+                rollout.known_nodes = None;
+            });
+            Err(format!("{error}; asking for the whole lists"))
+        }
+    }
+}
+
+/// A list held and its digest, as `model::listing::apply` takes them.
+fn held<T>(known: &Option<(String, Vec<T>)>) -> Option<(&str, &[T])> {
+    known
+        .as_ref()
+        .map(|(digest, list)| (digest.as_str(), list.as_slice()))
 }
 
 /// The plan for what a look saw at `at` (Unix seconds), under the strategy in force and the

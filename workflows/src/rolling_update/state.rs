@@ -3,7 +3,7 @@
 //! reach it, so that they need not name the workflow type.
 
 use nodewright_model::pool::RolloutStrategy;
-use nodewright_model::rollout::{RolloutStatus, fallback_strategy};
+use nodewright_model::rollout::{PoolNode, PoolVm, RolloutStatus, fallback_strategy};
 
 /// What a rollout keeps beside its history.
 #[derive(Default)]
@@ -17,6 +17,11 @@ pub struct RolloutState {
     /// The `NodewrightPhase` last set (it is set again only when it changes: every upsert is a
     /// history event).
     pub phase_shown: Option<&'static str>,
+    /// The pool's VMs as last listed, and that list's digest (`model::listing`): the next look
+    /// asks only for what changed since.
+    pub known_vms: Option<(String, Vec<PoolVm>)>,
+    /// The pool's Nodes as last listed, and that list's digest.
+    pub known_nodes: Option<(String, Vec<PoolNode>)>,
 }
 
 impl RolloutState {

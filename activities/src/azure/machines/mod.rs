@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use nodewright_model::ClusterName;
 use nodewright_model::arm::Disposition;
+use nodewright_model::listing::{Listing, Since};
 use nodewright_model::machine::adoption::{Existing, decide_existing, name_taken};
 use nodewright_model::machine::create::may_adopt;
 use nodewright_model::machine::leftovers::{LeftoverDisk, decide_leftover_os_disk};
@@ -62,6 +63,8 @@ pub struct ArmWriteActivities {
 /// ARM reads and waits: registered on the main task queue.
 pub struct ArmReadActivities {
     client: ArmClient,
+    /// The pool listings sent lately, for answers "since" one of them.
+    vm_listings: crate::listing_cache::ListingCache<PoolVm>,
 }
 
 impl ArmWriteActivities {
@@ -93,7 +96,10 @@ impl ArmWriteActivities {
 impl ArmReadActivities {
     /// Reads through `client`.
     pub fn new(client: ArmClient) -> Self {
-        Self { client }
+        Self {
+            client,
+            vm_listings: crate::listing_cache::ListingCache::default(),
+        }
     }
 }
 
@@ -718,6 +724,24 @@ impl ArmReadActivities {
         lifetime::heartbeating(&ctx, pool::list_pool_vms(&self.client, &input))
             .await
             .map_err(MachineError::into_activity_error)
+    }
+
+    /// [`Self::list_pool_vms`] as the changes since the list the workflow holds
+    /// (`model::listing`): only the VMs new or changed and the names gone when this worker sent
+    /// that list lately, else the whole list.
+    ///
+    /// # Idempotency
+    /// Read-only.
+    #[activity(name = "azure.list_pool_vms_since")]
+    pub async fn list_pool_vms_since(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: Since<ListPoolVms>,
+    ) -> Result<Listing<PoolVm>, ActivityError> {
+        let vms = lifetime::heartbeating(&ctx, pool::list_pool_vms(&self.client, &input.of))
+            .await
+            .map_err(MachineError::into_activity_error)?;
+        Ok(self.vm_listings.answer(input.since.as_deref(), vms))
     }
 }
 
