@@ -87,13 +87,13 @@ mod tests {
         let first = cache.answer(None, vec![vm("b", "Succeeded"), vm("a", "Creating")]);
         assert_eq!(first.base, None);
         assert_eq!(first.items.len(), 2);
-        let held = apply(None, first.clone()).unwrap_or_default();
+        let (held, _) = apply(None, first.clone()).unwrap_or_default();
 
         let now = vec![vm("a", "Succeeded"), vm("b", "Succeeded")];
         let second = cache.answer(Some(&first.digest), now.clone());
         assert_eq!(second.base.as_deref(), Some(first.digest.as_str()));
         assert_eq!(second.items, [vm("a", "Succeeded")]);
-        let held = apply(Some((&first.digest, &held)), second.clone()).unwrap_or_default();
+        let (held, _) = apply(Some((&first.digest, &held)), second.clone()).unwrap_or_default();
         assert_eq!(held, now);
 
         let third = cache.answer(Some(&second.digest), now.clone());

@@ -12,7 +12,7 @@ use nodewright_model::rollout::{RolloutRequest, RolloutResult};
 use nodewright_model::sweep::RunningWorkflow;
 use nodewright_model::{ClusterName, Operation, SearchAttribute, WorkflowId};
 use serde::{Deserialize, Serialize};
-use temporalio_client::errors::WorkflowGetResultError;
+use temporalio_client::errors::{WorkflowGetResultError, WorkflowInteractionError};
 use temporalio_client::{
     Client, NamespacedClient, WorkflowCancelOptions, WorkflowDescribeOptions,
     WorkflowExecutionInfo, WorkflowExecutionStatus, WorkflowGetResultOptions, WorkflowHandle,
@@ -281,10 +281,19 @@ impl TemporalActivities {
             workflow_id: workflow_id.to_owned(),
             message: error,
         };
-        let described = handle
-            .describe(WorkflowDescribeOptions::default())
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+        let described = match handle.describe(WorkflowDescribeOptions::default()).await {
+            Ok(described) => described,
+            // Past the namespace's retention (or never started): nothing will ever end it, so
+            // it counts as ended, and the rollout does not wait for it for ever.
+            Err(WorkflowInteractionError::NotFound(_)) => {
+                return Ok(Some(RunEnd::Failed {
+                    message: format!(
+                        "Temporal no longer knows {workflow_id} (past the namespace's retention?)"
+                    ),
+                }));
+            }
+            Err(e) => return Err(failed(e.to_string())),
+        };
         if described.status() == WorkflowExecutionStatus::Running {
             return Ok(None);
         }

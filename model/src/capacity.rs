@@ -157,6 +157,21 @@ pub fn choose_zones(
     exhausted: &[Exhausted],
     now: i64,
 ) -> Vec<Option<String>> {
+    choose_zones_by(count, vm_size, zones, per_zone, per_zone, exhausted, now)
+}
+
+/// [`choose_zones`] with a second count to break ties: each create goes to the allowed zone with
+/// the fewest `first` (e.g. the new template's machines), then the fewest `then` (every machine
+/// of the pool), then the first in `zones`' order; each placed create counts in both.
+pub fn choose_zones_by(
+    count: u32,
+    vm_size: &str,
+    zones: &[String],
+    first: &BTreeMap<String, u32>,
+    then: &BTreeMap<String, u32>,
+    exhausted: &[Exhausted],
+    now: i64,
+) -> Vec<Option<String>> {
     let free: Vec<&String> = zones
         .iter()
         .filter(|zone| !is_exhausted(exhausted, vm_size, zone, now))
@@ -166,9 +181,10 @@ pub fn choose_zones(
     } else {
         free
     };
-    let mut counts: Vec<u32> = candidates
+    let count_in = |map: &BTreeMap<String, u32>, zone: &str| map.get(zone).copied().unwrap_or(0);
+    let mut counts: Vec<(u32, u32)> = candidates
         .iter()
-        .map(|zone| per_zone.get(zone.as_str()).copied().unwrap_or(0))
+        .map(|zone| (count_in(first, zone), count_in(then, zone)))
         .collect();
     (0..count)
         .map(|_| {
@@ -177,8 +193,9 @@ pub fn choose_zones(
                 .enumerate()
                 .min_by_key(|(index, count)| (**count, *index))
                 .map(|(index, _)| index)?;
-            if let Some(count) = counts.get_mut(fewest) {
-                *count = count.saturating_add(1);
+            if let Some((first, then)) = counts.get_mut(fewest) {
+                *first = first.saturating_add(1);
+                *then = then.saturating_add(1);
             }
             candidates.get(fewest).map(|zone| (*zone).clone())
         })

@@ -134,7 +134,12 @@ pub fn changes<T: Keyed + Serialize + Clone + PartialEq>(
 }
 
 /// The list `listing` describes, from what the workflow holds (`held`: the list and its digest,
-/// if any); checked against the listing's digest.
+/// if any), and the digest to ask "since" next time.
+///
+/// A whole list is taken as it is, and its digest is computed here: a worker of another build
+/// (one that writes a field this code does not know) cannot make every look fail; its cache
+/// then never matches this digest, so it keeps answering with whole lists, which is always
+/// correct. Changes are applied to the list held and checked against the answer's digest.
 ///
 /// # Errors
 ///
@@ -142,28 +147,28 @@ pub fn changes<T: Keyed + Serialize + Clone + PartialEq>(
 pub fn apply<T: Keyed + Serialize + Clone>(
     held: Option<(&str, &[T])>,
     listing: Listing<T>,
-) -> Result<Vec<T>, ListingError> {
-    let list = match &listing.base {
-        None => sorted(listing.items),
-        Some(base) => {
-            let Some((_, held_items)) = held.filter(|(d, _)| d == base) else {
-                return Err(ListingError::OtherBase {
-                    base: base.clone(),
-                    held: held.map_or_else(|| "none".to_owned(), |(d, _)| d.to_owned()),
-                });
-            };
-            let mut list: Vec<T> = held_items
-                .iter()
-                .filter(|item| {
-                    !listing.removed.iter().any(|k| k == item.key())
-                        && !listing.items.iter().any(|n| n.key() == item.key())
-                })
-                .cloned()
-                .collect();
-            list.extend(listing.items);
-            sorted(list)
-        }
+) -> Result<(Vec<T>, String), ListingError> {
+    let Some(base) = &listing.base else {
+        let list = sorted(listing.items);
+        let digest = digest(&list);
+        return Ok((list, digest));
     };
+    let Some((_, held_items)) = held.filter(|(d, _)| d == base) else {
+        return Err(ListingError::OtherBase {
+            base: base.clone(),
+            held: held.map_or_else(|| "none".to_owned(), |(d, _)| d.to_owned()),
+        });
+    };
+    let mut list: Vec<T> = held_items
+        .iter()
+        .filter(|item| {
+            !listing.removed.iter().any(|k| k == item.key())
+                && !listing.items.iter().any(|n| n.key() == item.key())
+        })
+        .cloned()
+        .collect();
+    list.extend(listing.items);
+    let list = sorted(list);
     let got = digest(&list);
     if got != listing.digest {
         return Err(ListingError::Digest {
@@ -171,7 +176,7 @@ pub fn apply<T: Keyed + Serialize + Clone>(
             want: listing.digest,
         });
     }
-    Ok(list)
+    Ok((list, got))
 }
 
 #[cfg(test)]
@@ -216,8 +221,8 @@ mod tests {
         let listing = changes(&before.items, &before.digest, now.clone());
         assert_eq!(listing.items, [item("b", 2), item("d", 1)]);
         assert_eq!(listing.removed, ["c"]);
-        let applied = apply(Some((&before.digest, &before.items)), listing);
-        assert_eq!(applied, Ok(sorted(now)));
+        let applied = apply(Some((&before.digest, &before.items)), listing.clone());
+        assert_eq!(applied, Ok((sorted(now), listing.digest)));
     }
 
     #[test]
@@ -234,19 +239,35 @@ mod tests {
         ));
         let fresh = whole(vec![item("z", 1)]);
         assert_eq!(
-            apply(Some(("x", &before.items)), fresh),
-            Ok(vec![item("z", 1)])
+            apply(Some(("x", &before.items)), fresh.clone()),
+            Ok((vec![item("z", 1)], fresh.digest))
         );
     }
 
     #[test]
-    fn a_listing_whose_digest_does_not_match_is_refused() {
-        let mut listing = whole(vec![item("a", 1)]);
+    fn changes_whose_digest_does_not_match_are_refused() {
+        let before = whole(vec![item("a", 1)]);
+        let mut listing = changes(&before.items, &before.digest, vec![item("a", 2)]);
         listing.digest = "0123456789abcdef".to_owned();
         assert!(matches!(
-            apply::<Item>(None, listing),
+            apply(Some((&before.digest, &before.items)), listing),
             Err(ListingError::Digest { .. })
         ));
+    }
+
+    #[test]
+    fn a_whole_list_is_taken_whatever_digest_its_worker_computed() {
+        // A worker of another build writes a field this code does not know: its digest differs
+        // from the one this code computes over the same items.
+        let mut listing = whole(vec![item("b", 1), item("a", 1)]);
+        listing.digest = "0123456789abcdef".to_owned();
+        let (list, digest) = apply::<Item>(None, listing).unwrap_or_default();
+        assert_eq!(list, [item("a", 1), item("b", 1)]);
+        assert_eq!(
+            digest,
+            super::digest(&list),
+            "the digest of record is this code's own"
+        );
     }
 
     fn list() -> impl Strategy<Value = Vec<Item>> {
@@ -264,8 +285,9 @@ mod tests {
             let base = whole(before);
             let listing = changes(&base.items, &base.digest, now.clone());
             prop_assert!(listing.items.len() <= now.len());
+            let want = listing.digest.clone();
             let applied = apply(Some((&base.digest, &base.items)), listing);
-            prop_assert_eq!(applied, Ok(sorted(now)));
+            prop_assert_eq!(applied, Ok((sorted(now), want)));
         }
     }
 }

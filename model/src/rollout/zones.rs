@@ -1,7 +1,7 @@
 //! Which availability zones a rollout's new machines go to: the pool's machines counted per
 //! zone ([`machines_per_zone`], also what the status shows) and one zone per create of a plan
-//! ([`zones_for_creates`], the allowed zone with the fewest machines, through
-//! [`crate::capacity::choose_zones`]), so that a pool stays spread over its zones instead of
+//! ([`zones_for_creates`], the allowed zone with the fewest machines of the new template, then
+//! of any, through [`crate::capacity::choose_zones_by`]), so that a pool stays spread over its zones instead of
 //! where the hashes of its machines' names put it.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use super::observed::Activity;
 use super::plan::{Plan, Victim};
 use super::status::{ChildKind, InFlight, MachineView, RolloutStatus};
-use crate::capacity::choose_zones;
+use crate::capacity::choose_zones_by;
 
 /// The pool's machines per availability zone: every machine of `machines` not being deleted
 /// and not among `leaving` (the deletions about to start), by the zone of its VM; and every
@@ -49,9 +49,11 @@ pub fn machines_per_zone(
 }
 
 /// The zone of each create `plan` asks for (one entry per create, in order), for a pool of
-/// `vm_size` machines allowed in `zones`: balanced against the machines of the last look
-/// (`status.machines`, without the plan's victims) and the children `in_flight`, avoiding the
-/// zones `status.exhausted` marks at `now` (Unix seconds).
+/// `vm_size` machines allowed in `zones`: the zone with the fewest machines of the new template
+/// (of the last look, `status.machines`, without the plan's victims, and the creates
+/// `in_flight`), then the fewest machines of any template, avoiding the zones
+/// `status.exhausted` marks at `now` (Unix seconds). Counting the new template first keeps the
+/// pool balanced when the rollout ends, whichever zones the old machines leave from.
 pub fn zones_for_creates(
     status: &RolloutStatus,
     plan: &Plan,
@@ -60,11 +62,21 @@ pub fn zones_for_creates(
     zones: &[String],
     now: i64,
 ) -> Vec<Option<String>> {
+    // The new template's machines first: once the rollout is done they are the pool, and the
+    // old ones go in age order whatever their zones (ties: every machine, then the zones' order).
+    let updated: Vec<MachineView> = status
+        .machines
+        .iter()
+        .filter(|m| m.updated)
+        .cloned()
+        .collect();
+    let new_per_zone = machines_per_zone(&updated, in_flight, &plan.delete);
     let per_zone = machines_per_zone(&status.machines, in_flight, &plan.delete);
-    choose_zones(
+    choose_zones_by(
         plan.create,
         vm_size,
         zones,
+        &new_per_zone,
         &per_zone,
         &status.exhausted,
         now,
@@ -128,6 +140,41 @@ mod tests {
                 ("2".to_owned(), 1),
                 ("3".to_owned(), 1)
             ])
+        );
+    }
+
+    #[test]
+    fn the_new_templates_machines_are_balanced_first_whatever_zones_the_old_ones_are_in() {
+        // Mid-rollout: the two old machines left are both in zone 1, the one new one in zone 2.
+        // Counting every machine would send the next create to zone 2 (1 against 2), and the
+        // pool would end with both new machines there once the old ones are gone.
+        let mut status = RolloutStatus::empty();
+        let old = |name: &str| MachineView {
+            updated: false,
+            ..view(name, Some("1"), Activity::Idle)
+        };
+        status.machines = vec![
+            old("old-a"),
+            old("old-b"),
+            view("new-a", Some("2"), Activity::Idle),
+        ];
+        let plan = Plan {
+            create: 1,
+            delete: Vec::new(),
+            counts: Counts::default(),
+            done: false,
+            holdup: None,
+        };
+        let zones = ["1".to_owned(), "2".to_owned()];
+        assert_eq!(
+            zones_for_creates(&status, &plan, &[], "Standard_D2s_v5", &zones, 0),
+            vec![Some("1".to_owned())]
+        );
+        // A tie among the new template's machines goes to the zone with fewer machines in all.
+        status.machines = vec![old("old-a"), old("old-b")];
+        assert_eq!(
+            zones_for_creates(&status, &plan, &[], "Standard_D2s_v5", &zones, 0),
+            vec![Some("2".to_owned())]
         );
     }
 

@@ -407,10 +407,13 @@ async fn mixed_drained(
         "the web, files and nfs pods were evicted over {:?}, not together: {parallel:?}",
         last - first
     );
+    // Both lanes start together (drain-lanes-together): which eviction lands first is a matter
+    // of milliseconds, so the check is that the parallel lane did not wait for the disk pod,
+    // whose volume then takes seconds to move.
     let disk_pod = deleting("db-0")?;
     ensure!(
-        first <= disk_pod,
-        "the parallel lane ({first:?}) did not wait for the disk pod ({disk_pod:?})"
+        first < disk_pod + PARALLEL_WINDOW,
+        "the parallel lane ({first:?}) waited for the disk pod ({disk_pod:?})"
     );
     for pv in [share, nfs] {
         let attachments = attachments_of(&kube, pv).await?;

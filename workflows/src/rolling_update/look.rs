@@ -109,11 +109,10 @@ async fn list_changes<W: HasRollout>(
         )
         .await
         .map_err(|e| activity_failure_text(&e))?;
-    let (vm_digest, node_digest) = (vms.digest.clone(), nodes.digest.clone());
     let applied = apply(held(&known_vms), vms)
         .and_then(|vms| apply(held(&known_nodes), nodes).map(|nodes| (vms, nodes)));
     match applied {
-        Ok((vms, nodes)) => {
+        Ok(((vms, vm_digest), (nodes, node_digest))) => {
             let kept = (vms.clone(), nodes.clone());
             ctx.state_mut(|s| {
                 let rollout = s.rollout_mut();
