@@ -1,6 +1,6 @@
 //! The lists a worker sent lately, kept under their digests, so that a workflow asking for a
-//! list "since" one of them gets only the changes (`model::listing`). Bounded: the oldest go
-//! first; a workflow whose list is no longer here (or that asks another worker) gets the whole
+//! list "since" one of them gets only the changes (`model::listing`). Bounded: the least
+//! recently sent go first; a workflow whose list is no longer here (or that asks another worker) gets the whole
 //! list, which is always correct.
 
 use std::collections::VecDeque;
@@ -46,12 +46,14 @@ impl<T: Keyed + Serialize + Clone + PartialEq> ListingCache<T> {
             Some((digest, list)) => changes(&list, &digest, now),
             None => whole(now),
         };
-        if !lists.iter().any(|(d, _)| *d == listing.digest) {
-            if lists.len() >= KEPT {
-                lists.pop_front();
-            }
-            lists.push_back((listing.digest.clone(), kept));
+        // The list sent goes to the back (the newest), so a steady pool's list, asked about at
+        // every look, is never the oldest.
+        if let Some(at) = lists.iter().position(|(d, _)| *d == listing.digest) {
+            lists.remove(at);
+        } else if lists.len() >= KEPT {
+            lists.pop_front();
         }
+        lists.push_back((listing.digest.clone(), kept));
         listing
     }
 }
@@ -105,6 +107,24 @@ mod tests {
         let unknown = cache.answer(Some("feedfacefeedface"), now.clone());
         assert_eq!(unknown.base, None);
         assert_eq!(unknown.items, now);
+    }
+
+    #[test]
+    fn a_list_sent_again_and_again_is_kept_while_others_come_and_go() {
+        let cache = ListingCache::default();
+        let steady = vec![vm("a", "Succeeded")];
+        let first = cache.answer(None, steady.clone());
+        for n in 0..KEPT * 3 {
+            cache.answer(None, vec![vm("other", &n.to_string())]);
+            if n % 10 == 0 {
+                let again = cache.answer(Some(&first.digest), steady.clone());
+                assert_eq!(
+                    again.base.as_deref(),
+                    Some(first.digest.as_str()),
+                    "after {n} other lists"
+                );
+            }
+        }
     }
 
     #[test]

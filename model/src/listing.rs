@@ -13,6 +13,8 @@
 //! The digest is FNV-1a (64 bits) over each item's JSON in key order: stable across processes
 //! and versions of the standard library (unlike `std`'s hasher), and cheap in a workflow task.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde::{Deserialize, Serialize};
 
 /// An item of a listing: its key (a name) is unique in the list.
@@ -115,14 +117,16 @@ pub fn changes<T: Keyed + Serialize + Clone + PartialEq>(
 ) -> Listing<T> {
     let now = sorted(now);
     let digest = digest(&now);
+    let before: BTreeMap<&str, &T> = base.iter().map(|b| (b.key(), b)).collect();
     let items = now
         .iter()
-        .filter(|item| !base.iter().any(|b| b == *item))
+        .filter(|item| before.get(item.key()) != Some(item))
         .cloned()
         .collect();
+    let keys: BTreeSet<&str> = now.iter().map(Keyed::key).collect();
     let removed = base
         .iter()
-        .filter(|b| !now.iter().any(|n| n.key() == b.key()))
+        .filter(|b| !keys.contains(b.key()))
         .map(|b| b.key().to_owned())
         .collect();
     Listing {
