@@ -13,10 +13,13 @@
 //! `#[cfg(test)]` module so the tidy test sees them as test code.
 
 #[cfg(test)]
+mod stack;
+
+#[cfg(test)]
 mod kube_drain {
     use std::future::Future;
     use std::panic::AssertUnwindSafe;
-    use std::path::PathBuf;
+
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
 
@@ -31,13 +34,13 @@ mod kube_drain {
     use k8s_openapi::api::storage::v1::VolumeAttachment;
     use kube::Api;
     use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-    use kube::config::{KubeConfigOptions, Kubeconfig};
+
     use nodewright_activities::kube::drain::{self, Heartbeat};
     use nodewright_activities::kube::events::record_node_event;
     use nodewright_activities::kube::{
         AwaitPodsGone, AwaitVolumes, EventRecorded, Eviction, ListNodePods, MachineNode,
         NodeAttachments, NodeChange, NodeEvent, PodAction, PodDeletion, PrepareDrain, PreparedNode,
-        Reattached, client_from_config,
+        Reattached,
     };
     use nodewright_model::drain::{
         LocalDataPod, LocalDataPolicy, PodRef, SkipReason, TrackedVolume, VolumeFacts, VolumeWait,
@@ -45,6 +48,8 @@ mod kube_drain {
     };
     use serde::de::DeserializeOwned;
     use serde_json::{Value, json};
+
+    use super::stack::client;
 
     type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -1160,27 +1165,5 @@ mod kube_drain {
             }
             tokio::time::sleep(POLL).await;
         }
-    }
-
-    async fn client() -> TestResult<kube::Client> {
-        let path = kubeconfig_path().ok_or("needs the local stack: KUBECONFIG is not set and no stack env file (.run/env) names one; run `dev/stack up`, or `dev/test` which brings it up")?;
-        let kubeconfig = Kubeconfig::read_from(&path)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-        Ok(client_from_config(config)?)
-    }
-
-    fn kubeconfig_path() -> Option<PathBuf> {
-        if let Some(path) = std::env::var_os("KUBECONFIG") {
-            return Some(PathBuf::from(path));
-        }
-        let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.run"));
-        let text = std::fs::read_to_string(run_dir.join("env")).ok()?;
-        text.lines()
-            .filter_map(|line| line.trim().strip_prefix("KUBECONFIG="))
-            .map(PathBuf::from)
-            .next()
     }
 }

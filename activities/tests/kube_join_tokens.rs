@@ -15,6 +15,9 @@
 //! `#[cfg(test)]` module so the tidy test sees them as test code.
 
 #[cfg(test)]
+mod stack;
+
+#[cfg(test)]
 mod kube_join_tokens {
     use std::path::PathBuf;
 
@@ -23,7 +26,7 @@ mod kube_join_tokens {
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     use kube::Api;
     use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-    use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+    use kube::config::AuthInfo;
     use nodewright_activities::kube::{
         DeleteBootstrapToken, JoinTokens, TokenDeleted, client_from_config,
     };
@@ -31,6 +34,8 @@ mod kube_join_tokens {
     use nodewright_model::bootstrap_token::machine_secret_name;
     use nodewright_model::pool::MachineTemplate;
     use serde_json::json;
+
+    use super::stack::{client, config};
 
     type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -240,29 +245,5 @@ mod kube_join_tokens {
             .as_ref()?
             .get(key)
             .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
-    }
-
-    async fn client() -> TestResult<kube::Client> {
-        Ok(client_from_config(config().await?)?)
-    }
-
-    async fn config() -> TestResult<kube::Config> {
-        let path = kubeconfig_path().ok_or("needs the local stack: KUBECONFIG is not set and no stack env file (.run/env) names one; run `dev/stack up`, or `dev/test` which brings it up")?;
-        let kubeconfig = Kubeconfig::read_from(&path)?;
-        Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?)
-    }
-
-    fn kubeconfig_path() -> Option<PathBuf> {
-        if let Some(path) = std::env::var_os("KUBECONFIG") {
-            return Some(PathBuf::from(path));
-        }
-        let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.run"));
-        let text = std::fs::read_to_string(run_dir.join("env")).ok()?;
-        text.lines()
-            .filter_map(|line| line.trim().strip_prefix("KUBECONFIG="))
-            .map(PathBuf::from)
-            .next()
     }
 }

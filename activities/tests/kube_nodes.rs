@@ -17,11 +17,14 @@
 //! the tidy test sees them as test code.
 
 #[cfg(test)]
+mod stack;
+
+#[cfg(test)]
 mod kube_nodes {
     use std::collections::BTreeMap;
     use std::future::Future;
     use std::panic::AssertUnwindSafe;
-    use std::path::PathBuf;
+
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -29,15 +32,16 @@ mod kube_nodes {
     use k8s_openapi::api::core::v1::Node;
     use kube::Api;
     use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-    use kube::config::{KubeConfigOptions, Kubeconfig};
+
     use nodewright_activities::kube::drain;
     use nodewright_activities::kube::nodes;
     use nodewright_activities::kube::{
         MachineNode, NodeChange, NodeMetadata, NodeTaint, PrepareDrain, PreparedNode,
-        client_from_config,
     };
     use nodewright_model::taints::ANNOTATION_MANAGED_TAINTS;
     use serde_json::json;
+
+    use super::stack::client;
 
     type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -434,27 +438,5 @@ mod kube_nodes {
 
     fn annotation(node: &Node, key: &str) -> Option<String> {
         node.metadata.annotations.as_ref()?.get(key).cloned()
-    }
-
-    async fn client() -> TestResult<kube::Client> {
-        let path = kubeconfig_path().ok_or("needs the local stack: KUBECONFIG is not set and no stack env file (.run/env) names one; run `dev/stack up`, or `dev/test` which brings it up")?;
-        let kubeconfig = Kubeconfig::read_from(&path)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-        Ok(client_from_config(config)?)
-    }
-
-    fn kubeconfig_path() -> Option<PathBuf> {
-        if let Some(path) = std::env::var_os("KUBECONFIG") {
-            return Some(PathBuf::from(path));
-        }
-        let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.run"));
-        let text = std::fs::read_to_string(run_dir.join("env")).ok()?;
-        text.lines()
-            .filter_map(|line| line.trim().strip_prefix("KUBECONFIG="))
-            .map(PathBuf::from)
-            .next()
     }
 }

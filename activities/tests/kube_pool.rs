@@ -12,23 +12,26 @@
 //! alone. The tests sit in a `#[cfg(test)]` module so the tidy test sees them as test code.
 
 #[cfg(test)]
+mod stack;
+
+#[cfg(test)]
 mod kube_pool {
     use std::future::Future;
     use std::panic::AssertUnwindSafe;
-    use std::path::PathBuf;
+
     use std::time::{Duration, Instant};
 
     use futures::FutureExt;
     use k8s_openapi::api::core::v1::Node;
     use kube::Api;
     use kube::api::{DeleteParams, ListParams, PostParams};
-    use kube::config::{KubeConfigOptions, Kubeconfig};
+
     use nodewright_activities::kube::pool::{self, FIELD_MANAGER};
-    use nodewright_activities::kube::{
-        ListPoolNodes, MachineNode, MarkOutdated, MarkedOutdated, client_from_config,
-    };
+    use nodewright_activities::kube::{ListPoolNodes, MachineNode, MarkOutdated, MarkedOutdated};
     use nodewright_model::rollout::PoolNode;
     use serde_json::{Value, json};
+
+    use super::stack::client;
 
     type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -351,27 +354,5 @@ mod kube_pool {
             .iter()
             .flatten()
             .any(|f| f.manager.as_deref() == Some(FIELD_MANAGER) && f.subresource.is_none())
-    }
-
-    async fn client() -> TestResult<kube::Client> {
-        let path = kubeconfig_path().ok_or("needs the local stack: KUBECONFIG is not set and no stack env file (.run/env) names one; run `dev/stack up`, or `dev/test` which brings it up")?;
-        let kubeconfig = Kubeconfig::read_from(&path)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-        Ok(client_from_config(config)?)
-    }
-
-    fn kubeconfig_path() -> Option<PathBuf> {
-        if let Some(path) = std::env::var_os("KUBECONFIG") {
-            return Some(PathBuf::from(path));
-        }
-        let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.run"));
-        let text = std::fs::read_to_string(run_dir.join("env")).ok()?;
-        text.lines()
-            .filter_map(|line| line.trim().strip_prefix("KUBECONFIG="))
-            .map(PathBuf::from)
-            .next()
     }
 }

@@ -10,22 +10,26 @@
 //! `#[cfg(test)]` module so the tidy test sees it as test code.
 
 #[cfg(test)]
+mod stack;
+
+#[cfg(test)]
 mod kube_revisions {
     use std::collections::BTreeMap;
-    use std::path::PathBuf;
 
     use futures::FutureExt;
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
     use kube::Api;
     use kube::api::{DeleteParams, ObjectMeta, PostParams};
-    use kube::config::{KubeConfigOptions, Kubeconfig};
+
+    use nodewright_activities::kube::Error;
     use nodewright_activities::kube::revisions::{self, ReadRevisions, RecordRevision};
-    use nodewright_activities::kube::{Error, client_from_config};
     use nodewright_model::pool::from_yaml;
     use nodewright_model::rollout::revisions::{LABEL_MANAGED_BY, MANAGED_BY, config_map_name};
     use nodewright_model::rollout::{
         RevisionChange, RevisionOutcome, Revisions, RolloutEnd, RolloutStart, StoredRevisions,
     };
+
+    use super::stack::client;
 
     type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -174,27 +178,5 @@ mod kube_revisions {
         Ok(revisions::read(client, namespace, &read)
             .await?
             .revisions()?)
-    }
-
-    async fn client() -> TestResult<kube::Client> {
-        let path = kubeconfig_path().ok_or("needs the local stack: KUBECONFIG is not set and no stack env file (.run/env) names one; run `dev/stack up`, or `dev/test` which brings it up")?;
-        let kubeconfig = Kubeconfig::read_from(&path)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-        Ok(client_from_config(config)?)
-    }
-
-    fn kubeconfig_path() -> Option<PathBuf> {
-        if let Some(path) = std::env::var_os("KUBECONFIG") {
-            return Some(PathBuf::from(path));
-        }
-        let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.run"));
-        let text = std::fs::read_to_string(run_dir.join("env")).ok()?;
-        text.lines()
-            .filter_map(|line| line.trim().strip_prefix("KUBECONFIG="))
-            .map(PathBuf::from)
-            .next()
     }
 }
