@@ -101,6 +101,7 @@ mod arm_pool {
             created_at,
             provisioning_state: "Succeeded".to_owned(),
             zone: None,
+            drain_tag: None,
         };
         assert_eq!(
             listed,

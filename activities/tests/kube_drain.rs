@@ -86,6 +86,7 @@ mod kube_drain {
         let prepared = drain::prepare_node(client, &input).await?;
         let PreparedNode::Prepared {
             policy_annotation,
+            policy_stamp,
             health,
             cordoned_before,
         } = prepared
@@ -97,6 +98,7 @@ mod kube_drain {
             "the Node was schedulable before the drain"
         );
         assert_eq!(policy_annotation.as_deref(), Some("{\"timeout\":600}"));
+        assert_eq!(policy_stamp, None, "a Node without a stamp reads none");
         assert_eq!(health.ready.map(|c| c.status).as_deref(), Some("True"));
 
         let nodes: Api<Node> = Api::all(client.clone());

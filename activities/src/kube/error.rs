@@ -223,6 +223,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Writing the pool's drain settings on a Node failed.
+    #[error("writing the drain settings on Node {name} failed")]
+    RestampDrain {
+        /// The Node.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// Creating a Kubernetes Event about a Node failed.
     #[error("creating the Event {event} about Node {name} failed")]
     CreateEvent {
@@ -306,6 +315,7 @@ impl Error {
             Error::ListVolumes(_) => "ListVolumes",
             Error::ListPoolNodes { .. } => "ListPoolNodes",
             Error::MarkOutdated { .. } => "MarkOutdated",
+            Error::RestampDrain { .. } => "RestampDrain",
             Error::CreateEvent { .. } => "CreateEvent",
             Error::ReadRevisions { .. } => "ReadRevisions",
             Error::WriteRevisions { .. } => "WriteRevisions",
@@ -341,6 +351,7 @@ impl Error {
             | Error::DeleteVolumeAttachment { source, .. } => Some(source),
             Error::ListPoolNodes { source, .. }
             | Error::MarkOutdated { source, .. }
+            | Error::RestampDrain { source, .. }
             | Error::CreateEvent { source, .. }
             | Error::ReadRevisions { source, .. }
             | Error::WriteRevisions { source, .. } => Some(source),

@@ -12,6 +12,7 @@ pub mod join_token;
 mod node_spec;
 pub mod nodes;
 pub mod pool;
+pub mod restamp;
 pub mod revisions;
 pub mod sweep;
 pub mod uncordon;
@@ -38,6 +39,7 @@ pub use events::{EventRecorded, NodeEvent};
 pub use join_token::{DeleteBootstrapToken, JoinTokens, TokenDeleted};
 pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
 pub use pool::{ListPoolNodes, MarkOutdated, MarkedOutdated};
+pub use restamp::{DrainRestamped, RestampDrain};
 pub use revisions::{ReadRevisions, RecordRevision, RevisionRecorded};
 pub use sweep::{ApiHealth, DeleteOrphanNode, ListNodesPage, NodesPage, OrphanNodeDeleted};
 
@@ -506,6 +508,26 @@ impl KubeActivities {
         input: MarkOutdated,
     ) -> Result<MarkedOutdated, ActivityError> {
         pool::mark_outdated(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Writes the pool's drain settings on each machine's Node: the `nodewright.io/drain-policy`
+    /// annotation with an operator's edits kept, and its stamp
+    /// `nodewright.io/drain-policy-stamp` (`model::drain::restamp`); field manager
+    /// `nodewright-rollout`. Only a Node whose providerID names the VM and that carries
+    /// `nodewright.io/machine=<node>` is written; the others are reported.
+    ///
+    /// # Idempotency
+    /// A Node already so is not written. A Node changed meanwhile is read again (409), a few
+    /// times, then the activity fails retryably.
+    #[activity(name = "kube.restamp_drain_policy")]
+    pub async fn restamp_drain_policy(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: RestampDrain,
+    ) -> Result<DrainRestamped, ActivityError> {
+        restamp::restamp_drain(&self.client, &input)
             .await
             .map_err(Error::into_activity_error)
     }

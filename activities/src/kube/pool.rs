@@ -9,7 +9,7 @@
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::ListParams;
-use nodewright_model::drain::TAINT_DRAINING;
+use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY_STAMP, TAINT_DRAINING, stamp_digest};
 use nodewright_model::ownership::LABEL_POOL;
 use nodewright_model::rollout::{PoolNode, TAINT_OUTDATED};
 use serde::{Deserialize, Serialize};
@@ -126,6 +126,12 @@ pub(crate) fn pool_node(node: &Node) -> PoolNode {
         draining: node.metadata.deletion_timestamp.is_some()
             || taints.iter().any(|t| t.key == TAINT_DRAINING),
         tainted_outdated: taints.iter().any(|t| t.key == TAINT_OUTDATED),
+        drain_stamp: node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(ANNOTATION_DRAIN_POLICY_STAMP))
+            .map(|stamp| stamp_digest(stamp)),
     }
 }
 
@@ -200,6 +206,7 @@ mod tests {
                 ready_since: 1_767_323_045,
                 draining: false,
                 tainted_outdated: false,
+                drain_stamp: None,
             }
         );
     }

@@ -28,6 +28,7 @@ mod report;
 mod request;
 mod rules;
 mod settings;
+mod stamp;
 mod status;
 mod waits;
 
@@ -76,6 +77,10 @@ pub use rules::{
 pub use settings::{
     AnnotationTrust, DrainSettings, SettingsSources, TagRead, asks_salvage, describe_policy,
     drain_settings,
+};
+pub use stamp::{
+    ANNOTATION_DRAIN_POLICY_STAMP, Restamped, StampRecord, Wishes, operator_wishes, restamp,
+    stamp_digest,
 };
 pub use status::{
     DrainMode, DrainStatus, PdbBlock, PodProgress, PodState, VolumeProgress, VolumeState,

@@ -19,6 +19,7 @@ use super::annotation::{TAG_DRAIN, bound_annotation, policy_from_tag};
 use super::local_data::LocalDataPolicy;
 use super::purpose::DrainPurpose;
 use super::request::{policy_from_annotation, salvage_policy};
+use super::stamp::{StampRecord, operator_wishes};
 use crate::pool::DrainPolicy;
 
 /// What reading the VM's [`TAG_DRAIN`] tag gave.
@@ -64,6 +65,12 @@ pub struct SettingsSources<'a> {
     pub annotation: Option<&'a str>,
     /// How far the annotation is trusted.
     pub trust: AnnotationTrust,
+    /// The Node's [`super::ANNOTATION_DRAIN_POLICY_STAMP`], when it has one.
+    pub stamp: Option<&'a str>,
+    /// Whether the annotation's fields nodewright wrote itself are told from an operator's
+    /// (marker `drain-annotation-own-fields`; see [`super::operator_wishes`]): only those are
+    /// wishes. Runs recorded before it take every field as a wish.
+    pub own_fields: bool,
 }
 
 /// The settings a drain uses, and what to say about them.
@@ -96,7 +103,20 @@ pub fn drain_settings(sources: &SettingsSources<'_>) -> DrainSettings {
         AnnotationTrust::Bounded(tag) => {
             let (baseline, source, warning) = trusted(sources.request, tag.as_ref());
             warnings.extend(warning);
-            match sources.annotation {
+            let (wished, stamped) = match sources.annotation {
+                Some(text) if sources.own_fields => {
+                    let record = stamp_record(sources.stamp, tag.as_ref());
+                    let wishes = operator_wishes(text, &record, sources.request.is_some());
+                    (wishes.text, !wishes.own.is_empty())
+                }
+                other => (other.map(str::to_owned), false),
+            };
+            let source = if stamped {
+                format!("{source}; the Node's annotation is the pool's stamp")
+            } else {
+                source
+            };
+            match wished.as_deref() {
                 Some(text) => {
                     let bounded = bound_annotation(&baseline, sources.purpose, text);
                     if bounded.has_refusals() {
@@ -173,6 +193,19 @@ pub fn describe_policy(policy: &DrainPolicy, purpose: DrainPurpose) -> String {
             ""
         }
     )
+}
+
+/// What tells nodewright's own fields of the annotation: the stamp, else the VM's tag when it
+/// was read and reads, else nothing.
+fn stamp_record<'a>(stamp: Option<&'a str>, tag: Option<&TagRead>) -> StampRecord<'a> {
+    match (stamp, tag) {
+        (Some(stamp), _) => StampRecord::Stamp(stamp),
+        (None, Some(TagRead::Tagged(value))) => match policy_from_tag(value) {
+            Ok(policy) => StampRecord::Tag(policy),
+            Err(_) => StampRecord::None,
+        },
+        (None, _) => StampRecord::None,
+    }
 }
 
 /// The trusted settings: the request's, else the tag's, else the defaults; where they came

@@ -4,7 +4,8 @@
 //! workflow makes: how its phase moves ([`phase`]), what a signal does ([`signal`]), what a round
 //! of its loop does after a look ([`round`]), how a child's end is booked and when the rollout
 //! pauses itself ([`booking`]), how a create that found no capacity is booked ([`shortage`]),
-//! a delete that did not finish is tried again ([`retry`]), when it is stalled ([`progress`]),
+//! a delete that did not finish is tried again ([`retry`]), drain settings changed without the
+//! template reach the machines ([`restamp`]), when it is stalled ([`progress`]),
 //! which zones new machines go to ([`zones`]) and how it ends ([`ending`]); and the pool's
 //! revisions kept in the cluster ([`revisions`]).
 
@@ -18,6 +19,7 @@ pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod request;
+pub mod restamp;
 pub mod retry;
 pub mod revisions;
 pub mod round;
@@ -42,6 +44,7 @@ pub use request::{
     DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, PoolHistory, RolloutOutcome, RolloutRequest,
     RolloutResult, StrategyChange, TemplateRecord,
 };
+pub use restamp::{DrainStamps, DrainWanted, Restamp, RestampFailure, to_restamp};
 pub use retry::{DeleteRetry, Retries, plan_retries};
 pub use revisions::{
     HistoryRow, NoRollback, PoolRevisions, Revision, RevisionChange, RevisionOutcome, Revisions,

@@ -88,6 +88,10 @@ pub struct PoolVm {
     /// results recorded before it was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// Its `nodewright.io-drain` tag (the drain settings it was created or last restamped
+    /// with); none when it has none, and in results recorded before it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_tag: Option<String>,
 }
 
 /// A Node labelled with the pool.
@@ -106,6 +110,11 @@ pub struct PoolNode {
     pub draining: bool,
     /// Whether it carries the `nodewright.io/outdated` taint.
     pub tainted_outdated: bool,
+    /// The digest of its `nodewright.io/drain-policy-stamp` annotation
+    /// ([`crate::drain::stamp_digest`]); none when it has none, and in results recorded before
+    /// it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_stamp: Option<String>,
 }
 
 impl crate::listing::Keyed for PoolVm {
@@ -219,6 +228,7 @@ mod tests {
             created_at: 100,
             provisioning_state: state.to_owned(),
             zone: Some("2".to_owned()),
+            drain_tag: None,
         }
     }
 
@@ -232,6 +242,7 @@ mod tests {
             ready_since: 150,
             draining: false,
             tainted_outdated: false,
+            drain_stamp: None,
         }
     }
 

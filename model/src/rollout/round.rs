@@ -25,6 +25,9 @@ pub struct Round {
     /// Whether a continue-as-new may leave children running: the next run finds them again by
     /// their workflow IDs (runs recorded before that waited for every child to end first).
     pub leave_children: bool,
+    /// Whether machines of the new template still wait for the pool's drain settings
+    /// ([`super::restamp`]): the rollout does not complete before.
+    pub restamping: bool,
 }
 
 /// What the round does next.
@@ -48,7 +51,8 @@ pub enum AfterLook {
 }
 
 /// Decides what the round does: an abort ends once nothing is in flight, a done rollout
-/// completes once nothing is in flight (never while aborting), a progressing rollout that
+/// completes once nothing is in flight and no machine waits for its drain settings (never while
+/// aborting), a progressing rollout that
 /// reached its canary with nothing in flight awaits approval, only a progressing rollout not
 /// about to continue as new starts children, and it continues as new once nothing is in
 /// flight, or at once when children may be left running (`leave_children`): the history stays
@@ -58,7 +62,7 @@ pub fn after_look(round: &Round) -> AfterLook {
     if aborting && !round.in_flight {
         return AfterLook::EndAborted;
     }
-    if round.done && !round.in_flight && !aborting {
+    if round.done && !round.in_flight && !aborting && !round.restamping {
         return AfterLook::Complete;
     }
     let canary = round.holdup == Some(Holdup::CanaryReached) && !round.in_flight;

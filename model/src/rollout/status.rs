@@ -242,6 +242,11 @@ pub struct RolloutStatus {
     /// when each is deleted again ([`crate::rollout::retry`]; kept through continue-as-new).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retries: Vec<crate::rollout::DeleteRetry>,
+    /// The drain settings written on the new template's machines when they changed without the
+    /// template ([`crate::rollout::restamp`]; kept through continue-as-new); none when no
+    /// machine needed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_stamps: Option<crate::rollout::DrainStamps>,
     /// The pool's machines at the last look.
     #[serde(default)]
     pub machines: Vec<MachineView>,
@@ -300,6 +305,7 @@ impl RolloutStatus {
             held: Vec::new(),
             exhausted: Vec::new(),
             retries: Vec::new(),
+            drain_stamps: None,
             machines: Vec::new(),
             zones: BTreeMap::new(),
             created: 0,

@@ -242,6 +242,9 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
     if !status.zones.is_empty() {
         lines.push(format!("  zones        {}", zones_line(&status.zones)));
     }
+    if let Some(stamps) = &status.drain_stamps {
+        lines.push(format!("  drain        {}", stamps.summary()));
+    }
     lines.push(format!("  strategy     {}", strategy(&status.strategy)));
     if let Some(canary) = status.canary {
         let approval = match (&status.approved_by, status.phase) {
@@ -436,6 +439,15 @@ mod tests {
             held: Vec::new(),
             exhausted: Vec::new(),
             retries: Vec::new(),
+            drain_stamps: Some(nodewright_model::rollout::DrainStamps {
+                pending: 1,
+                restamped: 2,
+                kept_edits: std::collections::BTreeMap::from([(
+                    "web-new1".to_owned(),
+                    vec!["timeout".to_owned()],
+                )]),
+                failures: std::collections::BTreeMap::new(),
+            }),
             in_flight: vec![
                 InFlight {
                     machine: "web-ab12c".to_owned(),
@@ -603,6 +615,10 @@ mod tests {
         assert!(text.contains("  time left    ~2m"), "{text}");
         assert!(
             text.contains("  zones        zone 1: 3, zone 2: 2, zone 3: 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  drain        restamped 2 (1 pending); kept an operator's edits: web-new1 (timeout)\n"),
             "{text}"
         );
         let machine = lines.last().map(String::as_str).unwrap_or_default();

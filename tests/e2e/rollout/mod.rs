@@ -8,6 +8,7 @@ mod control;
 mod crash;
 mod delete_retry;
 mod do_not_disrupt;
+mod drain_settings;
 mod failures;
 mod hard_deadline;
 mod history_limits;

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use nodewright_activities::azure::machines::{ArmWriteActivities, EnsureNic};
 use nodewright_activities::kube::{AwaitNode, KubeActivities, NodeMetadata, NodeTaint, NodeWait};
-use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, policy_to_annotation};
+use nodewright_model::drain::{
+    ANNOTATION_DRAIN_POLICY, ANNOTATION_DRAIN_POLICY_STAMP, policy_to_annotation,
+};
 use nodewright_model::machine::adoption::create_run;
 use nodewright_model::machine::create::past_creation_timeout;
 use nodewright_model::machine::{CreateMachineRequest, CreatedMachine, Step};
@@ -97,6 +99,7 @@ pub(super) async fn create(
 
     cancellation::guard(ctx, Step::LabelNode)?;
     begin(ctx, Step::LabelNode);
+    let annotations = drain_annotations(ctx, request);
     ctx.execute_activity(
         KubeActivities::apply_node_metadata,
         NodeMetadata {
@@ -112,10 +115,7 @@ pub(super) async fn create(
                     effect: t.effect.clone(),
                 })
                 .collect(),
-            annotations: BTreeMap::from([(
-                ANNOTATION_DRAIN_POLICY.to_owned(),
-                policy_to_annotation(&request.drain),
-            )]),
+            annotations,
         },
         cancellation::shielded(activity_options::kube_write()),
     )
@@ -157,4 +157,19 @@ pub(super) async fn create(
                 .unwrap_or_default()
         }),
     })
+}
+
+/// The patch that writes, beside the pool's drain settings, the stamp that records them
+/// (`nodewright.io/drain-policy-stamp`), so that a drain tells an operator's later edit from
+/// what the create wrote. Runs recorded before it wrote the settings alone.
+const PATCH_STAMPS_DRAIN_POLICY: &str = "create-stamps-drain-policy";
+
+/// The Node's drain annotations: the pool's drain settings, and their stamp.
+fn drain_annotations(ctx: &mut Ctx, request: &CreateMachineRequest) -> BTreeMap<String, String> {
+    let settings = policy_to_annotation(&request.drain);
+    let mut annotations = BTreeMap::from([(ANNOTATION_DRAIN_POLICY.to_owned(), settings.clone())]);
+    if ctx.patched(PATCH_STAMPS_DRAIN_POLICY) {
+        annotations.insert(ANNOTATION_DRAIN_POLICY_STAMP.to_owned(), settings);
+    }
+    annotations
 }

@@ -223,7 +223,7 @@ async fn drain(ctx: &mut Ctx, request: &DrainRequest, vm_id: &str) -> Result<Fin
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::Cordon, &e))?;
-    let (annotation, health, cordoned_before) = match prepared {
+    let (annotation, stamp, health, cordoned_before) = match prepared {
         PreparedNode::Absent => {
             done(ctx, Step::Cordon, "no Node: nothing to drain");
             return Ok(Finish::Drained(DrainedNode {
@@ -237,12 +237,13 @@ async fn drain(ctx: &mut Ctx, request: &DrainRequest, vm_id: &str) -> Result<Fin
         }
         PreparedNode::Prepared {
             policy_annotation,
+            policy_stamp,
             health,
             cordoned_before,
-        } => (policy_annotation, health, cordoned_before),
+        } => (policy_annotation, policy_stamp, health, cordoned_before),
     };
     // The settings: request, VM tag or defaults, bounded annotation; the deadline.
-    let settings = settings::settle(ctx, request, annotation.as_deref()).await;
+    let settings = settings::settle(ctx, request, annotation.as_deref(), stamp.as_deref()).await;
     let refused = settings.refused_note.clone();
     let mut state = settings::start_state(ctx, request, vm_id, settings, health);
     if request.resume.is_none() {

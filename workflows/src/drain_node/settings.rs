@@ -25,6 +25,13 @@ const PATCH_SALVAGE_ANNOTATION: &str = "drain-annotation-per-field";
 /// as they did then.
 const PATCH_BOUNDED_ANNOTATION: &str = "drain-annotation-bounded";
 
+/// The patch that tells the fields of the drain-policy annotation nodewright wrote itself (its
+/// stamp, `nodewright.io/drain-policy-stamp`, else the VM's tag) from an operator's edits, and
+/// takes only the edits as wishes: a rollout's delete then drains with the settings it rolls to,
+/// not the ones stamped at create. Asked once per fresh drain of a Node with the annotation; a
+/// Node without a stamp has its VM's tag read even when the request carries settings.
+const PATCH_OWN_FIELDS: &str = "drain-annotation-own-fields";
+
 /// The reason of the Node Event that reports a refused drain-policy annotation.
 const EVENT_ANNOTATION_REFUSED: &str = "DrainAnnotationRefused";
 
@@ -34,11 +41,17 @@ pub(super) async fn settle(
     ctx: &mut Ctx,
     request: &DrainRequest,
     annotation: Option<&str>,
+    stamp: Option<&str>,
 ) -> DrainSettings {
+    let mut own_fields = false;
     let trust = if request.resume.is_none() && ctx.patched(PATCH_BOUNDED_ANNOTATION) {
-        let tag = match &request.policy {
-            Some(_) => None,
-            None => Some(read_drain_tag(ctx, request).await),
+        own_fields = annotation.is_some() && ctx.patched(PATCH_OWN_FIELDS);
+        // The tag is the baseline without a request, and the record of a Node without a stamp.
+        let tag_needed = request.policy.is_none() || (own_fields && stamp.is_none());
+        let tag = if tag_needed {
+            Some(read_drain_tag(ctx, request).await)
+        } else {
+            None
         };
         AnnotationTrust::Bounded(tag)
     } else if asks_salvage(request.policy.as_ref(), annotation)
@@ -56,6 +69,8 @@ pub(super) async fn settle(
         request_local_data: request.local_data,
         annotation,
         trust,
+        stamp,
+        own_fields,
     })
 }
 

@@ -4,6 +4,7 @@ mod children;
 mod hold;
 mod inherited;
 mod look;
+mod restamp;
 mod retry;
 mod state;
 mod status;
@@ -27,6 +28,7 @@ use temporalio_sdk::{
 use self::children::{Child, child_finished, first_finished, show_in_flight, start_children};
 use self::hold::hold_marked;
 use self::look::{clear_outdated, decide, look, look_with, mark_outdated};
+use self::restamp::restamp_drain;
 use self::retry::retry_stranded;
 use self::state::{HasRollout, RolloutState};
 use self::status::{
@@ -218,6 +220,7 @@ async fn roll(
 
         if let Some(machines) = &observed {
             mark_outdated(ctx, request, scope, machines, &mut tainted).await;
+            let restamping = restamp_drain(ctx, request, scope, machines).await;
             let phase = ctx.state(|s| s.state.status.as_ref().map(|st| st.phase));
             let decided = decide(ctx, request, machines, at);
             record_look(ctx, request, machines, &decided.counts, decided.holdup, at);
@@ -230,6 +233,7 @@ async fn roll(
                 holdup: decided.holdup,
                 continue_due,
                 leave_children: continue_due && in_flight && ctx.patched(LEAVE_CHILDREN_PATCH),
+                restamping,
             };
             match after_look(&round) {
                 AfterLook::EndAborted => {

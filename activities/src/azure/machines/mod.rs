@@ -246,6 +246,27 @@ impl ArmWriteActivities {
         .await
     }
 
+    /// Sets the `nodewright.io-drain` tag of machines' VMs to the pool's drain settings: a
+    /// rollout that changed only them restamps its machines (the tag is a maintenance drain's
+    /// trusted settings).
+    ///
+    /// # Idempotency
+    /// GET, then PATCH of the tags only when the value differs: a rerun writes nothing. An
+    /// absent VM is reported absent; a VM of someone else is left alone.
+    #[activity(name = "azure.retag_drain")]
+    pub async fn retag_drain(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: RetagDrain,
+    ) -> Result<DrainRetagged, ActivityError> {
+        lifetime::heartbeating(&ctx, async {
+            tags::retag_drain(&self.client, &input)
+                .await
+                .map_err(MachineError::into_activity_error)
+        })
+        .await
+    }
+
     /// Starts deleting the machine's VM (NIC and OS disk go with it).
     ///
     /// # Idempotency

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use nodewright_model::ClusterName;
-use nodewright_model::ownership::{TAG_CREATED, TAG_POOL, TAG_TEMPLATE, is_owned_by};
+use nodewright_model::ownership::{
+    MAX_TAG_VALUE_CHARS, TAG_CREATED, TAG_DRAIN, TAG_POOL, TAG_TEMPLATE, is_owned_by,
+};
 use nodewright_model::rollout::PoolVm;
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +63,12 @@ pub fn pool_vm(vm: &VirtualMachine, cluster: &ClusterName, pool: &str) -> Option
         created_at: created_at(&vm.tags),
         provisioning_state: vm.properties.provisioning_state.clone().unwrap_or_default(),
         zone: vm.zones.as_ref().and_then(|zones| zones.first()).cloned(),
+        // Azure bounds a tag value; a longer one (not Azure's) is not carried.
+        drain_tag: vm
+            .tags
+            .get(TAG_DRAIN)
+            .filter(|value| value.chars().count() <= MAX_TAG_VALUE_CHARS)
+            .cloned(),
     })
 }
 
@@ -177,6 +185,7 @@ mod tests {
                 created_at: 1_767_323_045,
                 provisioning_state: "Succeeded".to_owned(),
                 zone: None,
+                drain_tag: None,
             })
         );
         let bare = vm(
@@ -192,6 +201,7 @@ mod tests {
                 created_at: 0,
                 provisioning_state: String::new(),
                 zone: None,
+                drain_tag: None,
             })
         );
     }

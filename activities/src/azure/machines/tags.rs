@@ -5,9 +5,13 @@
 use std::collections::BTreeMap;
 
 use nodewright_model::machine::{nic_name, os_disk_name};
+use nodewright_model::ownership::TAG_DRAIN;
 use serde_json::json;
 
-use super::{MachineError, MachineTagged, SHORT_OPERATION_WAIT, TagMachine, check_owned, is_gone};
+use super::{
+    DrainRetagged, MachineError, MachineTagged, RetagDrain, SHORT_OPERATION_WAIT, TagMachine,
+    check_owned, is_gone,
+};
 use crate::azure::ArmClient;
 
 /// What one resource's read found.
@@ -86,6 +90,40 @@ pub(super) async fn tag_machine(
         }
     }
     record(&mut result, found, format!("disk {disk_name}"));
+    Ok(result)
+}
+
+/// Sets each machine's VM's `nodewright.io-drain` tag to `input.value` (one GET, and a PATCH of
+/// the tags only when it differs), only on a VM with this cluster's and the machine's tags.
+pub(super) async fn retag_drain(
+    client: &ArmClient,
+    input: &RetagDrain,
+) -> Result<DrainRetagged, MachineError> {
+    let mut result = DrainRetagged::default();
+    for machine in &input.machines {
+        let asked = TagMachine {
+            cluster: input.cluster.clone(),
+            machine: machine.clone(),
+            tags: BTreeMap::from([(TAG_DRAIN.to_owned(), input.value.clone())]),
+        };
+        let vm = match client.get_vm(machine).await {
+            Ok(vm) => Some(vm),
+            Err(error) if is_gone(&error) => None,
+            Err(error) => return Err(error.into()),
+        };
+        match judge("VM", machine, vm.as_ref().map(|vm| &vm.tags), &asked) {
+            Found::ToTag(tags) => {
+                let submitted = client.patch_vm(machine, &json!({ "tags": tags })).await?;
+                if let Some(operation) = &submitted.operation {
+                    client.wait(operation, SHORT_OPERATION_WAIT).await?;
+                }
+                result.tagged.push(machine.clone());
+            }
+            Found::Tagged => result.tagged.push(machine.clone()),
+            Found::Absent => result.absent.push(machine.clone()),
+            Found::NotOurs => result.not_ours.push(machine.clone()),
+        }
+    }
     Ok(result)
 }
 

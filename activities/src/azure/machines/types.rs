@@ -261,6 +261,31 @@ pub struct TagMachine {
     pub tags: BTreeMap<String, String>,
 }
 
+/// Set the `nodewright.io-drain` tag of machines' VMs to the pool's drain settings (a rollout
+/// that changed only them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetagDrain {
+    /// The owning cluster: a VM without its tag (and the machine's) is left alone.
+    pub cluster: ClusterName,
+    /// The machines (= VM names).
+    pub machines: Vec<String>,
+    /// The tag's value (`model::drain::policy_to_tag`).
+    pub value: String,
+}
+
+/// What `azure.retag_drain` found, by machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainRetagged {
+    /// VMs that carry the value now (written by this call or already so).
+    pub tagged: Vec<String>,
+    /// No such VM.
+    pub absent: Vec<String>,
+    /// VMs without this cluster's and machine's tags: left alone.
+    pub not_ours: Vec<String>,
+}
+
 /// What `azure.tag_machine` found, by resource (`VM web-a1b2c`, `NIC web-a1b2c-nic`, `disk
 /// web-a1b2c-osdisk`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

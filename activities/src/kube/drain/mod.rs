@@ -57,6 +57,10 @@ pub enum PreparedNode {
         /// The Node's `nodewright.io/drain-policy` annotation, when it has one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         policy_annotation: Option<String>,
+        /// The Node's `nodewright.io/drain-policy-stamp` annotation (what nodewright last wrote
+        /// into the other), when it has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy_stamp: Option<String>,
         /// Its Ready and ReadonlyFilesystem conditions.
         health: NodeHealth,
         /// Whether it was cordoned before, by someone else than a drain (a cancelled drain

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use nodewright_model::drain::{
-    ANNOTATION_DRAIN_POLICY, CONDITION_READONLY_FILESYSTEM, CONDITION_TERMINATING, ConditionFacts,
-    NodeHealth, TAINT_DRAINING,
+    ANNOTATION_DRAIN_POLICY, ANNOTATION_DRAIN_POLICY_STAMP, CONDITION_READONLY_FILESYSTEM,
+    CONDITION_TERMINATING, ConditionFacts, NodeHealth, TAINT_DRAINING,
 };
 use serde_json::{Value, json};
 
@@ -80,7 +80,8 @@ pub async fn prepare_node(client: &kube::Client, input: &PrepareDrain) -> Result
         }
     }
     Ok(PreparedNode::Prepared {
-        policy_annotation: policy_annotation(&node),
+        policy_annotation: annotation(&node, ANNOTATION_DRAIN_POLICY),
+        policy_stamp: annotation(&node, ANNOTATION_DRAIN_POLICY_STAMP),
         health: node_health(&node),
         cordoned_before: cordoned_before.load(Ordering::Relaxed),
     })
@@ -252,11 +253,11 @@ fn condition_facts(condition: &NodeCondition) -> ConditionFacts {
     }
 }
 
-fn policy_annotation(node: &Node) -> Option<String> {
+fn annotation(node: &Node, key: &str) -> Option<String> {
     node.metadata
         .annotations
         .as_ref()
-        .and_then(|annotations| annotations.get(ANNOTATION_DRAIN_POLICY))
+        .and_then(|annotations| annotations.get(key))
         .cloned()
 }
 
@@ -344,7 +345,7 @@ mod tests {
         let bare = node(json!({ "status": null }));
         assert_eq!(node_health(&bare), NodeHealth::default());
         assert_eq!(
-            policy_annotation(&node(json!({}))).as_deref(),
+            annotation(&node(json!({})), ANNOTATION_DRAIN_POLICY).as_deref(),
             Some("{\"timeout\":60}")
         );
     }

@@ -42,6 +42,8 @@ fn check(case: &Case) {
         request_local_data: case.local_data,
         annotation: case.annotation.as_deref(),
         trust: case.trust.clone(),
+        stamp: None,
+        own_fields: false,
     });
     let name = case.name;
     assert_eq!(settings.policy.timeout.as_secs(), case.timeout, "{name}");
@@ -323,6 +325,8 @@ proptest! {
         resumed in proptest::option::of(1u64..90_000),
         local_data in any_local_data(),
         deletion in any::<bool>(),
+        stamp in any_annotation(),
+        own_fields in any::<bool>(),
     ) {
         let request = request.map(timeout);
         let resumed = resumed.map(timeout);
@@ -335,6 +339,8 @@ proptest! {
             request_local_data: local_data,
             annotation: annotation.as_deref(),
             trust: trust.clone(),
+            stamp: stamp.as_deref(),
+            own_fields,
         });
         if let Some(resumed) = &resumed {
             // A resumed run keeps its settings and reports nothing again.
@@ -355,6 +361,8 @@ proptest! {
                 request_local_data: None,
                 annotation: None,
                 trust: trust.clone(),
+                stamp: None,
+                own_fields,
             });
             prop_assert!(settings.policy.timeout >= trusted.policy.timeout);
             prop_assert!(settings.policy.force_after_unhealthy >= trusted.policy.force_after_unhealthy);
@@ -364,4 +372,97 @@ proptest! {
             prop_assert_eq!(settings.policy.timeout, request.as_ref().map_or(Duration::ZERO, |r| r.timeout));
         }
     }
+}
+
+/// A rollout's delete of a Node created with other drain settings: the Node's annotation and
+/// stamp hold the old pool's, the request the new pool's.
+fn rolled(
+    annotation: &str,
+    stamp: Option<&str>,
+    request: &DrainPolicy,
+    tag: Option<TagRead>,
+) -> DrainSettings {
+    drain_settings(&SettingsSources {
+        node: "web-abcde",
+        purpose: DrainPurpose::Deletion,
+        resumed: None,
+        request: Some(request),
+        request_local_data: None,
+        annotation: Some(annotation),
+        trust: AnnotationTrust::Bounded(tag),
+        stamp,
+        own_fields: true,
+    })
+}
+
+#[test]
+fn a_rollout_drains_with_the_new_settings_over_the_pools_old_stamp() {
+    let old = DrainPolicy {
+        termination_grace_period: Some(Duration::from_secs(7200)),
+        ..timeout(7200)
+    };
+    let new = timeout(600);
+    let stamped = policy_to_annotation(&old);
+    let settings = rolled(&stamped, Some(&stamped), &new, None);
+    assert_eq!(settings.policy, new);
+    assert!(settings.warnings.is_empty(), "{:?}", settings.warnings);
+    assert_eq!(settings.refused_note, None);
+    assert_eq!(
+        settings.source,
+        "the request; the Node's annotation is the pool's stamp"
+    );
+}
+
+#[test]
+fn an_operators_edit_of_the_stamped_annotation_stays_a_wish() {
+    let old = timeout(7200);
+    let new = timeout(600);
+    let stamped = policy_to_annotation(&old);
+    let edited = stamped.replace("\"timeout\":7200", "\"timeout\":14400");
+    assert_ne!(edited, stamped);
+    let settings = rolled(&edited, Some(&stamped), &new, None);
+    assert_eq!(settings.policy.timeout, Duration::from_secs(14400));
+    assert_eq!(
+        settings.source,
+        "the request; the Node's annotation is the pool's stamp, made more patient by the Node's annotation: timeout"
+    );
+    // A shortening edit is refused and reported, as before the stamp.
+    let shorter = stamped.replace("\"timeout\":7200", "\"timeout\":60");
+    let settings = rolled(&shorter, Some(&stamped), &new, None);
+    assert_eq!(settings.policy.timeout, Duration::from_secs(600));
+    assert!(settings.refused_note.is_some());
+}
+
+#[test]
+fn a_node_without_a_stamp_is_told_by_its_vms_tag_or_not_at_all() {
+    let old = timeout(7200);
+    let new = timeout(600);
+    let annotation = policy_to_annotation(&old);
+    let tag = Some(TagRead::Tagged(policy_to_tag(&old)));
+    let settings = rolled(&annotation, None, &new, tag);
+    assert_eq!(settings.policy.timeout, Duration::from_secs(600));
+    // Neither stamp nor readable tag: every field is a wish, as before the stamp.
+    let settings = rolled(&annotation, None, &new, Some(TagRead::Untagged));
+    assert_eq!(settings.policy.timeout, Duration::from_secs(7200));
+    // A run recorded before the marker: the whole annotation is a wish.
+    let mut before = SettingsSources {
+        node: "web-abcde",
+        purpose: DrainPurpose::Deletion,
+        resumed: None,
+        request: Some(&new),
+        request_local_data: None,
+        annotation: Some(&annotation),
+        trust: AnnotationTrust::Bounded(None),
+        stamp: Some(&annotation),
+        own_fields: false,
+    };
+    assert_eq!(
+        drain_settings(&before).policy.timeout,
+        Duration::from_secs(7200)
+    );
+    before.own_fields = true;
+    assert_eq!(
+        drain_settings(&before).policy.timeout,
+        Duration::from_secs(600)
+    );
 }

@@ -13,6 +13,7 @@ fn round(phase: RolloutPhase, in_flight: bool, done: bool) -> Round {
         holdup: None,
         continue_due: false,
         leave_children: false,
+        restamping: false,
     }
 }
 
@@ -22,6 +23,26 @@ const fn go(await_approval: bool, start_children: bool, continue_as_new: bool) -
         start_children,
         continue_as_new,
     }
+}
+
+#[test]
+fn a_done_rollout_completes_only_once_no_machine_waits_for_its_drain_settings() {
+    let restamping = Round {
+        restamping: true,
+        ..round(RolloutPhase::Progressing, false, true)
+    };
+    assert_eq!(after_look(&restamping), go(false, true, false));
+    let stamped = Round {
+        restamping: false,
+        ..restamping
+    };
+    assert_eq!(after_look(&stamped), AfterLook::Complete);
+    // An abort still ends.
+    let aborting = Round {
+        phase: RolloutPhase::Aborting,
+        ..restamping
+    };
+    assert_eq!(after_look(&aborting), AfterLook::EndAborted);
 }
 
 #[test]
@@ -184,11 +205,12 @@ proptest! {
         holdup in holdup(),
         continue_due in any::<bool>(),
         leave_children in any::<bool>(),
+        restamping in any::<bool>(),
     ) {
-        let round = Round { phase, in_flight, done, holdup, continue_due, leave_children };
+        let round = Round { phase, in_flight, done, holdup, continue_due, leave_children, restamping };
         match after_look(&round) {
             AfterLook::EndAborted => prop_assert!(!in_flight && phase == RolloutPhase::Aborting),
-            AfterLook::Complete => prop_assert!(!in_flight && done && phase != RolloutPhase::Aborting),
+            AfterLook::Complete => prop_assert!(!in_flight && done && !restamping && phase != RolloutPhase::Aborting),
             AfterLook::GoOn { await_approval, start_children, continue_as_new } => {
                 prop_assert!(!(continue_as_new && in_flight && !leave_children));
                 prop_assert_eq!(continue_as_new, continue_due && (!in_flight || leave_children));
