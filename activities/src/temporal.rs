@@ -201,14 +201,10 @@ impl TemporalActivities {
             + std::time::Duration::from_secs(u64::from(input.wait_secs));
         let work = async {
             loop {
-                let mut ends = Vec::with_capacity(input.workflow_ids.len());
-                for (workflow_id, run_id) in input.runs() {
-                    ends.push(
-                        self.end_of(workflow_id, run_id)
-                            .await
-                            .map_err(Error::into_activity_error)?,
-                    );
-                }
+                let ends = self
+                    .ends(&input)
+                    .await
+                    .map_err(Error::into_activity_error)?;
                 if ends.iter().any(Option::is_some) || tokio::time::Instant::now() >= until {
                     return Ok(ends);
                 }
@@ -231,36 +227,9 @@ impl TemporalActivities {
         _ctx: ActivityContext,
         input: Workflows,
     ) -> Result<(), ActivityError> {
-        for (workflow_id, run_id) in input.runs() {
-            let running = match self
-                .state_of(workflow_id, run_id)
-                .await
-                .map_err(Error::into_activity_error)?
-            {
-                RunState::Running { run_id } => run_id,
-                RunState::Ended(_) => continue,
-            };
-            let options = WorkflowCancelOptions::builder()
-                .reason(input.reason.clone())
-                .build();
-            let handle = self.run_handle(workflow_id, running.as_deref());
-            if let Err(error) = handle.cancel(options).await {
-                // It may have ended between the two calls: that is as good.
-                if self
-                    .end_of(workflow_id, running.as_deref())
-                    .await
-                    .map_err(Error::into_activity_error)?
-                    .is_none()
-                {
-                    return Err(Error::Describe {
-                        workflow_id: workflow_id.clone(),
-                        message: error.to_string(),
-                    }
-                    .into_activity_error());
-                }
-            }
-        }
-        Ok(())
+        self.cancel(&input)
+            .await
+            .map_err(Error::into_activity_error)
     }
 
     /// The pool (template, hash, timeouts, drain policy) as the newest completed rollout of it
@@ -297,6 +266,52 @@ enum RunState {
 }
 
 impl TemporalActivities {
+    /// How each of `workflows` ended, in order (`None` while it runs): the body of
+    /// [`Self::workflow_ends`], one ask.
+    ///
+    /// # Errors
+    ///
+    /// Temporal could not be asked about one of them.
+    pub async fn ends(&self, workflows: &Workflows) -> Result<Vec<Option<RunEnd>>, Error> {
+        let mut ends = Vec::with_capacity(workflows.workflow_ids.len());
+        for (workflow_id, run_id) in workflows.runs() {
+            ends.push(self.end_of(workflow_id, run_id).await?);
+        }
+        Ok(ends)
+    }
+
+    /// Asks each of `workflows` that runs to cancel: the body of [`Self::cancel_workflows`].
+    ///
+    /// # Errors
+    ///
+    /// Temporal could not be asked about one of them, or refused to cancel one that runs.
+    pub async fn cancel(&self, workflows: &Workflows) -> Result<(), Error> {
+        for (workflow_id, run_id) in workflows.runs() {
+            let running = match self.state_of(workflow_id, run_id).await? {
+                RunState::Running { run_id } => run_id,
+                RunState::Ended(_) => continue,
+            };
+            let options = WorkflowCancelOptions::builder()
+                .reason(workflows.reason.clone())
+                .build();
+            let handle = self.run_handle(workflow_id, running.as_deref());
+            if let Err(error) = handle.cancel(options).await {
+                // It may have ended between the two calls: that is as good.
+                if self
+                    .end_of(workflow_id, running.as_deref())
+                    .await?
+                    .is_none()
+                {
+                    return Err(Error::Describe {
+                        workflow_id: workflow_id.clone(),
+                        message: error.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A handle on the run `run_id` of `workflow_id`, or on its latest run.
     fn run_handle(
         &self,
