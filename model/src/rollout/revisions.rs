@@ -278,7 +278,7 @@ pub enum RevisionsError {
     },
 }
 
-/// Why `pool rollback` has nowhere to go.
+/// Why the revisions name no rollback target (`pool rollback` then asks Temporal's history).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoRollback {
     /// No revision recorded.
@@ -293,17 +293,17 @@ pub enum NoRollback {
 }
 
 impl NoRollback {
-    /// One line for people, naming the pool.
+    /// One line for people, naming the pool (`pool history` shows it).
     pub fn message(&self, pool: &str) -> String {
         match self {
             Self::Nothing => format!(
-                "no revision recorded for pool {pool}: rollback needs an earlier revision that completed, and no rollout of pool {pool} recorded one; nothing was started"
+                "no revision recorded for pool {pool}: `pool rollback` goes by the template before the current one that its newest completed rollout recorded in Temporal's history (within the namespace's retention)"
             ),
             Self::NoEarlier {
                 current,
                 template_hash,
             } => format!(
-                "no earlier revision of pool {pool} to roll back to: rollback needs a revision below the current one (revision {current}, template {template_hash}) that completed at least once, and there is none (see `nodewright pool history {pool}`); nothing was started"
+                "no earlier revision of pool {pool} to roll back to: rollback needs a revision below the current one (revision {current}, template {template_hash}) that completed at least once, and there is none; `pool rollback` goes by the template before it that the pool's newest completed rollout recorded in Temporal's history (within the namespace's retention)"
             ),
         }
     }
