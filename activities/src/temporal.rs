@@ -368,11 +368,11 @@ impl TemporalActivities {
             if described.status() == WorkflowExecutionStatus::Running {
                 return Ok(RunState::Running { run_id });
             }
-            if run_id.is_some() {
-                if let Some(next) = next_run(&handle).await.map_err(failed)? {
-                    run_id = Some(next);
-                    continue;
-                }
+            if run_id.is_some()
+                && let Some(next) = next_run(&handle).await.map_err(failed)?
+            {
+                run_id = Some(next);
+                continue;
             }
             // A known run is read alone; the latest run as before (a run after it would be
             // the latest).

@@ -428,8 +428,11 @@ mod tests {
         assert!(matches!(none, CliError::InvalidInput(_)), "{none}");
     }
 
-    /// The revisions after rollouts (template, rollback, outcome; `None`: no end written).
-    fn revisions_after(rollouts: &[(&str, bool, Option<RevisionOutcome>)]) -> Revisions {
+    /// A rollout in a case: template, rollback, outcome (`None`: no end written).
+    type Rolled = (&'static str, bool, Option<RevisionOutcome>);
+
+    /// The revisions after `rollouts`.
+    fn revisions_after(rollouts: &[Rolled]) -> Revisions {
         let mut revisions = Revisions::default();
         for (index, (hash, rollback, outcome)) in rollouts.iter().enumerate() {
             let at = 100 * i64::try_from(index).unwrap_or(0);
@@ -463,13 +466,7 @@ mod tests {
             previous: Some(record("aaa")),
         };
         // (revisions, newest completed run (outcome, its template), template rolled to, from).
-        let table: [(
-            &[(&str, bool, Option<RevisionOutcome>)],
-            RolloutOutcome,
-            &str,
-            &str,
-            &str,
-        ); 4] = [
+        let table: [(&[Rolled], RolloutOutcome, &str, &str, &str); 4] = [
             // Right after the upgrade: the first rollout recorded only bbb.
             (
                 &[("bbb", false, Some(RevCompleted))],
