@@ -284,6 +284,13 @@ const NO_HISTORY_YET: &[(&str, &str)] = &[
         // no e2e rollout can aim at either.
         "only a name drawn twice or a create whose name was taken asks it: chance events no e2e rollout aims at",
     ),
+    (
+        "rollout-bounds-cancel-wait",
+        // rolling_update/inherited.rs: asked only on the cancellation path of a run continued as
+        // new, once its inherited children have not ended after 60 asks of a minute each, or 5
+        // asks in a row failed (model::rollout::CancelWait); no e2e case waits an hour.
+        "only a cancelled rollout whose inherited children outlast an hour of asks, or 5 failed asks in a row, asks it: no e2e case waits that long",
+    ),
 ];
 
 /// The patch ids of every `.patched(ARG)` call in `sources` (path and text of each file), with

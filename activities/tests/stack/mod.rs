@@ -1,6 +1,7 @@
 //! The local stack's Kubernetes API for the activities' integration tests: its kubeconfig from
 //! `KUBECONFIG`, or else from the stack's env file (`.run/env`); without either a test fails,
-//! saying the stack is needed. Each test file includes it with `mod stack;`.
+//! saying the stack is needed. Each test file includes it with `mod stack;`. Other settings of
+//! the stack (Temporal's address) are read the same way ([`env_value`]).
 
 use std::path::PathBuf;
 
@@ -23,15 +24,22 @@ pub async fn config() -> StackResult<kube::Config> {
 }
 
 fn kubeconfig_path() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("KUBECONFIG") {
-        return Some(PathBuf::from(path));
+    env_value("KUBECONFIG").map(PathBuf::from)
+}
+
+/// The stack's setting `key`: from the environment, or else from the stack's env file
+/// (`.run/env`, under `NODEWRIGHT_RUN_DIR` when set).
+pub fn env_value(key: &str) -> Option<String> {
+    if let Some(value) = std::env::var_os(key) {
+        return Some(value.to_string_lossy().into_owned());
     }
     let run_dir = std::env::var_os("NODEWRIGHT_RUN_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.run"));
     let text = std::fs::read_to_string(run_dir.join("env")).ok()?;
+    let prefix = format!("{key}=");
     text.lines()
-        .filter_map(|line| line.trim().strip_prefix("KUBECONFIG="))
-        .map(PathBuf::from)
+        .filter_map(|line| line.trim().strip_prefix(prefix.as_str()))
+        .map(str::to_owned)
         .next()
 }

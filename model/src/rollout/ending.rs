@@ -172,6 +172,7 @@ mod tests {
                 workflow_id: "create/c/m".to_owned(),
                 started_at: 0,
                 zone: None,
+                run_id: None,
             });
             status.end(outcome, "done".to_owned());
             assert_eq!(status.phase, phase);
@@ -190,6 +191,7 @@ mod tests {
             workflow_id: "delete/dev/workers-abc12".to_owned(),
             started_at: 1_000,
             zone: None,
+            run_id: None,
         }];
         let next = status.clone().carried_over();
         assert_eq!(next.continuation, 3);

@@ -34,7 +34,9 @@ mod simulation;
 pub use booking::{ChildEnd, self_pause_due};
 pub use ending::{ending_summary, history_after};
 pub use hold::{HOLD_RECHECK_SECS, HeldMachine, disruption_of, held_now, hold, release};
-pub use inherited::RunEnd;
+pub use inherited::{
+    CANCEL_ASKS, CANCEL_ASKS_FAILED_IN_A_ROW, CancelWait, RunEnd, cancel_not_confirmed, run_ids,
+};
 pub use observed::{Activity, Health, ObservedMachine, PoolNode, PoolVm, Running, observe};
 pub use phase::{PhaseEvent, RolloutPhase, next_phase, shown_phase};
 pub use plan::{Budget, Counts, DeleteReason, Holdup, Plan, PlanInput, Victim, plan, victim_order};

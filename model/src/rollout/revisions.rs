@@ -17,7 +17,9 @@
 //!
 //! A forward rollout gives its template a new number (the highest plus one) when it starts; a
 //! rollback moves its target to a new number only when it completes (the machines then run it).
-//! The current revision is the highest number; a rollback rolls to the highest number below it
+//! A rollback's target that the revisions do not hold (`pool rollback` found it in Temporal's
+//! history) waits below the current revision, at the highest free number (0 at the lowest), or
+//! is recorded only when it completes if none is free. The current revision is the highest number; a rollback rolls to the highest number below it
 //! that completed at least once. So after an aborted rollback the target is still the one
 //! before, after a failed, cancelled or terminated rollout it is the last one that completed,
 //! and a completed rollback toggles, like `kubectl rollout undo`.
@@ -140,6 +142,36 @@ pub fn kept_spec(pool: &ValidPool) -> (ValidPool, bool) {
     (kept, omitted)
 }
 
+impl Revision {
+    /// Whether this entry records the rollout `start` (the same workflow and start time, which
+    /// a run continued as new keeps), not an earlier rollout of the same template.
+    fn records(&self, start: &RolloutStart) -> bool {
+        self.workflow_id == start.workflow_id
+            && self.started_at == start.at
+            && self.rollback == start.rollback
+    }
+}
+
+/// The entry of a rollout that starts with `number`: its outcome running; whether its template
+/// completed once, and the run that completed it, from the `existing` entry of that template.
+fn entry_of(start: &RolloutStart, number: u64, existing: Option<&Revision>) -> Revision {
+    let (pool, bootstrap_omitted) = kept_spec(&start.pool);
+    Revision {
+        number,
+        template_hash: start.pool.template_hash.clone(),
+        pool,
+        started_at: start.at,
+        ended_at: None,
+        outcome: RevisionOutcome::Running,
+        completed_once: existing.is_some_and(|e| e.completed_once),
+        workflow_id: start.workflow_id.clone(),
+        run_id: start.run_id.clone(),
+        rollback: start.rollback,
+        bootstrap_omitted,
+        completed_run_id: existing.and_then(|e| e.completed_run_id.clone()),
+    }
+}
+
 /// A rollout that starts: what the rollout workflow writes first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -246,7 +278,7 @@ pub enum RevisionsError {
     },
 }
 
-/// Why `pool rollback` has nowhere to go.
+/// Why the revisions name no rollback target (`pool rollback` then asks Temporal's history).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoRollback {
     /// No revision recorded.
@@ -261,17 +293,17 @@ pub enum NoRollback {
 }
 
 impl NoRollback {
-    /// One line for people, naming the pool.
+    /// One line for people, naming the pool (`pool history` shows it).
     pub fn message(&self, pool: &str) -> String {
         match self {
             Self::Nothing => format!(
-                "no revision recorded for pool {pool}: rollback needs an earlier revision that completed, and no rollout of pool {pool} recorded one; nothing was started"
+                "no revision recorded for pool {pool}: `pool rollback` goes by the template before the current one that its newest completed rollout recorded in Temporal's history (within the namespace's retention)"
             ),
             Self::NoEarlier {
                 current,
                 template_hash,
             } => format!(
-                "no earlier revision of pool {pool} to roll back to: rollback needs a revision below the current one (revision {current}, template {template_hash}) that completed at least once, and there is none (see `nodewright pool history {pool}`); nothing was started"
+                "no earlier revision of pool {pool} to roll back to: rollback needs a revision below the current one (revision {current}, template {template_hash}) that completed at least once, and there is none; `pool rollback` goes by the template before it that the pool's newest completed rollout recorded in Temporal's history (within the namespace's retention)"
             ),
         }
     }
@@ -415,7 +447,9 @@ impl Revisions {
 
     /// The revisions after a rollout started: a forward rollout's template gets a new number
     /// (unless it is the current revision already); a rollback's target keeps its number until
-    /// it completes.
+    /// it completes, and a target the revisions do not hold (found in Temporal's history) is
+    /// recorded below the current revision ([`Self::free_number_below_current`]), or not until
+    /// it completes while no number is free there (or no revision is recorded).
     fn started(&self, start: &RolloutStart) -> Self {
         let hash = &start.pool.template_hash;
         let existing = self.entries.iter().find(|e| &e.template_hash == hash);
@@ -424,41 +458,33 @@ impl Revisions {
             .is_some_and(|(e, c)| e.number == c.number);
         let number = match existing {
             Some(entry) if start.rollback || is_current => entry.number,
+            None if start.rollback => match self.free_number_below_current() {
+                Some(number) => number,
+                None => return self.clone(),
+            },
             _ => self.next_number(),
         };
-        let (pool, bootstrap_omitted) = kept_spec(&start.pool);
-        let entry = Revision {
-            number,
-            template_hash: hash.clone(),
-            pool,
-            started_at: start.at,
-            ended_at: None,
-            outcome: RevisionOutcome::Running,
-            completed_once: existing.is_some_and(|e| e.completed_once),
-            workflow_id: start.workflow_id.clone(),
-            run_id: start.run_id.clone(),
-            rollback: start.rollback,
-            bootstrap_omitted,
-            completed_run_id: existing.and_then(|e| e.completed_run_id.clone()),
-        };
-        self.with(entry)
+        self.with(entry_of(start, number, existing))
     }
 
     /// The revisions after a rollout ended: its outcome; a completed rollback moves its target
-    /// to a new number.
+    /// to a new number. When its start was not written (a run from before revisions were kept,
+    /// or a write that failed), the start is recorded first, so that the entry names this
+    /// rollout, not an older one of the same template.
     fn ended(&self, end: &RolloutEnd) -> Self {
         let hash = &end.start.pool.template_hash;
         let started = match self.entries.iter().find(|e| &e.template_hash == hash) {
-            Some(_) => self.clone(),
-            // The start was not written (a run from before revisions were kept, or a write that
-            // failed): record it now.
-            None => self.started(&end.start),
+            Some(entry) if entry.records(&end.start) => self.clone(),
+            _ => self.started(&end.start),
         };
-        let Some(entry) = started.entries.iter().find(|e| &e.template_hash == hash) else {
-            return started;
-        };
-        let mut entry = entry.clone();
         let completed = end.outcome == RevisionOutcome::Completed;
+        let mut entry = match started.entries.iter().find(|e| &e.template_hash == hash) {
+            Some(entry) if entry.records(&end.start) => entry.clone(),
+            // A rollback's target with no number free below the current revision: recorded
+            // only once it completed.
+            _ if completed => entry_of(&end.start, started.next_number(), None),
+            _ => return started,
+        };
         let is_current = started.current().map(|c| c.number) == Some(entry.number);
         if completed && !is_current {
             entry.number = started.next_number();
@@ -508,6 +534,16 @@ impl Revisions {
 
     fn next_number(&self) -> u64 {
         self.entries.iter().map(|e| e.number).max().unwrap_or(0) + 1
+    }
+
+    /// The highest number below the current revision's that no revision holds (numbers start
+    /// at 0 there): where a rollback's target the revisions did not hold waits until it
+    /// completes, so that it is neither current nor a rollback target before then.
+    fn free_number_below_current(&self) -> Option<u64> {
+        let current = self.current()?.number;
+        (0..current)
+            .rev()
+            .find(|number| self.entries.iter().all(|e| e.number != *number))
     }
 
     /// These revisions with `entry` in place of the one of its template hash.

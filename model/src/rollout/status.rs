@@ -35,6 +35,12 @@ pub struct InFlight {
     /// For a create, the zone the rollout gave it (see [`crate::capacity::choose_zones`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// Its run ID, from its start: the run whose end is booked and which is asked to cancel,
+    /// never a newer run under the same workflow ID (`machine delete`, the sweep or a retry may
+    /// start one once it ended). Absent in statuses carried by runs recorded before it was kept
+    /// (those are asked about by workflow ID, their latest run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// A child that failed.

@@ -107,6 +107,7 @@ mod tests {
             workflow_id: format!("create/dev/{machine}"),
             started_at: 0,
             zone: Some(zone.to_owned()),
+            run_id: None,
         }
     }
 

@@ -455,6 +455,7 @@ mod tests {
                     workflow_id: "create/dev/web-ab12c".to_owned(),
                     started_at: 1000,
                     zone: Some("3".to_owned()),
+                    run_id: None,
                 },
                 InFlight {
                     machine: "web-x9z8y".to_owned(),
@@ -462,6 +463,7 @@ mod tests {
                     workflow_id: "delete/dev/web-x9z8y".to_owned(),
                     started_at: 1010,
                     zone: None,
+                    run_id: None,
                 },
             ],
             machines: vec![MachineView {

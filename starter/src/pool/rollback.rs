@@ -1,7 +1,8 @@
 //! `nodewright pool rollback POOL [--wait] [--max-surge X] [--max-unavailable Y]`: a rollout to
 //! the revision before the current one, as the pool's revisions in the cluster record it
-//! ([`rollback_to_revision`]); for a pool rolled only before revisions were kept, to the
-//! template its newest completed rollout recorded ([`rollback_of`]).
+//! ([`rollback_to_revision`]); when they hold no earlier revision that completed (a pool rolled
+//! only before revisions were kept, or only once since), to the template before the current one
+//! that its newest completed rollout recorded ([`rollback_of`]).
 
 use nodewright_model::pool::{MachineTemplate, ValidPool, template_hash};
 use nodewright_model::rollout::{
@@ -126,29 +127,45 @@ async fn recover_template(
     Ok(Some(result.pool.template))
 }
 
-/// The rollback of `pool` from its newest completed rollout's result (pools rolled before
-/// revisions were kept in the cluster).
+/// The rollback of `pool` from its newest completed rollout's result `last`, when the revisions
+/// in the cluster name no target: a pool rolled only before revisions were kept (`current` is
+/// `None`), or one whose revisions hold no earlier revision that completed (`current` is their
+/// current revision: right after the upgrade, the first rollout recorded only its own template).
 ///
-/// After a rollout that completed, that is `history.previous`. After one that was aborted (the
-/// pool may mix its template and the one before), it is `history.current`: the template the
-/// pool fully ran before the aborted rollout, not the one before that.
+/// The result's history holds the pool's templates after that run: the template it ran
+/// (`current`) and the one before (`previous`). The target is the newest of them that is not
+/// what the pool runs now: the revisions' current template, or without revisions the template
+/// of that run. So after a completed rollout it is `previous`; after an aborted one (the pool
+/// may mix its template and the one before) it is `current`, the template the pool fully ran
+/// before, not the one before that; after an aborted rollback recorded in the revisions it is
+/// that rollback's target again. The pool's replicas, strategy, drain and timeouts are the
+/// revisions' current ones (else that run's).
 ///
 /// # Errors
 ///
 /// No earlier template recorded (exit 2).
-pub fn rollback_of(pool: &str, last: Option<&RolloutResult>) -> Result<Rollback, CliError> {
+pub fn rollback_of(
+    pool: &str,
+    current: Option<&Revision>,
+    last: Option<&RolloutResult>,
+) -> Result<Rollback, CliError> {
     let Some(last) = last else {
-        return Err(CliError::InvalidInput(format!(
-            "no earlier template recorded for pool {pool}: rollback needs two completed rollouts, and no rollout of pool {pool} has completed; nothing was started"
-        )));
+        return Err(nothing_earlier(
+            pool,
+            current,
+            &format!("no rollout of pool {pool} has completed"),
+        ));
     };
-    let (record, from) = match last.outcome {
-        RolloutOutcome::Completed => (last.history.previous.as_ref(), &last.pool.template_hash),
-        RolloutOutcome::Aborted | RolloutOutcome::Canceled => {
-            (last.history.current.as_ref(), &last.pool.template_hash)
-        }
-    };
+    let runs_now = current.map_or(&last.pool.template_hash, |c| &c.template_hash);
+    let record = [
+        last.history.current.as_ref(),
+        last.history.previous.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|record| &record.template_hash != runs_now);
     let Some(record) = record else {
+        let from = &last.pool.template_hash;
         let detail = match last.outcome {
             RolloutOutcome::Completed => {
                 format!("its only completed rollout rolled it to template {from}")
@@ -160,17 +177,29 @@ pub fn rollback_of(pool: &str, last: Option<&RolloutResult>) -> Result<Rollback,
                 "its last rollout (to template {from}) was canceled and none completed before it"
             ),
         };
-        return Err(CliError::InvalidInput(format!(
-            "no earlier template recorded for pool {pool}: rollback needs two completed rollouts; {detail}; nothing was started"
-        )));
+        return Err(nothing_earlier(pool, current, &detail));
     };
-    let mut target = last.pool.clone();
+    let mut target = current.map_or_else(|| last.pool.clone(), |c| c.pool.clone());
     target.template = record.template.clone();
     target.template_hash = record.template_hash.clone();
     Ok(Rollback {
         pool: target,
         history: last.history.clone(),
-        from: from.clone(),
+        from: runs_now.clone(),
+    })
+}
+
+/// The refusal when neither the revisions (their `current` revision, if any) nor Temporal's
+/// newest completed rollout (`detail` says what it holds) name an earlier template.
+fn nothing_earlier(pool: &str, current: Option<&Revision>, detail: &str) -> CliError {
+    CliError::InvalidInput(match current {
+        None => format!(
+            "no earlier template recorded for pool {pool}: rollback needs two completed rollouts; {detail}; nothing was started"
+        ),
+        Some(current) => format!(
+            "no earlier revision of pool {pool} to roll back to: rollback needs a template the pool ran before the current one (revision {}, template {}), and neither its revisions (see `nodewright pool history {pool}`) nor Temporal's history name one ({detail}, within the namespace's retention); nothing was started",
+            current.number, current.template_hash
+        ),
     })
 }
 
@@ -183,36 +212,42 @@ pub async fn run(settings: &Settings, output: Output, args: RollbackArgs) -> Res
     let link = settings.ui_link(&workflow_id);
     refuse_if_running(&client, &workflow_id, pool, &link).await?;
     let read = revisions::read(settings, &client, &cluster, pool, READ_TIMEOUT).await?;
-    let (rollback, source) = if read.revisions.entries.is_empty() {
-        // Rolled only before revisions were kept: the newest completed run's result.
-        let last = history::last_completed(&client, &workflow_id).await?;
-        let run = last.as_ref().map(|l| l.run_id.clone()).unwrap_or_default();
-        let rollback = rollback_of(pool, last.as_ref().map(|l| &l.result))?;
-        (
-            rollback,
-            format!("recorded by run {run} of {workflow_id}; no revision in the cluster yet"),
-        )
-    } else {
-        let target = read
-            .revisions
-            .rollback_target()
-            .map_err(|refusal| CliError::InvalidInput(refusal.message(pool)))?;
-        let recovered = recover_template(&client, &workflow_id, pool, target).await?;
-        let rollback = rollback_to_revision(pool, &read.revisions, recovered.as_ref())?;
-        let numbers = |hash: &str| {
-            read.revisions
-                .entries
-                .iter()
-                .find(|e| e.template_hash == hash)
-                .map_or(0, |e| e.number)
-        };
-        let source = format!(
-            "revision {} to revision {}, as ConfigMap {} records",
-            numbers(&rollback.from),
-            numbers(&rollback.pool.template_hash),
-            read.config_map
-        );
-        (rollback, source)
+    let (rollback, source) = match read.revisions.rollback_target() {
+        Ok(target) => {
+            let recovered = recover_template(&client, &workflow_id, pool, target).await?;
+            let rollback = rollback_to_revision(pool, &read.revisions, recovered.as_ref())?;
+            let numbers = |hash: &str| {
+                read.revisions
+                    .entries
+                    .iter()
+                    .find(|e| e.template_hash == hash)
+                    .map_or(0, |e| e.number)
+            };
+            let source = format!(
+                "revision {} to revision {}, as ConfigMap {} records",
+                numbers(&rollback.from),
+                numbers(&rollback.pool.template_hash),
+                read.config_map
+            );
+            (rollback, source)
+        }
+        // No earlier revision recorded (a pool rolled before revisions were kept, or only
+        // once since): the newest completed run's result names the template before.
+        Err(_) => {
+            let last = history::last_completed(&client, &workflow_id).await?;
+            let run = last.as_ref().map(|l| l.run_id.clone()).unwrap_or_default();
+            let current = read.revisions.current();
+            let rollback = rollback_of(pool, current, last.as_ref().map(|l| &l.result))?;
+            let recorded = if current.is_some() {
+                "no earlier revision in the cluster yet"
+            } else {
+                "no revision in the cluster yet"
+            };
+            (
+                rollback,
+                format!("recorded by run {run} of {workflow_id}; {recorded}"),
+            )
+        }
     };
     let Rollback {
         pool: mut target,
@@ -243,7 +278,8 @@ pub async fn run(settings: &Settings, output: Output, args: RollbackArgs) -> Res
 mod tests {
     use nodewright_model::pool::from_yaml;
     use nodewright_model::rollout::{
-        Budget, RolloutPhase, RolloutStatus, StrategyView, TemplateRecord,
+        Budget, RevisionChange, RevisionOutcome, RolloutEnd, RolloutPhase, RolloutStart,
+        RolloutStatus, StrategyView, TemplateRecord,
     };
 
     use super::*;
@@ -294,7 +330,7 @@ mod tests {
             previous: Some(record("aaa")),
         };
         let last = result(RolloutOutcome::Completed, "bbb", history.clone());
-        let rollback = rollback_of("workers", Some(&last)).unwrap_or_else(|e| panic!("{e}"));
+        let rollback = rollback_of("workers", None, Some(&last)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(rollback.pool.template_hash, "aaa");
         assert_eq!(rollback.pool.template.vm_size, "Standard_aaa");
         assert_eq!(rollback.pool.replicas, last.pool.replicas);
@@ -309,14 +345,14 @@ mod tests {
             previous: Some(record("aaa")),
         };
         let last = result(RolloutOutcome::Aborted, "ccc", history);
-        let rollback = rollback_of("workers", Some(&last)).unwrap_or_else(|e| panic!("{e}"));
+        let rollback = rollback_of("workers", None, Some(&last)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(rollback.pool.template_hash, "bbb");
         assert_eq!(rollback.from, "ccc");
     }
 
     #[test]
     fn without_an_earlier_template_nothing_starts() {
-        let none = rollback_of("workers", None).expect_err("nothing completed");
+        let none = rollback_of("workers", None, None).expect_err("nothing completed");
         assert!(matches!(none, CliError::InvalidInput(_)));
         assert!(
             none.to_string()
@@ -331,7 +367,7 @@ mod tests {
                 previous: None,
             },
         );
-        let error = rollback_of("workers", Some(&once)).expect_err("one rollout");
+        let error = rollback_of("workers", None, Some(&once)).expect_err("one rollout");
         assert!(
             error
                 .to_string()
@@ -339,14 +375,11 @@ mod tests {
             "{error}"
         );
         let aborted_first = result(RolloutOutcome::Aborted, "aaa", PoolHistory::default());
-        assert!(rollback_of("workers", Some(&aborted_first)).is_err());
+        assert!(rollback_of("workers", None, Some(&aborted_first)).is_err());
     }
 
     #[test]
     fn by_revisions_it_rolls_to_the_target_template_with_the_current_pool() {
-        use nodewright_model::rollout::{
-            RevisionChange, RevisionOutcome, RolloutEnd, RolloutStart,
-        };
         let mut revisions = Revisions::default();
         for (hash, replicas) in [("aaa", 2), ("bbb", 5)] {
             let mut rolled = pool(hash);
@@ -393,5 +426,120 @@ mod tests {
         assert_eq!(rollback.from, "bbb");
         let none = rollback_to_revision("workers", &Revisions::default(), None).expect_err("none");
         assert!(matches!(none, CliError::InvalidInput(_)), "{none}");
+    }
+
+    /// A rollout in a case: template, rollback, outcome (`None`: no end written).
+    type Rolled = (&'static str, bool, Option<RevisionOutcome>);
+
+    /// The revisions after `rollouts`.
+    fn revisions_after(rollouts: &[Rolled]) -> Revisions {
+        let mut revisions = Revisions::default();
+        for (index, (hash, rollback, outcome)) in rollouts.iter().enumerate() {
+            let at = 100 * i64::try_from(index).unwrap_or(0);
+            let mut rolled = pool(hash);
+            rolled.replicas = 7;
+            let start = RolloutStart {
+                pool: rolled,
+                workflow_id: "rollout/dev/workers".to_owned(),
+                run_id: format!("run-{at}"),
+                rollback: *rollback,
+                at,
+            };
+            revisions = revisions.apply(&RevisionChange::Started(start.clone()));
+            if let Some(outcome) = outcome {
+                revisions = revisions.apply(&RevisionChange::Ended(RolloutEnd {
+                    start,
+                    outcome: *outcome,
+                    at: at + 50,
+                }));
+            }
+        }
+        revisions
+    }
+
+    #[test]
+    fn without_an_earlier_revision_it_rolls_to_the_template_temporal_recorded_before_the_current_one()
+     {
+        use RevisionOutcome::{Aborted as RevAborted, Completed as RevCompleted, Failed};
+        let before_bbb = PoolHistory {
+            current: Some(record("bbb")),
+            previous: Some(record("aaa")),
+        };
+        // (revisions, newest completed run (outcome, its template), template rolled to, from).
+        let table: [(&[Rolled], RolloutOutcome, &str, &str, &str); 4] = [
+            // Right after the upgrade: the first rollout recorded only bbb.
+            (
+                &[("bbb", false, Some(RevCompleted))],
+                RolloutOutcome::Completed,
+                "bbb",
+                "aaa",
+                "bbb",
+            ),
+            // The first rollout after the upgrade failed: back to what the pool ran before it.
+            (
+                &[("ccc", false, Some(Failed))],
+                RolloutOutcome::Completed,
+                "bbb",
+                "bbb",
+                "ccc",
+            ),
+            // It was aborted (a completed run whose outcome is aborted).
+            (
+                &[("ccc", false, Some(RevAborted))],
+                RolloutOutcome::Aborted,
+                "ccc",
+                "bbb",
+                "ccc",
+            ),
+            // The rollback to aaa that the first case starts was aborted: to aaa again.
+            (
+                &[
+                    ("bbb", false, Some(RevCompleted)),
+                    ("aaa", true, Some(RevAborted)),
+                ],
+                RolloutOutcome::Aborted,
+                "aaa",
+                "aaa",
+                "bbb",
+            ),
+        ];
+        for (rollouts, outcome, last_to, target, from) in table {
+            let revisions = revisions_after(rollouts);
+            assert!(revisions.rollback_target().is_err(), "{rollouts:?}");
+            let last = result(outcome, last_to, before_bbb.clone());
+            let rollback = rollback_of("workers", revisions.current(), Some(&last))
+                .unwrap_or_else(|e| panic!("{rollouts:?}: {e}"));
+            assert_eq!(
+                (rollback.pool.template_hash.as_str(), rollback.from.as_str()),
+                (target, from),
+                "{rollouts:?}"
+            );
+            assert_eq!(
+                rollback.pool.template,
+                record(target).template,
+                "the whole template"
+            );
+            assert_eq!(rollback.pool.replicas, 7, "the current revision's replicas");
+        }
+        // Nothing earlier anywhere: refused, naming both places.
+        let only = revisions_after(&[("aaa", false, Some(RevCompleted))]);
+        let once = result(
+            RolloutOutcome::Completed,
+            "aaa",
+            PoolHistory {
+                current: Some(record("aaa")),
+                previous: None,
+            },
+        );
+        for last in [None, Some(&once)] {
+            let error = rollback_of("workers", only.current(), last).expect_err("nothing earlier");
+            assert!(matches!(error, CliError::InvalidInput(_)), "{error}");
+            assert!(
+                error.to_string().starts_with(
+                    "no earlier revision of pool workers to roll back to: rollback needs a template the pool ran before the current one (revision 1, template aaa), and neither its revisions"
+                ),
+                "{error}"
+            );
+        }
     }
 }

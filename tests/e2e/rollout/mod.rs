@@ -13,5 +13,6 @@ mod failures;
 mod hard_deadline;
 mod history_limits;
 mod revisions;
+mod rollback_after_upgrade;
 mod zone_balance;
 mod zones;

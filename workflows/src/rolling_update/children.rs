@@ -137,12 +137,16 @@ pub async fn start_children<W: HasRollout>(
             workflow_id: workflow_id.to_string(),
             started_at: at,
             zone,
+            run_id: None,
         };
         match ctx
             .start_child_workflow(CreateMachineWorkflow::run, input, options)
             .await
         {
-            Ok(started) => track(children, entry, started.result()),
+            Ok(started) => {
+                let run_id = started.run_id.clone();
+                track(children, entry, run_id, started.result());
+            }
             Err(error) => start_failed(ctx, request, entry, &error),
         }
     }
@@ -183,12 +187,16 @@ pub async fn start_delete<W: HasRollout>(
         workflow_id: workflow_id.to_string(),
         started_at: at,
         zone: None,
+        run_id: None,
     };
     match ctx
         .start_child_workflow(DeleteMachineWorkflow::run, input, options)
         .await
     {
-        Ok(started) => track(children, entry, started.result()),
+        Ok(started) => {
+            let run_id = started.run_id.clone();
+            track(children, entry, run_id, started.result());
+        }
         Err(error) => start_failed(ctx, request, entry, &error),
     }
 }
@@ -214,12 +222,14 @@ fn draw_name<W: HasRollout>(
     draw_free_name(pool, taken, draws).map(|name| name.to_string())
 }
 
-/// Keeps a started child and the future of its end (its result reduced to success or the
+/// Keeps a started child with its run ID (the run a later run of the rollout asks about, when
+/// it inherits the child) and the future of its end (its result reduced to success or the
 /// failure's text).
-fn track<T, F>(children: &mut Vec<Child>, entry: InFlight, result: F)
+fn track<T, F>(children: &mut Vec<Child>, mut entry: InFlight, run_id: String, result: F)
 where
     F: Future<Output = Result<T, temporalio_sdk::ChildWorkflowExecutionError>> + 'static,
 {
+    entry.run_id = Some(run_id);
     children.push(Child {
         entry,
         outcome: Box::pin(async move {

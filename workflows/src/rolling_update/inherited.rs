@@ -1,14 +1,17 @@
 //! The children this run inherited from the run before it: a rollout continues as new without
 //! waiting for its children, which run on (ParentClosePolicy Abandon); this run finds them again
-//! by their workflow IDs (the carried status's `in_flight`), asks Temporal at each look how they
-//! are (`temporal.workflow_ends`) and books each that ended as a child of its own
+//! by their workflow IDs and run IDs (the carried status's `in_flight`), asks Temporal at each
+//! look how they are (`temporal.workflow_ends`) and books each that ended as a child of its own
 //! (`model::rollout::inherited`). On cancellation it asks them to cancel
-//! (`temporal.cancel_workflows`), as Temporal does for children of its own.
+//! (`temporal.cancel_workflows`), as Temporal does for children of its own, and waits for their
+//! ends within bounds (`model::rollout::CancelWait`).
 
 use std::time::Duration;
 
 use nodewright_activities::temporal::{TemporalActivities, Workflows};
-use nodewright_model::rollout::{ChildEnd, InFlight};
+use nodewright_model::rollout::{
+    CancelWait, ChildEnd, InFlight, RunEnd, cancel_not_confirmed, run_ids,
+};
 use temporalio_sdk::{ActivityOptions, WorkflowContext};
 
 use super::state::HasRollout;
@@ -20,6 +23,11 @@ use crate::progress::activity_failure_text;
 /// How long one shielded ask waits for an inherited child to end on the cancellation path.
 const CANCEL_WAIT: Duration = Duration::from_secs(60);
 
+/// The patch that stops waiting for the inherited children on the cancellation path once
+/// [`CancelWait`]'s bounds are reached (asked only then); runs recorded before it asked until
+/// every child had ended.
+const CANCEL_BOUND_PATCH: &str = "rollout-bounds-cancel-wait";
+
 /// Asks Temporal how the `inherited` children are (waiting up to `wait` for one to end): those
 /// that ended leave `inherited` and are returned with their end; a failed ask is noted and
 /// returns none (asked again at the next look).
@@ -29,50 +37,10 @@ pub async fn ended<W: HasRollout>(
     wait: Duration,
     options: ActivityOptions,
 ) -> Vec<(InFlight, ChildEnd)> {
-    if inherited.is_empty() {
-        return Vec::new();
+    match ask(ctx, inherited, wait, options).await {
+        Some(ends) => booked(inherited, ends),
+        None => Vec::new(),
     }
-    let asked = ctx
-        .execute_activity(
-            TemporalActivities::workflow_ends,
-            Workflows {
-                workflow_ids: inherited.iter().map(|c| c.workflow_id.clone()).collect(),
-                reason: String::new(),
-                wait_secs: u32::try_from(wait.as_secs()).unwrap_or(u32::MAX),
-            },
-            options,
-        )
-        .await;
-    let ends = match asked {
-        Ok(ends) if ends.len() == inherited.len() => ends,
-        Ok(_) => {
-            note(
-                ctx,
-                "Temporal answered for a different number of children; asking again".to_owned(),
-            );
-            return Vec::new();
-        }
-        Err(e) => {
-            note(
-                ctx,
-                format!(
-                    "could not ask Temporal how the children of the run before ended ({}); asking again",
-                    activity_failure_text(&e)
-                ),
-            );
-            return Vec::new();
-        }
-    };
-    let mut finished = Vec::new();
-    let mut running = Vec::new();
-    for (child, end) in inherited.drain(..).zip(ends) {
-        match end {
-            Some(end) => finished.push((child, end.child_end())),
-            None => running.push(child),
-        }
-    }
-    *inherited = running;
-    finished
 }
 
 /// At once: how the inherited children are now (see [`ended`]).
@@ -84,7 +52,9 @@ pub async fn ended_now<W: HasRollout>(
 }
 
 /// The cancellation path: asks every inherited child to cancel (shielded), then waits until
-/// each has ended (shielded asks of up to a minute each); returns them with their ends.
+/// each has ended (shielded asks of up to a minute each), within [`CancelWait`]'s bounds: the
+/// children still in flight then are booked as cancelled, not confirmed. Returns them all with
+/// their ends; `inherited` is left empty.
 pub async fn cancel_all<W: HasRollout>(
     ctx: &mut WorkflowContext<W>,
     inherited: &mut Vec<InFlight>,
@@ -97,11 +67,7 @@ pub async fn cancel_all<W: HasRollout>(
     let asked = ctx
         .execute_activity(
             TemporalActivities::cancel_workflows,
-            Workflows {
-                workflow_ids: inherited.iter().map(|c| c.workflow_id.clone()).collect(),
-                reason: reason.to_owned(),
-                wait_secs: 0,
-            },
+            workflows(inherited, reason, Duration::ZERO),
             cancellation::shielded(activity_options::read()),
         )
         .await;
@@ -114,9 +80,84 @@ pub async fn cancel_all<W: HasRollout>(
             ),
         );
     }
-    while !inherited.is_empty() {
+    let mut wait = CancelWait::default();
+    while !inherited.is_empty() && (wait.goes_on() || !ctx.patched(CANCEL_BOUND_PATCH)) {
         let options = cancellation::shielded(activity_options::wait(CANCEL_WAIT));
-        finished.extend(ended(ctx, inherited, CANCEL_WAIT, options).await);
+        let answered = ask(ctx, inherited, CANCEL_WAIT, options).await;
+        wait = wait.after(answered.is_some());
+        if let Some(ends) = answered {
+            finished.extend(booked(inherited, ends));
+        }
     }
+    for child in inherited.drain(..) {
+        let end = cancel_not_confirmed(&child, wait);
+        finished.push((child, end));
+    }
+    finished
+}
+
+/// The input asking Temporal about the `inherited` children: by workflow ID, and by run ID
+/// where it is known (left out when none is, as runs recorded before sent it).
+fn workflows(inherited: &[InFlight], reason: &str, wait: Duration) -> Workflows {
+    Workflows {
+        workflow_ids: inherited.iter().map(|c| c.workflow_id.clone()).collect(),
+        run_ids: run_ids(inherited),
+        reason: reason.to_owned(),
+        wait_secs: u32::try_from(wait.as_secs()).unwrap_or(u32::MAX),
+    }
+}
+
+/// One ask of how the `inherited` children are, waiting up to `wait` for one to end: their
+/// ends in order (`None` while running), or `None` when the ask failed (noted).
+async fn ask<W: HasRollout>(
+    ctx: &mut WorkflowContext<W>,
+    inherited: &[InFlight],
+    wait: Duration,
+    options: ActivityOptions,
+) -> Option<Vec<Option<RunEnd>>> {
+    if inherited.is_empty() {
+        return Some(Vec::new());
+    }
+    let asked = ctx
+        .execute_activity(
+            TemporalActivities::workflow_ends,
+            workflows(inherited, "", wait),
+            options,
+        )
+        .await;
+    match asked {
+        Ok(ends) if ends.len() == inherited.len() => Some(ends),
+        Ok(_) => {
+            note(
+                ctx,
+                "Temporal answered for a different number of children; asking again".to_owned(),
+            );
+            None
+        }
+        Err(e) => {
+            note(
+                ctx,
+                format!(
+                    "could not ask Temporal how the children of the run before ended ({}); asking again",
+                    activity_failure_text(&e)
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The children of `inherited` that ended by `ends` (in the same order), with their ends as
+/// booked; those running stay in `inherited`.
+fn booked(inherited: &mut Vec<InFlight>, ends: Vec<Option<RunEnd>>) -> Vec<(InFlight, ChildEnd)> {
+    let mut finished = Vec::new();
+    let mut running = Vec::new();
+    for (child, end) in inherited.drain(..).zip(ends) {
+        match end {
+            Some(end) => finished.push((child, end.child_end())),
+            None => running.push(child),
+        }
+    }
+    *inherited = running;
     finished
 }

@@ -21,6 +21,7 @@ fn entry(kind: ChildKind, started_at: i64) -> InFlight {
         workflow_id: "create/test/workers-abc12".to_owned(),
         started_at,
         zone: None,
+        run_id: None,
     }
 }
 

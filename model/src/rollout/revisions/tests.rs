@@ -315,3 +315,118 @@ fn an_inline_bootstrap_is_left_out_and_the_completing_run_named() {
     let kept = kept_spec(&by_reference);
     assert_eq!(kept, (by_reference, false));
 }
+
+/// (number, template, outcome) of each revision, lowest number first.
+fn numbered(revisions: &Revisions) -> Vec<(u64, &str, RevisionOutcome)> {
+    revisions
+        .entries
+        .iter()
+        .map(|e| (e.number, e.template_hash.as_str(), e.outcome))
+        .collect()
+}
+
+#[test]
+fn a_rollback_to_a_target_the_revisions_lack_waits_below_the_current_one_until_it_completes() {
+    use RevisionOutcome::Running;
+    // Right after the upgrade the revisions hold only bbb; `pool rollback` found aaa in
+    // Temporal's history. While it runs, and after it was aborted, bbb stays current.
+    let running = run(&[Forward("bbb", Some(Completed)), Back("aaa", None)]);
+    assert_eq!(
+        numbered(&running),
+        [(0, "aaa", Running), (1, "bbb", Completed)]
+    );
+    check(
+        &[Forward("bbb", Some(Completed)), Back("aaa", None)],
+        Some("bbb"),
+        Err("no earlier revision of pool workers to roll back to"),
+    );
+    for outcome in [Aborted, Canceled, Failed] {
+        let ended = run(&[Forward("bbb", Some(Completed)), Back("aaa", Some(outcome))]);
+        assert_eq!(
+            numbered(&ended),
+            [(0, "aaa", outcome), (1, "bbb", Completed)]
+        );
+    }
+    // Completed, it takes the next number and toggles.
+    check(
+        &[
+            Forward("bbb", Some(Completed)),
+            Back("aaa", Some(Completed)),
+        ],
+        Some("aaa"),
+        Ok("bbb"),
+    );
+    // No number free below the current revision: recorded only once it completed.
+    let dense = [
+        Forward("bbb", Some(Completed)),
+        Back("aaa", Some(Aborted)),
+        Back("ccc", None),
+    ];
+    assert_eq!(
+        numbered(&run(&dense)),
+        [(0, "aaa", Aborted), (1, "bbb", Completed)]
+    );
+    let mut completed = dense.to_vec();
+    completed[2] = Back("ccc", Some(Completed));
+    assert_eq!(
+        numbered(&run(&completed)),
+        [
+            (0, "aaa", Aborted),
+            (1, "bbb", Completed),
+            (2, "ccc", Completed)
+        ]
+    );
+    // Nothing recorded yet: nothing until it completes.
+    assert_eq!(run(&[Back("aaa", None)]), Revisions::default());
+    assert_eq!(run(&[Back("aaa", Some(Aborted))]), Revisions::default());
+    check(
+        &[Back("aaa", Some(Completed))],
+        Some("aaa"),
+        Err("no earlier"),
+    );
+}
+
+#[test]
+fn an_end_without_its_start_names_this_rollout_not_an_older_one_of_the_template() {
+    let before = run(&[
+        Forward("aaa", Some(Completed)),
+        Forward("bbb", Some(Completed)),
+    ]);
+    // (template, rollback, outcome) → (number, run, started_at, rollback) of its entry.
+    let table = [
+        ("aaa", false, Completed, (3, "run-500", 500, false)),
+        ("aaa", false, Aborted, (3, "run-500", 500, false)),
+        ("aaa", true, Completed, (3, "run-500", 500, true)),
+        ("aaa", true, Aborted, (1, "run-500", 500, true)),
+        ("bbb", false, Failed, (2, "run-500", 500, false)),
+    ];
+    for (hash, rollback, outcome, expected) in table {
+        let end = RolloutEnd {
+            start: start(hash, rollback, 500),
+            outcome,
+            at: 550,
+        };
+        let after = before.apply(&RevisionChange::Ended(end));
+        let entry = after
+            .entries
+            .iter()
+            .find(|e| e.template_hash == hash)
+            .unwrap_or_else(|| panic!("an entry of {hash}"));
+        assert_eq!(
+            (
+                entry.number,
+                entry.run_id.as_str(),
+                entry.started_at,
+                entry.rollback
+            ),
+            expected,
+            "{hash} rollback {rollback} {outcome:?}"
+        );
+        assert_eq!(
+            (entry.outcome, entry.ended_at),
+            (outcome, Some(550)),
+            "{hash}"
+        );
+        assert!(entry.completed_once, "{hash}: it completed once before");
+    }
+}

@@ -17,6 +17,7 @@ fn create(zone: Option<&str>) -> InFlight {
         workflow_id: "create/test/workers-abc12".to_owned(),
         started_at: 30_000,
         zone: zone.map(str::to_owned),
+        run_id: None,
     }
 }
 
