@@ -285,6 +285,19 @@ const NO_HISTORY_YET: &[(&str, &str)] = &[
         "only a name drawn twice or a create whose name was taken asks it: chance events no e2e rollout aims at",
     ),
     (
+        "rollout-holds-failed-deletes",
+        // rolling_update/retry.rs: asked only when a delete of the rollout failed before the
+        // cordon (its machine given back Idle) and the next look comes before its back-off
+        // passed. No e2e rollout makes a delete fail before its cordon yet.
+        "only a delete that fails before its cordon asks it; no e2e rollout makes one fail there yet",
+    ),
+    (
+        "rollout-clears-outdated-on-end",
+        // rolling_update/ending.rs: asked by an aborted or cancelled rollout whose machines carry
+        // the outdated taint; rollout::outdated_after_end reaches it, its run not recorded yet.
+        "rollout::outdated_after_end reaches it; its run is not recorded yet",
+    ),
+    (
         "sweep-clears-stale-outdated",
         // orphan_sweep/mod.rs: asked by a sweep that lists a Node carrying the outdated taint;
         // rollout::outdated_after_end reaches it, its run not recorded yet.

@@ -30,8 +30,11 @@ pub mod zones;
 mod simulation;
 
 pub use booking::{ChildEnd, self_pause_due};
-pub use ending::{ending_summary, history_after};
-pub use hold::{HOLD_RECHECK_SECS, HeldMachine, disruption_of, held_now, hold, release};
+pub use ending::{ending_summary, history_after, to_clear_on_end};
+pub use hold::{
+    HOLD_RECHECK_SECS, HeldMachine, disruption_of, held_now, hold, hold_after_failed_delete,
+    release,
+};
 pub use inherited::RunEnd;
 pub use observed::{Activity, Health, ObservedMachine, PoolNode, PoolVm, Running, observe};
 pub use phase::{PhaseEvent, RolloutPhase, next_phase, shown_phase};
@@ -42,7 +45,7 @@ pub use request::{
     DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, PoolHistory, RolloutOutcome, RolloutRequest,
     RolloutResult, StrategyChange, TemplateRecord,
 };
-pub use retry::{DeleteRetry, Retries, plan_retries};
+pub use retry::{BackoffHold, DeleteRetry, Retries, backoff_holds, plan_retries};
 pub use revisions::{
     HistoryRow, NoRollback, PoolRevisions, Revision, RevisionChange, RevisionOutcome, Revisions,
     RevisionsError, RolloutEnd, RolloutStart, StoredRevisions,
