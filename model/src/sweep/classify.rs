@@ -30,7 +30,7 @@
 //!   broken machines itself).
 //!
 //! Beside removals, one action changes a Node without removing anything: a Node of a machine
-//! (its VM exists, no workflow works on it) labelled `nodewright.io/pool=<pool>` that carries
+//! (its VM exists with this cluster's tag, no workflow works on it) labelled `nodewright.io/pool=<pool>` that carries
 //! the `nodewright.io/outdated` taint while no rollout of that pool runs has a **stale outdated
 //! taint**: the taint means "the running rollout replaces this machine", and a rollout that was
 //! terminated or failed left it with nobody to remove it. The sweep removes that taint only
@@ -303,6 +303,8 @@ struct Context<'a> {
     pool_rollouts: BTreeMap<&'a str, &'a str>,
     /// Every VM listed, by name (whoever owns it).
     vms: BTreeSet<&'a str>,
+    /// The VMs listed with this cluster's tag, by name.
+    our_vms: BTreeSet<&'a str>,
     /// Machines kept for debugging: the machine tag (and a VM's name) of every resource of this
     /// cluster carrying the kept marker.
     kept_machines: BTreeSet<&'a str>,
@@ -330,6 +332,13 @@ impl<'a> Context<'a> {
             .filter(|resource| resource.kind == ResourceKind::Vm)
             .map(|resource| resource.name.as_str())
             .collect();
+        let our_vms = inventory
+            .resources
+            .iter()
+            .filter(|resource| resource.kind == ResourceKind::Vm)
+            .filter(|resource| is_owned_by(&resource.tags, &policy.cluster))
+            .map(|resource| resource.name.as_str())
+            .collect();
         let mut kept_machines = BTreeSet::new();
         for resource in &inventory.resources {
             if is_owned_by(&resource.tags, &policy.cluster) && kept(&resource.tags).is_some() {
@@ -345,6 +354,7 @@ impl<'a> Context<'a> {
             machine_workflows,
             pool_rollouts,
             vms,
+            our_vms,
             kept_machines,
             node_of_vm: BTreeMap::new(),
         };
@@ -553,7 +563,7 @@ impl<'a> Context<'a> {
             return keep(Rule::WorkflowRunning, format!("{workflow} is running"));
         }
         if self.vms.contains(vm) {
-            if let Some(decision) = self.outdated_taint(node, decide) {
+            if let Some(decision) = self.outdated_taint(node, vm, decide) {
                 return decision;
             }
             return keep(Rule::VmExists, format!("VM {vm} exists"));
@@ -587,15 +597,17 @@ impl<'a> Context<'a> {
 }
 
 impl Context<'_> {
-    /// What to do about the outdated taint of a machine's Node: nothing without the taint or a
-    /// pool label; kept while a rollout of its pool runs (it put the taint, and removes it);
-    /// else the taint is stale and removed.
+    /// What to do about the outdated taint of a machine's Node (its VM `vm`): nothing without
+    /// the taint, a pool label or a VM of this cluster (another cluster's rollouts are not
+    /// listed); kept while a rollout of its pool runs (it put the taint, and removes it); else
+    /// the taint is stale and removed.
     fn outdated_taint(
         &self,
         node: &NodeRecord,
+        vm: &str,
         decide: impl Fn(Rule, Action, String) -> Decision,
     ) -> Option<Decision> {
-        if !self.policy.clear_stale_taints || !node.tainted_outdated {
+        if !self.policy.clear_stale_taints || !node.tainted_outdated || !self.our_vms.contains(vm) {
             return None;
         }
         let pool = node.pool.as_deref()?;

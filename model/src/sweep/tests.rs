@@ -1033,7 +1033,9 @@ proptest! {
                 prop_assert!(!inventory.running.iter().any(|w| w.machine.is_some() && w.machine == node.machine));
                 prop_assert!(!node.machine.as_ref().is_some_and(|m| kept.contains(m)));
                 let vm = node.provider_id.as_deref().map(name_from_id).unwrap_or_default();
-                prop_assert!(inventory.resources.iter().any(|r| r.kind == ResourceKind::Vm && r.name == vm));
+                prop_assert!(inventory.resources.iter().any(|r| r.kind == ResourceKind::Vm
+                    && r.name == vm
+                    && r.tags.get(TAG_CLUSTER).map(String::as_str) == Some("prod")));
             }
             if decision.action == Action::Delete {
                 prop_assert_eq!(node.machine.as_deref(), Some(node.name.as_str()));
@@ -1222,6 +1224,21 @@ fn a_stale_outdated_taint_is_not_a_removal_and_only_a_sweep_that_knows_the_rule_
         audit.summary().contains("1 stale outdated taint to remove"),
         "{}",
         audit.summary()
+    );
+
+    let mut foreign = inventory.clone();
+    foreign.resources[0]
+        .tags
+        .insert(TAG_CLUSTER.to_owned(), "staging".to_owned());
+    assert_eq!(
+        decision_of(
+            &classify(&foreign, &policy(false)),
+            SubjectKind::Node,
+            "web-ttttt"
+        )
+        .rule,
+        Rule::VmExists,
+        "another cluster's machine: its rollouts are not listed here"
     );
 
     let old = SweepPolicy {
