@@ -291,18 +291,6 @@ const NO_HISTORY_YET: &[(&str, &str)] = &[
         // passed. No e2e rollout makes a delete fail before its cordon yet.
         "only a delete that fails before its cordon asks it; no e2e rollout makes one fail there yet",
     ),
-    (
-        "rollout-clears-outdated-on-end",
-        // rolling_update/ending.rs: asked by an aborted or cancelled rollout whose machines carry
-        // the outdated taint; rollout::outdated_after_end reaches it, its run not recorded yet.
-        "rollout::outdated_after_end reaches it; its run is not recorded yet",
-    ),
-    (
-        "sweep-clears-stale-outdated",
-        // orphan_sweep/mod.rs: asked by a sweep that lists a Node carrying the outdated taint;
-        // rollout::outdated_after_end reaches it, its run not recorded yet.
-        "rollout::outdated_after_end reaches it; its run is not recorded yet",
-    ),
 ];
 
 /// The patch ids of every `.patched(ARG)` call in `sources` (path and text of each file), with

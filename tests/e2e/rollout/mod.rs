@@ -11,6 +11,7 @@ mod do_not_disrupt;
 mod failures;
 mod hard_deadline;
 mod history_limits;
+mod outdated_after_end;
 mod revisions;
 mod zone_balance;
 mod zones;
