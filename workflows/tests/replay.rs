@@ -284,13 +284,6 @@ const NO_HISTORY_YET: &[(&str, &str)] = &[
         // no e2e rollout can aim at either.
         "only a name drawn twice or a create whose name was taken asks it: chance events no e2e rollout aims at",
     ),
-    (
-        "rollout-holds-failed-deletes",
-        // rolling_update/retry.rs: asked only when a delete of the rollout failed before the
-        // cordon (its machine given back Idle) and the next look comes before its back-off
-        // passed. No e2e rollout makes a delete fail before its cordon yet.
-        "only a delete that fails before its cordon asks it; no e2e rollout makes one fail there yet",
-    ),
 ];
 
 /// The patch ids of every `.patched(ARG)` call in `sources` (path and text of each file), with

@@ -10,6 +10,7 @@ mod delete_retry;
 mod do_not_disrupt;
 mod failures;
 mod hard_deadline;
+mod held_after_failed_delete;
 mod history_limits;
 mod outdated_after_end;
 mod revisions;
