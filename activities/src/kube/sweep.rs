@@ -1,5 +1,6 @@
-//! What an orphan sweep reads from and does to Kubernetes: is the API healthy, the Nodes (paged),
-//! the Azure disks PersistentVolumes use, and the conditional deletion of an orphan Node.
+//! What an orphan sweep reads from and does to Kubernetes: is the API healthy, the Nodes (paged,
+//! with whether each carries the rollout's outdated taint), the Azure disks PersistentVolumes
+//! use, and the conditional deletion of an orphan Node.
 
 use std::collections::BTreeSet;
 
@@ -7,10 +8,12 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Preconditions};
 use nodewright_model::ownership::{LABEL_MACHINE, LABEL_POOL};
+use nodewright_model::rollout::TAINT_OUTDATED;
 use nodewright_model::sweep::{NodeReadiness, NodeRecord, Recheck, name_from_id, recheck_node};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Error, Result};
+use super::node_spec::taints;
 
 /// The CSI driver whose volumes are Azure managed disks.
 const AZURE_DISK_DRIVER: &str = "disk.csi.azure.com";
@@ -171,6 +174,7 @@ pub fn node_record(node: &Node) -> NodeRecord {
         pool: label(LABEL_POOL),
         created_at,
         readiness,
+        tainted_outdated: taints(node).iter().any(|t| t.key == TAINT_OUTDATED),
     }
 }
 

@@ -1,8 +1,12 @@
 //! How a rollout ends: its summary ([`ending_summary`]), the pool's template history it leaves
 //! for a later `pool rollback` ([`history_after`]), the status it ends with
 //! ([`RolloutStatus::end`]) and the one a continued run starts from
-//! ([`RolloutStatus::carried_over`]).
+//! ([`RolloutStatus::carried_over`]), and the Nodes whose outdated taint it removes when it
+//! ends aborted or cancelled ([`to_clear_on_end`]).
 
+use std::collections::BTreeSet;
+
+use super::observed::ObservedMachine;
 use super::request::{PoolHistory, RolloutOutcome, TemplateRecord};
 use super::status::RolloutStatus;
 use crate::pool::ValidPool;
@@ -33,6 +37,20 @@ pub fn ending_summary(outcome: RolloutOutcome, pool: &ValidPool, status: &Rollou
         status.deleted,
         pool.name
     )
+}
+
+/// The machines whose outdated taint a rollout that ends now removes: those a look saw tainted,
+/// and those this run tainted (`marked`) after the look that saw them (an abort that ends the
+/// round that tainted them). The taint means "the running rollout replaces this machine": with
+/// the rollout gone nobody would remove it.
+pub fn to_clear_on_end<'a>(
+    machines: &'a [ObservedMachine],
+    marked: &BTreeSet<String>,
+) -> Vec<&'a ObservedMachine> {
+    machines
+        .iter()
+        .filter(|m| m.tainted_outdated || marked.contains(&m.name))
+        .collect()
 }
 
 /// The pool's template history after a rollout of `pool` ended so: a completed rollout makes
@@ -98,6 +116,32 @@ mod tests {
         status.created = 1;
         status.deleted = 1;
         status
+    }
+
+    #[test]
+    fn an_ending_rollout_clears_the_taint_it_saw_and_the_taint_it_put() {
+        use crate::rollout::observed::{Activity, Health};
+        let machine = |name: &str, tainted_outdated: bool| ObservedMachine {
+            name: name.to_owned(),
+            template_hash: "old".to_owned(),
+            health: Health::Ready,
+            created_at: 0,
+            activity: Activity::Idle,
+            tainted_outdated,
+            zone: None,
+        };
+        let machines = [
+            machine("p-seen", true),
+            machine("p-marked", false),
+            machine("p-clean", false),
+        ];
+        let marked = BTreeSet::from(["p-marked".to_owned(), "p-gone".to_owned()]);
+        let names: Vec<&str> = to_clear_on_end(&machines, &marked)
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(names, ["p-seen", "p-marked"]);
+        assert!(to_clear_on_end(&machines[2..], &BTreeSet::new()).is_empty());
     }
 
     #[test]

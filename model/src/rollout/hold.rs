@@ -9,6 +9,9 @@
 //! - The planner skips held machines when it picks victims ([`crate::rollout::PlanInput::held`]);
 //!   when nothing else can be done because of them, the plan's holdup says so.
 //! - Held machines still count as outdated: the rollout does not complete while one is left.
+//! - A machine whose delete failed before it was cordoned (it is left Idle) is held the same way
+//!   until its retry's back-off has passed ([`crate::rollout::retry::backoff_holds`]), so the
+//!   planner does not pick it again at every look; such a hold is marked `after_failed_delete`.
 
 use std::collections::BTreeSet;
 
@@ -32,6 +35,9 @@ pub struct HeldMachine {
     pub since: i64,
     /// When it may be chosen again, Unix seconds.
     pub recheck_at: i64,
+    /// Held for the back-off after a delete of it failed, not for do-not-disrupt marks.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_failed_delete: bool,
 }
 
 /// The kind of disruption a rollout's deletion is: replacing an outdated machine and removing a
@@ -57,6 +63,36 @@ pub fn held_now(held: &[HeldMachine], now: i64) -> BTreeSet<String> {
 /// (its `since` kept). Expired entries of other machines are dropped; the list stays sorted by
 /// machine (it names machines of the pool only, so the pool's size bounds it).
 pub fn hold(held: &mut Vec<HeldMachine>, machine: &str, reason: String, now: i64) {
+    put(
+        held,
+        machine,
+        reason,
+        now,
+        now.saturating_add(HOLD_RECHECK_SECS),
+        false,
+    );
+}
+
+/// Records that `machine`, whose delete failed, is held at `now` until `until` (its retry's
+/// due time), for `reason`; as [`hold`] otherwise.
+pub fn hold_after_failed_delete(
+    held: &mut Vec<HeldMachine>,
+    machine: &str,
+    reason: String,
+    now: i64,
+    until: i64,
+) {
+    put(held, machine, reason, now, until, true);
+}
+
+fn put(
+    held: &mut Vec<HeldMachine>,
+    machine: &str,
+    reason: String,
+    now: i64,
+    recheck_at: i64,
+    after_failed_delete: bool,
+) {
     let since = held
         .iter()
         .find(|hold| hold.machine == machine)
@@ -66,7 +102,8 @@ pub fn hold(held: &mut Vec<HeldMachine>, machine: &str, reason: String, now: i64
         machine: machine.to_owned(),
         reason,
         since,
-        recheck_at: now.saturating_add(HOLD_RECHECK_SECS),
+        recheck_at,
+        after_failed_delete,
     });
     held.sort_by(|a, b| a.machine.cmp(&b.machine));
 }
@@ -134,5 +171,25 @@ mod tests {
 
         release(&mut held, "pool-b");
         assert!(held.is_empty());
+    }
+
+    #[test]
+    fn a_hold_after_a_failed_delete_lasts_until_its_retry_is_due() {
+        let mut held = Vec::new();
+        hold_after_failed_delete(
+            &mut held,
+            "pool-a",
+            "its delete failed".to_owned(),
+            100,
+            160,
+        );
+        assert!(held[0].after_failed_delete);
+        assert_eq!(held_now(&held, 159), BTreeSet::from(["pool-a".to_owned()]));
+        assert_eq!(held_now(&held, 160), BTreeSet::new());
+
+        // Held later by its marks: a do-not-disrupt hold again, its first time kept.
+        hold(&mut held, "pool-a", marks("db-0"), 120);
+        assert!(!held[0].after_failed_delete);
+        assert_eq!((held[0].since, held[0].recheck_at), (100, 150));
     }
 }

@@ -32,8 +32,11 @@ pub mod zones;
 mod simulation;
 
 pub use booking::{ChildEnd, self_pause_due};
-pub use ending::{ending_summary, history_after};
-pub use hold::{HOLD_RECHECK_SECS, HeldMachine, disruption_of, held_now, hold, release};
+pub use ending::{ending_summary, history_after, to_clear_on_end};
+pub use hold::{
+    HOLD_RECHECK_SECS, HeldMachine, disruption_of, held_now, hold, hold_after_failed_delete,
+    release,
+};
 pub use inherited::{
     CANCEL_ASKS, CANCEL_ASKS_FAILED_IN_A_ROW, CancelWait, RunEnd, cancel_not_confirmed, run_ids,
 };
@@ -47,7 +50,7 @@ pub use request::{
     RolloutResult, StrategyChange, TemplateRecord,
 };
 pub use restamp::{DrainStamps, DrainWanted, Restamp, RestampFailure, to_restamp};
-pub use retry::{DeleteRetry, Retries, plan_retries};
+pub use retry::{BackoffHold, DeleteRetry, Retries, backoff_holds, plan_retries};
 pub use revisions::{
     HistoryRow, NoRollback, PoolRevisions, Revision, RevisionChange, RevisionOutcome, Revisions,
     RevisionsError, RolloutEnd, RolloutStart, StoredRevisions,

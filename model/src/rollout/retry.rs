@@ -18,9 +18,16 @@
 //! What waits is kept in the status ([`DeleteRetry`]), so `pool rollout status` names what
 //! blocks the rollout and when it tries again; a failed delete is booked there, and counts
 //! against `maxFailures`, by `booking` (`RolloutStatus::book_delete_failure`).
+//!
+//! A delete that fails *before* the cordon (a pre-delete hook, the owner check, an early refusal)
+//! gives its machine back Idle: it is not stranded, and the planner would pick it again at the
+//! next look. Its record is kept while the machine exists (`keep_failed`), so the next failure
+//! waits longer, and [`backoff_holds`] holds the machine out of the plan (through the planner's
+//! `held`, [`crate::rollout::hold`]) until the record is due.
 
 use serde::{Deserialize, Serialize};
 
+use super::hold::HeldMachine;
 use super::observed::{Activity, ObservedMachine};
 use super::plan::{DeleteReason, Victim};
 
@@ -102,7 +109,10 @@ pub struct Retries {
 
 /// The retries after a look at `now` (Unix seconds): each stranded machine keeps its record (a
 /// new one starts its [`FIRST_RETRY_SECS`]); those due are deleted again now, and their
-/// record's `last_at` moves to now; records of machines no longer stranded are dropped.
+/// record's `last_at` moves to now. Records of machines no longer stranded are dropped, except,
+/// with `keep_failed`, those with failed deletes of machines still in the pool (a delete that
+/// failed before the cordon, or a machine a child works on again): the next failure then waits
+/// longer.
 pub fn plan_retries(
     machines: &[ObservedMachine],
     running: &[&str],
@@ -110,6 +120,7 @@ pub fn plan_retries(
     template_hash: &str,
     now: i64,
     health_timeout_secs: i64,
+    keep_failed: bool,
 ) -> Retries {
     let mut retries = Retries::default();
     for machine in stranded(machines, running) {
@@ -140,7 +151,86 @@ pub fn plan_retries(
         }
         retries.kept.push(record);
     }
+    if keep_failed {
+        let others: Vec<DeleteRetry> = failed_elsewhere(machines, known, &retries.kept)
+            .cloned()
+            .collect();
+        retries.kept.extend(others);
+    }
     retries
+}
+
+/// The records of failed deletes of machines still in the pool that [`plan_retries`] drops
+/// without `keep_failed` (none of them is in `kept`, the stranded machines' records).
+fn failed_elsewhere<'a>(
+    machines: &'a [ObservedMachine],
+    known: &'a [DeleteRetry],
+    kept: &'a [DeleteRetry],
+) -> impl Iterator<Item = &'a DeleteRetry> + 'a {
+    known.iter().filter(move |record| {
+        record.failures > 0
+            && !kept.iter().any(|k| k.machine == record.machine)
+            && machines.iter().any(|m| m.name == record.machine)
+    })
+}
+
+/// A machine held out of the plan until its retry is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackoffHold {
+    /// The machine.
+    pub machine: String,
+    /// Why, for people: the last failure and how many.
+    pub reason: String,
+    /// When it may be chosen again (Unix seconds): its record's due time.
+    pub until: i64,
+}
+
+/// The machines to hold out of the plan at `now` (Unix seconds): each machine in the pool, Idle
+/// and with no child of the rollout on it (`running`), whose delete failed (`known`, the
+/// status's records) and whose back-off has not passed; a machine `held` that long already is
+/// left out. A stranded machine needs no hold (the planner never picks a machine that looks
+/// deleting; [`plan_retries`] deletes it again).
+pub fn backoff_holds(
+    known: &[DeleteRetry],
+    held: &[HeldMachine],
+    machines: &[ObservedMachine],
+    running: &[&str],
+    now: i64,
+) -> Vec<BackoffHold> {
+    known
+        .iter()
+        .filter(|record| record.failures > 0 && !record.left_alone && record.due_at() > now)
+        .filter(|record| {
+            machines.iter().any(|m| {
+                m.name == record.machine
+                    && m.activity == Activity::Idle
+                    && !running.contains(&m.name.as_str())
+            })
+        })
+        .filter(|record| {
+            !held
+                .iter()
+                .any(|h| h.machine == record.machine && h.recheck_at >= record.due_at())
+        })
+        .map(|record| BackoffHold {
+            machine: record.machine.clone(),
+            reason: format!(
+                "{} ({}); not chosen again until its back-off of {}s has passed",
+                record.reason,
+                failed_deletes(record.failures),
+                backoff_secs(record.failures)
+            ),
+            until: record.due_at(),
+        })
+        .collect()
+}
+
+/// `1 failed delete`, `3 failed deletes`.
+fn failed_deletes(failures: u32) -> String {
+    match failures {
+        1 => "1 failed delete".to_owned(),
+        n => format!("{n} failed deletes"),
+    }
 }
 
 #[cfg(test)]
@@ -196,14 +286,14 @@ mod tests {
     #[test]
     fn a_machine_found_stranded_waits_thirty_seconds_then_is_deleted_again() {
         let machines = [machine("p-old", "old", Activity::Deleting)];
-        let first = plan_retries(&machines, &[], &[], "new", 1_000, 300);
+        let first = plan_retries(&machines, &[], &[], "new", 1_000, 300, false);
         assert!(first.now.is_empty(), "{first:?}");
         assert_eq!(first.kept.len(), 1);
         assert_eq!(first.kept[0].due_at(), 1_030);
 
-        let early = plan_retries(&machines, &[], &first.kept, "new", 1_029, 300);
+        let early = plan_retries(&machines, &[], &first.kept, "new", 1_029, 300, false);
         assert!(early.now.is_empty());
-        let due = plan_retries(&machines, &[], &early.kept, "new", 1_030, 300);
+        let due = plan_retries(&machines, &[], &early.kept, "new", 1_030, 300, false);
         assert_eq!(
             due.now,
             [Victim {
@@ -212,7 +302,7 @@ mod tests {
             }]
         );
         assert_eq!(due.kept[0].last_at, 1_030, "the try restarts the wait");
-        let again = plan_retries(&machines, &[], &due.kept, "new", 1_031, 300);
+        let again = plan_retries(&machines, &[], &due.kept, "new", 1_031, 300, false);
         assert!(again.now.is_empty(), "one try per back-off: {again:?}");
     }
 
@@ -241,11 +331,11 @@ mod tests {
                 left_alone: false,
             },
         ];
-        let retries = plan_retries(&machines, &[], &known, "new", 2_159, 300);
+        let retries = plan_retries(&machines, &[], &known, "new", 2_159, 300, false);
         assert!(retries.now.is_empty());
         let kept: Vec<&str> = retries.kept.iter().map(|r| r.machine.as_str()).collect();
         assert_eq!(kept, ["p-a"]);
-        let retries = plan_retries(&machines, &[], &known, "new", 2_160, 300);
+        let retries = plan_retries(&machines, &[], &known, "new", 2_160, 300, false);
         assert_eq!(retries.now.len(), 1);
         assert_eq!(retries.now[0].reason, DeleteReason::Surplus);
     }
@@ -260,15 +350,15 @@ mod tests {
             reason: String::new(),
             left_alone: false,
         }];
-        let retries = plan_retries(&machines, &["p-a"], &known, "new", 10_000, 300);
+        let retries = plan_retries(&machines, &["p-a"], &known, "new", 10_000, 300, false);
         assert_eq!(retries, Retries::default());
     }
 
     #[test]
     fn a_new_machine_drained_by_someone_else_is_left_alone_and_named() {
         let machines = [machine("p-new", "new", Activity::Deleting)];
-        let first = plan_retries(&machines, &[], &[], "new", 0, 300);
-        let later = plan_retries(&machines, &[], &first.kept, "new", 100_000, 300);
+        let first = plan_retries(&machines, &[], &[], "new", 0, 300, false);
+        let later = plan_retries(&machines, &[], &first.kept, "new", 100_000, 300, false);
         assert!(later.now.is_empty(), "{later:?}");
         assert!(later.kept[0].left_alone);
         assert!(
@@ -283,11 +373,270 @@ mod tests {
         failed[0].failures = 1;
         failed[0].left_alone = false;
         failed[0].last_at = 100_000;
-        let due = plan_retries(&machines, &[], &failed, "new", 100_030, 300);
+        let due = plan_retries(&machines, &[], &failed, "new", 100_030, 300, false);
         assert_eq!(
             due.now.len(),
             1,
             "once a delete of the rollout failed on it"
+        );
+    }
+
+    fn failed(machine: &str, failures: u32, last_at: i64) -> DeleteRetry {
+        DeleteRetry {
+            machine: machine.to_owned(),
+            failures,
+            last_at,
+            reason: "its delete failed: a pre-delete hook refused".to_owned(),
+            left_alone: false,
+        }
+    }
+
+    /// `backoff_holds` for one record against one machine at `now`: the hold's end, if any.
+    fn check_hold(
+        record: DeleteRetry,
+        machine: Option<Activity>,
+        running: bool,
+        held_until: Option<i64>,
+        now: i64,
+    ) -> Option<i64> {
+        let machines: Vec<ObservedMachine> = machine
+            .into_iter()
+            .map(|activity| self::machine("p-a", "old", activity))
+            .collect();
+        let running: &[&str] = if running { &["p-a"] } else { &[] };
+        let held: Vec<HeldMachine> = held_until
+            .into_iter()
+            .map(|recheck_at| HeldMachine {
+                machine: "p-a".to_owned(),
+                reason: String::new(),
+                since: 0,
+                recheck_at,
+                after_failed_delete: false,
+            })
+            .collect();
+        let holds = backoff_holds(&[record], &held, &machines, running, now);
+        assert!(holds.len() <= 1, "{holds:?}");
+        holds.first().map(|hold| hold.until)
+    }
+
+    #[test]
+    fn a_delete_that_failed_before_the_cordon_holds_its_machine_until_the_back_off_passed() {
+        use Activity::{Creating, Deleting, Idle};
+        let left_alone = DeleteRetry {
+            left_alone: true,
+            ..failed("p-a", 1, 1_000)
+        };
+        let table = [
+            // (case, record, the machine as seen, a child on it, held until, now, held until)
+            (
+                "given back Idle: held",
+                failed("p-a", 1, 1_000),
+                Some(Idle),
+                false,
+                None,
+                1_010,
+                Some(1_030),
+            ),
+            (
+                "held until the back-off, not a second longer",
+                failed("p-a", 1, 1_000),
+                Some(Idle),
+                false,
+                None,
+                1_030,
+                None,
+            ),
+            (
+                "two failures: a longer wait",
+                failed("p-a", 2, 1_000),
+                Some(Idle),
+                false,
+                None,
+                1_030,
+                Some(1_060),
+            ),
+            (
+                "held as long already",
+                failed("p-a", 1, 1_000),
+                Some(Idle),
+                false,
+                Some(1_030),
+                1_010,
+                None,
+            ),
+            (
+                "a shorter do-not-disrupt hold is extended",
+                failed("p-a", 1, 1_000),
+                Some(Idle),
+                false,
+                Some(1_020),
+                1_010,
+                Some(1_030),
+            ),
+            (
+                "stranded: deleted again by the retries, never planned",
+                failed("p-a", 1, 1_000),
+                Some(Deleting),
+                false,
+                None,
+                1_010,
+                None,
+            ),
+            (
+                "a child works on it",
+                failed("p-a", 1, 1_000),
+                Some(Idle),
+                true,
+                None,
+                1_010,
+                None,
+            ),
+            (
+                "creating",
+                failed("p-a", 1, 1_000),
+                Some(Creating),
+                false,
+                None,
+                1_010,
+                None,
+            ),
+            (
+                "gone",
+                failed("p-a", 1, 1_000),
+                None,
+                false,
+                None,
+                1_010,
+                None,
+            ),
+            (
+                "found stranded, never failed",
+                failed("p-a", 0, 1_000),
+                Some(Idle),
+                false,
+                None,
+                1_010,
+                None,
+            ),
+            (
+                "left alone",
+                left_alone,
+                Some(Idle),
+                false,
+                None,
+                1_010,
+                None,
+            ),
+        ];
+        for (case, record, seen, running, held_until, now, expected) in table {
+            assert_eq!(
+                check_hold(record, seen, running, held_until, now),
+                expected,
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn records_of_failed_deletes_are_kept_while_their_machine_exists_when_asked() {
+        let machines = [
+            machine("p-idle", "old", Activity::Idle),
+            machine("p-busy", "old", Activity::Deleting),
+        ];
+        let known = [
+            failed("p-idle", 1, 1_000),
+            failed("p-busy", 2, 1_000),
+            failed("p-gone", 1, 1_000),
+            DeleteRetry {
+                failures: 0,
+                ..failed("p-never", 0, 1_000)
+            },
+        ];
+        let kept = |keep_failed| {
+            plan_retries(
+                &machines,
+                &["p-busy"],
+                &known,
+                "new",
+                1_010,
+                300,
+                keep_failed,
+            )
+            .kept
+            .into_iter()
+            .map(|r| (r.machine, r.failures))
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(kept(false), Vec::<(String, u32)>::new());
+        assert_eq!(
+            kept(true),
+            [("p-idle".to_owned(), 1), ("p-busy".to_owned(), 2)],
+            "failed records of machines still in the pool; the gone and the never failed dropped"
+        );
+    }
+
+    #[test]
+    fn a_machine_given_back_after_a_failed_delete_is_planned_again_only_after_its_back_off() {
+        use crate::pool::Amount;
+        use crate::rollout::plan::{Budget, Holdup, PlanInput, plan};
+        use crate::rollout::{RolloutStatus, held_now, hold_after_failed_delete};
+
+        // One replica: the new machine is up, the old one is a surplus to delete.
+        let machines = [
+            machine("p-old", "old", Activity::Idle),
+            machine("p-new", "new", Activity::Idle),
+        ];
+        let mut status = RolloutStatus::empty();
+        let planned_at = |status: &mut RolloutStatus, now: i64| {
+            for hold in backoff_holds(&status.retries, &status.held, &machines, &[], now) {
+                hold_after_failed_delete(
+                    &mut status.held,
+                    &hold.machine,
+                    hold.reason,
+                    now,
+                    hold.until,
+                );
+            }
+            let held = held_now(&status.held, now);
+            let plan = plan(&PlanInput {
+                replicas: 1,
+                template_hash: "new",
+                budget: Budget::resolve(Amount::Count(1), Amount::Count(0), 1),
+                new_target: 1,
+                machines: &machines,
+                now,
+                health_timeout_secs: 300,
+                held: &held,
+            });
+            status.retries =
+                plan_retries(&machines, &[], &status.retries, "new", now, 300, true).kept;
+            plan
+        };
+        assert_eq!(planned_at(&mut status, 990).delete.len(), 1, "planned once");
+        status.book_delete_failure("p-old", "a pre-delete hook refused", 1_000);
+
+        let held = planned_at(&mut status, 1_015);
+        assert!(held.delete.is_empty(), "{held:?}");
+        assert_eq!(held.holdup, Some(Holdup::DoNotDisrupt));
+        assert!(status.held[0].after_failed_delete);
+        assert!(
+            status.held[0]
+                .reason
+                .contains("a pre-delete hook refused (1 failed delete)")
+        );
+        assert_eq!(status.retries[0].failures, 1, "the record stays");
+
+        assert_eq!(planned_at(&mut status, 1_030).delete.len(), 1, "due again");
+        status.book_delete_failure("p-old", "a pre-delete hook refused", 1_040);
+        assert_eq!(
+            status.retries[0].failures, 2,
+            "the second failure counts on"
+        );
+        assert!(planned_at(&mut status, 1_099).delete.is_empty());
+        assert_eq!(
+            planned_at(&mut status, 1_100).delete.len(),
+            1,
+            "60 s after it"
         );
     }
 

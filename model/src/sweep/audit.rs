@@ -31,6 +31,8 @@ pub enum Outcome {
         /// Why.
         reason: String,
     },
+    /// The stale `nodewright.io/outdated` taint was removed (other taints kept).
+    Untainted,
     /// Machine replacement started.
     Replacing {
         /// The workflows started (DeleteMachine, CreateMachine).
@@ -55,6 +57,7 @@ impl Outcome {
             Outcome::Planned => "planned",
             Outcome::Deleted => "deleted",
             Outcome::AlreadyGone => "already-gone",
+            Outcome::Untainted => "untainted",
             Outcome::LeftAlone { .. } => "left-alone",
             Outcome::Replacing { .. } => "replacing",
             Outcome::Skipped { .. } => "skipped",
@@ -68,7 +71,9 @@ impl Outcome {
             Outcome::LeftAlone { reason } | Outcome::Skipped { reason } => reason.clone(),
             Outcome::Failed { error } => error.clone(),
             Outcome::Replacing { workflows } => workflows.join(", "),
-            Outcome::Planned | Outcome::Deleted | Outcome::AlreadyGone => String::new(),
+            Outcome::Planned | Outcome::Deleted | Outcome::AlreadyGone | Outcome::Untainted => {
+                String::new()
+            }
         }
     }
 
@@ -356,6 +361,50 @@ impl SweepAudit {
         }
     }
 
+    /// The indexes of the stale taints to remove ([`Action::Untaint`]) still without an
+    /// outcome, in order.
+    pub fn pending_untaints(&self) -> Vec<usize> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.decision.action == Action::Untaint && e.outcome.is_none())
+            .map(|(index, _)| index)
+            .collect()
+    }
+
+    /// `, 2 of 3 stale outdated taints removed` (`, 3 stale outdated taints to remove` in a dry
+    /// run), or nothing when there are none.
+    fn untaints_part(&self) -> String {
+        let untaints: Vec<&AuditEntry> = self
+            .entries
+            .iter()
+            .filter(|entry| entry.decision.action == Action::Untaint)
+            .collect();
+        if untaints.is_empty() {
+            return String::new();
+        }
+        let plural = if untaints.len() == 1 { "" } else { "s" };
+        if self.outcome == SweepOutcome::DryRun {
+            return format!(
+                ", {} stale outdated taint{plural} to remove",
+                untaints.len()
+            );
+        }
+        let removed = untaints
+            .iter()
+            .filter(|entry| {
+                matches!(
+                    entry.outcome,
+                    Some(Outcome::Untainted | Outcome::AlreadyGone)
+                )
+            })
+            .count();
+        format!(
+            ", {removed} of {} stale outdated taint{plural} removed",
+            untaints.len()
+        )
+    }
+
     /// Records what happened to the entry `index`.
     pub fn record(&mut self, index: usize, outcome: Outcome) {
         if let Some(entry) = self.entries.get_mut(index) {
@@ -402,6 +451,7 @@ impl SweepAudit {
         if reported > 0 {
             tail.push_str(&format!(", {reported} unhealthy reported"));
         }
+        tail.push_str(&self.untaints_part());
         match &self.outcome {
             SweepOutcome::Completed => format!(
                 "completed: {done} of {} removals done, {failed} failed; {tail}; {seen}",

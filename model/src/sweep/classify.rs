@@ -28,6 +28,13 @@
 //! - a machine whose Node is NotReady longer than the health timeout is **unhealthy**: reported,
 //!   or replaced when the sweep remediates (unless its pool's rollout is running: it replaces
 //!   broken machines itself).
+//!
+//! Beside removals, one action changes a Node without removing anything: a Node of a machine
+//! (its VM exists with this cluster's tag, no workflow works on it) labelled `nodewright.io/pool=<pool>` that carries
+//! the `nodewright.io/outdated` taint while no rollout of that pool runs has a **stale outdated
+//! taint**: the taint means "the running rollout replaces this machine", and a rollout that was
+//! terminated or failed left it with nobody to remove it. The sweep removes that taint only
+//! (other taints stay); it is not a deletion, so it is outside the brake and `max_deletions`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -44,6 +51,7 @@ use crate::limits;
 use crate::machine::{nic_name, os_disk_name};
 use crate::names::Operation;
 use crate::ownership::{TAG_CLUSTER, TAG_KEPT, TAG_MACHINE, TAG_POOL, is_owned_by, kept};
+use crate::rollout::TAINT_OUTDATED;
 use crate::time::deadline_after;
 
 /// What a sweep decides about: a VM, NIC, disk or Node.
@@ -122,7 +130,8 @@ pub enum Rule {
     Healthy,
     /// A VM whose Node is NotReady, for less than the health timeout.
     NotReadyWithinTimeout,
-    /// A VM whose Node is NotReady longer than the health timeout, while its pool's rollout runs.
+    /// A VM whose Node is NotReady longer than the health timeout, or a Node carrying the
+    /// outdated taint, while its pool's rollout runs.
     RolloutRunning,
     /// A VM whose Node is NotReady longer than the health timeout.
     Unhealthy,
@@ -141,6 +150,9 @@ pub enum Rule {
     OrphanDisk,
     /// A nodewright Node whose VM is gone, silent longer than grace.
     OrphanNode,
+    /// A pool's Node carrying the `nodewright.io/outdated` taint while no rollout of the pool
+    /// runs: the taint is removed.
+    StaleOutdatedTaint,
 }
 
 impl Rule {
@@ -170,6 +182,7 @@ impl Rule {
             Rule::OrphanNic => "orphan-nic",
             Rule::OrphanDisk => "orphan-disk",
             Rule::OrphanNode => "orphan-node",
+            Rule::StaleOutdatedTaint => "stale-outdated-taint",
         }
     }
 }
@@ -192,6 +205,8 @@ pub enum Action {
     Report,
     /// Replaces the machine: DeleteMachine, and CreateMachine when it belongs to a pool.
     Replace,
+    /// Removes the `nodewright.io/outdated` taint from a Node (nothing else of it changes).
+    Untaint,
 }
 
 impl Action {
@@ -202,6 +217,7 @@ impl Action {
             Action::Delete => "delete",
             Action::Report => "report",
             Action::Replace => "replace",
+            Action::Untaint => "untaint",
         }
     }
 
@@ -260,6 +276,9 @@ pub struct SweepPolicy {
     /// Whether names must follow nodewright's pattern as well as the tags ([`Rule::NameNotOurs`]);
     /// off only for sweeps an older worker started (they replay their old decisions).
     pub check_names: bool,
+    /// Whether a pool's Node carrying the outdated taint while no rollout of the pool runs is
+    /// untainted ([`Rule::StaleOutdatedTaint`]); off for sweeps an older worker started.
+    pub clear_stale_taints: bool,
 }
 
 /// Classifies everything in `inventory`: VMs, NICs and disks in their listed order, then Nodes.
@@ -284,6 +303,8 @@ struct Context<'a> {
     pool_rollouts: BTreeMap<&'a str, &'a str>,
     /// Every VM listed, by name (whoever owns it).
     vms: BTreeSet<&'a str>,
+    /// The VMs listed with this cluster's tag, by name.
+    our_vms: BTreeSet<&'a str>,
     /// Machines kept for debugging: the machine tag (and a VM's name) of every resource of this
     /// cluster carrying the kept marker.
     kept_machines: BTreeSet<&'a str>,
@@ -311,6 +332,13 @@ impl<'a> Context<'a> {
             .filter(|resource| resource.kind == ResourceKind::Vm)
             .map(|resource| resource.name.as_str())
             .collect();
+        let our_vms = inventory
+            .resources
+            .iter()
+            .filter(|resource| resource.kind == ResourceKind::Vm)
+            .filter(|resource| is_owned_by(&resource.tags, &policy.cluster))
+            .map(|resource| resource.name.as_str())
+            .collect();
         let mut kept_machines = BTreeSet::new();
         for resource in &inventory.resources {
             if is_owned_by(&resource.tags, &policy.cluster) && kept(&resource.tags).is_some() {
@@ -326,6 +354,7 @@ impl<'a> Context<'a> {
             machine_workflows,
             pool_rollouts,
             vms,
+            our_vms,
             kept_machines,
             node_of_vm: BTreeMap::new(),
         };
@@ -534,6 +563,9 @@ impl<'a> Context<'a> {
             return keep(Rule::WorkflowRunning, format!("{workflow} is running"));
         }
         if self.vms.contains(vm) {
+            if let Some(decision) = self.outdated_taint(node, vm, decide) {
+                return decision;
+            }
             return keep(Rule::VmExists, format!("VM {vm} exists"));
         }
         let NodeReadiness::NotReady { last_heartbeat, .. } = node.readiness else {
@@ -561,6 +593,36 @@ impl<'a> Context<'a> {
                 human(silent_for)
             ),
         )
+    }
+}
+
+impl Context<'_> {
+    /// What to do about the outdated taint of a machine's Node (its VM `vm`): nothing without
+    /// the taint, a pool label or a VM of this cluster (another cluster's rollouts are not
+    /// listed); kept while a rollout of its pool runs (it put the taint, and removes it); else
+    /// the taint is stale and removed.
+    fn outdated_taint(
+        &self,
+        node: &NodeRecord,
+        vm: &str,
+        decide: impl Fn(Rule, Action, String) -> Decision,
+    ) -> Option<Decision> {
+        if !self.policy.clear_stale_taints || !node.tainted_outdated || !self.our_vms.contains(vm) {
+            return None;
+        }
+        let pool = node.pool.as_deref()?;
+        Some(match self.pool_rollouts.get(pool) {
+            Some(rollout) => decide(
+                Rule::RolloutRunning,
+                Action::Keep,
+                format!("carries {TAINT_OUTDATED}; {rollout} is running and owns it"),
+            ),
+            None => decide(
+                Rule::StaleOutdatedTaint,
+                Action::Untaint,
+                format!("carries {TAINT_OUTDATED} while no rollout of pool {pool} runs"),
+            ),
+        })
     }
 }
 

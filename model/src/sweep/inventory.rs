@@ -107,6 +107,10 @@ pub struct NodeRecord {
     pub created_at: i64,
     /// The `Ready` condition.
     pub readiness: NodeReadiness,
+    /// Whether it carries the `nodewright.io/outdated` taint a rollout puts on the machines it
+    /// replaces.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tainted_outdated: bool,
 }
 
 /// A nodewright workflow still running in this cluster, as visibility lists it.

@@ -39,6 +39,7 @@ pub use recheck::{Recheck, recheck_disk, recheck_nic, recheck_node};
 pub use removal::{
     LeftoverSubject, RemovalStep, child_not_started, leftover_left_alone, machine_deleted,
     no_recorded_template, nothing_to_do, remediation_held, removal_step, replacement_prefix,
+    untaint_outcome,
 };
 pub use replan::changed_while_waiting;
 pub use request::{SweepPhase, SweepRequest, SweepStatus};

@@ -160,6 +160,7 @@ mod tests {
             pool: None,
             created_at: 0,
             readiness,
+            tainted_outdated: false,
         }
     }
 

@@ -28,19 +28,40 @@ pub enum RemovalStep {
     DeleteLeftover(LeftoverSubject),
     /// An orphan Node object, conditional on its uid.
     DeleteNode,
-    /// Nothing (a VM kept or reported never reaches the removals).
+    /// Nothing (a VM kept or reported, or a Node untainted, never reaches the removals).
     Nothing,
 }
 
 /// How `decision`'s subject is removed.
 pub fn removal_step(decision: &Decision) -> RemovalStep {
     match (decision.kind, decision.action) {
+        (_, Action::Untaint) => RemovalStep::Nothing,
         (SubjectKind::Vm, Action::Delete) => RemovalStep::DeleteMachine,
         (SubjectKind::Vm, Action::Replace) => RemovalStep::ReplaceMachine,
         (SubjectKind::Nic, _) => RemovalStep::DeleteLeftover(LeftoverSubject::Nic),
         (SubjectKind::Disk, _) => RemovalStep::DeleteLeftover(LeftoverSubject::Disk),
         (SubjectKind::Node, _) => RemovalStep::DeleteNode,
         (SubjectKind::Vm, _) => RemovalStep::Nothing,
+    }
+}
+
+/// What removing a stale outdated taint from a Node came to, from what `kube.mark_outdated`
+/// found: the taint removed (`changed`), the Node gone (`absent`), a Node that is not the
+/// machine's (`not_ours`, left as it is), or none of these: the taint was gone already.
+pub fn untaint_outcome(changed: bool, absent: bool, not_ours: bool) -> Outcome {
+    if not_ours {
+        Outcome::LeftAlone {
+            reason: "the Node is not the machine's (its providerID or machine label changed)"
+                .to_owned(),
+        }
+    } else if changed {
+        Outcome::Untainted
+    } else if absent {
+        Outcome::AlreadyGone
+    } else {
+        Outcome::Skipped {
+            reason: "the taint was gone already".to_owned(),
+        }
     }
 }
 
@@ -173,6 +194,24 @@ mod tests {
         for (action, pool, prefix) in table {
             let decision = decision(SubjectKind::Vm, action, pool);
             assert_eq!(replacement_prefix(&decision), prefix, "{action}");
+        }
+    }
+
+    #[test]
+    fn an_untaint_is_done_gone_left_alone_or_found_done() {
+        let table = [
+            ((true, false, false), "untainted"),
+            ((false, true, false), "already-gone"),
+            ((false, false, true), "left-alone"),
+            ((true, false, true), "left-alone"),
+            ((false, false, false), "skipped"),
+        ];
+        for ((changed, absent, not_ours), word) in table {
+            assert_eq!(
+                untaint_outcome(changed, absent, not_ours).word(),
+                word,
+                "{changed} {absent} {not_ours}"
+            );
         }
     }
 

@@ -31,6 +31,7 @@ fn policy(remediate: bool) -> SweepPolicy {
         remediate,
         now: NOW,
         check_names: true,
+        clear_stale_taints: true,
     }
 }
 
@@ -62,6 +63,7 @@ fn node(name: &str, ready: bool) -> NodeRecord {
         machine: Some(name.to_owned()),
         pool: Some("web".to_owned()),
         created_at: NOW - 2 * HOUR,
+        tainted_outdated: false,
         readiness: if ready {
             NodeReadiness::Ready
         } else {

@@ -46,6 +46,7 @@ fn policy(remediate: bool) -> SweepPolicy {
         remediate,
         now: NOW,
         check_names: true,
+        clear_stale_taints: true,
     }
 }
 
@@ -89,6 +90,7 @@ fn node(name: &str, vm: &str, readiness: NodeReadiness) -> NodeRecord {
         pool: Some("web".to_owned()),
         created_at: NOW - 2 * HOUR,
         readiness,
+        tainted_outdated: false,
     }
 }
 
@@ -839,23 +841,27 @@ fn node_record() -> impl Strategy<Value = NodeRecord> {
         any::<bool>(),
         0..10 * HOUR,
         0..10 * HOUR,
+        any::<bool>(),
     )
-        .prop_map(|(vm, label, prefix, ready, since, heartbeat)| NodeRecord {
-            name: vm.clone(),
-            uid: format!("uid-{vm}"),
-            provider_id: Some(format!("azure://{prefix}{vm}")),
-            machine: label,
-            pool: Some("web".to_owned()),
-            created_at: NOW - 10 * HOUR,
-            readiness: if ready {
-                NodeReadiness::Ready
-            } else {
-                NodeReadiness::NotReady {
-                    since: NOW - since,
-                    last_heartbeat: NOW - heartbeat,
-                }
+        .prop_map(
+            |(vm, label, prefix, ready, since, heartbeat, tainted_outdated)| NodeRecord {
+                name: vm.clone(),
+                uid: format!("uid-{vm}"),
+                provider_id: Some(format!("azure://{prefix}{vm}")),
+                machine: label,
+                pool: Some("web".to_owned()),
+                created_at: NOW - 10 * HOUR,
+                readiness: if ready {
+                    NodeReadiness::Ready
+                } else {
+                    NodeReadiness::NotReady {
+                        since: NOW - since,
+                        last_heartbeat: NOW - heartbeat,
+                    }
+                },
+                tainted_outdated,
             },
-        })
+        )
 }
 
 fn inventory() -> impl Strategy<Value = Inventory> {
@@ -870,9 +876,10 @@ fn inventory() -> impl Strategy<Value = Inventory> {
             ),
             0..3,
         ),
+        any::<bool>(),
     )
         .prop_map(
-            |(mut resources, mut nodes, volume_disks, running_work)| Inventory {
+            |(mut resources, mut nodes, volume_disks, running_work, web_rollout)| Inventory {
                 // Names are unique per kind, in ARM as in Kubernetes.
                 resources: {
                     let mut names = BTreeSet::new();
@@ -888,6 +895,7 @@ fn inventory() -> impl Strategy<Value = Inventory> {
                 running: running_work
                     .into_iter()
                     .map(|(operation, machine)| running(operation, Some(&machine), None))
+                    .chain(web_rollout.then(|| running("rollout", None, Some("web"))))
                     .collect(),
             },
         )
@@ -1014,7 +1022,21 @@ proptest! {
         }
         for (node, decision) in inventory.nodes.iter().zip(node_decisions) {
             prop_assert_eq!(&node.name, &decision.name);
-            prop_assert!(decision.action == Action::Keep || decision.action == Action::Delete);
+            prop_assert!(matches!(decision.action, Action::Keep | Action::Delete | Action::Untaint));
+            // A taint is removed only from a tainted Node of a pool whose rollout is not running,
+            // of a machine with its VM listed, no workflow on it, not kept for debugging.
+            if decision.action == Action::Untaint {
+                prop_assert!(node.tainted_outdated);
+                let pool = node.pool.as_deref();
+                prop_assert!(pool.is_some());
+                prop_assert!(!inventory.running.iter().any(|w| w.operation == "rollout" && w.pool.as_deref() == pool));
+                prop_assert!(!inventory.running.iter().any(|w| w.machine.is_some() && w.machine == node.machine));
+                prop_assert!(!node.machine.as_ref().is_some_and(|m| kept.contains(m)));
+                let vm = node.provider_id.as_deref().map(name_from_id).unwrap_or_default();
+                prop_assert!(inventory.resources.iter().any(|r| r.kind == ResourceKind::Vm
+                    && r.name == vm
+                    && r.tags.get(TAG_CLUSTER).map(String::as_str) == Some("prod")));
+            }
             if decision.action == Action::Delete {
                 prop_assert_eq!(node.machine.as_deref(), Some(node.name.as_str()));
                 prop_assert!(crate::MachineName::parse("node", &node.name).is_ok());
@@ -1099,5 +1121,132 @@ fn outcomes_serialise_in_camel_case_with_their_state() {
     assert_eq!(
         serde_json::to_value(&failed).must(),
         serde_json::json!({ "result": "failed", "error": "409 OperationNotAllowed" })
+    );
+}
+
+/// The outdated taint of a pool's Node: `(rule, action)` for a Node of pool `web`, its VM
+/// listed, with or without the taint, given the running workflows.
+fn check_outdated_taint(tainted: bool, running: Vec<RunningWorkflow>, expected: (Rule, Action)) {
+    let mut tainted_node = node("web-ttttt", "web-ttttt", NodeReadiness::Ready);
+    tainted_node.tainted_outdated = tainted;
+    let inventory = Inventory {
+        resources: vec![vm("web-ttttt", 3 * HOUR)],
+        nodes: vec![tainted_node],
+        running,
+        ..Inventory::default()
+    };
+    let decisions = classify(&inventory, &policy(false));
+    let decision = decision_of(&decisions, SubjectKind::Node, "web-ttttt");
+    assert_eq!(
+        (decision.rule, decision.action),
+        expected,
+        "tainted {tainted}, {}",
+        decision.detail
+    );
+}
+
+#[test]
+fn an_outdated_taint_with_no_rollout_of_its_pool_running_is_stale_and_removed() {
+    let rollout = |pool: &str| running("rollout", None, Some(pool));
+    let table = [
+        (
+            "tainted, the pool's rollout running: it owns the taint",
+            true,
+            vec![rollout("web")],
+            (Rule::RolloutRunning, Action::Keep),
+        ),
+        (
+            "tainted, no rollout running",
+            true,
+            vec![],
+            (Rule::StaleOutdatedTaint, Action::Untaint),
+        ),
+        (
+            "tainted, only another pool's rollout running",
+            true,
+            vec![rollout("db")],
+            (Rule::StaleOutdatedTaint, Action::Untaint),
+        ),
+        (
+            "tainted, another operation of the pool running",
+            true,
+            vec![running("inspect", None, Some("web"))],
+            (Rule::StaleOutdatedTaint, Action::Untaint),
+        ),
+        (
+            "untainted: nothing to do",
+            false,
+            vec![],
+            (Rule::VmExists, Action::Keep),
+        ),
+        (
+            "tainted, a workflow works on the machine: kept",
+            true,
+            vec![running("delete", Some("web-ttttt"), None)],
+            (Rule::WorkflowRunning, Action::Keep),
+        ),
+    ];
+    for (case, tainted, running, expected) in table {
+        eprintln!("{case}");
+        check_outdated_taint(tainted, running, expected);
+    }
+}
+
+#[test]
+fn a_stale_outdated_taint_is_not_a_removal_and_only_a_sweep_that_knows_the_rule_sees_it() {
+    let mut tainted = node("web-ttttt", "web-ttttt", NodeReadiness::Ready);
+    tainted.tainted_outdated = true;
+    let mut unlabelled = node("web-uuuuu", "web-uuuuu", NodeReadiness::Ready);
+    unlabelled.tainted_outdated = true;
+    unlabelled.pool = None;
+    let inventory = Inventory {
+        resources: vec![vm("web-ttttt", 3 * HOUR), vm("web-uuuuu", 3 * HOUR)],
+        nodes: vec![tainted, unlabelled],
+        ..Inventory::default()
+    };
+    let decisions = classify(&inventory, &policy(false));
+    assert_eq!(
+        decision_of(&decisions, SubjectKind::Node, "web-uuuuu").rule,
+        Rule::VmExists,
+        "no pool label: not a pool's taint"
+    );
+    assert!(!Action::Untaint.removes());
+    let audit = SweepAudit::of(
+        prod(),
+        "2026-11-27T10:00:00Z".to_owned(),
+        SweepOutcome::DryRun,
+        Seen::of(&inventory),
+        decisions,
+    );
+    assert_eq!(audit.planned(), 0, "outside max_deletions and the brake");
+    assert_eq!(audit.pending_untaints(), [0]);
+    assert!(
+        audit.summary().contains("1 stale outdated taint to remove"),
+        "{}",
+        audit.summary()
+    );
+
+    let mut foreign = inventory.clone();
+    foreign.resources[0]
+        .tags
+        .insert(TAG_CLUSTER.to_owned(), "staging".to_owned());
+    assert_eq!(
+        decision_of(
+            &classify(&foreign, &policy(false)),
+            SubjectKind::Node,
+            "web-ttttt"
+        )
+        .rule,
+        Rule::VmExists,
+        "another cluster's machine: its rollouts are not listed here"
+    );
+
+    let old = SweepPolicy {
+        clear_stale_taints: false,
+        ..policy(false)
+    };
+    assert_eq!(
+        decision_of(&classify(&inventory, &old), SubjectKind::Node, "web-ttttt").rule,
+        Rule::VmExists
     );
 }

@@ -148,7 +148,7 @@ fn holdup(holdup: Holdup, pool: &str) -> String {
             "the canary is done; the rest waits for `nodewright pool rollout approve {pool}`"
         ),
         Holdup::DoNotDisrupt => format!(
-            "the machines left to replace carry do-not-disrupt marks (see held); each is looked at again {HOLD_RECHECK_SECS}s after it was held"
+            "the machines left to replace carry do-not-disrupt marks or wait out the back-off after a failed delete (see held); a marked one is looked at again {HOLD_RECHECK_SECS}s after it was held"
         ),
     }
 }
@@ -267,11 +267,20 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
     }
     for (index, held) in status.held.iter().enumerate() {
         let label = if index == 0 { "held" } else { "" };
+        let why = if held.after_failed_delete {
+            let left = if held.recheck_at > now {
+                format!("chosen again in {}", span(since(now, held.recheck_at)))
+            } else {
+                "may be chosen again".to_owned()
+            };
+            format!("{}; {left}", held.reason)
+        } else {
+            format!("do not disrupt: {}", held.reason)
+        };
         lines.push(format!(
-            "  {label:<12} {} since {} ago: do not disrupt: {}",
+            "  {label:<12} {} since {} ago: {why}",
             held.machine,
             span(since(held.since, now)),
-            held.reason
         ));
     }
     for (index, exhausted) in status.exhausted.iter().enumerate() {
@@ -647,10 +656,22 @@ mod tests {
             reason: "pod shop/db-0 (karpenter.sh/do-not-disrupt)".to_owned(),
             since: 942,
             recheck_at: 1072,
+            after_failed_delete: false,
+        });
+        status.held.push(nodewright_model::rollout::HeldMachine {
+            machine: "web-zz9yz".to_owned(),
+            reason: "its delete failed: a hook refused (1 failed delete); not chosen again until its back-off of 30s has passed".to_owned(),
+            since: 1022,
+            recheck_at: 1052,
+            after_failed_delete: true,
         });
         let text = status_lines(&status, 1042).join("\n");
         assert!(
             text.contains("  held         web-zz9yy since 1m ago: do not disrupt: pod shop/db-0 (karpenter.sh/do-not-disrupt)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("               web-zz9yz since 20s ago: its delete failed: a hook refused (1 failed delete); not chosen again until its back-off of 30s has passed; chosen again in 10s"),
             "{text}"
         );
         assert!(

@@ -51,12 +51,14 @@ fn header(workflow_id: &str, audit: &SweepAudit) -> String {
     line
 }
 
-/// Where an entry's row goes: removals, then reported (kept subjects come after both).
+/// Where an entry's row goes: removals, then stale taints removed, then reported (kept subjects
+/// come after them all).
 fn rank(action: Action) -> u8 {
     match action {
         Action::Delete | Action::Replace => 0,
-        Action::Report => 1,
-        Action::Keep => 2,
+        Action::Untaint => 1,
+        Action::Report => 2,
+        Action::Keep => 3,
     }
 }
 

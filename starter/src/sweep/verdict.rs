@@ -1,6 +1,6 @@
 //! How a finished sweep maps to the CLI's exit code: a sweep that did what it planned (or a dry
 //! run) is success; a frozen sweep, a braked one or one nobody approved, a scheduled run that
-//! gave way to another sweep, or one with a failed removal is exit 3 with the audit's summary;
+//! gave way to another sweep, or one with a failed removal (or taint removal) is exit 3 with the audit's summary;
 //! one refused for its settings (a grace below the cluster's floor) is exit 2, bad input.
 
 use nodewright_model::sweep::{Outcome, SweepAudit, SweepOutcome};
@@ -12,7 +12,8 @@ use crate::CliError;
 /// audit's summary.
 pub fn verdict(audit: &SweepAudit) -> Result<(), CliError> {
     let failed_removal = audit
-        .removals()
+        .entries
+        .iter()
         .any(|entry| matches!(entry.outcome, Some(Outcome::Failed { .. })));
     if let SweepOutcome::Refused { reason } = &audit.outcome {
         return Err(CliError::InvalidInput(reason.clone()));

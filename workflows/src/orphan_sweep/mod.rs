@@ -5,6 +5,7 @@ mod approval;
 mod children;
 mod inventory;
 mod state;
+mod untaint;
 
 use nodewright_activities::azure::machines::ArmScope;
 use nodewright_model::Operation;
@@ -27,6 +28,7 @@ use self::inventory::{
 };
 pub use self::state::OrphanSweepWorkflow;
 use self::state::{Ctx, finished, set_status};
+use self::untaint::untaint_stale;
 use crate::progress::{now, rfc3339};
 use crate::{cancellation, input, search};
 
@@ -105,8 +107,12 @@ const GRACE_FLOOR_PATCH: &str = "sweep-grace-floor";
 /// (`Rule::NameNotOurs`).
 const NAME_PATTERN_PATCH: &str = "sweep-name-pattern";
 
+/// The patch that removes stale outdated taints (`Rule::StaleOutdatedTaint`), asked only when a
+/// listed Node carries the taint.
+const STALE_TAINT_PATCH: &str = "sweep-clears-stale-outdated";
+
 /// The runbook: overlap check → freeze check → inventory → grace floor → classify → brake →
-/// approval → fresh plan → act → audit.
+/// stale taints → approval → fresh plan → act → audit.
 async fn sweep(ctx: &mut Ctx, request: &SweepRequest) -> SweepAudit {
     let started_at = rfc3339(now(ctx));
     let ended = |ctx: &mut Ctx, outcome: SweepOutcome| {
@@ -150,7 +156,9 @@ async fn sweep(ctx: &mut Ctx, request: &SweepRequest) -> SweepAudit {
     }
     // 5. Classify and brake.
     let seen = Seen::of(&inventory);
-    let policy = policy(ctx, request, &scope);
+    let tainted = inventory.nodes.iter().any(|node| node.tainted_outdated);
+    let clear_stale_taints = tainted && ctx.patched(STALE_TAINT_PATCH);
+    let policy = policy(ctx, request, &scope, clear_stale_taints);
     let decisions = classify(&inventory, &policy);
     let brake = match decide_brake(&inventory, &policy, &decisions, request.brake_share()) {
         BrakeDecision::Proceed(_) => None,
@@ -177,7 +185,10 @@ async fn sweep(ctx: &mut Ctx, request: &SweepRequest) -> SweepAudit {
         status.plan = plan;
         status.brake = brake.clone();
     });
-    // 6. The plan's next step: finish, dry run, approval, act.
+    // 6. Stale outdated taints: not removals, so outside the brake, max_deletions and the
+    // approval; a dry run only reports them.
+    untaint_stale(ctx, &scope, &mut audit, request.dry_run).await;
+    // 7. The plan's next step: finish, dry run, approval, act.
     match decide_plan_step(
         planned,
         request.dry_run,
@@ -205,7 +216,7 @@ async fn sweep(ctx: &mut Ctx, request: &SweepRequest) -> SweepAudit {
                     return finished(ctx, audit);
                 }
             }
-            // 7. Time passed: check the API, list everything again, and act only on what the
+            // 8. Time passed: check the API, list everything again, and act only on what the
             // fresh plan still removes the same way.
             let fresh = match kube_health(ctx).await {
                 Ok(()) => fresh_decisions(ctx, request, &policy).await,
@@ -228,14 +239,20 @@ async fn sweep(ctx: &mut Ctx, request: &SweepRequest) -> SweepAudit {
         }
         PlanStep::Act => {}
     }
-    // 8. Act, then the audit.
+    // 9. Act, then the audit.
     act(ctx, request, &mut audit).await;
     finished(ctx, audit)
 }
 
 /// What the classifier decides by besides the inventory: the cluster, the worker's resource
-/// group, the request's durations and the sweep's time.
-fn policy(ctx: &Ctx, request: &SweepRequest, scope: &ArmScope) -> SweepPolicy {
+/// group, the request's durations, the sweep's time, and whether stale outdated taints are
+/// removed (`clear_stale_taints`).
+fn policy(
+    ctx: &Ctx,
+    request: &SweepRequest,
+    scope: &ArmScope,
+    clear_stale_taints: bool,
+) -> SweepPolicy {
     SweepPolicy {
         cluster: request.cluster.clone(),
         vm_id_prefix: scope.vm_id(""),
@@ -245,6 +262,7 @@ fn policy(ctx: &Ctx, request: &SweepRequest, scope: &ArmScope) -> SweepPolicy {
         now: now(ctx).timestamp(),
         // Behind a patch marker: a sweep started by an older worker replays its old decisions.
         check_names: ctx.patched(NAME_PATTERN_PATCH),
+        clear_stale_taints,
     }
 }
 

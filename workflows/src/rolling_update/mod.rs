@@ -1,6 +1,7 @@
 #![doc = include_str!("../../runbooks/rolling_update.md")]
 
 mod children;
+mod ending;
 mod hold;
 mod inherited;
 mod look;
@@ -26,10 +27,11 @@ use temporalio_sdk::{
 };
 
 use self::children::{Child, child_finished, first_finished, show_in_flight, start_children};
+use self::ending::{cancel, clear_on_end};
 use self::hold::hold_marked;
-use self::look::{clear_outdated, decide, look, look_with, mark_outdated};
+use self::look::{clear_outdated, decide, look, mark_outdated};
 use self::restamp::restamp_drain;
-use self::retry::retry_stranded;
+use self::retry::{hold_failed_deletes, retry_stranded};
 use self::state::{HasRollout, RolloutState};
 use self::status::{
     announce, continue_as_new_due, fail, finish, next_run, note, record_look, set_phase_attribute,
@@ -201,7 +203,7 @@ async fn roll(
     let mut tainted: BTreeSet<String> = BTreeSet::new();
     loop {
         if cancellation::requested(ctx) {
-            return cancel(ctx, request, children, inherited).await;
+            return cancel(ctx, request, scope, children, inherited).await;
         }
         for (entry, outcome) in inherited::ended_now(ctx, &mut inherited).await {
             child_finished(ctx, request, entry, outcome);
@@ -222,6 +224,7 @@ async fn roll(
             mark_outdated(ctx, request, scope, machines, &mut tainted).await;
             let restamping = restamp_drain(ctx, request, scope, machines).await;
             let phase = ctx.state(|s| s.state.status.as_ref().map(|st| st.phase));
+            hold_failed_deletes(ctx, machines, &running_machines(&children, &inherited), at);
             let decided = decide(ctx, request, machines, at);
             record_look(ctx, request, machines, &decided.counts, decided.holdup, at);
             let in_flight = !children.is_empty() || !inherited.is_empty();
@@ -237,6 +240,8 @@ async fn roll(
             };
             match after_look(&round) {
                 AfterLook::EndAborted => {
+                    let options = activity_options::kube_write();
+                    clear_on_end(ctx, request, scope, machines, &tainted, options).await;
                     return Finish::Ended(Box::new(
                         finish(ctx, request, RolloutOutcome::Aborted).await,
                     ));
@@ -319,6 +324,15 @@ fn running<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec<Running<
         .collect()
 }
 
+/// The machines children in flight work on (this run's and those it inherited).
+fn running_machines<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec<&'a str> {
+    children
+        .iter()
+        .map(|c| c.entry.machine.as_str())
+        .chain(inherited.iter().map(|entry| entry.machine.as_str()))
+        .collect()
+}
+
 /// Patch marker: a run due to continue as new does so with children in flight, which the next
 /// run finds again by their IDs (runs recorded before it waited for every child to end).
 const LEAVE_CHILDREN_PATCH: &str = "rollout-continues-with-children-running";
@@ -332,72 +346,3 @@ fn cancel_came_while_looking(ctx: &WorkflowContext<RollingUpdateWorkflow>) -> bo
 
 /// Patch marker of [`cancel_came_while_looking`].
 const CANCEL_WHILE_LOOKING_PATCH: &str = "rollout-no-start-after-cancel";
-
-/// The cancellation path: nothing new starts; the children in flight were asked to cancel with
-/// this run (their cancellation inherits it) and each ends by its own runbook; once all have
-/// ended, the rollout ends Canceled with what was done.
-async fn cancel(
-    ctx: &mut WorkflowContext<RollingUpdateWorkflow>,
-    request: &RolloutRequest,
-    mut children: Vec<Child>,
-    mut inherited: Vec<InFlight>,
-) -> Finish {
-    let because = match cancellation::reason(ctx) {
-        Some(reason) => format!("canceled: {reason}"),
-        None => "canceled".to_owned(),
-    };
-    ctx.state_mut(|s| {
-        s.state
-            .with_status(|status| status.paused_because = Some(because.clone()));
-    });
-    show_in_flight(ctx, &children, &inherited);
-    let mut canceled_deletes = Vec::new();
-    let mut book = |ctx: &mut WorkflowContext<RollingUpdateWorkflow>,
-                    entry: InFlight,
-                    outcome: nodewright_model::rollout::ChildEnd| {
-        if outcome.waits_for_last_look(entry.kind) {
-            // Booked after the last look: past its point of no return it finished the deletion.
-            canceled_deletes.push((entry, outcome));
-        } else {
-            child_finished(ctx, request, entry, outcome);
-        }
-    };
-    // The children of the run before are not this run's: asked to cancel as its own are.
-    for (entry, outcome) in inherited::cancel_all(ctx, &mut inherited, &because).await {
-        book(ctx, entry, outcome);
-    }
-    while !children.is_empty() {
-        let (index, outcome) = first_finished(&mut children).await;
-        let child = children.remove(index);
-        book(ctx, child.entry, outcome);
-        show_in_flight(ctx, &children, &inherited);
-    }
-    // A last look, shielded from the cancellation: the status shows the pool as the rollout
-    // leaves it, and counts the deletions that finished.
-    let shielded = cancellation::shielded(activity_options::read());
-    let seen = match look_with(ctx, request, &[], shielded).await {
-        Ok(machines) => {
-            let at = now(ctx).timestamp();
-            let decided = decide(ctx, request, &machines, at);
-            record_look(ctx, request, &machines, &decided.counts, decided.holdup, at);
-            Some(machines)
-        }
-        Err(reason) => {
-            note(
-                ctx,
-                format!("could not look at the pool after the cancellation ({reason})"),
-            );
-            None
-        }
-    };
-    let left: Option<Vec<&str>> = seen
-        .as_ref()
-        .map(|machines| machines.iter().map(|m| m.name.as_str()).collect());
-    for (entry, outcome) in canceled_deletes {
-        let outcome = outcome.after_last_look(&entry.machine, left.as_deref());
-        child_finished(ctx, request, entry, outcome);
-    }
-    Finish::Canceled(Box::new(
-        finish(ctx, request, RolloutOutcome::Canceled).await,
-    ))
-}
