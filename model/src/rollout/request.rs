@@ -259,6 +259,7 @@ mod tests {
             max_unavailable: Amount::Count(0),
             max_failures: 3,
             progress_deadline: Duration::from_secs(600),
+            min_ready: Duration::ZERO,
         };
         let wider = StrategyChange {
             max_surge: Some(Amount::Percent(50)),

@@ -110,13 +110,14 @@ impl StrategyView {
 }
 
 /// The strategy a rollout uses when it has none yet (before its first step): maxSurge 1,
-/// maxUnavailable 0, maxFailures 3, a progress deadline of 30 minutes.
+/// maxUnavailable 0, maxFailures 3, a progress deadline of 30 minutes, no minReadySeconds.
 pub fn fallback_strategy() -> RolloutStrategy {
     RolloutStrategy {
         max_surge: Amount::Count(1),
         max_unavailable: Amount::Count(0),
         max_failures: 3,
         progress_deadline: std::time::Duration::from_secs(30 * 60),
+        min_ready: std::time::Duration::ZERO,
     }
 }
 
