@@ -157,6 +157,7 @@ mod tests {
             activity,
             tainted_outdated: false,
             zone: None,
+            ready_since: 0,
         }
     }
 

@@ -70,11 +70,21 @@ pub struct MachineView {
     /// The availability zone its VM is in, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// Seconds after the look until this Ready machine counts available, while it warms up for
+    /// `minReadySeconds`; none when it is available (or not Ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_in: Option<i64>,
 }
 
 impl MachineView {
-    /// `machine` as the status shows it, in a rollout to `template_hash`.
-    pub fn of(machine: &ObservedMachine, template_hash: &str) -> Self {
+    /// `machine` as the status shows it, in a rollout to `template_hash`, at a look at `at`
+    /// (Unix seconds) under `min_ready_secs` (`minReadySeconds`).
+    pub fn of(
+        machine: &ObservedMachine,
+        template_hash: &str,
+        at: i64,
+        min_ready_secs: i64,
+    ) -> Self {
         Self {
             name: machine.name.clone(),
             template_hash: machine.template_hash.clone(),
@@ -82,6 +92,9 @@ impl MachineView {
             health: machine.health,
             activity: machine.activity,
             zone: machine.zone.clone(),
+            available_in: machine
+                .available_at(at, min_ready_secs)
+                .map(|then| then.saturating_sub(at)),
         }
     }
 }
