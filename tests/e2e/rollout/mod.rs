@@ -11,6 +11,7 @@ mod do_not_disrupt;
 mod failures;
 mod hard_deadline;
 mod history_limits;
+mod min_ready;
 mod revisions;
 mod zone_balance;
 mod zones;
