@@ -40,6 +40,12 @@ pub const MAX_FAILURES: u32 = MAX_REPLICAS;
 /// going); a rollout that made no progress for a day has long needed a person.
 pub const MAX_PROGRESS_DEADLINE: Duration = DAY;
 
+/// The longest `spec.strategy.minReadySeconds`: a machine that must wait more than an hour after
+/// its Node is Ready before it counts available would hold a rollout far longer than any warm-up
+/// (caches, DaemonSets, image pulls) takes; a Deployment has no maximum, nodewright keeps one so
+/// that a unit typed wrong (`3600` meant as minutes) is refused.
+pub const MAX_MIN_READY: Duration = HOUR;
+
 /// The longest `spec.drain.timeout` (and the annotation's `timeout`). machine-controller-manager
 /// defaults to 2 h; a drain still waiting on a PodDisruptionBudget after a day needs a person, and
 /// `machine extend-drain` moves a running drain's deadline when one decides to wait longer.
@@ -250,6 +256,7 @@ mod tests {
     fn every_maximum_added_to_any_representable_time_stays_representable() {
         let longest = [
             MAX_PROGRESS_DEADLINE,
+            MAX_MIN_READY,
             MAX_DRAIN_TIMEOUT,
             MAX_PDB_RETRY_INTERVAL,
             MAX_VOLUME_TIMEOUT,

@@ -406,6 +406,19 @@ fn rollout_inputs_follow_the_pool_file_rules_and_the_knobs_maxima() {
                 &["pool.strategy.progress_deadline"],
             ),
             (
+                "a min_ready over an hour is refused",
+                Box::new(|r| {
+                    r.pool.strategy.progress_deadline = Duration::from_secs(2 * 3600);
+                    r.pool.strategy.min_ready = Duration::from_secs(3601);
+                }),
+                &["pool.strategy.min_ready"],
+            ),
+            (
+                "a min_ready as long as the progress deadline is refused",
+                Box::new(|r| r.pool.strategy.min_ready = r.pool.strategy.progress_deadline),
+                &["pool.strategy.min_ready"],
+            ),
+            (
                 "more replicas than a pool may have are refused",
                 Box::new(|r| r.pool.replicas = 1001),
                 &["pool.replicas"],

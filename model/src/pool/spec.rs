@@ -322,6 +322,10 @@ pub struct Strategy {
     /// A rollout that makes no progress for this long is marked stalled (default `30m`).
     #[serde(default = "default_progress_deadline")]
     pub progress_deadline: String,
+    /// Seconds a new machine's Node must have been Ready before the machine counts available
+    /// (Deployment's `minReadySeconds`; default 0: available as soon as its Node is Ready).
+    #[serde(default)]
+    pub min_ready_seconds: u32,
 }
 
 fn default_max_surge() -> IntOrPercent {
@@ -344,6 +348,7 @@ impl Default for Strategy {
             max_unavailable: default_max_unavailable(),
             max_failures: default_max_failures(),
             progress_deadline: default_progress_deadline(),
+            min_ready_seconds: 0,
         }
     }
 }

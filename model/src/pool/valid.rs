@@ -134,6 +134,17 @@ pub struct RolloutStrategy {
     pub max_failures: u32,
     /// A rollout that makes no progress for this long is marked stalled.
     pub progress_deadline: Duration,
+    /// How long a machine's Node must have been Ready before the machine counts available
+    /// (`spec.strategy.minReadySeconds`); zero in requests recorded before it existed.
+    #[serde(default)]
+    pub min_ready: Duration,
+}
+
+impl RolloutStrategy {
+    /// [`min_ready`](Self::min_ready) in whole seconds, as the planner takes it.
+    pub fn min_ready_secs(&self) -> i64 {
+        i64::try_from(self.min_ready.as_secs()).unwrap_or(i64::MAX)
+    }
 }
 
 /// How nodes are drained (machine-controller-manager's settings).

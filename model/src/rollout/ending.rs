@@ -129,6 +129,7 @@ mod tests {
             activity: Activity::Idle,
             tainted_outdated,
             zone: None,
+            ready_since: 0,
         };
         let machines = [
             machine("p-seen", true),

@@ -42,7 +42,10 @@ pub use inherited::{
 };
 pub use observed::{Activity, Health, ObservedMachine, PoolNode, PoolVm, Running, observe};
 pub use phase::{PhaseEvent, RolloutPhase, next_phase, shown_phase};
-pub use plan::{Budget, Counts, DeleteReason, Holdup, Plan, PlanInput, Victim, plan, victim_order};
+pub use plan::{
+    Budget, Counts, DeleteReason, Holdup, Plan, PlanInput, Victim, next_availability, plan,
+    victim_order, victim_order_with,
+};
 pub use progress::{Look, ProgressInput, ProgressVerdict, judge_progress, remaining};
 pub use report::{InspectPoolRequest, PoolReport};
 pub use request::{

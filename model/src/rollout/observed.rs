@@ -50,12 +50,38 @@ pub struct ObservedMachine {
     /// The availability zone its VM is in (`zones[0]`), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// Since when its Node is Ready, Unix seconds: the Ready condition's `lastTransitionTime`,
+    /// never before the VM's creation (so an unknown time makes an old machine count at once);
+    /// 0 when it is not Ready.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ready_since: i64,
+}
+
+fn is_zero(value: &i64) -> bool {
+    *value == 0
 }
 
 impl ObservedMachine {
     /// Serves workloads now: Ready and not being taken down.
     pub fn is_available(&self) -> bool {
         self.health == Health::Ready && self.activity != Activity::Deleting
+    }
+
+    /// Counts available at `now` (Unix seconds) under `min_ready_secs`
+    /// (`spec.strategy.minReadySeconds`): [`is_available`](Self::is_available), and its Node
+    /// Ready for at least that long (a Deployment's `minReadySeconds`). With 0 it is exactly
+    /// `is_available`.
+    pub fn is_available_at(&self, now: i64, min_ready_secs: i64) -> bool {
+        self.is_available()
+            && (min_ready_secs <= 0 || now.saturating_sub(self.ready_since) >= min_ready_secs)
+    }
+
+    /// When a machine that is Ready but not yet for `min_ready_secs` counts available, Unix
+    /// seconds; `None` when it is not warming up (not Ready, being deleted, or available
+    /// already at `now`).
+    pub fn available_at(&self, now: i64, min_ready_secs: i64) -> Option<i64> {
+        (self.is_available() && !self.is_available_at(now, min_ready_secs))
+            .then(|| self.ready_since.saturating_add(min_ready_secs))
     }
 
     /// Broken for good: its VM failed, or its Node has not been Ready for `health_timeout`
@@ -158,6 +184,10 @@ pub fn observe(
                 .iter()
                 .find(|n| n.name == vm.name && provider_id_names(&n.provider_id, &vm.name));
             let mine = running.iter().find(|r| r.machine == vm.name);
+            let ready_since = match node {
+                Some(node) if node.ready => node.ready_since.max(vm.created_at),
+                _ => 0,
+            };
             let health = if vm.provisioning_state.eq_ignore_ascii_case("Failed") {
                 Health::Failed
             } else {
@@ -189,6 +219,11 @@ pub fn observe(
                 activity,
                 tainted_outdated: node.is_some_and(|n| n.tainted_outdated),
                 zone: vm.zone.clone(),
+                ready_since: if health == Health::Ready {
+                    ready_since
+                } else {
+                    0
+                },
             }
         })
         .collect();
@@ -202,6 +237,7 @@ pub fn observe(
                 activity: Activity::Creating,
                 tainted_outdated: false,
                 zone: None,
+                ready_since: 0,
             });
         }
     }
@@ -324,6 +360,8 @@ mod tests {
         };
         assert_eq!(machines.len(), 7, "{machines:?}");
         assert_eq!(by_name("p-ready").health, Health::Ready);
+        assert_eq!(by_name("p-ready").ready_since, 150, "the Ready transition");
+        assert_eq!(by_name("p-notready").ready_since, 0);
         assert_eq!(by_name("p-ready").zone.as_deref(), Some("2"));
         assert_eq!(by_name("p-invisible").zone, None);
         assert!(by_name("p-ready").is_available());
@@ -359,6 +397,7 @@ mod tests {
             activity: Activity::Idle,
             tainted_outdated: false,
             zone: None,
+            ready_since: 0,
         };
         assert!(!base.is_unhealthy(159, 60));
         assert!(base.is_unhealthy(160, 60));
@@ -372,5 +411,52 @@ mod tests {
             ..base
         };
         assert!(failed.is_unhealthy(0, 60));
+    }
+
+    #[test]
+    fn a_machine_counts_available_once_ready_for_min_ready_and_never_before_its_vm() {
+        let mut early = node("p-0", true);
+        early.ready_since = 40;
+        let unknown = PoolNode {
+            ready_since: 0,
+            ..node("p-1", true)
+        };
+        let machines = observe(
+            &[vm("p-0", "t", "Succeeded"), vm("p-1", "t", "Succeeded")],
+            &[early, unknown],
+            &[],
+            "t",
+        );
+        // Ready "since" before the VM existed (a recycled Node name, a clock skew) or unknown:
+        // the VM's creation, 100.
+        assert_eq!(
+            machines.iter().map(|m| m.ready_since).collect::<Vec<_>>(),
+            [100, 100]
+        );
+        let machine = &machines[0];
+        let table = [
+            // (now, min_ready, available, available_at)
+            (100, 0, true, None),
+            (100, 60, false, Some(160)),
+            (159, 60, false, Some(160)),
+            (160, 60, true, None),
+            (5_000, 60, true, None),
+        ];
+        for (now, min_ready, available, at) in table {
+            assert_eq!(
+                (
+                    machine.is_available_at(now, min_ready),
+                    machine.available_at(now, min_ready)
+                ),
+                (available, at),
+                "at {now} with {min_ready}"
+            );
+        }
+        let going = ObservedMachine {
+            activity: Activity::Deleting,
+            ..machine.clone()
+        };
+        assert!(!going.is_available_at(5_000, 0));
+        assert_eq!(going.available_at(100, 60), None);
     }
 }

@@ -7,8 +7,8 @@
 //!
 //! - a plan never takes the pool above `replicas + surge` machines (every machine that exists
 //!   counts, including those being created or deleted);
-//! - it never takes the available machines (Ready and not being deleted) below `minAvailable`
-//!   (nor lower than they already are);
+//! - it never takes the available machines (Ready for `minReadySeconds` and not being deleted)
+//!   below `minAvailable` (nor lower than they already are);
 //! - it never takes the live machines (every one not being deleted, those being created
 //!   included) below `minAvailable` (nor deletes any when they already are at or below it).
 //!
@@ -37,6 +37,13 @@
 //!    victim order; available ones only while availability allows.
 //! 4. **New machines**: up to the new-template target and up to `replicas` live machines
 //!    (broken ones not counted), while the total allows.
+//!
+//! Available, everywhere above, is one predicate ([`ObservedMachine::is_available_at`]): Ready,
+//! not being deleted, and Ready for at least `minReadySeconds` (a Deployment's rule). A machine
+//! Ready for less (warming up) counts as unavailable, so no old machine goes on its account
+//! until it has served that long, and it is chosen before available machines when victims are
+//! picked ([`victim_order_with`]). With `minReadySeconds` 0 every Ready machine not being
+//! deleted is available and each decision is the same as without the setting.
 //!
 //! Deletions already in flight: a machine being deleted is not live and not available (it
 //! counts toward neither `live` nor `minAvailable`'s side of the arithmetic, as a terminating
@@ -112,6 +119,9 @@ pub struct PlanInput<'a> {
     /// Machines held by do-not-disrupt marks ([`crate::rollout::hold`]): never chosen as
     /// outdated or surplus victims (unhealthy ones still go).
     pub held: &'a BTreeSet<String>,
+    /// Seconds a Node must have been Ready before its machine counts available
+    /// (`spec.strategy.minReadySeconds`; 0: as soon as it is Ready).
+    pub min_ready_secs: i64,
 }
 
 /// Why a machine is deleted.
@@ -163,7 +173,7 @@ pub struct Counts {
     pub updated: u32,
     /// Machines whose Node is Ready (including those being deleted).
     pub ready: u32,
-    /// Machines Ready and not being deleted.
+    /// Machines available: Ready (for `minReadySeconds`) and not being deleted.
     pub available: u32,
     /// Machines of an outdated template not being deleted.
     pub old: u32,
@@ -173,8 +183,9 @@ pub struct Counts {
     pub deleting: u32,
     /// Machines broken for good.
     pub unhealthy: u32,
-    /// Machines of the new template that are available (Ready, not being deleted): what a
-    /// finished create adds, unlike `updated`, which counts a create from its start.
+    /// Machines of the new template that are available (Ready for `minReadySeconds`, not being
+    /// deleted): what a finished create adds, unlike `updated`, which counts a create from its
+    /// start.
     #[serde(default)]
     pub updated_available: u32,
 }
@@ -186,7 +197,8 @@ pub enum Holdup {
     /// Creations and deletions in flight must finish first.
     InFlight,
     /// `replicas + surge` machines exist and none can go without dropping below
-    /// `replicas − unavailable` available: new machines must become Ready first.
+    /// `replicas − unavailable` available: new machines must become available first (Ready, and
+    /// for `minReadySeconds` when it is set: [`Plan::next_available_at`] says when).
     Budget,
     /// The new template reached the canary's target; the rest waits for approval.
     CanaryReached,
@@ -209,6 +221,11 @@ pub struct Plan {
     pub done: bool,
     /// Why nothing starts, when nothing does and the rollout is not done.
     pub holdup: Option<Holdup>,
+    /// When the next machine that is Ready but not yet for `minReadySeconds` counts available,
+    /// Unix seconds ([`next_availability`]): the rollout looks again then at the latest, as a
+    /// Deployment requeues. None without such a machine (always with `minReadySeconds` 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_available_at: Option<i64>,
 }
 
 /// Decides what to create and delete now; see the module documentation.
@@ -221,6 +238,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let is_idle = |m: &ObservedMachine| m.activity == Activity::Idle;
     let is_broken = |m: &ObservedMachine| m.is_unhealthy(input.now, input.health_timeout_secs);
     let is_held = |m: &ObservedMachine| input.held.contains(&m.name);
+    let is_available = |m: &ObservedMachine| m.is_available_at(input.now, input.min_ready_secs);
+    let victim_order =
+        |a: &&ObservedMachine, b: &&ObservedMachine| victim_order_with(a, b, &is_available);
     let min_available = budget.min_available(replicas);
     let new_target = input.new_target.min(replicas);
 
@@ -235,7 +255,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         .iter()
         .filter(|m| is_idle(m) && is_new(m) && is_broken(m))
         .collect();
-    broken_new.sort_by(|a, b| victim_order(a, b));
+    broken_new.sort_by(victim_order);
     for machine in broken_new {
         if live <= min_available {
             break;
@@ -254,7 +274,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         input
             .machines
             .iter()
-            .filter(|m| is_live(m) && is_new(m) && !m.is_available())
+            .filter(|m| is_live(m) && is_new(m) && !is_available(m))
             .filter(|m| !going.contains(m.name.as_str()))
             .count(),
     );
@@ -279,10 +299,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         .iter()
         .filter(|m| is_idle(m) && !is_new(m) && (is_broken(m) || !is_held(m)))
         .collect();
-    old.sort_by(|a, b| victim_order(a, b));
+    old.sort_by(victim_order);
     for machine in old {
         let broken = is_broken(machine);
-        if machine.is_available() {
+        if is_available(machine) {
             if old_excess == 0 || available <= min_available {
                 continue;
             }
@@ -314,12 +334,12 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         .filter(|m| is_idle(m) && is_new(m) && !is_held(m))
         .filter(|m| !going.contains(m.name.as_str()))
         .collect();
-    extra.sort_by(|a, b| victim_order(a, b));
+    extra.sort_by(victim_order);
     for machine in extra {
         if surplus == 0 {
             break;
         }
-        if machine.is_available() {
+        if is_available(machine) {
             if available <= min_available {
                 // Victim order puts every unavailable machine first: the rest are available too.
                 break;
@@ -340,7 +360,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     // Deleted in victim order, whatever the step that chose them.
     let order = |name: &str| input.machines.iter().find(|m| m.name == name);
     delete.sort_by(|a, b| match (order(&a.name), order(&b.name)) {
-        (Some(a), Some(b)) => victim_order(a, b),
+        (Some(a), Some(b)) => victim_order(&a, &b),
         _ => Ordering::Equal,
     });
 
@@ -383,7 +403,22 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         counts,
         done,
         holdup,
+        next_available_at: next_availability(input.machines, input.now, input.min_ready_secs),
     }
+}
+
+/// When the next machine Ready but not yet for `min_ready_secs` counts available, Unix seconds
+/// (see [`ObservedMachine::available_at`]); none when no machine is warming up, and always none
+/// with `min_ready_secs` 0.
+pub fn next_availability(
+    machines: &[ObservedMachine],
+    now: i64,
+    min_ready_secs: i64,
+) -> Option<i64> {
+    machines
+        .iter()
+        .filter_map(|m| m.available_at(now, min_ready_secs))
+        .min()
 }
 
 fn count(input: &PlanInput<'_>) -> Counts {
@@ -401,7 +436,7 @@ fn count(input: &PlanInput<'_>) -> Counts {
         if machine.health == Health::Ready {
             counts.ready += 1;
         }
-        if machine.is_available() {
+        if machine.is_available_at(input.now, input.min_ready_secs) {
             counts.available += 1;
             if new {
                 counts.updated_available += 1;
@@ -420,17 +455,29 @@ fn count(input: &PlanInput<'_>) -> Counts {
 }
 
 /// Deletion order: failed, then not ready, then ready; within each, oldest first (then by
-/// name, so the order is total).
+/// name, so the order is total). The order without `minReadySeconds`: every Ready machine
+/// counts as available ([`victim_order_with`]).
 pub fn victim_order(a: &ObservedMachine, b: &ObservedMachine) -> Ordering {
-    fn rank(health: Health) -> u8 {
-        match health {
-            Health::Failed => 0,
-            Health::NotReady { .. } => 1,
-            Health::Ready => 2,
-        }
-    }
-    rank(a.health)
-        .cmp(&rank(b.health))
+    victim_order_with(a, b, &|m: &ObservedMachine| m.health == Health::Ready)
+}
+
+/// Deletion order with `available` saying which machines count available: failed, then not
+/// ready, then Ready but not available yet (warming up for `minReadySeconds`), then available;
+/// within each, oldest first (then by name, so the order is total). With a predicate true for
+/// every Ready machine it is [`victim_order`].
+pub fn victim_order_with(
+    a: &ObservedMachine,
+    b: &ObservedMachine,
+    available: &impl Fn(&ObservedMachine) -> bool,
+) -> Ordering {
+    let rank = |m: &ObservedMachine| match m.health {
+        Health::Failed => 0u8,
+        Health::NotReady { .. } => 1,
+        Health::Ready if !available(m) => 2,
+        Health::Ready => 3,
+    };
+    rank(a)
+        .cmp(&rank(b))
         .then(a.created_at.cmp(&b.created_at))
         .then_with(|| a.name.cmp(&b.name))
 }

@@ -68,6 +68,7 @@ mod tests {
             activity: Activity::Idle,
             tainted_outdated: false,
             zone: None,
+            ready_since: 0,
         };
         let report = PoolReport {
             pool: "p".to_owned(),

@@ -92,6 +92,22 @@ impl RolloutRequest {
         self.observe_interval
             .clamp(Duration::from_secs(1), crate::limits::MAX_OBSERVE_INTERVAL)
     }
+
+    /// How long the rollout waits after a look at `at` (Unix seconds) when nothing wakes it:
+    /// [`observe_wait`](Self::observe_wait), or less when a machine warming up for
+    /// `minReadySeconds` counts available at `next_available_at` ([`crate::rollout::Plan`]'s),
+    /// as a Deployment requeues for it; at least 1 s. Without such a machine (always with
+    /// `minReadySeconds` 0) it is `observe_wait`.
+    pub fn wait_after_look(&self, at: i64, next_available_at: Option<i64>) -> Duration {
+        let wait = self.observe_wait();
+        match next_available_at {
+            Some(then) => {
+                let until = u64::try_from(then.saturating_sub(at)).unwrap_or(0).max(1);
+                wait.min(Duration::from_secs(until))
+            }
+            None => wait,
+        }
+    }
 }
 
 fn default_observe_interval() -> Duration {
@@ -259,6 +275,7 @@ mod tests {
             max_unavailable: Amount::Count(0),
             max_failures: 3,
             progress_deadline: Duration::from_secs(600),
+            min_ready: Duration::ZERO,
         };
         let wider = StrategyChange {
             max_surge: Some(Amount::Percent(50)),
@@ -297,5 +314,38 @@ mod tests {
             over.apply(&strategy)
                 .is_err_and(|e| e.starts_with("maxSurge 250% is more than 100%"))
         );
+    }
+
+    #[test]
+    fn a_warming_machine_brings_the_next_look_forward_and_nothing_else_does() {
+        let pool = from_yaml(include_str!("../../../examples/pools/workers.yaml"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let request = RolloutRequest {
+            cluster: ClusterName::parse("cluster", "local").unwrap_or_else(|e| panic!("{e}")),
+            pool,
+            canary: None,
+            history: PoolHistory::default(),
+            rollback: false,
+            observe_interval: DEFAULT_OBSERVE_INTERVAL,
+            history_limit: DEFAULT_HISTORY_LIMIT,
+            resume: None,
+        };
+        let table = [
+            // (next_available_at after a look at 1000, wait in seconds)
+            (None, 15),
+            (Some(1_025), 15),
+            (Some(1_015), 15),
+            (Some(1_007), 7),
+            (Some(1_000), 1),
+            (Some(900), 1),
+            (Some(i64::MIN), 1),
+        ];
+        for (next, wait) in table {
+            assert_eq!(
+                request.wait_after_look(1_000, next),
+                Duration::from_secs(wait),
+                "{next:?}"
+            );
+        }
     }
 }

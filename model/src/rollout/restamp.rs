@@ -175,6 +175,7 @@ mod tests {
             activity,
             tainted_outdated: false,
             zone: None,
+            ready_since: 0,
         }
     }
 

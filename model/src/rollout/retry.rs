@@ -247,6 +247,7 @@ mod tests {
             activity,
             tainted_outdated: false,
             zone: None,
+            ready_since: 0,
         }
     }
 
@@ -607,6 +608,7 @@ mod tests {
                 now,
                 health_timeout_secs: 300,
                 held: &held,
+                min_ready_secs: 0,
             });
             status.retries =
                 plan_retries(&machines, &[], &status.retries, "new", now, 300, true).kept;

@@ -23,6 +23,7 @@ fn machine(name: &str, template: &str, health: Health, created_at: i64) -> Obser
         activity: Activity::Idle,
         tainted_outdated: false,
         zone: None,
+        ready_since: 0,
     }
 }
 
@@ -33,6 +34,17 @@ fn ready_old(n: usize) -> Vec<ObservedMachine> {
 }
 
 fn plan_for(machines: &[ObservedMachine], replicas: u32, budget: Budget, now: i64) -> Plan {
+    plan_warming(machines, replicas, budget, now, 0)
+}
+
+/// [`plan_for`] with `minReadySeconds` at `min_ready_secs`.
+fn plan_warming(
+    machines: &[ObservedMachine],
+    replicas: u32,
+    budget: Budget,
+    now: i64,
+    min_ready_secs: i64,
+) -> Plan {
     plan(&PlanInput {
         replicas,
         template_hash: NEW,
@@ -42,6 +54,7 @@ fn plan_for(machines: &[ObservedMachine], replicas: u32, budget: Budget, now: i6
         now,
         health_timeout_secs: HEALTH_TIMEOUT,
         held: &BTreeSet::new(),
+        min_ready_secs,
     })
 }
 
@@ -315,6 +328,7 @@ fn a_canary_replaces_that_many_and_holds() {
         now: 100,
         health_timeout_secs: HEALTH_TIMEOUT,
         held: &BTreeSet::new(),
+        min_ready_secs: 0,
     });
     // One new machine is Ready: one old goes, nothing more is created.
     assert_eq!((held.create, names(&held)), (0, vec!["old-000"]));
@@ -328,6 +342,7 @@ fn a_canary_replaces_that_many_and_holds() {
         now: 101,
         health_timeout_secs: HEALTH_TIMEOUT,
         held: &BTreeSet::new(),
+        min_ready_secs: 0,
     });
     assert_eq!((waiting.create, waiting.delete.len()), (0, 0));
     assert_eq!(waiting.holdup, Some(Holdup::CanaryReached));
@@ -348,6 +363,7 @@ fn machines_held_by_do_not_disrupt_are_passed_over_and_named_as_the_holdup() {
             now: 100,
             health_timeout_secs: HEALTH_TIMEOUT,
             held,
+            min_ready_secs: 0,
         })
     };
     // old-000 would go first; held, old-001 goes instead.
@@ -384,6 +400,132 @@ fn a_finished_pool_is_done() {
     );
     assert!(finished.done);
     assert_eq!(finished.holdup, None);
+}
+
+/// minReadySeconds 60, 2 replicas, maxSurge 1, maxUnavailable 0: a new machine Ready for 30 s
+/// is not available yet, so no old machine goes (the budget holds, and the plan says when it
+/// counts); Ready for 61 s, one old machine goes; with minReadySeconds 0 it goes at once.
+#[test]
+fn an_old_machine_goes_only_once_its_replacement_was_ready_for_min_ready_seconds() {
+    let budget = Budget::resolve(Amount::Count(1), Amount::Count(0), 2);
+    let mut pool = ready_old(2);
+    pool.push(ObservedMachine {
+        ready_since: 1_000,
+        ..machine("new-a", NEW, Health::Ready, 900)
+    });
+    let warming = plan_warming(&pool, 2, budget, 1_030, 60);
+    assert_eq!(
+        (warming.create, warming.delete.len()),
+        (0, 0),
+        "{warming:?}"
+    );
+    assert_eq!(warming.holdup, Some(Holdup::Budget));
+    assert_eq!(warming.next_available_at, Some(1_060));
+    assert_eq!(
+        (
+            warming.counts.ready,
+            warming.counts.available,
+            warming.counts.updated_available
+        ),
+        (3, 2, 0)
+    );
+    assert!(!warming.done);
+
+    let warm = plan_warming(&pool, 2, budget, 1_061, 60);
+    assert_eq!((warm.create, names(&warm)), (0, vec!["old-000"]));
+    assert_eq!(warm.delete[0].reason, DeleteReason::Outdated);
+    assert_eq!(warm.next_available_at, None);
+
+    let at_once = plan_warming(&pool, 2, budget, 1_030, 0);
+    assert_eq!(names(&at_once), ["old-000"]);
+    assert_eq!(at_once.next_available_at, None);
+    assert_eq!(
+        at_once,
+        plan_for(&pool, 2, budget, 1_030),
+        "0 is the default"
+    );
+
+    // The last old machine gone, the rollout is done only once the new ones count available.
+    let mut last = vec![
+        ObservedMachine {
+            ready_since: 1_000,
+            ..machine("new-a", NEW, Health::Ready, 900)
+        },
+        ObservedMachine {
+            ready_since: 1_050,
+            ..machine("new-b", NEW, Health::Ready, 950)
+        },
+    ];
+    assert!(!plan_warming(&last, 2, budget, 1_100, 60).done);
+    assert!(plan_warming(&last, 2, budget, 1_110, 60).done);
+    last[1].ready_since = 0;
+    assert!(plan_warming(&last, 2, budget, 1_060, 60).done);
+}
+
+/// Victims: failed, then NotReady, then Ready but still warming up, then available; with
+/// minReadySeconds 0 nothing warms and the order is the one without it.
+#[test]
+fn machines_warming_up_are_chosen_before_available_ones() {
+    use super::plan::{victim_order, victim_order_with};
+    let at = |name: &str, health, created_at, ready_since| ObservedMachine {
+        ready_since,
+        ..machine(name, NEW, health, created_at)
+    };
+    let pool = [
+        at("available-old", Health::Ready, 1, 10),
+        at("warming-young", Health::Ready, 90, 95),
+        at("available-young", Health::Ready, 50, 60),
+        at("notready", Health::NotReady { since: 99 }, 70, 0),
+        at("failed", Health::Failed, 80, 0),
+    ];
+    let order = |min_ready: i64| {
+        let mut sorted: Vec<&ObservedMachine> = pool.iter().collect();
+        sorted.sort_by(|a, b| victim_order_with(a, b, &|m| m.is_available_at(100, min_ready)));
+        sorted
+            .into_iter()
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        order(30),
+        [
+            "failed",
+            "notready",
+            "warming-young",
+            "available-old",
+            "available-young"
+        ]
+    );
+    let today = {
+        let mut sorted: Vec<&ObservedMachine> = pool.iter().collect();
+        sorted.sort_by(|a, b| victim_order(a, b));
+        sorted
+            .into_iter()
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(order(0), today);
+    assert_eq!(
+        today,
+        [
+            "failed",
+            "notready",
+            "available-old",
+            "available-young",
+            "warming-young"
+        ]
+    );
+
+    // Scaled down from 3 to 2 with one machine warming: it goes, no available one does.
+    let budget = Budget::resolve(Amount::Count(1), Amount::Count(0), 2);
+    let three = vec![
+        at("new-a", Health::Ready, 1, 10),
+        at("new-b", Health::Ready, 90, 95),
+        at("new-c", Health::Ready, 50, 60),
+    ];
+    let down = plan_warming(&three, 2, budget, 100, 30);
+    assert_eq!(names(&down), ["new-b"]);
+    assert_eq!(down.delete[0].reason, DeleteReason::Surplus);
 }
 
 /// A simulated pool: in-flight creates and deletes finish at given times.
@@ -445,6 +587,7 @@ impl Sim {
             if m.activity == Activity::Creating && *at <= now {
                 m.activity = Activity::Idle;
                 m.health = Health::Ready;
+                m.ready_since = now;
             }
         }
     }
@@ -558,6 +701,19 @@ fn check_invariants(
     budget: Budget,
     plan: &Plan,
 ) -> Result<(), TestCaseError> {
+    check_invariants_at(machines, replicas, budget, plan, 0, 0)
+}
+
+/// [`check_invariants`] at `now` under `min_ready_secs`: available means Ready for that long.
+fn check_invariants_at(
+    machines: &[ObservedMachine],
+    replicas: u32,
+    budget: Budget,
+    plan: &Plan,
+    now: i64,
+    min_ready_secs: i64,
+) -> Result<(), TestCaseError> {
+    let is_available = |m: &ObservedMachine| m.is_available_at(now, min_ready_secs);
     let total = machines.len() as u32;
     let max_total = budget.max_total(replicas);
     let min_available = budget.min_available(replicas);
@@ -576,11 +732,11 @@ fn check_invariants(
         prop_assert!(m.is_some(), "deletes unknown {}", victim.name);
         let m = m.unwrap_or_else(|| unreachable!());
         prop_assert_eq!(m.activity, Activity::Idle, "deletes busy {}", &victim.name);
-        if m.is_available() {
+        if is_available(m) {
             lost += 1;
         }
     }
-    let available = machines.iter().filter(|m| m.is_available()).count() as u32;
+    let available = machines.iter().filter(|m| is_available(m)).count() as u32;
     prop_assert!(
         available - lost >= min_available.min(available),
         "available {available} - {lost} below min {min_available}"
@@ -614,6 +770,90 @@ fn work_left(machines: &[ObservedMachine], replicas: u32, now: i64) -> bool {
         && (live.iter().any(|m| m.template_hash != NEW)
             || live.len() as u32 != replicas
             || live.iter().any(|m| m.is_unhealthy(now, HEALTH_TIMEOUT)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// With minReadySeconds from 0 to 120 and machines Ready since any time: whatever order
+    /// in-flight work finishes in and however far the clock moves between looks, every plan
+    /// keeps the total within replicas + surge and the machines available for minReadySeconds
+    /// at replicas − unavailable or above (or, when already below, never lower).
+    #[test]
+    fn with_min_ready_every_plan_of_every_reachable_state_keeps_the_floors(
+        start in pool_strategy(),
+        ready_since in prop::collection::vec(0i64..200, 14),
+        min_ready_secs in 0i64..120,
+        replicas in 0u32..10,
+        surge in amount_strategy(),
+        unavailable in amount_strategy(),
+        order in prop::collection::vec((any::<prop::sample::Index>(), any::<bool>(), 1i64..40), 60),
+    ) {
+        let budget = Budget::resolve(surge, unavailable, replicas);
+        let start: Vec<ObservedMachine> = start
+            .into_iter()
+            .zip(ready_since)
+            .map(|(m, since)| ObservedMachine {
+                ready_since: if m.health == Health::Ready { since } else { 0 },
+                ..m
+            })
+            .collect();
+        let mut sim = Sim::new(start);
+        // Every Node Ready since a time before the first look.
+        sim.now = 200;
+        for (pick, fails, step) in order {
+            sim.now += step;
+            let observed = sim.observed();
+            let plan = plan_warming(&observed, replicas, budget, sim.now, min_ready_secs);
+            check_invariants_at(&observed, replicas, budget, &plan, sim.now, min_ready_secs)?;
+            if let Some(at) = plan.next_available_at {
+                prop_assert!(at > sim.now && at <= sim.now + min_ready_secs, "{at} at {}", sim.now);
+            }
+            sim.act(&plan, i64::MAX / 4, i64::MAX / 4);
+            let busy: Vec<usize> = (0..sim.machines.len())
+                .filter(|&i| sim.machines[i].0.activity != Activity::Idle)
+                .collect();
+            if !busy.is_empty() {
+                let i = busy[pick.index(busy.len())];
+                let name = sim.machines[i].0.name.clone();
+                sim.machines[i].1 = sim.now;
+                sim.finish_due(|n| fails && n == name);
+            }
+        }
+    }
+
+    /// With minReadySeconds from 0 to 120, a rollout from any state still ends when creates
+    /// succeed: every machine new, `replicas` of them, each Ready for minReadySeconds.
+    #[test]
+    fn with_min_ready_a_rollout_always_ends_when_creates_succeed(
+        start in pool_strategy(),
+        min_ready_secs in 0i64..120,
+        replicas in 0u32..10,
+        surge in amount_strategy(),
+        unavailable in amount_strategy(),
+    ) {
+        let budget = Budget::resolve(surge, unavailable, replicas);
+        let mut sim = Sim::new(start);
+        let mut done = false;
+        for _ in 0..3_000 {
+            sim.finish_due(|_| false);
+            let observed = sim.observed();
+            let plan = plan_warming(&observed, replicas, budget, sim.now, min_ready_secs);
+            check_invariants_at(&observed, replicas, budget, &plan, sim.now, min_ready_secs)?;
+            if plan.done {
+                done = true;
+                break;
+            }
+            sim.act(&plan, 2, 2);
+            sim.now += 1;
+        }
+        prop_assert!(done, "not done: {:?}", sim.observed());
+        let observed = sim.observed();
+        prop_assert_eq!(observed.len() as u32, replicas);
+        prop_assert!(observed
+            .iter()
+            .all(|m| m.template_hash == NEW && m.is_available_at(sim.now, min_ready_secs)));
+    }
 }
 
 proptest! {
@@ -706,6 +946,7 @@ proptest! {
                 now: sim.now,
                 health_timeout_secs: HEALTH_TIMEOUT,
                 held: &BTreeSet::new(),
+                min_ready_secs: 0,
             });
             check_invariants(&observed, replicas, budget, &plan)?;
             if plan.create == 0 && plan.delete.is_empty() && sim.in_flight() == 0 {
@@ -726,7 +967,7 @@ proptest! {
     #[test]
     fn any_times_and_numbers_give_a_plan_within_the_budget(
         machines in prop::collection::vec(
-            (any::<bool>(), any::<i64>(), any::<i64>(), 0u8..4, activity_strategy()),
+            (any::<bool>(), any::<i64>(), any::<i64>(), 0u8..4, activity_strategy(), any::<i64>()),
             0..10,
         ),
         replicas in prop_oneof![0u32..12, any::<u32>()],
@@ -736,6 +977,7 @@ proptest! {
         now in any::<i64>(),
         health_timeout_secs in any::<i64>(),
         held_mask in any::<u16>(),
+        min_ready_secs in prop_oneof![Just(0i64), any::<i64>()],
     ) {
         let held: BTreeSet<String> = (0..machines.len())
             .filter(|i| held_mask & (1 << i) != 0)
@@ -744,7 +986,7 @@ proptest! {
         let machines: Vec<ObservedMachine> = machines
             .into_iter()
             .enumerate()
-            .map(|(i, (new, created_at, since, health, activity))| {
+            .map(|(i, (new, created_at, since, health, activity, ready_since))| {
                 let health = match health {
                     0 => Health::Ready,
                     1 => Health::Failed,
@@ -752,6 +994,7 @@ proptest! {
                 };
                 ObservedMachine {
                     activity,
+                    ready_since,
                     ..machine(&format!("m-{i:02}"), if new { NEW } else { OLD }, health, created_at)
                 }
             })
@@ -766,6 +1009,7 @@ proptest! {
             now,
             health_timeout_secs,
             held: &held,
+            min_ready_secs,
         });
         for victim in &plan.delete {
             prop_assert!(

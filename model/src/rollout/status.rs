@@ -76,11 +76,21 @@ pub struct MachineView {
     /// The availability zone its VM is in, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// Seconds after the look until this Ready machine counts available, while it warms up for
+    /// `minReadySeconds`; none when it is available (or not Ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_in: Option<i64>,
 }
 
 impl MachineView {
-    /// `machine` as the status shows it, in a rollout to `template_hash`.
-    pub fn of(machine: &ObservedMachine, template_hash: &str) -> Self {
+    /// `machine` as the status shows it, in a rollout to `template_hash`, at a look at `at`
+    /// (Unix seconds) under `min_ready_secs` (`minReadySeconds`).
+    pub fn of(
+        machine: &ObservedMachine,
+        template_hash: &str,
+        at: i64,
+        min_ready_secs: i64,
+    ) -> Self {
         Self {
             name: machine.name.clone(),
             template_hash: machine.template_hash.clone(),
@@ -88,6 +98,9 @@ impl MachineView {
             health: machine.health,
             activity: machine.activity,
             zone: machine.zone.clone(),
+            available_in: machine
+                .available_at(at, min_ready_secs)
+                .map(|then| then.saturating_sub(at)),
         }
     }
 }
@@ -116,13 +129,14 @@ impl StrategyView {
 }
 
 /// The strategy a rollout uses when it has none yet (before its first step): maxSurge 1,
-/// maxUnavailable 0, maxFailures 3, a progress deadline of 30 minutes.
+/// maxUnavailable 0, maxFailures 3, a progress deadline of 30 minutes, no minReadySeconds.
 pub fn fallback_strategy() -> RolloutStrategy {
     RolloutStrategy {
         max_surge: Amount::Count(1),
         max_unavailable: Amount::Count(0),
         max_failures: 3,
         progress_deadline: std::time::Duration::from_secs(30 * 60),
+        min_ready: std::time::Duration::ZERO,
     }
 }
 

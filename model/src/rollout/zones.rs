@@ -97,6 +97,7 @@ mod tests {
             health: Health::Ready,
             activity,
             zone: zone.map(str::to_owned),
+            available_in: None,
         }
     }
 
@@ -165,6 +166,7 @@ mod tests {
             counts: Counts::default(),
             done: false,
             holdup: None,
+            next_available_at: None,
         };
         let zones = ["1".to_owned(), "2".to_owned()];
         assert_eq!(
@@ -192,6 +194,7 @@ mod tests {
             counts: Counts::default(),
             done: false,
             holdup: None,
+            next_available_at: None,
         };
         let zones = ["1".to_owned(), "2".to_owned()];
         assert_eq!(

@@ -118,6 +118,7 @@ mod tests {
             max_unavailable: unavailable,
             max_failures: 3,
             progress_deadline: Duration::from_secs(600),
+            min_ready: Duration::ZERO,
         }
     }
 

@@ -5,7 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use nodewright_model::capacity::Exhausted;
 use nodewright_model::rollout::{
     Activity, ChildFailure, ChildKind, DeleteRetry, HOLD_RECHECK_SECS, Health, Holdup, InFlight,
-    PoolReport, RolloutPhase, RolloutStatus, StrategyView,
+    MachineView, PoolReport, RolloutPhase, RolloutStatus, StrategyView,
 };
 
 use crate::table;
@@ -45,6 +45,18 @@ pub fn health(health: Health, now: i64) -> String {
         Health::Ready => "Ready".to_owned(),
         Health::NotReady { since: at } => format!("NotReady for {}", span(since(at, now))),
         Health::Failed => "Failed".to_owned(),
+    }
+}
+
+/// A machine's health in a rollout's status: [`health`], and for a machine still warming up for
+/// minReadySeconds `Ready (available in 25s)` (as of the last look).
+fn machine_health(machine: &MachineView, now: i64) -> String {
+    match machine.available_in {
+        Some(seconds) if machine.health == Health::Ready => format!(
+            "Ready (available in {})",
+            span(u64::try_from(seconds).unwrap_or(0))
+        ),
+        _ => health(machine.health, now),
     }
 }
 
@@ -137,12 +149,26 @@ pub fn strategy(view: &StrategyView) -> String {
     )
 }
 
-fn holdup(holdup: Holdup, pool: &str) -> String {
+fn holdup(holdup: Holdup, pool: &str, machines: &[MachineView]) -> String {
     match holdup {
         Holdup::InFlight => "creates and deletes in flight must finish first".to_owned(),
         Holdup::Budget => {
-            "the budget is used up: new machines must become Ready before more old ones can go"
-                .to_owned()
+            let warming: Vec<&MachineView> = machines
+                .iter()
+                .filter(|m| m.available_in.is_some())
+                .collect();
+            match warming.iter().filter_map(|m| m.available_in).min() {
+                Some(first) => format!(
+                    "the budget is used up: {} Ready but not yet for minReadySeconds (the first counts available in {}) before more old ones can go",
+                    match warming.len() {
+                        1 => "1 new machine is".to_owned(),
+                        n => format!("{n} new machines are"),
+                    },
+                    span(u64::try_from(first).unwrap_or(0))
+                ),
+                None => "the budget is used up: new machines must become Ready before more old ones can go"
+                    .to_owned(),
+            }
         }
         Holdup::CanaryReached => format!(
             "the canary is done; the rest waits for `nodewright pool rollout approve {pool}`"
@@ -263,7 +289,10 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
         lines.push(format!("  stalled      {stalled}"));
     }
     if let Some(why) = status.holdup {
-        lines.push(format!("  waiting      {}", holdup(why, pool)));
+        lines.push(format!(
+            "  waiting      {}",
+            holdup(why, pool, &status.machines)
+        ));
     }
     for (index, held) in status.held.iter().enumerate() {
         let label = if index == 0 { "held" } else { "" };
@@ -336,7 +365,7 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
                 machine.name.clone(),
                 machine.template_hash.clone(),
                 if machine.updated { "yes" } else { "no" }.to_owned(),
-                health(machine.health, now),
+                machine_health(machine, now),
                 activity(machine.activity).to_owned(),
             ]
         });
@@ -482,6 +511,7 @@ mod tests {
                 health: Health::NotReady { since: 1000 },
                 activity: Activity::Creating,
                 zone: Some("3".to_owned()),
+                available_in: None,
             }],
             zones: std::collections::BTreeMap::from([
                 ("1".to_owned(), 3),
@@ -648,6 +678,39 @@ mod tests {
     }
 
     #[test]
+    fn a_machine_warming_up_shows_when_it_counts_available_and_why_the_rollout_waits() {
+        let mut status = status();
+        status.holdup = Some(Holdup::Budget);
+        let before = status_lines(&status, 1100);
+        assert!(
+            before.iter().any(|l| l
+                == "  waiting      the budget is used up: new machines must become Ready before more old ones can go"),
+            "{before:#?}"
+        );
+        status.machines.push(MachineView {
+            name: "web-n3w00".to_owned(),
+            template_hash: "abc123".to_owned(),
+            updated: true,
+            health: Health::Ready,
+            activity: Activity::Idle,
+            zone: Some("1".to_owned()),
+            available_in: Some(25),
+        });
+        let lines = status_lines(&status, 1100);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("  web-n3w00") && l.contains("Ready (available in 25s)")),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.iter().any(|l| l
+                == "  waiting      the budget is used up: 1 new machine is Ready but not yet for minReadySeconds (the first counts available in 25s) before more old ones can go"),
+            "{lines:#?}"
+        );
+    }
+
+    #[test]
     fn held_machines_are_listed_with_their_marks() {
         let mut status = status();
         status.holdup = Some(Holdup::DoNotDisrupt);
@@ -690,6 +753,7 @@ mod tests {
             activity: Activity::Idle,
             tainted_outdated: false,
             zone: None,
+            ready_since: 0,
         };
         let report = PoolReport {
             pool: "web".to_owned(),

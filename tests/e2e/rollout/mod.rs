@@ -13,6 +13,7 @@ mod failures;
 mod hard_deadline;
 mod held_after_failed_delete;
 mod history_limits;
+mod min_ready;
 mod outdated_after_end;
 mod revisions;
 mod rollback_after_upgrade;

@@ -139,8 +139,10 @@ fn held<T>(known: &Option<(String, Vec<T>)>) -> Option<(&str, &[T])> {
         .map(|(digest, list)| (digest.as_str(), list.as_slice()))
 }
 
-/// The plan for what a look saw at `at` (Unix seconds), under the strategy in force and the
-/// canary's state.
+/// The plan for what a look saw at `at` (Unix seconds), under the strategy in force (its
+/// minReadySeconds included) and the canary's state. Its `next_available_at` is when the loop
+/// should look again at the latest ([`RolloutRequest::wait_after_look`]): a machine warming up
+/// then counts available.
 pub fn decide<W: HasRollout>(
     ctx: &WorkflowContext<W>,
     request: &RolloutRequest,
@@ -166,6 +168,7 @@ pub fn decide<W: HasRollout>(
         now: at,
         health_timeout_secs: secs(request.pool.timeouts.health),
         held: &held,
+        min_ready_secs: strategy.min_ready_secs(),
     })
 }
 

@@ -209,6 +209,7 @@ async fn roll(
             child_finished(ctx, request, entry, outcome);
         }
         let at = now(ctx).timestamp();
+        let mut next_available_at = None;
         let observed = match look(ctx, request, &running(&children, &inherited)).await {
             Ok(machines) => Some(machines),
             Err(reason) => {
@@ -226,6 +227,7 @@ async fn roll(
             let phase = ctx.state(|s| s.state.status.as_ref().map(|st| st.phase));
             hold_failed_deletes(ctx, machines, &running_machines(&children, &inherited), at);
             let decided = decide(ctx, request, machines, at);
+            next_available_at = decided.next_available_at;
             record_look(ctx, request, machines, &decided.counts, decided.holdup, at);
             let in_flight = !children.is_empty() || !inherited.is_empty();
             let continue_due = continue_as_new_due(ctx, request);
@@ -296,7 +298,7 @@ async fn roll(
         set_phase_attribute(ctx);
 
         let seen = ctx.state(|s| s.state.wakeups);
-        let interval = request.observe_wait();
+        let interval = request.wait_after_look(at, next_available_at);
         let finished = select! {
             done = first_finished(&mut children).fuse() => Some(done),
             _ = ctx.wait_condition(move |s: &RollingUpdateWorkflow| s.state.wakeups != seen) => None,

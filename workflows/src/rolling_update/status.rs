@@ -63,7 +63,14 @@ pub fn record_look<W: HasRollout>(
         counts: *counts,
         machines: machines
             .iter()
-            .map(|m| MachineView::of(m, &request.pool.template_hash))
+            .map(|m| {
+                MachineView::of(
+                    m,
+                    &request.pool.template_hash,
+                    at,
+                    request.pool.strategy.min_ready_secs(),
+                )
+            })
             .collect(),
         holdup,
         at,

@@ -103,17 +103,85 @@ pub(super) fn strategy(
         );
     }
     let defaults = Strategy::default();
+    let progress_deadline = duration(
+        problems,
+        &format!("{field}.progressDeadline"),
+        &strategy.progress_deadline,
+        PROGRESS_DEADLINE,
+        &defaults.progress_deadline,
+    );
+    let min_ready = Duration::from_secs(u64::from(strategy.min_ready_seconds));
+    min_ready_problems(
+        problems,
+        MinReadyNames {
+            field: format!("{field}.minReadySeconds"),
+            value: strategy.min_ready_seconds.to_string(),
+            min_ready: "minReadySeconds",
+            progress_deadline: "progressDeadline",
+        },
+        min_ready,
+        progress_deadline,
+    );
     RolloutStrategy {
         max_surge: max_surge.unwrap_or(Amount::Count(0)),
         max_unavailable: max_unavailable.unwrap_or(Amount::Count(0)),
         max_failures: strategy.max_failures,
-        progress_deadline: duration(
-            problems,
-            &format!("{field}.progressDeadline"),
-            &strategy.progress_deadline,
-            PROGRESS_DEADLINE,
-            &defaults.progress_deadline,
-        ),
+        progress_deadline,
+        min_ready,
+    }
+}
+
+/// How the minReadySeconds checks name things: in the pool file (`minReadySeconds`) or in a
+/// workflow's input (`min_ready`).
+struct MinReadyNames {
+    /// The field, e.g. `spec.strategy.minReadySeconds`.
+    field: String,
+    /// Its value as written.
+    value: String,
+    /// The field's own name in the fix.
+    min_ready: &'static str,
+    /// The progress deadline's name in the problem and the fix.
+    progress_deadline: &'static str,
+}
+
+/// `minReadySeconds` is at most [`limits::MAX_MIN_READY`] and shorter than the progress deadline
+/// (as a Deployment requires `progressDeadlineSeconds > minReadySeconds`); a progress deadline
+/// that did not parse (zero) is not compared.
+fn min_ready_problems(
+    problems: &mut Problems,
+    names: MinReadyNames,
+    min_ready: Duration,
+    progress_deadline: Duration,
+) {
+    let max = limits::MAX_MIN_READY;
+    if min_ready > max {
+        problems.push(
+            names.field,
+            names.value,
+            format!(
+                "is more than {} ({}): a machine would wait over an hour before it counts available",
+                max.as_secs(),
+                short(max)
+            ),
+            format!(
+                "give a number of seconds from 0 to {} (0: available as soon as its Node is Ready)",
+                max.as_secs()
+            ),
+        );
+    } else if !progress_deadline.is_zero() && min_ready >= progress_deadline {
+        problems.push(
+            names.field,
+            names.value,
+            format!(
+                "is not shorter than {} {}: every rollout would stall before its first machine counts available",
+                names.progress_deadline,
+                short(progress_deadline)
+            ),
+            format!(
+                "make {} shorter than {}, or {} longer",
+                names.min_ready, names.progress_deadline, names.progress_deadline
+            ),
+        );
     }
 }
 
@@ -434,6 +502,17 @@ pub(super) fn parsed_strategy(problems: &mut Problems, field: &str, strategy: &R
         strategy.progress_deadline,
         PROGRESS_DEADLINE,
         &defaults.progress_deadline,
+    );
+    min_ready_problems(
+        problems,
+        MinReadyNames {
+            field: format!("{field}.min_ready"),
+            value: format!("{}s", strategy.min_ready.as_secs()),
+            min_ready: "min_ready",
+            progress_deadline: "progress_deadline",
+        },
+        strategy.min_ready,
+        strategy.progress_deadline,
     );
 }
 

@@ -198,6 +198,11 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses a surge of 1001 machines", |p| p.spec.strategy.max_surge = IntOrPercent::Count(1001), "spec.strategy.maxSurge", "is more than 1000 machines"),
         ("refuses an unavailability of 2^32 machines", |p| p.spec.strategy.max_unavailable = IntOrPercent::Count(1 << 32), "spec.strategy.maxUnavailable", "is more than 1000 machines"),
         ("refuses a quoted surge of 5000", |p| p.spec.strategy.max_surge = IntOrPercent::Text("5000".into()), "spec.strategy.maxSurge", "is more than 1000 machines"),
+        ("accepts a minReadySeconds of 40", |p| p.spec.strategy.min_ready_seconds = 40, "", ""),
+        ("accepts a minReadySeconds of 3600 under a 2h progress deadline", |p| { p.spec.strategy.min_ready_seconds = 3600; p.spec.strategy.progress_deadline = "2h".into(); }, "", ""),
+        ("refuses a minReadySeconds of 3601", |p| { p.spec.strategy.min_ready_seconds = 3601; p.spec.strategy.progress_deadline = "2h".into(); }, "spec.strategy.minReadySeconds", "is more than 3600 (1h)"),
+        ("refuses a minReadySeconds as long as the progress deadline", |p| { p.spec.strategy.min_ready_seconds = 300; p.spec.strategy.progress_deadline = "5m".into(); }, "spec.strategy.minReadySeconds", "is not shorter than progressDeadline 5m"),
+        ("refuses a minReadySeconds longer than the default progress deadline", |p| p.spec.strategy.min_ready_seconds = 1801, "spec.strategy.minReadySeconds", "is not shorter than progressDeadline 30m"),
         // durations.
         ("refuses a progress deadline without unit", |p| p.spec.strategy.progress_deadline = "30".into(), "spec.strategy.progressDeadline", "is not a duration"),
         ("refuses a drain timeout over a day", |p| p.spec.drain.timeout = "25h".into(), "spec.drain.timeout", "is longer than 24h"),
@@ -552,4 +557,52 @@ proptest! {
             prop_assert_eq!(crate::drain::policy_from_annotation(&annotation), Ok(valid.drain));
         }
     }
+}
+
+#[test]
+fn a_min_ready_beyond_its_bounds_is_refused_with_the_field_and_the_fix() {
+    let refused = |min_ready_seconds: u32, progress_deadline: &str| {
+        let mut pool = workers();
+        pool.spec.strategy.min_ready_seconds = min_ready_seconds;
+        pool.spec.strategy.progress_deadline = progress_deadline.into();
+        match validate(&pool) {
+            Ok(_) => panic!("{min_ready_seconds}s under {progress_deadline} accepted"),
+            Err(invalid) => invalid
+                .errors
+                .into_iter()
+                .map(|e| (e.field, e.value, e.problem, e.fix))
+                .collect::<Vec<_>>(),
+        }
+    };
+    assert_eq!(
+        refused(3601, "2h"),
+        [(
+            "spec.strategy.minReadySeconds".to_owned(),
+            "3601".to_owned(),
+            "is more than 3600 (1h): a machine would wait over an hour before it counts available"
+                .to_owned(),
+            "give a number of seconds from 0 to 3600 (0: available as soon as its Node is Ready)"
+                .to_owned(),
+        )]
+    );
+    assert_eq!(
+        refused(300, "5m"),
+        [(
+            "spec.strategy.minReadySeconds".to_owned(),
+            "300".to_owned(),
+            "is not shorter than progressDeadline 5m: every rollout would stall before its first machine counts available".to_owned(),
+            "make minReadySeconds shorter than progressDeadline, or progressDeadline longer".to_owned(),
+        )]
+    );
+    let pool = valid(&{
+        let mut pool = workers();
+        pool.spec.strategy.min_ready_seconds = 40;
+        pool
+    });
+    assert_eq!(pool.strategy.min_ready, Duration::from_secs(40));
+    assert_eq!(
+        valid(&workers()).strategy.min_ready,
+        Duration::ZERO,
+        "default 0"
+    );
 }

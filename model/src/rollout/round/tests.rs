@@ -153,6 +153,7 @@ fn machine(name: &str, template_hash: &str, tainted_outdated: bool) -> ObservedM
         activity: Activity::Idle,
         tainted_outdated,
         zone: None,
+        ready_since: 0,
     }
 }
 
