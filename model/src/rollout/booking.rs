@@ -68,7 +68,7 @@ impl RolloutStatus {
     }
 
     /// Books `entry`, a child of the rollout of `pool`, that ended so at `at_millis` (Unix
-    /// milliseconds): a success is timed and counted; a failure is listed and counted against
+    /// milliseconds): a success is timed and counted (a deleted machine's retry record goes); a failure is listed and counted against
     /// `max_failures`; a cancelled child is listed without counting.
     pub fn book_child(&mut self, entry: InFlight, end: ChildEnd, at_millis: i64, pool: &str) {
         let at = at_millis.div_euclid(1000);
@@ -78,7 +78,11 @@ impl RolloutStatus {
                 self.timings.record(entry.kind, millis);
                 match entry.kind {
                     ChildKind::Create => self.created = self.created.saturating_add(1),
-                    ChildKind::Delete => self.deleted = self.deleted.saturating_add(1),
+                    ChildKind::Delete => {
+                        self.deleted = self.deleted.saturating_add(1);
+                        // Deleted at last: nothing of it is retried or held any more.
+                        self.retries.retain(|r| r.machine != entry.machine);
+                    }
                 }
             }
             ChildEnd::Failed(reason) => self.book_failure(entry, reason, true, at, pool),

@@ -12,6 +12,7 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use nodewright_model::ownership::TAG_TEMPLATE;
 use nodewright_model::sweep::SweepAudit;
 use nodewright_tests::Stack;
 use nodewright_tests::documents::shown;
@@ -84,6 +85,11 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
             "nodewright.io-cluster": sweep.cluster,
         })
     };
+    // The stuck create's VM was made by an earlier create of the same template (no create-run
+    // tag): the create adopts it. Another template's VM would be a taken name, and the create
+    // would fail at once (`create-name-taken-touches-nothing`).
+    let mut running_tags = sweep.ours(&running, OLD);
+    running_tags[TAG_TEMPLATE] = json!(stuck_template(sweep)?);
     sweep
         .seed(vec![
             json!({ "type": "vm", "name": orphan, "tags": sweep.ours(&orphan, OLD) }),
@@ -94,7 +100,7 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
             json!({ "type": "vm", "name": untagged, "tags": {} }),
             json!({ "type": "disk", "name": pv_bound, "tags": csi_tags("pv-bound") }),
             json!({ "type": "disk", "name": pv_released, "tags": csi_tags("pv-released") }),
-            json!({ "type": "vm", "name": running, "tags": sweep.ours(&running, OLD) }),
+            json!({ "type": "vm", "name": running, "tags": running_tags }),
             json!({ "type": "vm", "name": healthy, "tags": sweep.ours(&healthy, OLD) }),
             json!({ "type": "nic", "name": foreign_nic, "tags": sweep.ours(&sweep.machine("lonen"), OLD) }),
             json!({ "type": "vm", "name": foreign_vm, "tags": sweep.ours(&foreign_vm, OLD) }),
@@ -267,6 +273,14 @@ async fn bound_volume(kube: &kube::Client, sweep: &SweepCluster, disk: &str) -> 
     }))?;
     volumes.create(&PostParams::default(), &volume).await?;
     Ok(())
+}
+
+/// The template hash of the pool file [`start_stuck_create`] creates from.
+fn stuck_template(sweep: &SweepCluster) -> Result<String> {
+    let file = write_pool_file(&sweep.stack, &sweep.pool, "10m")?;
+    let pool = nodewright_model::pool::from_yaml(&std::fs::read_to_string(&file)?)
+        .map_err(|e| anyhow::anyhow!("the stuck create's pool file: {e}"))?;
+    Ok(pool.template_hash)
 }
 
 /// Starts CreateMachine for `machine`, whose VM exists (seeded two hours ago) and never joins:

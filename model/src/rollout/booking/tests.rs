@@ -250,3 +250,29 @@ fn a_failed_delete_is_booked_for_a_later_try_that_waits_longer_each_time() {
         "a delete of the rollout failed on it: it is the rollout's to try again"
     );
 }
+
+#[test]
+fn a_machine_deleted_at_last_leaves_no_retry_record_behind() {
+    let mut status = RolloutStatus::empty();
+    status.book_delete_failure("workers-abc12", "VM delete failed", 2_000);
+    status.book_delete_failure("workers-other", "VM delete failed", 2_000);
+    status.book_child(
+        entry(ChildKind::Delete, 30_000),
+        ChildEnd::Succeeded,
+        90_500,
+        POOL,
+    );
+    let left: Vec<&str> = status.retries.iter().map(|r| r.machine.as_str()).collect();
+    assert_eq!(left, ["workers-other"]);
+    // A create's success touches no record.
+    status.book_child(
+        InFlight {
+            machine: "workers-other".to_owned(),
+            ..entry(ChildKind::Create, 30_000)
+        },
+        ChildEnd::Succeeded,
+        90_500,
+        POOL,
+    );
+    assert_eq!(status.retries.len(), 1);
+}
