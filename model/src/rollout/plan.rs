@@ -119,6 +119,10 @@ pub struct PlanInput<'a> {
     /// Machines held by do-not-disrupt marks ([`crate::rollout::hold`]): never chosen as
     /// outdated or surplus victims (unhealthy ones still go).
     pub held: &'a BTreeSet<String>,
+    /// Machines of `held` held even when unhealthy: a delete that failed before the cordon
+    /// waits out its back-off ([`crate::rollout::retry::backoff_holds`]) instead of being
+    /// planned again at every look.
+    pub held_firmly: &'a BTreeSet<String>,
     /// Seconds a Node must have been Ready before its machine counts available
     /// (`spec.strategy.minReadySeconds`; 0: as soon as it is Ready).
     pub min_ready_secs: i64,
@@ -238,6 +242,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let is_idle = |m: &ObservedMachine| m.activity == Activity::Idle;
     let is_broken = |m: &ObservedMachine| m.is_unhealthy(input.now, input.health_timeout_secs);
     let is_held = |m: &ObservedMachine| input.held.contains(&m.name);
+    // Held, and not let through for being broken.
+    let is_kept =
+        |m: &ObservedMachine| is_held(m) && (!is_broken(m) || input.held_firmly.contains(&m.name));
     let is_available = |m: &ObservedMachine| m.is_available_at(input.now, input.min_ready_secs);
     let victim_order =
         |a: &&ObservedMachine, b: &&ObservedMachine| victim_order_with(a, b, &is_available);
@@ -293,11 +300,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     let held_old = input
         .machines
         .iter()
-        .any(|m| is_idle(m) && !is_new(m) && is_held(m) && !is_broken(m));
+        .any(|m| is_idle(m) && !is_new(m) && is_kept(m));
     let mut old: Vec<&ObservedMachine> = input
         .machines
         .iter()
-        .filter(|m| is_idle(m) && !is_new(m) && (is_broken(m) || !is_held(m)))
+        .filter(|m| is_idle(m) && !is_new(m) && !is_kept(m))
         .collect();
     old.sort_by(victim_order);
     for machine in old {

@@ -608,6 +608,7 @@ mod tests {
                 now,
                 health_timeout_secs: 300,
                 held: &held,
+                held_firmly: &std::collections::BTreeSet::new(),
                 min_ready_secs: 0,
             });
             status.retries =

@@ -54,6 +54,7 @@ fn plan_warming(
         now,
         health_timeout_secs: HEALTH_TIMEOUT,
         held: &BTreeSet::new(),
+        held_firmly: &std::collections::BTreeSet::new(),
         min_ready_secs,
     })
 }
@@ -328,6 +329,7 @@ fn a_canary_replaces_that_many_and_holds() {
         now: 100,
         health_timeout_secs: HEALTH_TIMEOUT,
         held: &BTreeSet::new(),
+        held_firmly: &std::collections::BTreeSet::new(),
         min_ready_secs: 0,
     });
     // One new machine is Ready: one old goes, nothing more is created.
@@ -342,6 +344,7 @@ fn a_canary_replaces_that_many_and_holds() {
         now: 101,
         health_timeout_secs: HEALTH_TIMEOUT,
         held: &BTreeSet::new(),
+        held_firmly: &std::collections::BTreeSet::new(),
         min_ready_secs: 0,
     });
     assert_eq!((waiting.create, waiting.delete.len()), (0, 0));
@@ -353,18 +356,23 @@ fn machines_held_by_do_not_disrupt_are_passed_over_and_named_as_the_holdup() {
     let budget = Budget::resolve(Amount::Count(1), Amount::Count(0), 3);
     let mut pool = ready_old(3);
     pool.push(machine("new-0", NEW, Health::Ready, 50));
+    let plan_firmly =
+        |pool: &[ObservedMachine], held: &BTreeSet<String>, firmly: &BTreeSet<String>| {
+            plan(&PlanInput {
+                replicas: 3,
+                template_hash: NEW,
+                budget,
+                new_target: 3,
+                machines: pool,
+                now: 100,
+                health_timeout_secs: HEALTH_TIMEOUT,
+                held,
+                held_firmly: firmly,
+                min_ready_secs: 0,
+            })
+        };
     let plan_with = |pool: &[ObservedMachine], held: &BTreeSet<String>| {
-        plan(&PlanInput {
-            replicas: 3,
-            template_hash: NEW,
-            budget,
-            new_target: 3,
-            machines: pool,
-            now: 100,
-            health_timeout_secs: HEALTH_TIMEOUT,
-            held,
-            min_ready_secs: 0,
-        })
+        plan_firmly(pool, held, &BTreeSet::new())
     };
     // old-000 would go first; held, old-001 goes instead.
     let held = BTreeSet::from(["old-000".to_owned()]);
@@ -385,6 +393,12 @@ fn machines_held_by_do_not_disrupt_are_passed_over_and_named_as_the_holdup() {
     assert_eq!(broken.delete.len(), 1);
     assert_eq!(broken.delete[0].name, "old-002");
     assert_eq!(broken.delete[0].reason, DeleteReason::Unhealthy);
+
+    // Unless its delete failed before the cordon and its back-off has not passed: then it waits.
+    let backing_off = BTreeSet::from(["old-002".to_owned()]);
+    let waiting = plan_firmly(&pool, &all, &backing_off);
+    assert_eq!((waiting.create, waiting.delete.len()), (0, 0));
+    assert_eq!(waiting.holdup, Some(Holdup::DoNotDisrupt));
 }
 
 #[test]
@@ -946,6 +960,7 @@ proptest! {
                 now: sim.now,
                 health_timeout_secs: HEALTH_TIMEOUT,
                 held: &BTreeSet::new(),
+                held_firmly: &std::collections::BTreeSet::new(),
                 min_ready_secs: 0,
             });
             check_invariants(&observed, replicas, budget, &plan)?;
@@ -1009,6 +1024,7 @@ proptest! {
             now,
             health_timeout_secs,
             held: &held,
+            held_firmly: &std::collections::BTreeSet::new(),
             min_ready_secs,
         });
         for victim in &plan.delete {

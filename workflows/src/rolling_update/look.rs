@@ -9,8 +9,8 @@ use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope, ListPo
 use nodewright_activities::kube::{KubeActivities, ListPoolNodes, MachineNode, MarkOutdated};
 use nodewright_model::listing::{Since, apply};
 use nodewright_model::rollout::{
-    Budget, ObservedMachine, Plan, PlanInput, PoolNode, PoolVm, RolloutRequest, Running,
-    canary_target, held_now, observe, plan, to_clear_outdated, to_mark_outdated,
+    Budget, HeldMachine, ObservedMachine, Plan, PlanInput, PoolNode, PoolVm, RolloutRequest,
+    Running, canary_target, held_now, observe, plan, to_clear_outdated, to_mark_outdated,
 };
 use temporalio_sdk::{ActivityOptions, WorkflowContext};
 
@@ -149,13 +149,16 @@ pub fn decide<W: HasRollout>(
     machines: &[ObservedMachine],
     at: i64,
 ) -> Plan {
-    let (strategy, approved, held) = ctx.state(|s| {
+    let (strategy, approved, held, held_firmly) = ctx.state(|s| {
         let rollout = s.rollout();
         let status = rollout.status.as_ref();
         (
             rollout.strategy_in_force(),
             status.is_some_and(|st| st.approved_by.is_some()),
             status.map(|st| held_now(&st.held, at)).unwrap_or_default(),
+            status
+                .map(|st| held_after_failed_deletes(&st.held, at))
+                .unwrap_or_default(),
         )
     });
     let replicas = request.pool.replicas;
@@ -168,6 +171,7 @@ pub fn decide<W: HasRollout>(
         now: at,
         health_timeout_secs: secs(request.pool.timeouts.health),
         held: &held,
+        held_firmly: &held_firmly,
         min_ready_secs: strategy.min_ready_secs(),
     })
 }
@@ -252,6 +256,15 @@ fn machine_nodes(scope: &ArmScope, machines: &[&ObservedMachine]) -> Vec<Machine
             node: m.name.clone(),
             vm_id: scope.vm_id(&m.name),
         })
+        .collect()
+}
+
+/// The machines held at `at` because a delete of theirs failed before the cordon: held even
+/// when unhealthy, until their back-off passed.
+fn held_after_failed_deletes(held: &[HeldMachine], at: i64) -> BTreeSet<String> {
+    held.iter()
+        .filter(|hold| hold.after_failed_delete && hold.recheck_at > at)
+        .map(|hold| hold.machine.clone())
         .collect()
 }
 
