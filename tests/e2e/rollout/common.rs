@@ -429,3 +429,45 @@ pub(crate) async fn start_rollout(
     cli(stack, task_queue, &args).await?.expect_code(0)?;
     Ok(())
 }
+
+/// `pool history POOL --output json`, typed.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct HistoryDocument {
+    pub config_map: String,
+    pub revisions: Vec<nodewright_model::rollout::HistoryRow>,
+    pub rollback_refusal: Option<String>,
+}
+
+/// `pool history POOL --output json`.
+pub(crate) async fn read_history(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+) -> Result<HistoryDocument> {
+    cli(
+        stack,
+        task_queue,
+        &["pool", "history", pool, "--output", "json"],
+    )
+    .await?
+    .expect_code(0)?
+    .parse()
+}
+
+/// (number, template, outcome, current, rollback target) of each revision.
+pub(crate) fn revision_rows(history: &HistoryDocument) -> Vec<(u64, String, String, bool, bool)> {
+    history
+        .revisions
+        .iter()
+        .map(|r| {
+            (
+                r.number,
+                r.template_hash.clone(),
+                r.outcome.clone(),
+                r.current,
+                r.rollback_target,
+            )
+        })
+        .collect()
+}

@@ -13,31 +13,23 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use nodewright_model::ownership::LABEL_POOL;
+use nodewright_model::rollout::RolloutPhase;
 use nodewright_model::rollout::revisions::{LABEL_MANAGED_BY, MANAGED_BY, config_map_name};
-use nodewright_model::rollout::{HistoryRow, RolloutPhase};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::KillableWorker;
 use nodewright_tests::temporal_worker::unique_task_queue;
-use serde::Deserialize;
 use serde_json::json;
 
 use super::common::{
-    PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, roll, rollout_pool_file,
+    PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, read_history, revision_rows,
+    roll, rollout_pool_file,
 };
 
 use super::common::REVISIONS_NAMESPACE as NAMESPACE;
+
 /// How long a rollout may take to end.
 const WAIT: Duration = Duration::from_secs(180);
-
-/// `pool history POOL --output json`, typed.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HistoryDocument {
-    config_map: String,
-    revisions: Vec<HistoryRow>,
-    rollback_refusal: Option<String>,
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_goes_to_the_revision_before_the_current_one_as_the_config_map_records()
@@ -125,7 +117,7 @@ async fn scenario(
         history.config_map == format!("{NAMESPACE}/{}", config_map_name(pool)),
         "the history names its ConfigMap: {history:?}"
     );
-    let rows = shown(&history);
+    let rows = revision_rows(&history);
     ensure!(
         rows == [
             (1, a.clone(), "canceled".to_owned(), false, true),
@@ -166,7 +158,7 @@ async fn scenario(
     );
     ensure_pool_is(stack, pool, 1, &a).await?;
     let history = read_history(stack, task_queue, pool).await?;
-    let rows = shown(&history);
+    let rows = revision_rows(&history);
     ensure!(
         rows == [
             (2, b.clone(), "completed".to_owned(), false, true),
@@ -204,35 +196,6 @@ async fn scenario(
         "the revisions ConfigMap holds the bootstrap Secret's text"
     );
     Ok(())
-}
-
-/// `pool history POOL --output json`.
-async fn read_history(stack: &Stack, task_queue: &str, pool: &str) -> Result<HistoryDocument> {
-    cli(
-        stack,
-        task_queue,
-        &["pool", "history", pool, "--output", "json"],
-    )
-    .await?
-    .expect_code(0)?
-    .parse()
-}
-
-/// (number, template, outcome, current, rollback target) of each revision.
-fn shown(history: &HistoryDocument) -> Vec<(u64, String, String, bool, bool)> {
-    history
-        .revisions
-        .iter()
-        .map(|r| {
-            (
-                r.number,
-                r.template_hash.clone(),
-                r.outcome.clone(),
-                r.current,
-                r.rollback_target,
-            )
-        })
-        .collect()
 }
 
 /// The rollout pool file of `shape` with its bootstrap given by the Secret `secret_name`.

@@ -13,29 +13,21 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
+use nodewright_model::rollout::RolloutPhase;
 use nodewright_model::rollout::revisions::config_map_name;
-use nodewright_model::rollout::{HistoryRow, RolloutPhase};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::KillableWorker;
 use nodewright_tests::temporal_worker::unique_task_queue;
-use serde::Deserialize;
 
 use super::common::REVISIONS_NAMESPACE as NAMESPACE;
 use super::common::{
-    PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, roll, rollout_pool_file,
+    PoolShape, await_rollout, clean_up_pool, cli, ensure_pool_is, read_history, revision_rows,
+    roll, rollout_pool_file,
 };
 
 /// How long a rollout may take to end.
 const WAIT: Duration = Duration::from_secs(180);
-
-/// `pool history POOL --output json`, typed.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HistoryDocument {
-    revisions: Vec<HistoryRow>,
-    rollback_refusal: Option<String>,
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_right_after_the_upgrade_goes_to_the_template_before_by_temporal() -> Result<()> {
@@ -82,7 +74,7 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
         .context("reducing the revisions to B's")?;
     let history = read_history(stack, task_queue, pool).await?;
     ensure!(
-        shown(&history) == [(2, b.clone(), "completed".to_owned(), true, false)],
+        revision_rows(&history) == [(2, b.clone(), "completed".to_owned(), true, false)],
         "only B, current, no target: {history:?}"
     );
     ensure!(
@@ -124,7 +116,7 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     )
     .await?;
     ensure_pool_is(stack, pool, 1, &b).await?;
-    let rows = shown(&read_history(stack, task_queue, pool).await?);
+    let rows = revision_rows(&read_history(stack, task_queue, pool).await?);
     ensure!(
         rows == [
             (1, a.clone(), "canceled".to_owned(), false, false),
@@ -157,7 +149,7 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     );
     ensure_pool_is(stack, pool, 1, &a).await?;
     let history = read_history(stack, task_queue, pool).await?;
-    let rows = shown(&history);
+    let rows = revision_rows(&history);
     ensure!(
         rows == [
             (2, b.clone(), "completed".to_owned(), false, true),
@@ -167,33 +159,4 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     );
     ensure!(history.rollback_refusal.is_none(), "{history:?}");
     Ok(())
-}
-
-/// `pool history POOL --output json`.
-async fn read_history(stack: &Stack, task_queue: &str, pool: &str) -> Result<HistoryDocument> {
-    cli(
-        stack,
-        task_queue,
-        &["pool", "history", pool, "--output", "json"],
-    )
-    .await?
-    .expect_code(0)?
-    .parse()
-}
-
-/// (number, template, outcome, current, rollback target) of each revision.
-fn shown(history: &HistoryDocument) -> Vec<(u64, String, String, bool, bool)> {
-    history
-        .revisions
-        .iter()
-        .map(|r| {
-            (
-                r.number,
-                r.template_hash.clone(),
-                r.outcome.clone(),
-                r.current,
-                r.rollback_target,
-            )
-        })
-        .collect()
 }
