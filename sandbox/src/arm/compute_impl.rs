@@ -293,7 +293,7 @@ fn begin(
             resource: vm.id().to_owned(),
             subscription: &sub,
             location: vm.location().to_owned(),
-            api_version: super::http::VM_API_VERSIONS[0],
+            api_version: super::api_versions::VM_DEFAULT,
             steps: vec![if attach {
                 Step::DiskAttach
             } else {

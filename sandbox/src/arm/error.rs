@@ -12,15 +12,12 @@ pub enum ArmError {
     #[error("The api-version query parameter (?api-version=) is required for all requests.")]
     MissingApiVersion,
     /// 400 `InvalidApiVersionParameter`.
-    #[error(
-        "The api-version '{version}' is invalid. The supported versions for resource type '{resource_type}' are '{supported}'."
-    )]
+    #[error("The api-version '{version}' is invalid. The supported versions are '{supported}'.")]
     InvalidApiVersion {
         /// The version the client sent.
         version: String,
-        /// The resource type addressed.
-        resource_type: String,
-        /// Comma-separated supported versions.
+        /// The supported versions, newest first, comma-separated without spaces (as ARM lists
+        /// them).
         supported: String,
     },
     /// 401 `AuthenticationFailed`.

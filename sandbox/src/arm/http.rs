@@ -11,6 +11,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::api_versions::check_api_version;
 use super::emulator::Emulator;
 use super::engine::OpSpec;
 use super::error::ArmError;
@@ -23,13 +24,6 @@ use super::state::{
     strip_nulls,
 };
 use super::stats::operation_name;
-
-/// The api-versions the emulator accepts for VMs.
-pub const VM_API_VERSIONS: [&str; 1] = ["2024-07-01"];
-/// The api-versions the emulator accepts for managed disks.
-pub const DISK_API_VERSIONS: [&str; 1] = ["2024-03-02"];
-/// The oldest api-version accepted for NICs (newer ones are accepted too).
-pub const NIC_MIN_API_VERSION: &str = "2024-03-01";
 
 /// What every handler needs to know about its request.
 #[derive(Debug, Clone)]
@@ -255,46 +249,6 @@ pub fn accepted(
     }
     headers.insert(header::RETRY_AFTER, HeaderValue::from(links.retry_after));
     response
-}
-
-/// The API version check: VMs and disks exact, NICs this one or newer, polling URLs any.
-pub fn check_api_version(path: &str, version: Option<&str>) -> Result<(), ArmError> {
-    let version = match version {
-        Some(v) if !v.is_empty() => v,
-        _ => return Err(ArmError::MissingApiVersion),
-    };
-    let lower = path.to_ascii_lowercase();
-    let invalid = |resource_type: &str, supported: &str| ArmError::InvalidApiVersion {
-        version: version.to_owned(),
-        resource_type: resource_type.to_owned(),
-        supported: supported.to_owned(),
-    };
-    if lower.contains("/resourcegroups/") && lower.contains("/microsoft.compute/virtualmachines") {
-        if !VM_API_VERSIONS.contains(&version) {
-            return Err(invalid("virtualMachines", &VM_API_VERSIONS.join(", ")));
-        }
-    } else if lower.contains("/resourcegroups/") && lower.contains("/microsoft.compute/disks") {
-        if !DISK_API_VERSIONS.contains(&version) {
-            return Err(invalid("disks", &DISK_API_VERSIONS.join(", ")));
-        }
-    } else if lower.contains("/microsoft.network/networkinterfaces") {
-        let date = version.trim_end_matches("-preview");
-        let well_formed = date.len() == 10
-            && date.chars().enumerate().all(|(i, c)| {
-                if i == 4 || i == 7 {
-                    c == '-'
-                } else {
-                    c.is_ascii_digit()
-                }
-            });
-        if !well_formed || date < NIC_MIN_API_VERSION {
-            return Err(invalid(
-                "networkInterfaces",
-                &format!("{NIC_MIN_API_VERSION} or newer"),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The largest request body the middleware reads to find a VM create's zone (ARM's own limit).

@@ -13,7 +13,7 @@
 //!
 //! - Data: `state/` (resources, operation records, Key Vault's secrets, persisted by
 //!   `persist.rs`), `error.rs`, `faults.rs`, `latency.rs`, `stats.rs`, `requests.rs`,
-//!   `paths.rs`, `config.rs`.
+//!   `paths.rs`, `config.rs`, `api_versions.rs` (the api-versions accepted per resource type).
 //! - Rules on the data: `data_disks.rs`, `force_detach.rs`, `virtual_machines/body.rs`,
 //!   `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
 //!   does).
@@ -24,6 +24,7 @@
 //!   `compute_impl.rs` (the emulator as [`crate::compute::Compute`]); this file assembles the app.
 
 mod admin;
+mod api_versions;
 mod completion;
 mod compute_impl;
 mod config;

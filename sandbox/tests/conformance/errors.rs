@@ -32,6 +32,38 @@ async fn an_unsupported_api_version_is_400_invalid_api_version_parameter() -> Te
         "InvalidApiVersionParameter",
         "disks use 2024-03-02"
     );
+    assert_eq!(
+        disk.body["error"]["message"],
+        "The api-version '2024-07-01' is invalid. The supported versions are '2026-03-02,2025-01-02,2024-03-02,2023-10-02'."
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_api_versions_the_official_sdks_send_by_default_are_served() -> TestResult {
+    let sb = Sandbox::start().await?;
+    sb.create_nic("sdk").await?;
+    // Python azure-mgmt-network 33 and Go armnetwork v10.
+    for version in ["2026-03-01", "2025-07-01"] {
+        let nic = sb
+            .get(&format!("{}?api-version={version}", nic_id("sdk")))
+            .await?;
+        assert_eq!(nic.status, 200, "NIC GET with {version}");
+    }
+    // Python azure-mgmt-compute 39 and Go armcompute v8 (VMs and disks have their own lines).
+    for (id, version) in [
+        (vm_id("absent"), "2026-04-01"),
+        (vm_id("absent"), "2025-04-01"),
+        (disk_id("absent"), "2026-03-02"),
+        (disk_id("absent"), "2025-01-02"),
+    ] {
+        let answer = sb.get(&format!("{id}?api-version={version}")).await?;
+        assert_eq!(
+            (answer.status, answer.code()),
+            (404, "ResourceNotFound"),
+            "{id} with {version}: served (the resource is absent)"
+        );
+    }
     Ok(())
 }
 
