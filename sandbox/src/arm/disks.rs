@@ -14,18 +14,24 @@ use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
 use super::state::{
-    Action, Kind, Power, Resource, State, key, merge, props, required_location, resource_id,
-    stamp_envelope, timestamp,
+    Action, Collection, Kind, Power, Resource, State, key, merge, props, required_location,
+    resource_id, stamp_envelope, timestamp,
 };
 
 const DISKS: &str = "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/disks";
 
+/// The subscription-level list (every resource group's).
+const DISKS_ALL: &str = "/subscriptions/{sub}/providers/Microsoft.Compute/disks";
+
 /// The disk routes.
 pub fn routes() -> Router<Emulator> {
-    Router::new().route(DISKS, get(list)).route(
-        &format!("{DISKS}/{{name}}"),
-        get(read).put(put).patch(patch).delete(delete),
-    )
+    Router::new()
+        .route(DISKS, get(list))
+        .route(DISKS_ALL, get(list_all))
+        .route(
+            &format!("{DISKS}/{{name}}"),
+            get(read).put(put).patch(patch).delete(delete),
+        )
 }
 
 type DiskPath = Path<(String, String, String)>;
@@ -52,6 +58,19 @@ async fn list(
         "/subscriptions/{sub}/resourceGroups/{rg}/providers/{}",
         Kind::Disk.type_name()
     ));
+    list_response(&em, &ctx, &Collection::Group(collection), render)
+}
+
+/// The subscription-level list: the disks of every resource group, paged as ARM pages.
+async fn list_all(
+    AxState(em): AxState<Emulator>,
+    Path(sub): Path<String>,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    let collection = Collection::Subscription {
+        sub,
+        type_name: Kind::Disk.type_name().to_owned(),
+    };
     list_response(&em, &ctx, &collection, render)
 }
 

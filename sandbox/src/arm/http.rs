@@ -20,8 +20,8 @@ use super::latency::Step;
 use super::paths::vm_in_path;
 use super::requests::RequestRecord;
 use super::state::{
-    Action, Kind, Links, Resource, State as EmState, page, page_token, parse_page_token,
-    strip_nulls,
+    Action, Collection, Kind, Links, Resource, State as EmState, page, page_token,
+    parse_page_token, strip_nulls,
 };
 use super::stats::operation_name;
 
@@ -445,7 +445,7 @@ impl Drop for GaveUp {
 pub fn list_response(
     em: &Emulator,
     ctx: &Ctx,
-    collection_key: &str,
+    collection: &Collection,
     render: impl Fn(&EmState, &Resource) -> Value,
 ) -> Result<Response, ArmError> {
     let repeat = em.repeats_page(Target {
@@ -463,12 +463,7 @@ pub fn list_response(
         ),
     };
     let (value, next) = em.read(|core| {
-        let (items, next) = page(
-            &core.state,
-            collection_key,
-            after.as_deref(),
-            core.page_size,
-        );
+        let (items, next) = page(&core.state, collection, after.as_deref(), core.page_size);
         let value: Vec<Value> = items.into_iter().map(|r| render(&core.state, r)).collect();
         (value, next)
     });

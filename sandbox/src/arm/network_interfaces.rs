@@ -17,18 +17,24 @@ use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
 use super::state::{
-    Action, Kind, Resource, key, props, required_location, resource_id, stamp_envelope,
+    Action, Collection, Kind, Resource, key, props, required_location, resource_id, stamp_envelope,
 };
 
 const NICS: &str =
     "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces";
 
+/// The subscription-level list (every resource group's).
+const NICS_ALL: &str = "/subscriptions/{sub}/providers/Microsoft.Network/networkInterfaces";
+
 /// The NIC routes.
 pub fn routes() -> Router<Emulator> {
-    Router::new().route(NICS, get(list)).route(
-        &format!("{NICS}/{{name}}"),
-        get(read).put(put).delete(delete),
-    )
+    Router::new()
+        .route(NICS, get(list))
+        .route(NICS_ALL, get(list_all))
+        .route(
+            &format!("{NICS}/{{name}}"),
+            get(read).put(put).delete(delete),
+        )
 }
 
 type NicPath = Path<(String, String, String)>;
@@ -42,6 +48,21 @@ async fn list(
         "/subscriptions/{sub}/resourceGroups/{rg}/providers/{}",
         Kind::Nic.type_name()
     ));
+    list_response(&em, &ctx, &Collection::Group(collection), |_, r| {
+        r.body.clone()
+    })
+}
+
+/// The subscription-level list: the networkInterfaces of every resource group, paged as ARM pages.
+async fn list_all(
+    AxState(em): AxState<Emulator>,
+    Path(sub): Path<String>,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    let collection = Collection::Subscription {
+        sub,
+        type_name: Kind::Nic.type_name().to_owned(),
+    };
     list_response(&em, &ctx, &collection, |_, r| r.body.clone())
 }
 

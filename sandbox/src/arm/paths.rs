@@ -28,6 +28,15 @@ const CANONICAL: &[(usize, &[&str])] = &[
     ),
 ];
 
+/// The fixed segments of a subscription-level list's path:
+/// `subscriptions/{sub}/providers/{namespace}/{type}`.
+const CANONICAL_SUBSCRIPTION: &[(usize, &[&str])] = &[
+    (0, &["subscriptions"]),
+    (2, &["providers"]),
+    (3, &["Microsoft.Compute", "Microsoft.Network"]),
+    (4, &["virtualMachines", "disks", "networkInterfaces"]),
+];
+
 /// `request` with the fixed segments of its path spelled canonically; other requests unchanged.
 pub fn canonicalize(mut request: Request) -> Request {
     if let Some(uri) = canonical_uri(request.uri()) {
@@ -57,7 +66,15 @@ fn canonical_path(path: &str) -> Option<String> {
         return None;
     }
     let mut changed = false;
-    for (position, spellings) in CANONICAL {
+    let subscription_level = segments
+        .get(2)
+        .is_some_and(|segment| segment.eq_ignore_ascii_case("providers"));
+    let table = if subscription_level {
+        CANONICAL_SUBSCRIPTION
+    } else {
+        CANONICAL
+    };
+    for (position, spellings) in table {
         let Some(segment) = segments.get(*position) else {
             continue;
         };
@@ -85,6 +102,18 @@ mod tests {
 
     fn check(path: &str, expected: Option<&str>) {
         assert_eq!(canonical_path(path).as_deref(), expected, "{path}");
+    }
+
+    #[test]
+    fn a_subscription_level_list_is_respelled_too() {
+        check(
+            "/subscriptions/S/providers/microsoft.compute/virtualmachines",
+            Some("/subscriptions/S/providers/Microsoft.Compute/virtualMachines"),
+        );
+        check(
+            "/subscriptions/S/providers/Microsoft.Network/networkInterfaces",
+            None,
+        );
     }
 
     #[test]

@@ -58,6 +58,15 @@ pub fn operation_name(method: &Method, path: &str) -> String {
             _ => "arm.unknown".into(),
         };
     }
+    // /subscriptions/{s}/providers/{ns}/{type}: a subscription-level list.
+    if segments.len() == 5 && segments[2] == "providers" && verb == "get" {
+        return match (segments[3].as_str(), segments[4].as_str()) {
+            ("microsoft.compute", "virtualmachines") => "vm.listAll".into(),
+            ("microsoft.compute", "disks") => "disk.listAll".into(),
+            ("microsoft.network", "networkinterfaces") => "nic.listAll".into(),
+            _ => "arm.unknown".into(),
+        };
+    }
     // /subscriptions/{s}/resourceGroups/{rg}/providers/{ns}/{type}[/{name}[/{action}]]
     if segments.len() < 7 || segments[2] != "resourcegroups" || segments[4] != "providers" {
         return "arm.unknown".into();
@@ -95,6 +104,13 @@ mod tests {
     fn requests_are_named_by_resource_and_verb() {
         let vm = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines";
         assert_eq!(operation_name(&Method::GET, vm), "vm.list");
+        assert_eq!(
+            operation_name(
+                &Method::GET,
+                "/subscriptions/s/providers/Microsoft.Network/networkInterfaces"
+            ),
+            "nic.listAll"
+        );
         assert_eq!(operation_name(&Method::PUT, &format!("{vm}/a")), "vm.put");
         assert_eq!(
             operation_name(&Method::POST, &format!("{vm}/a/attachDetachDataDisks")),

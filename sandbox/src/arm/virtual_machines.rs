@@ -24,15 +24,21 @@ use super::error::ArmError;
 use super::force_detach;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
-use super::state::{Action, Kind, OpError, Operation, Power, Resource, key, name_of, resource_id};
+use super::state::{
+    Action, Collection, Kind, OpError, Operation, Power, Resource, key, name_of, resource_id,
+};
 
 const VMS: &str =
     "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines";
+
+/// The subscription-level list (every resource group's).
+const VMS_ALL: &str = "/subscriptions/{sub}/providers/Microsoft.Compute/virtualMachines";
 
 /// The VM routes.
 pub fn routes() -> Router<Emulator> {
     Router::new()
         .route(VMS, get(list))
+        .route(VMS_ALL, get(list_all))
         .route(
             &format!("{VMS}/{{name}}"),
             get(read).put(put).patch(patch).delete(delete),
@@ -58,6 +64,22 @@ async fn list(
         "/subscriptions/{sub}/resourceGroups/{rg}/providers/{}",
         Kind::Vm.type_name()
     ));
+    let now = Utc::now();
+    list_response(&em, &ctx, &Collection::Group(collection), |_, r| {
+        render(r, now, false)
+    })
+}
+
+/// The subscription-level list: the virtualMachines of every resource group, paged as ARM pages.
+async fn list_all(
+    AxState(em): AxState<Emulator>,
+    Path(sub): Path<String>,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    let collection = Collection::Subscription {
+        sub,
+        type_name: Kind::Vm.type_name().to_owned(),
+    };
     let now = Utc::now();
     list_response(&em, &ctx, &collection, |_, r| render(r, now, false))
 }

@@ -10,6 +10,7 @@ mod errors;
 mod faults;
 mod force_detach;
 mod key_vault;
+mod listings;
 mod nics;
 mod periodic;
 mod persistence;

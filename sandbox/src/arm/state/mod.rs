@@ -309,17 +309,17 @@ pub fn parse_page_token(token: &str) -> Option<String> {
 /// to resume from when more remain.
 pub fn page<'a>(
     state: &'a State,
-    collection_key: &str,
+    collection: &Collection,
     after: Option<&str>,
     size: usize,
 ) -> (Vec<&'a Resource>, Option<String>) {
-    let prefix = format!("{collection_key}/");
+    let prefix = collection.prefix();
     let mut items = state
         .resources
         .range(after.unwrap_or(&prefix).to_owned()..)
         .filter(|(k, _)| Some(k.as_str()) != after)
         .take_while(|(k, _)| k.starts_with(&prefix))
-        .filter(|(k, _)| !k[prefix.len()..].contains('/'));
+        .filter(|(k, _)| collection.holds(&k[prefix.len()..]));
     let page: Vec<(&String, &Resource)> = items.by_ref().take(size.max(1)).collect();
     let more = items.next().is_some();
     let next = if more {
@@ -328,6 +328,48 @@ pub fn page<'a>(
         None
     };
     (page.into_iter().map(|(_, r)| r).collect(), next)
+}
+
+/// The resources a list names, by their keys ([`key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Collection {
+    /// One resource group's of one type: the key of
+    /// `/subscriptions/{sub}/resourceGroups/{rg}/providers/{namespace}/{type}`.
+    Group(String),
+    /// One type's in every resource group of a subscription (ARM's subscription-level list).
+    Subscription {
+        /// The subscription.
+        sub: String,
+        /// `{namespace}/{type}`, e.g. `Microsoft.Compute/virtualMachines`.
+        type_name: String,
+    },
+}
+
+impl Collection {
+    /// The key prefix every member's key starts with.
+    fn prefix(&self) -> String {
+        match self {
+            Collection::Group(collection) => format!("{collection}/"),
+            Collection::Subscription { sub, .. } => {
+                key(&format!("/subscriptions/{sub}/resourceGroups/")) + "/"
+            }
+        }
+    }
+
+    /// Whether the key whose part after [`Self::prefix`] is `rest` is a member.
+    fn holds(&self, rest: &str) -> bool {
+        match self {
+            Collection::Group(_) => !rest.contains('/'),
+            Collection::Subscription { type_name, .. } => {
+                let type_path = format!("/providers/{}/", type_name.to_ascii_lowercase());
+                rest.split_once('/').is_some_and(|(_, tail)| {
+                    let tail = format!("/{tail}");
+                    tail.strip_prefix(&type_path)
+                        .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+                })
+            }
+        }
+    }
 }
 
 /// `body["properties"]` as a mutable object, created when absent.
@@ -408,6 +450,41 @@ mod tests {
     }
 
     #[test]
+    fn a_subscription_level_list_pages_through_every_resource_group_and_only_its_type() {
+        let mut state = state_with(60);
+        let disk = resource_id("s", "rg2", Kind::Disk, "d");
+        state
+            .resources
+            .insert(key(&disk), Resource::new(Kind::Disk, json!({ "id": disk })));
+        let elsewhere = resource_id("t", "rg", Kind::Vm, "y");
+        state.resources.insert(
+            key(&elsewhere),
+            Resource::new(Kind::Vm, json!({ "id": elsewhere })),
+        );
+        let collection = Collection::Subscription {
+            sub: "S".to_owned(),
+            type_name: Kind::Vm.type_name().to_owned(),
+        };
+        let mut after: Option<String> = None;
+        let mut seen = Vec::new();
+        loop {
+            let (items, next) = page(&state, &collection, after.as_deref(), 25);
+            seen.extend(items.iter().map(|r| r.id().to_owned()));
+            match next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        // 60 in rg and one in rg2; not the disk, not subscription t's VM.
+        assert_eq!(seen.len(), 61, "{seen:?}");
+        assert!(seen.iter().any(|id| id.contains("/rg2/")));
+        assert!(
+            seen.iter()
+                .all(|id| id.contains("virtualMachines") && id.starts_with("/subscriptions/s/"))
+        );
+    }
+
+    #[test]
     fn paging_returns_every_resource_of_the_group_once() {
         let state = state_with(120);
         let collection =
@@ -418,7 +495,12 @@ mod tests {
         loop {
             let token = after.as_deref().map(page_token);
             let resume = token.as_deref().and_then(parse_page_token);
-            let (items, next) = page(&state, &collection, resume.as_deref(), 50);
+            let (items, next) = page(
+                &state,
+                &Collection::Group(collection.clone()),
+                resume.as_deref(),
+                50,
+            );
             pages += 1;
             seen.extend(items.iter().map(|r| r.id().to_owned()));
             match next {

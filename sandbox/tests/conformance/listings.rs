@@ -1,0 +1,81 @@
+//! Subscription-level lists (`GET /subscriptions/{sub}/providers/{namespace}/{type}`): every
+//! resource group's resources of the type, paged with `nextLink` as the resource-group lists are,
+//! case-insensitive paths, and the api-version check of the type.
+
+use serde_json::json;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_subscription_level_list_pages_through_every_resource_group() -> TestResult {
+    let sb = Sandbox::start_with(nodewright_sandbox::arm::EmulatorConfig {
+        page_size: 2,
+        ..instant()
+    })
+    .await?;
+    for name in ["a", "b", "c"] {
+        sb.create_nic(name).await?;
+    }
+    // One more in another resource group.
+    let body = json!({"location": "westeurope", "properties": {"ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": "/subscriptions/x/subnets/s"}}}]}});
+    let other = format!(
+        "/subscriptions/{SUB}/resourceGroups/rg-other/providers/Microsoft.Network/networkInterfaces/d?api-version={NIC_API}"
+    );
+    let created = sb.put(&other, &body).await?;
+    assert_eq!(created.status, 201, "{created:?}");
+    sb.finish(&created).await?;
+    sb.create_disk("disk-1").await?;
+
+    let mut url = format!(
+        "/subscriptions/{SUB}/providers/microsoft.network/networkinterfaces?api-version=2026-03-01"
+    );
+    let mut names = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = sb.get(&url).await?;
+        assert_eq!(page.status, 200, "{page:?}");
+        pages += 1;
+        for item in page.body["value"].as_array().ok_or("no value")? {
+            names.push(item["name"].as_str().unwrap_or_default().to_owned());
+        }
+        match page.body["nextLink"].as_str() {
+            Some(next) => {
+                let at = next
+                    .find("/subscriptions/")
+                    .ok_or("nextLink names no path")?;
+                url = next[at..].to_owned();
+            }
+            None => break,
+        }
+        assert!(pages < 10, "paging does not end");
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        ["a", "b", "c", "d"],
+        "every resource group's NICs, once"
+    );
+    assert_eq!(pages, 2, "pages of 2");
+
+    let vms = sb
+        .get(&format!("/subscriptions/{SUB}/providers/Microsoft.Compute/virtualMachines?api-version=2026-04-01"))
+        .await?;
+    assert_eq!(vms.status, 200);
+    assert_eq!(vms.body["value"].as_array().map(Vec::len), Some(0));
+    let disks = sb
+        .get(&format!(
+            "/subscriptions/{SUB}/providers/Microsoft.Compute/disks?api-version={DISK_API}"
+        ))
+        .await?;
+    assert_eq!(disks.body["value"][0]["name"], "disk-1");
+    let refused = sb
+        .get(&format!(
+            "/subscriptions/{SUB}/providers/Microsoft.Compute/disks?api-version={VM_API}"
+        ))
+        .await?;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (400, "InvalidApiVersionParameter")
+    );
+    Ok(())
+}
