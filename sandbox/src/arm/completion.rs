@@ -72,6 +72,7 @@ fn finish(
         if let Some(power) = r.power {
             r.power = Some(match (op.action, power) {
                 (Action::Create | Action::Start, _) => Power::Stopped,
+                (Action::Restart, _) => Power::Running,
                 (_, Power::Stopping | Power::Deallocating) => Power::Running,
                 (_, other) => other,
             });
@@ -111,7 +112,8 @@ fn succeed(state: &mut State, op: &Operation, now: DateTime<Utc>, boot_at: DateT
         }
     }
     let resource_key = key(&op.resource);
-    if op.kind == Kind::Vm && matches!(op.action, Action::Create | Action::Start) {
+    if op.kind == Kind::Vm && matches!(op.action, Action::Create | Action::Start | Action::Restart)
+    {
         state.pending_boots.insert(resource_key.clone());
     }
     let Some(r) = state.resources.get_mut(&resource_key) else {
@@ -124,7 +126,7 @@ fn succeed(state: &mut State, op: &Operation, now: DateTime<Utc>, boot_at: DateT
     }
     r.last_error = None;
     let power = match op.action {
-        Action::Create | Action::Start => {
+        Action::Create | Action::Start | Action::Restart => {
             r.boot_at = Some(boot_at.max(now));
             r.boot_signalled = false;
             Some(Power::Running)

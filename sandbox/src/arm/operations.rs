@@ -77,7 +77,14 @@ async fn result(
             Err(ArmError::rejected(error.status, &error.code, error.message))
         }
         OpStatus::Succeeded => match (op.action, body) {
-            (Action::Delete | Action::Deallocate | Action::PowerOff | Action::Start, _)
+            (
+                Action::Delete
+                | Action::Deallocate
+                | Action::PowerOff
+                | Action::Start
+                | Action::Restart,
+                _,
+            )
             | (_, None) => Ok(StatusCode::NO_CONTENT.into_response()),
             (_, Some(body)) if op.name == "vm.attachDetachDataDisks" => Ok(json_response(
                 StatusCode::OK,

@@ -24,6 +24,7 @@ const CANONICAL: &[(usize, &[&str])] = &[
             "deallocate",
             "start",
             "powerOff",
+            "restart",
         ],
     ),
 ];

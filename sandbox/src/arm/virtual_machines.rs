@@ -51,6 +51,7 @@ pub fn routes() -> Router<Emulator> {
         .route(&format!("{VMS}/{{name}}/deallocate"), post(deallocate))
         .route(&format!("{VMS}/{{name}}/start"), post(start))
         .route(&format!("{VMS}/{{name}}/powerOff"), post(power_off))
+        .route(&format!("{VMS}/{{name}}/restart"), post(restart))
 }
 
 type VmPath = Path<(String, String, String)>;
@@ -541,6 +542,17 @@ async fn power_off(
     power(&em, &ctx, &sub, &rg, &name, Action::PowerOff)
 }
 
+/// Restarts a running VM: 202 with an async operation; the power state is `starting` until the
+/// guest is back (`running`), and the guest boots again. A VM that is not running is refused
+/// as Azure refuses it (409 `OperationNotAllowed`).
+async fn restart(
+    AxState(em): AxState<Emulator>,
+    Path((sub, rg, name)): VmPath,
+    ctx: Ctx,
+) -> Result<Response, ArmError> {
+    power(&em, &ctx, &sub, &rg, &name, Action::Restart)
+}
+
 fn power(
     em: &Emulator,
     ctx: &Ctx,
@@ -559,6 +571,16 @@ fn power(
         if vm.busy.is_some() {
             return Err(ArmError::Busy(vm.id().to_owned()));
         }
+        let running = matches!(vm.power, None | Some(Power::Running));
+        if action == Action::Restart && !running {
+            return Err(ArmError::rejected(
+                409,
+                "OperationNotAllowed",
+                format!(
+                    "Operation 'restart' is not allowed on VM '{name}' since the VM is not running. Start the VM first."
+                ),
+            ));
+        }
         let transitional = match action {
             Action::Deallocate => Power::Deallocating,
             Action::PowerOff => Power::Stopping,
@@ -566,7 +588,7 @@ fn power(
         };
         if let Some(r) = core.state.get_mut(&id) {
             r.power = Some(transitional);
-            if action == Action::Start {
+            if matches!(action, Action::Start | Action::Restart) {
                 r.boot_at = None;
                 r.boot_signalled = false;
             }

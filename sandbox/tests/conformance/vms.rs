@@ -194,6 +194,50 @@ async fn deallocate_power_off_and_start_drive_the_power_state_through_transition
 }
 
 #[tokio::test]
+async fn restart_reboots_a_running_vm_and_is_refused_for_one_that_is_not() -> TestResult {
+    let sb = Sandbox::start().await?;
+    sb.create_vm("rs", &vm_body(None, &[])).await?;
+    sb.emulator.set_latency(nodewright_sandbox::arm::Latency {
+        profile: nodewright_sandbox::arm::LatencyProfile::Short,
+        scale: 1.0,
+    });
+    let restart = format!("{}/restart?api-version=2026-04-01", vm_id("rs"));
+    let resp = sb.post(&restart, &json!({})).await?;
+    assert_eq!(resp.status, 202);
+    assert!(resp.header("azure-asyncoperation").is_some() && resp.header("location").is_some());
+    let view = format!("{}/instanceView?api-version={VM_API}", vm_id("rs"));
+    assert_eq!(
+        statuses(&sb.get(&view).await?.body),
+        ["ProvisioningState/updating", "PowerState/starting"],
+        "restarting"
+    );
+    assert_eq!(sb.finish(&resp).await?["status"], "Succeeded");
+    assert_eq!(
+        statuses(&sb.get(&view).await?.body),
+        ["ProvisioningState/succeeded", "PowerState/running"]
+    );
+    // A deallocated VM is not restarted: Azure refuses it.
+    let gone = sb
+        .post(
+            &format!("{}/deallocate?api-version={VM_API}", vm_id("rs")),
+            &json!({}),
+        )
+        .await?;
+    sb.finish(&gone).await?;
+    let refused = sb.post(&restart, &json!({})).await?;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (409, "OperationNotAllowed"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        statuses(&sb.get(&view).await?.body)[1],
+        "PowerState/deallocated"
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn power_actions_show_transitional_states_while_running() -> TestResult {
     let sb = Sandbox::start().await?;
     sb.create_vm("tr", &vm_body(None, &[])).await?;

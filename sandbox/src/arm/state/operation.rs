@@ -35,6 +35,8 @@ pub enum Action {
     PowerOff,
     /// VM start.
     Start,
+    /// VM restart: the guest reboots (a running VM only).
+    Restart,
 }
 
 /// An ARM error an operation ended with.
