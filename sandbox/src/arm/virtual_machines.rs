@@ -576,9 +576,7 @@ fn power(
             return Err(ArmError::rejected(
                 409,
                 "OperationNotAllowed",
-                format!(
-                    "Operation 'restart' is not allowed on VM '{name}' since the VM is not running. Start the VM first."
-                ),
+                "The operation requires the VM to be running (or set to run).".to_owned(),
             ));
         }
         let transitional = match action {

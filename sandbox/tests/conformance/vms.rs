@@ -231,6 +231,10 @@ async fn restart_reboots_a_running_vm_and_is_refused_for_one_that_is_not() -> Te
         "{refused:?}"
     );
     assert_eq!(
+        refused.body["error"]["message"],
+        "The operation requires the VM to be running (or set to run)."
+    );
+    assert_eq!(
         statuses(&sb.get(&view).await?.body)[1],
         "PowerState/deallocated"
     );
