@@ -470,6 +470,11 @@ pub fn list_response(
     let mut body = serde_json::json!({ "value": value });
     let link = |after: Option<&str>| {
         let mut link = format!("{}{}?api-version={}", ctx.base, ctx.path, ctx.api_version);
+        // A list's own parameters go on to its next page.
+        if let Some(value) = ctx.query.get("statusonly") {
+            link.push_str("&statusOnly=");
+            link.push_str(value);
+        }
         if let Some(after) = after {
             link.push_str("&$skiptoken=");
             link.push_str(&page_token(after));

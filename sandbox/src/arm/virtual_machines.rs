@@ -66,9 +66,16 @@ async fn list(
         Kind::Vm.type_name()
     ));
     let now = Utc::now();
+    let status_only = status_only(&ctx);
     list_response(&em, &ctx, &Collection::Group(collection), |_, r| {
-        render(r, now, false)
+        render(r, now, status_only)
     })
+}
+
+/// ARM's `statusOnly=true` on a VM list: each VM with its instance view (power and provisioning
+/// statuses) inline.
+fn status_only(ctx: &Ctx) -> bool {
+    ctx.flag("statusOnly")
 }
 
 /// The subscription-level list: the virtualMachines of every resource group, paged as ARM pages.
@@ -82,7 +89,8 @@ async fn list_all(
         type_name: Kind::Vm.type_name().to_owned(),
     };
     let now = Utc::now();
-    list_response(&em, &ctx, &collection, |_, r| render(r, now, false))
+    let status_only = status_only(&ctx);
+    list_response(&em, &ctx, &collection, |_, r| render(r, now, status_only))
 }
 
 async fn read(

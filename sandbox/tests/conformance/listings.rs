@@ -79,3 +79,56 @@ async fn a_subscription_level_list_pages_through_every_resource_group() -> TestR
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn status_only_lists_carry_each_vms_instance_view_on_every_page() -> TestResult {
+    let sb = Sandbox::start_with(nodewright_sandbox::arm::EmulatorConfig {
+        page_size: 1,
+        ..instant()
+    })
+    .await?;
+    for name in ["s1", "s2"] {
+        sb.create_vm(name, &vm_body(None, &[])).await?;
+    }
+    let mut url = format!(
+        "/subscriptions/{SUB}/providers/Microsoft.Compute/virtualMachines?api-version=2026-04-01&statusOnly=true"
+    );
+    let mut seen = Vec::new();
+    loop {
+        let page = sb.get(&url).await?;
+        assert_eq!(page.status, 200, "{page:?}");
+        for vm in page.body["value"].as_array().ok_or("no value")? {
+            let statuses = vm["properties"]["instanceView"]["statuses"]
+                .as_array()
+                .ok_or("no instance view on a statusOnly list")?;
+            assert!(
+                statuses.iter().any(|s| s["code"] == "PowerState/running"),
+                "{vm}"
+            );
+            seen.push(vm["name"].as_str().unwrap_or_default().to_owned());
+        }
+        match page.body["nextLink"].as_str() {
+            Some(next) => {
+                assert!(next.contains("statusOnly=true"), "{next}");
+                let at = next
+                    .find("/subscriptions/")
+                    .ok_or("nextLink names no path")?;
+                url = next[at..].to_owned();
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["s1", "s2"]);
+    // Without it, no instance view.
+    let plain = sb
+        .get(&format!(
+            "/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachines?api-version={VM_API}"
+        ))
+        .await?;
+    assert!(
+        plain.body["value"][0]["properties"]
+            .get("instanceView")
+            .is_none()
+    );
+    Ok(())
+}
