@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use nodewright_model::drain::{
-    ANNOTATION_DRAIN_POLICY, ANNOTATION_DRAIN_POLICY_STAMP, StampRecord, policy_from_tag, restamp,
+    ANNOTATION_DRAIN_POLICY, ANNOTATION_DRAIN_POLICY_STAMP, StampRecord, restamp,
 };
 use nodewright_model::pool::DrainPolicy;
 use serde::{Deserialize, Serialize};
@@ -58,26 +58,21 @@ pub async fn restamp_drain(client: &kube::Client, input: &RestampDrain) -> Resul
     let mut done = DrainRestamped::default();
     for machine in &input.nodes {
         let tag = input.tags.get(&machine.node).map(String::as_str);
-        let kept = std::sync::Mutex::new(Vec::new());
         let found = update_spec(
             &api,
             &machine.node,
             &machine.vm_id,
             FIELD_MANAGER,
-            |node| {
-                let (patch, fields) = restamp_patch(node, tag, &input.policy);
-                if let Ok(mut kept) = kept.lock() {
-                    *kept = fields;
-                }
-                patch
-            },
+            |node| restamp_patch(node, tag, &input.policy).0,
             |name, source| Error::RestampDrain { name, source },
         )
         .await?;
         let name = machine.node.clone();
         match found {
-            Found::Ours { .. } => {
-                let fields = kept.into_inner().unwrap_or_default();
+            Found::Ours { node, .. } => {
+                // The Node as it is now: restamped, so the fields kept are what differs from its
+                // new stamp.
+                let (_, fields) = restamp_patch(&node, tag, &input.policy);
                 if !fields.is_empty() {
                     done.kept.insert(name.clone(), fields);
                 }
@@ -102,12 +97,7 @@ pub(crate) fn restamp_patch(
     let stamp = annotations
         .get(ANNOTATION_DRAIN_POLICY_STAMP)
         .map(String::as_str);
-    let record = match (stamp, tag.map(policy_from_tag)) {
-        (Some(stamp), _) => StampRecord::Stamp(stamp),
-        (None, Some(Ok(tagged))) => StampRecord::Tag(tagged),
-        (None, _) => StampRecord::None,
-    };
-    let restamped = restamp(annotation, &record, policy);
+    let restamped = restamp(annotation, &StampRecord::of(stamp, tag), policy);
     if annotation == Some(restamped.annotation.as_str()) && stamp == Some(restamped.stamp.as_str())
     {
         return (None, restamped.kept);

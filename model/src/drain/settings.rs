@@ -198,14 +198,11 @@ pub fn describe_policy(policy: &DrainPolicy, purpose: DrainPurpose) -> String {
 /// What tells nodewright's own fields of the annotation: the stamp, else the VM's tag when it
 /// was read and reads, else nothing.
 fn stamp_record<'a>(stamp: Option<&'a str>, tag: Option<&TagRead>) -> StampRecord<'a> {
-    match (stamp, tag) {
-        (Some(stamp), _) => StampRecord::Stamp(stamp),
-        (None, Some(TagRead::Tagged(value))) => match policy_from_tag(value) {
-            Ok(policy) => StampRecord::Tag(policy),
-            Err(_) => StampRecord::None,
-        },
-        (None, _) => StampRecord::None,
-    }
+    let tagged = match tag {
+        Some(TagRead::Tagged(value)) => Some(value.as_str()),
+        _ => None,
+    };
+    StampRecord::of(stamp, tagged)
 }
 
 /// The trusted settings: the request's, else the tag's, else the defaults; where they came

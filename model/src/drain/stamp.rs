@@ -44,6 +44,18 @@ pub enum StampRecord<'a> {
     None,
 }
 
+impl<'a> StampRecord<'a> {
+    /// The record of a Node whose stamp is `stamp` and whose VM's tag reads `tag`: the stamp,
+    /// else the tag when it reads, else none.
+    pub fn of(stamp: Option<&'a str>, tag: Option<&str>) -> Self {
+        match (stamp, tag.map(super::annotation::policy_from_tag)) {
+            (Some(stamp), _) => StampRecord::Stamp(stamp),
+            (None, Some(Ok(policy))) => StampRecord::Tag(policy),
+            (None, _) => StampRecord::None,
+        }
+    }
+}
+
 /// What of the annotation is an operator's.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Wishes {

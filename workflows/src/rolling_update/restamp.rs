@@ -30,34 +30,33 @@ pub async fn restamp_drain<W: HasRollout>(
     scope: &ArmScope,
     machines: &[ObservedMachine],
 ) -> bool {
-    let (vms, nodes, mut stamps) = ctx.state(|s| {
-        let rollout = s.rollout();
-        (
-            rollout.known_vms.as_ref().map(|(_, list)| list.clone()),
-            rollout.known_nodes.as_ref().map(|(_, list)| list.clone()),
-            rollout
-                .status
-                .as_ref()
-                .and_then(|status| status.drain_stamps.clone()),
-        )
-    });
-    // Runs that list the pool whole (recorded before looks kept the lists) never restamp.
-    let (Some(vms), Some(nodes)) = (vms, nodes) else {
-        return false;
-    };
     let wanted = DrainWanted::of(&request.pool.drain);
-    let given_up = stamps
-        .as_ref()
-        .map(DrainStamps::given_up)
-        .unwrap_or_default();
-    let todo = to_restamp(
-        machines,
-        &vms,
-        &nodes,
-        &request.pool.template_hash,
-        &wanted,
-        &given_up,
-    );
+    // Decided on the lists the run holds, without copying them.
+    let (todo, mut stamps) = ctx.state(|s| {
+        let rollout = s.rollout();
+        let stamps = rollout
+            .status
+            .as_ref()
+            .and_then(|status| status.drain_stamps.clone());
+        let given_up = stamps
+            .as_ref()
+            .map(DrainStamps::given_up)
+            .unwrap_or_default();
+        let todo = match (&rollout.known_vms, &rollout.known_nodes) {
+            (Some((_, vms)), Some((_, nodes))) => to_restamp(
+                machines,
+                vms,
+                nodes,
+                &request.pool.template_hash,
+                &wanted,
+                &given_up,
+            ),
+            // Runs that list the pool whole (recorded before looks kept the lists) never
+            // restamp.
+            _ => Vec::new(),
+        };
+        (todo, stamps)
+    });
     if todo.is_empty() {
         if let Some(stamps) = stamps.as_mut().filter(|s| s.pending > 0) {
             stamps.pending = 0;
