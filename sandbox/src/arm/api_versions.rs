@@ -64,11 +64,40 @@ pub const NETWORK_INTERFACES: ResourceVersions = ResourceVersions {
     ],
 };
 
+/// Azure Compute Galleries (galleries, image definitions, image versions: their own version
+/// line): 2025-12-03 (Go armcompute v8.3), 2026-03-03 (Python compute 39).
+pub const GALLERIES: ResourceVersions = ResourceVersions {
+    resource_type: "galleries",
+    segment: "/microsoft.compute/galleries",
+    versions: &[
+        "2022-03-03",
+        "2022-08-03",
+        "2023-07-03",
+        "2024-03-03",
+        "2025-03-03",
+        "2025-12-03",
+        "2026-03-03",
+    ],
+};
+
+/// Marketplace images (`locations/{l}/publishers/…`): the compute versions of virtual machines.
+pub const VM_IMAGES: ResourceVersions = ResourceVersions {
+    resource_type: "locations/publishers",
+    segment: "/publishers",
+    versions: VIRTUAL_MACHINES.versions,
+};
+
 /// The version the emulator records for operations it starts itself (nodewright's).
 pub const VM_DEFAULT: &str = "2024-07-01";
 
 /// Every resource type whose versions are checked.
-pub const CHECKED: [ResourceVersions; 3] = [VIRTUAL_MACHINES, DISKS, NETWORK_INTERFACES];
+pub const CHECKED: [ResourceVersions; 5] = [
+    VIRTUAL_MACHINES,
+    DISKS,
+    NETWORK_INTERFACES,
+    GALLERIES,
+    VM_IMAGES,
+];
 
 /// ARM's check of a request's api-`version` for `path`: missing → 400
 /// `MissingApiVersionParameter`; a version the addressed type does not accept → 400

@@ -8,6 +8,12 @@
 //! state_file = "/var/lib/sandbox/state.json"
 //! nic_reservation_seconds = 180  # how long a failed/canceled create or a VM delete holds its NICs
 //!
+//! [[images]]                 # marketplace image versions besides the built-in catalog
+//! publisher = "Canonical"
+//! offer = "ubuntu-24_04-lts"
+//! sku = "server"
+//! versions = ["24.04.202601010"]
+//!
 //! [[faults]]
 //! kind = "fail_operation"    # throttle | server_error | conflict | fail_operation | hang_detach | never_joins | repeat_next_link
 //! operation = "vm.put"       # glob over operation names
@@ -28,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use super::faults::FaultRule;
 use super::latency::LatencyProfile;
+use super::state::images::ImageConfig;
 
 /// Everything the emulator can be configured with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +56,9 @@ pub struct EmulatorConfig {
     pub nic_reservation_seconds: u64,
     /// Fault rules in force at start.
     pub faults: Vec<FaultRule>,
+    /// Marketplace image versions offered besides the built-in catalog
+    /// (`state::images::default_catalog`).
+    pub images: Vec<ImageConfig>,
 }
 
 /// Azure's NIC reservation window, the default of `nic_reservation_seconds`.
@@ -67,6 +77,7 @@ impl Default for EmulatorConfig {
             state_file: None,
             nic_reservation_seconds: AZURE_NIC_RESERVATION_SECONDS,
             faults: Vec::new(),
+            images: Vec::new(),
         }
     }
 }
@@ -125,6 +136,14 @@ impl EmulatorConfig {
         for (i, rule) in self.faults.iter().enumerate() {
             rule.validate()
                 .map_err(|e| ConfigError::Invalid(format!("[[faults]] #{}: {e}", i + 1)))?;
+        }
+        for (i, image) in self.images.iter().enumerate() {
+            if let Some(problem) = image.problem() {
+                return Err(ConfigError::Invalid(format!(
+                    "[[images]] #{}: {problem}",
+                    i + 1
+                )));
+            }
         }
         Ok(())
     }
@@ -191,6 +210,37 @@ mod tests {
         assert_eq!(
             refused,
             "invalid config: [[faults]] #2: every must be at least 1"
+        );
+    }
+
+    #[test]
+    fn images_add_versions_and_bad_ones_are_refused_naming_the_entry() {
+        let config = EmulatorConfig::from_toml(
+            r#"
+            [[images]]
+            publisher = "Contoso"
+            offer = "node"
+            sku = "v1"
+            versions = ["1.0.0", "1.1.0"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.images[0].images().len(), 2);
+        assert_eq!(config.images[0].hyper_v_generation, "V2");
+        let refused = EmulatorConfig::from_toml(
+            r#"
+            [[images]]
+            publisher = "Contoso"
+            offer = "node"
+            sku = "v1"
+            versions = ["latest"]
+            "#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            refused.contains("[[images]] #1: version 'latest'"),
+            "{refused}"
         );
     }
 }

@@ -56,6 +56,15 @@ impl Emulator {
         for operation in state.operations.values_mut() {
             operation.hang_rule = None;
         }
+        // The built-in marketplace catalog and the configuration's images are offered on top of
+        // what the state file holds (versions published while it ran).
+        let configured = config.images.iter().flat_map(|image| image.images());
+        for image in super::state::images::default_catalog()
+            .into_iter()
+            .chain(configured)
+        {
+            state.images.publish(image);
+        }
         let mut faults = FaultSet::default();
         for rule in config.faults {
             faults.add(rule);

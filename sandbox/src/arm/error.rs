@@ -76,6 +76,19 @@ pub enum ArmError {
         /// ARM error message.
         message: String,
     },
+    /// A refusal with an explicit status and ARM code that names its `target` (e.g.
+    /// `PlatformImageNotFound` on `imageReference`).
+    #[error("{message}")]
+    RejectedAt {
+        /// HTTP status.
+        status: u16,
+        /// ARM error code.
+        code: String,
+        /// The field the error is about.
+        target: String,
+        /// ARM error message.
+        message: String,
+    },
 }
 
 impl ArmError {
@@ -84,6 +97,16 @@ impl ArmError {
         Self::Rejected {
             status,
             code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// A refusal with this status, code, target and message.
+    pub fn rejected_at(status: u16, code: &str, target: &str, message: impl Into<String>) -> Self {
+        Self::RejectedAt {
+            status,
+            code: code.to_owned(),
+            target: target.to_owned(),
             message: message.into(),
         }
     }
@@ -120,7 +143,7 @@ impl ArmError {
             Self::Busy(_) | Self::AttachedElsewhere { .. } => 409,
             Self::PreconditionFailed => 412,
             Self::Throttled { .. } => 429,
-            Self::Rejected { status, .. } => *status,
+            Self::Rejected { status, .. } | Self::RejectedAt { status, .. } => *status,
         };
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
@@ -140,7 +163,7 @@ impl ArmError {
             Self::PreconditionFailed => "PreconditionFailed",
             Self::Throttled { network: true, .. } => "RetryableErrorDueToAnotherOperation",
             Self::Throttled { network: false, .. } => "OperationNotAllowed",
-            Self::Rejected { code, .. } => code,
+            Self::Rejected { code, .. } | Self::RejectedAt { code, .. } => code,
         }
     }
 }
@@ -148,7 +171,7 @@ impl ArmError {
 impl IntoResponse for ArmError {
     fn into_response(self) -> Response {
         let mut error = json!({ "code": self.code(), "message": self.to_string() });
-        if let Self::InvalidParameter { target, .. } = &self {
+        if let Self::InvalidParameter { target, .. } | Self::RejectedAt { target, .. } = &self {
             error["target"] = json!(target);
         }
         if let Self::Throttled { network: false, .. } = &self {

@@ -14,13 +14,15 @@
 //! - Data: `state/` (resources, operation records, Key Vault's secrets, persisted by
 //!   `persist.rs`), `error.rs`, `faults.rs`, `latency.rs`, `stats.rs`, `requests.rs`,
 //!   `paths.rs`, `config.rs`, `api_versions.rs` (the api-versions accepted per resource type).
-//! - Rules on the data: `data_disks.rs`, `force_detach.rs`, `virtual_machines/body.rs`,
+//! - Rules on the data: `data_disks.rs`, `force_detach.rs`, `image_reference.rs` (the image
+//!   version a VM's `imageReference` names), `virtual_machines/body.rs`,
 //!   `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
 //!   does).
 //! - The engine: `engine.rs` ([`Core`](engine::Core): starting and advancing operations).
 //! - The handle: `emulator.rs` ([`Emulator`]; `emulator/ticker.rs` keeps time).
 //! - HTTP: `http.rs` (request context, middleware, answers), `virtual_machines.rs`, `disks.rs`,
-//!   `network_interfaces.rs`, `operations.rs` (polling), `admin.rs` (with `seed.rs`), [`key_vault`], and
+//!   `network_interfaces.rs`, `images.rs` (marketplace images, `/sandbox/images`),
+//!   `galleries/` (Azure Compute Galleries), `operations.rs` (polling), `admin.rs` (with `seed.rs`), [`key_vault`], and
 //!   `compute_impl.rs` (the emulator as [`crate::compute::Compute`]); this file assembles the app.
 
 mod admin;
@@ -35,7 +37,10 @@ mod engine;
 mod error;
 mod faults;
 mod force_detach;
+mod galleries;
 mod http;
+mod image_reference;
+mod images;
 pub mod key_vault;
 mod latency;
 mod network_interfaces;
@@ -56,6 +61,7 @@ pub use error::ArmError;
 pub use faults::{ActiveRule, FaultKind, FaultRule, FaultSet, InvalidRule, Target, glob};
 pub use latency::{Latency, LatencyProfile, Step};
 pub use requests::{REQUEST_LOG_CAPACITY, RequestFilter, RequestLog, RequestRecord};
+pub use state::images::ImageConfig;
 pub use stats::{Stats, operation_name};
 
 /// The emulator's HTTP API: ARM routes, the Key Vault data plane under `/keyvault`, `/sandbox/*`
@@ -66,6 +72,8 @@ pub fn app(emulator: Emulator) -> Router {
         .merge(virtual_machines::routes())
         .merge(disks::routes())
         .merge(network_interfaces::routes())
+        .merge(images::routes())
+        .merge(galleries::routes())
         .merge(operations::routes())
         .merge(admin::routes())
         .merge(key_vault::routes(emulator.clone()))

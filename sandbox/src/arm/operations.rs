@@ -105,6 +105,8 @@ pub fn render(
     match resource.kind {
         Kind::Vm => virtual_machines::render(resource, now, false),
         Kind::Disk => disks::render(state, resource),
-        Kind::Nic => resource.body.clone(),
+        Kind::Nic | Kind::Gallery | Kind::GalleryImage | Kind::GalleryImageVersion => {
+            resource.body.clone()
+        }
     }
 }

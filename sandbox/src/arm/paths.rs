@@ -15,10 +15,14 @@ const CANONICAL: &[(usize, &[&str])] = &[
     (2, &["resourceGroups"]),
     (4, &["providers"]),
     (5, &["Microsoft.Compute", "Microsoft.Network"]),
-    (6, &["virtualMachines", "disks", "networkInterfaces"]),
+    (
+        6,
+        &["virtualMachines", "disks", "networkInterfaces", "galleries"],
+    ),
     (
         8,
         &[
+            "images",
             "instanceView",
             "attachDetachDataDisks",
             "deallocate",
@@ -27,6 +31,7 @@ const CANONICAL: &[(usize, &[&str])] = &[
             "restart",
         ],
     ),
+    (10, &["versions"]),
 ];
 
 /// The fixed segments of a subscription-level list's path:
@@ -35,7 +40,22 @@ const CANONICAL_SUBSCRIPTION: &[(usize, &[&str])] = &[
     (0, &["subscriptions"]),
     (2, &["providers"]),
     (3, &["Microsoft.Compute", "Microsoft.Network"]),
-    (4, &["virtualMachines", "disks", "networkInterfaces"]),
+    (
+        4,
+        &[
+            "virtualMachines",
+            "disks",
+            "networkInterfaces",
+            "galleries",
+            "locations",
+        ],
+    ),
+    (6, &["publishers"]),
+    (8, &["artifacttypes"]),
+    (9, &["vmimage"]),
+    (10, &["offers"]),
+    (12, &["skus"]),
+    (14, &["versions"]),
 ];
 
 /// `request` with the fixed segments of its path spelled canonically; other requests unchanged.

@@ -433,6 +433,11 @@ fn build(
             }
             Resource::new(Kind::Disk, body)
         }
+        // The seed takes only VMs, NICs and disks (`plan` refuses other types).
+        Kind::Gallery | Kind::GalleryImage | Kind::GalleryImageVersion => Resource::new(
+            shape.kind,
+            envelope(json!({ "provisioningState": "Succeeded" })),
+        ),
     };
     resource.new_etag();
     resource

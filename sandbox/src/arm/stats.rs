@@ -50,6 +50,9 @@ pub fn operation_name(method: &Method, path: &str) -> String {
         .map(str::to_ascii_lowercase)
         .collect();
     let verb = method.as_str().to_ascii_lowercase();
+    if let Some(name) = image_operation(&segments).or_else(|| gallery_operation(&segments, &verb)) {
+        return name;
+    }
     // /subscriptions/{s}/providers/{p}/locations/{l}/operations|operationResults/{id}
     if segments.len() == 8 && segments[2] == "providers" && segments[4] == "locations" {
         return match segments[6].as_str() {
@@ -64,6 +67,7 @@ pub fn operation_name(method: &Method, path: &str) -> String {
             ("microsoft.compute", "virtualmachines") => "vm.listAll".into(),
             ("microsoft.compute", "disks") => "disk.listAll".into(),
             ("microsoft.network", "networkinterfaces") => "nic.listAll".into(),
+            ("microsoft.compute", "galleries") => "gallery.listAll".into(),
             _ => "arm.unknown".into(),
         };
     }
@@ -94,6 +98,55 @@ pub fn operation_name(method: &Method, path: &str) -> String {
         }
         _ => "arm.unknown".into(),
     }
+}
+
+/// A marketplace image request (`/subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/
+/// publishers/…`): `image.listPublishers`, `image.listOffers`, `image.listSkus`,
+/// `image.listVersions`, `image.get`.
+fn image_operation(segments: &[String]) -> Option<String> {
+    if segments.len() < 7
+        || segments[2] != "providers"
+        || segments[4] != "locations"
+        || segments[6] != "publishers"
+    {
+        return None;
+    }
+    let name = match segments.len() {
+        7 => "image.listPublishers",
+        11 => "image.listOffers",
+        13 => "image.listSkus",
+        15 => "image.listVersions",
+        16 => "image.get",
+        _ => "arm.unknown",
+    };
+    Some(name.into())
+}
+
+/// A gallery request (`…/resourceGroups/{rg}/providers/Microsoft.Compute/galleries/…`):
+/// `gallery.*`, `galleryImage.*`, `galleryImageVersion.*` with `list` or the verb.
+fn gallery_operation(segments: &[String], verb: &str) -> Option<String> {
+    if segments.len() < 7
+        || segments[2] != "resourcegroups"
+        || segments[4] != "providers"
+        || segments[5] != "microsoft.compute"
+        || segments[6] != "galleries"
+    {
+        return None;
+    }
+    let name = match (
+        segments.len(),
+        segments.get(8).map(String::as_str),
+        segments.get(10).map(String::as_str),
+    ) {
+        (7, _, _) => "gallery.list".to_owned(),
+        (8, _, _) => format!("gallery.{verb}"),
+        (9, Some("images"), _) => "galleryImage.list".to_owned(),
+        (10, Some("images"), _) => format!("galleryImage.{verb}"),
+        (11, Some("images"), Some("versions")) => "galleryImageVersion.list".to_owned(),
+        (12, Some("images"), Some("versions")) => format!("galleryImageVersion.{verb}"),
+        _ => "arm.unknown".to_owned(),
+    };
+    Some(name)
 }
 
 #[cfg(test)]
@@ -131,6 +184,22 @@ mod tests {
             "operation.status"
         );
         assert_eq!(operation_name(&Method::GET, "/nope"), "arm.unknown");
+        let gallery = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/galleries/g";
+        assert_eq!(operation_name(&Method::PUT, gallery), "gallery.put");
+        assert_eq!(
+            operation_name(&Method::GET, &format!("{gallery}/images/i/versions")),
+            "galleryImageVersion.list"
+        );
+        assert_eq!(
+            operation_name(&Method::DELETE, &format!("{gallery}/images/i")),
+            "galleryImage.delete"
+        );
+        let skus = "/subscriptions/s/providers/Microsoft.Compute/locations/w/publishers/p/artifacttypes/vmimage/offers/o/skus";
+        assert_eq!(operation_name(&Method::GET, skus), "image.listSkus");
+        assert_eq!(
+            operation_name(&Method::GET, &format!("{skus}/s/versions/1.0")),
+            "image.get"
+        );
     }
 
     #[test]

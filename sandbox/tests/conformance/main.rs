@@ -9,6 +9,8 @@ mod disks;
 mod errors;
 mod faults;
 mod force_detach;
+mod galleries;
+mod images;
 mod key_vault;
 mod listings;
 mod nics;

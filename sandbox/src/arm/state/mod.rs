@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::error::ArmError;
 
+pub mod images;
 pub mod operation;
 pub mod vaults;
 
@@ -26,6 +27,12 @@ pub enum Kind {
     Disk,
     /// `Microsoft.Network/networkInterfaces`.
     Nic,
+    /// `Microsoft.Compute/galleries` (an Azure Compute Gallery).
+    Gallery,
+    /// `Microsoft.Compute/galleries/images` (a gallery image definition).
+    GalleryImage,
+    /// `Microsoft.Compute/galleries/images/versions` (a gallery image version).
+    GalleryImageVersion,
 }
 
 impl Kind {
@@ -34,6 +41,7 @@ impl Kind {
         match self {
             Self::Vm | Self::Disk => "Microsoft.Compute",
             Self::Nic => "Microsoft.Network",
+            Self::Gallery | Self::GalleryImage | Self::GalleryImageVersion => "Microsoft.Compute",
         }
     }
 
@@ -43,6 +51,9 @@ impl Kind {
             Self::Vm => "Microsoft.Compute/virtualMachines",
             Self::Disk => "Microsoft.Compute/disks",
             Self::Nic => "Microsoft.Network/networkInterfaces",
+            Self::Gallery => "Microsoft.Compute/galleries",
+            Self::GalleryImage => "Microsoft.Compute/galleries/images",
+            Self::GalleryImageVersion => "Microsoft.Compute/galleries/images/versions",
         }
     }
 }
@@ -208,6 +219,9 @@ pub struct State {
     /// Key Vault secrets, by vault (see `key_vault.rs`).
     #[serde(default)]
     pub vaults: vaults::Vaults,
+    /// The marketplace image catalog (see `images.rs`).
+    #[serde(default)]
+    pub images: images::Catalog,
 }
 
 impl State {

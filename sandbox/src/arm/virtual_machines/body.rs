@@ -65,6 +65,7 @@ pub fn create(
         .as_str()
         .map_or_else(|| format!("{name}_OsDisk_1"), str::to_owned);
     super::refusals::check_create(&req, &os_disk_name)?;
+    stamp_exact_version(state, &location, &mut req)?;
     let id = resource_id(sub, rg, Kind::Vm, name);
     stamp_envelope(&mut req, Kind::Vm, &id, name, &location);
     let p = props(&mut req);
@@ -86,6 +87,29 @@ pub fn create(
         os_disk,
         os_disk_attach,
     })
+}
+
+/// Resolves a create's `storageProfile.imageReference` (see `image_reference.rs`) and writes the
+/// version it names as `exactVersion`; Azure's 404 when the image is not there.
+fn stamp_exact_version(state: &State, location: &str, req: &mut Value) -> Result<(), ArmError> {
+    let reference = &req["properties"]["storageProfile"]["imageReference"];
+    if !reference.is_object() {
+        return Ok(());
+    }
+    if let Some(version) = super::super::image_reference::resolve(state, location, reference)? {
+        req["properties"]["storageProfile"]["imageReference"]["exactVersion"] = json!(version);
+    }
+    Ok(())
+}
+
+/// An update keeps the `exactVersion` the create resolved when the request's `imageReference`
+/// does not carry it (a client sends back what it created the VM with).
+fn keep_exact_version(old: &Value, body: &mut Value) {
+    let exact = &old["properties"]["storageProfile"]["imageReference"]["exactVersion"];
+    let reference = &mut body["properties"]["storageProfile"]["imageReference"];
+    if exact.is_string() && reference.is_object() && reference.get("exactVersion").is_none() {
+        reference["exactVersion"] = exact.clone();
+    }
 }
 
 /// The body an update request asks for (`patch`: merged into the stored body; otherwise a full
@@ -121,6 +145,7 @@ pub fn merged(old: &Resource, mut req: Value, patch: bool) -> Result<Value, ArmE
     for field in ["id", "name", "type", "location"] {
         body[field] = old.body[field].clone();
     }
+    keep_exact_version(&old.body, &mut body);
     let p = props(&mut body);
     for field in ["vmId", "timeCreated"] {
         if let Some(v) = old.body["properties"].get(field) {
