@@ -22,7 +22,8 @@
 //! - The handle: `emulator.rs` ([`Emulator`]; `emulator/ticker.rs` keeps time).
 //! - HTTP: `http.rs` (request context, middleware, answers), `virtual_machines.rs`, `disks.rs`,
 //!   `network_interfaces.rs`, `images.rs` (marketplace images, `/sandbox/images`),
-//!   `galleries/` (Azure Compute Galleries), `operations.rs` (polling), `admin.rs` (with `seed.rs`), [`key_vault`], and
+//!   `galleries/` (Azure Compute Galleries), `operations.rs` (polling), `admin.rs` (with
+//!   `seed.rs`), [`key_vault`], and
 //!   `compute_impl.rs` (the emulator as [`crate::compute::Compute`]); this file assembles the app.
 
 mod admin;

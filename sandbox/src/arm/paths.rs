@@ -160,6 +160,22 @@ mod tests {
     }
 
     #[test]
+    fn gallery_and_marketplace_image_paths_are_respelled() {
+        check(
+            "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/Galleries/G/Images/I/Versions/1.0.0",
+            Some(
+                "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/galleries/G/images/I/versions/1.0.0",
+            ),
+        );
+        check(
+            "/Subscriptions/s/Providers/Microsoft.Compute/Locations/westeurope/Publishers/Canonical/ArtifactTypes/VMImage/Offers/o/Skus/s/Versions",
+            Some(
+                "/subscriptions/s/providers/Microsoft.Compute/locations/westeurope/publishers/Canonical/artifacttypes/vmimage/offers/o/skus/s/versions",
+            ),
+        );
+    }
+
+    #[test]
     fn canonical_and_foreign_paths_are_left_alone() {
         check(
             "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/disks/Start",
