@@ -256,3 +256,40 @@ async fn a_vm_from_latest_gets_the_newest_version_not_excluded_and_replicated_th
     assert_eq!(exact_version(&sb.get(&vm("after-lift")).await?), "1.1.0");
     Ok(())
 }
+
+#[tokio::test]
+async fn galleries_and_published_images_survive_a_restart_through_the_state_file() -> TestResult {
+    let file = crate::persistence::state_file()?;
+    let config = nodewright_sandbox::arm::EmulatorConfig {
+        state_file: Some(file.clone()),
+        ..instant()
+    };
+    let definition = {
+        let sb = Sandbox::start_with(config.clone()).await?;
+        let published = sb
+            .send_with(
+                reqwest::Method::PUT,
+                "/sandbox/images/Contoso/node/v1/3.0.0",
+                None,
+                &[],
+            )
+            .await?;
+        assert_eq!(published.status, 201);
+        gallery_with_versions(&sb).await?
+    };
+    let again = Sandbox::start_with(config).await?;
+    let version = again
+        .get(&at(&format!("{definition}/versions/1.0.5")))
+        .await?;
+    assert_eq!(version.state(), "Succeeded", "{version:?}");
+    let mut body = vm_body(None, &[]);
+    body["properties"]["storageProfile"]["imageReference"] =
+        json!({"publisher": "Contoso", "offer": "node", "sku": "v1", "version": "latest"});
+    again.create_vm("after-restart", &body).await?;
+    assert_eq!(
+        exact_version(&again.get(&vm("after-restart")).await?),
+        "3.0.0"
+    );
+    let _ = std::fs::remove_file(&file);
+    Ok(())
+}
