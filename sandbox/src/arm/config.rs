@@ -186,6 +186,30 @@ mod tests {
     }
 
     #[test]
+    fn the_quota_section_parses_and_is_validated_with_the_field_named() {
+        let config = EmulatorConfig::from_toml(
+            r#"
+            [quota]
+            regional_vcpus = 16
+            [[quota.restrictions]]
+            size = "Standard_D2s_v5"
+            location = "westeurope"
+            zones = ["2"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.quota.regional_vcpus, 16);
+        assert_eq!(config.quota.restrictions.len(), 1);
+        let refused = EmulatorConfig::from_toml("[quota]\nfamilies = { nope = 1 }")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.starts_with("invalid config: [quota] families.nope: unknown size family"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn fault_rules_are_validated_with_the_rule_named() {
         let refused = EmulatorConfig::from_toml(
             r#"
