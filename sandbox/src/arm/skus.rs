@@ -99,7 +99,12 @@ fn location_filter(filter: &str) -> Result<String, ArmError> {
         Some(location)
             if field.eq_ignore_ascii_case("location") && op.eq_ignore_ascii_case("eq") =>
         {
-            Ok(location.to_owned())
+            // Entries name the location as ARM spells it: `West Europe` is `westeurope`.
+            Ok(location
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .flat_map(char::to_lowercase)
+                .collect())
         }
         _ => Err(refused()),
     }
@@ -188,7 +193,7 @@ mod tests {
         );
         assert_eq!(
             location_filter("Location EQ 'West Europe'").ok().as_deref(),
-            Some("West Europe")
+            Some("westeurope")
         );
         for refused in [
             "name eq 'Standard_D2s_v5'",
