@@ -4,8 +4,9 @@
 //!
 //! - `GET …/publishers`, `…/publishers/{p}/artifacttypes/vmimage/offers`, `…/offers/{o}/skus`,
 //!   `…/skus/{s}/versions` answer a bare JSON array of `{name, location, id}` (ARM's
-//!   `VirtualMachineImageResource`); the versions list takes `$top` and `$orderby=name [asc|desc]`
-//!   (versions ordered by their numbers). An offer, SKU or version list with nothing under it
+//!   `VirtualMachineImageResource`); the versions list takes `$top`, `$orderby=name [asc|desc]`
+//!   (versions ordered by their numbers) and `$expand=Properties` (each version whole, as its GET
+//!   answers it). An offer, SKU or version list with nothing under it
 //!   is 404 `NotFound`, "Artifact: VMImage was not found.", as Azure answers it.
 //! - `GET …/versions/{version}`: the `VirtualMachineImage` (`osDiskImage.operatingSystem`,
 //!   `hyperVGeneration`, `architecture`, …); 404 `NotFound` likewise.
@@ -26,7 +27,7 @@ use serde_json::{Value, json};
 use super::emulator::Emulator;
 use super::error::ArmError;
 use super::http::{Ctx, json_response};
-use super::state::images::{MarketplaceImage, check_properties, compare_versions, is_version};
+use super::state::images::{MarketplaceImage, check_properties, is_version};
 
 const PUBLISHERS: &str =
     "/subscriptions/{sub}/providers/Microsoft.Compute/locations/{location}/publishers";
@@ -183,31 +184,43 @@ async fn versions(
             }
         },
     };
-    let mut found: Vec<String> = em.read(|core| {
+    let expand = match ctx.query.get("$expand") {
+        None => false,
+        Some(e) if e.eq_ignore_ascii_case("properties") => true,
+        Some(other) => {
+            return Err(ArmError::invalid(
+                "$expand",
+                format!("The $expand '{other}' is not supported: use 'properties'."),
+            ));
+        }
+    };
+    let mut found: Vec<MarketplaceImage> = em.read(|core| {
         core.state
             .images
             .versions(&location, &publisher, &offer, &sku)
             .into_iter()
-            .map(|i| i.version.clone())
+            .cloned()
             .collect()
     });
     if found.is_empty() {
         return Err(not_found());
     }
-    found.sort_by(|a, b| compare_versions(a, b));
     if descending {
         found.reverse();
     }
     if let Some(top) = top {
         found.truncate(top);
     }
-    let base = format!(
-        "{}/Publishers/{publisher}/ArtifactTypes/VMImage/Offers/{offer}/Skus/{sku}/Versions",
-        location_id(&sub, &location)
-    );
     let body: Vec<Value> = found
         .iter()
-        .map(|v| json!({"name": v, "location": location, "id": format!("{base}/{v}")}))
+        .map(|image| {
+            let full = image_body(&sub, &location, image);
+            if expand {
+                full
+            } else {
+                json!({"name": full["name"], "location": full["location"], "id": full["id"]})
+            }
+        })
         .collect();
     Ok(json_response(StatusCode::OK, Value::Array(body), None))
 }
@@ -232,15 +245,22 @@ async fn version(
                 .cloned()
         })
         .ok_or_else(not_found)?;
+    let body = image_body(&sub, &location, &image);
+    Ok(json_response(StatusCode::OK, body, None))
+}
+
+/// The `VirtualMachineImage` of `image` as `GET …/versions/{version}` answers it (and the
+/// versions list with `$expand=Properties`).
+fn image_body(sub: &str, location: &str, image: &MarketplaceImage) -> Value {
     let id = format!(
         "{}/Publishers/{}/ArtifactTypes/VMImage/Offers/{}/Skus/{}/Versions/{}",
-        location_id(&sub, &location),
+        location_id(sub, location),
         image.publisher,
         image.offer,
         image.sku,
         image.version
     );
-    let body = json!({
+    json!({
         "id": id,
         "name": image.version,
         "location": location,
@@ -253,8 +273,7 @@ async fn version(
             "disallowed": {"vmDiskType": "Unmanaged"},
             "imageDeprecationStatus": {"imageState": "Active"},
         },
-    });
-    Ok(json_response(StatusCode::OK, body, None))
+    })
 }
 
 async fn catalog(AxState(em): AxState<Emulator>) -> Response {
