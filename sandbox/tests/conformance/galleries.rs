@@ -135,6 +135,10 @@ async fn azures_refusals_name_the_parent_the_children_and_the_field() -> TestRes
         (404, "ParentResourceNotFound"),
         "{orphan:?}"
     );
+    let orphan_get = sb
+        .get(&at(&format!("{}/images/node", gallery_id("none"))))
+        .await?;
+    assert_eq!(orphan_get.code(), "ParentResourceNotFound");
     let definition = gallery_with_versions(&sb).await?;
 
     let mut no_state = definition_body();

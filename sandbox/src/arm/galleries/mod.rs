@@ -3,8 +3,8 @@
 //! PUT (201 create, 200 update), PATCH, GET, DELETE (202, 204 when absent) and a list (a
 //! gallery's also per subscription), as Azure answers them: async operations with
 //! `Azure-AsyncOperation` (and `Location` on DELETE), `provisioningState` `Creating`/`Updating`/
-//! `Deleting` until the operation succeeds, 404 `ParentResourceNotFound` for a child of a parent
-//! that does not exist, 409 `CannotDeleteResource` for a parent that still has children. What a
+//! `Deleting` until the operation succeeds, 404 `ParentResourceNotFound` for a child (PUT, GET,
+//! list) of a parent that does not exist, 409 `CannotDeleteResource` for a parent that still has children. What a
 //! body must hold is in `body.rs`; a VM created from a gallery image resolves it in
 //! `image_reference.rs`.
 
@@ -198,12 +198,18 @@ fn parent_not_found(name: &str) -> ArmError {
 fn read(em: &Emulator, ctx: &Ctx, address: &Address) -> Result<Response, ArmError> {
     let render = render(ctx);
     let found = em.read(|core| {
+        if let Some((parent, parent_name)) = &address.parent
+            && core.state.get(parent).is_none()
+        {
+            return Err(parent_not_found(parent_name));
+        }
         core.state
             .get(&address.id)
             .filter(|r| r.kind == address.kind)
             .map(|r| (render(&core.state, r), r.etag().to_owned()))
+            .ok_or_else(|| ArmError::ResourceNotFound(address.id.clone()))
     });
-    let (body, etag) = found.ok_or_else(|| ArmError::ResourceNotFound(address.id.clone()))?;
+    let (body, etag) = found?;
     Ok(json_response(StatusCode::OK, body, Some(&etag)))
 }
 
