@@ -46,7 +46,7 @@ pub fn vm_body(
 ) -> serde_json::Result<VirtualMachine> {
     let image = &template.image;
     let image_reference = match &image.id {
-        Some(id) => json!({ "id": id }),
+        Some(id) => image_reference_by_id(id),
         None => json!({
             "publisher": image.publisher, "offer": image.offer,
             "sku": image.sku, "version": image.version,
@@ -95,6 +95,21 @@ pub fn vm_body(
         body["zones"] = json!([zone]);
     }
     serde_json::from_value(body)
+}
+
+/// The `imageReference` of an image named by id, in the field Azure reads it from: a direct shared
+/// gallery's `/SharedGalleries/…` in `sharedGalleryImageId`, a community gallery's
+/// `/CommunityGalleries/…` in `communityGalleryImageId`, any ARM id (a Compute Gallery image
+/// version or definition, a managed image) in `id`.
+fn image_reference_by_id(id: &str) -> serde_json::Value {
+    let lower = id.to_ascii_lowercase();
+    if lower.starts_with("/sharedgalleries/") {
+        json!({ "sharedGalleryImageId": id })
+    } else if lower.starts_with("/communitygalleries/") {
+        json!({ "communityGalleryImageId": id })
+    } else {
+        json!({ "id": id })
+    }
 }
 
 #[cfg(test)]
@@ -190,5 +205,39 @@ mod tests {
         );
         assert!(image.get("publisher").is_none());
         assert!(json.get("zones").is_none());
+    }
+
+    #[test]
+    fn shared_and_community_gallery_images_go_in_their_own_fields() {
+        let cases = [
+            (
+                "/SharedGalleries/0b1f-nodes/Images/ubuntu/Versions/1.0.0",
+                "sharedGalleryImageId",
+            ),
+            (
+                "/CommunityGalleries/flatcar-23/Images/flatcar/Versions/4081.2.0",
+                "communityGalleryImageId",
+            ),
+            (
+                "/communitygalleries/flatcar-23/images/flatcar/versions/latest",
+                "communityGalleryImageId",
+            ),
+            (
+                "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/images/golden",
+                "id",
+            ),
+        ];
+        for (id, field) in cases {
+            let mut t = template();
+            t.image = ImageSource {
+                id: Some(id.to_owned()),
+                ..ImageSource::default()
+            };
+            let vm = vm_body("westeurope", "m", &t, None, "/nic", None, &BTreeMap::new())
+                .expect("builds");
+            let json = serde_json::to_value(&vm).expect("serializes");
+            let image = &json["properties"]["storageProfile"]["imageReference"];
+            assert_eq!(image, &json!({ field: id }), "{id}");
+        }
     }
 }
