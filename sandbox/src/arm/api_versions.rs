@@ -64,11 +64,24 @@ pub const NETWORK_INTERFACES: ResourceVersions = ResourceVersions {
     ],
 };
 
+/// Virtual networks and their subnets: the network interfaces' set (the same provider and
+/// version line).
+pub const VIRTUAL_NETWORKS: ResourceVersions = ResourceVersions {
+    resource_type: "virtualNetworks",
+    segment: "/microsoft.network/virtualnetworks",
+    versions: NETWORK_INTERFACES.versions,
+};
+
 /// The version the emulator records for operations it starts itself (nodewright's).
 pub const VM_DEFAULT: &str = "2024-07-01";
 
 /// Every resource type whose versions are checked.
-pub const CHECKED: [ResourceVersions; 3] = [VIRTUAL_MACHINES, DISKS, NETWORK_INTERFACES];
+pub const CHECKED: [ResourceVersions; 4] = [
+    VIRTUAL_MACHINES,
+    DISKS,
+    NETWORK_INTERFACES,
+    VIRTUAL_NETWORKS,
+];
 
 /// ARM's check of a request's api-`version` for `path`: missing → 400
 /// `MissingApiVersionParameter`; a version the addressed type does not accept → 400

@@ -13,18 +13,20 @@
 //!
 //! - Data: `state/` (resources, operation records, Key Vault's secrets, persisted by
 //!   `persist.rs`), `error.rs`, `faults.rs`, `latency.rs`, `stats.rs`, `requests.rs`,
-//!   `paths.rs`, `config.rs`, `api_versions.rs` (the api-versions accepted per resource type).
+//!   `paths.rs`, `config.rs`, `api_versions.rs` (the api-versions accepted per resource type),
+//!   `cidr.rs` (IPv4 prefixes).
 //! - Rules on the data: `data_disks.rs`, `force_detach.rs`, `virtual_machines/body.rs`,
-//!   `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
+//!   `networks.rs` (subnets, their validation and private IP addresses), `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
 //!   does).
 //! - The engine: `engine.rs` ([`Core`](engine::Core): starting and advancing operations).
 //! - The handle: `emulator.rs` ([`Emulator`]; `emulator/ticker.rs` keeps time).
 //! - HTTP: `http.rs` (request context, middleware, answers), `virtual_machines.rs`, `disks.rs`,
-//!   `network_interfaces.rs`, `operations.rs` (polling), `admin.rs` (with `seed.rs`), [`key_vault`], and
+//!   `network_interfaces.rs`, `virtual_networks.rs`, `subnets.rs`, `operations.rs` (polling), `admin.rs` (with `seed.rs`), [`key_vault`], and
 //!   `compute_impl.rs` (the emulator as [`crate::compute::Compute`]); this file assembles the app.
 
 mod admin;
 mod api_versions;
+mod cidr;
 mod completion;
 mod compute_impl;
 mod config;
@@ -39,6 +41,7 @@ mod http;
 pub mod key_vault;
 mod latency;
 mod network_interfaces;
+mod networks;
 mod operations;
 mod paths;
 mod persist;
@@ -46,7 +49,9 @@ mod requests;
 mod seed;
 mod state;
 mod stats;
+mod subnets;
 mod virtual_machines;
+mod virtual_networks;
 
 use axum::Router;
 
@@ -66,6 +71,8 @@ pub fn app(emulator: Emulator) -> Router {
         .merge(virtual_machines::routes())
         .merge(disks::routes())
         .merge(network_interfaces::routes())
+        .merge(virtual_networks::routes())
+        .merge(subnets::routes())
         .merge(operations::routes())
         .merge(admin::routes())
         .merge(key_vault::routes(emulator.clone()))

@@ -12,7 +12,7 @@ use super::emulator::Emulator;
 use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response};
 use super::state::{Action, Kind, OpError, OpStatus, State};
-use super::{disks, virtual_machines};
+use super::{disks, networks, virtual_machines};
 
 /// The polling routes.
 pub fn routes() -> Router<Emulator> {
@@ -106,5 +106,6 @@ pub fn render(
         Kind::Vm => virtual_machines::render(resource, now, false),
         Kind::Disk => disks::render(state, resource),
         Kind::Nic => resource.body.clone(),
+        Kind::VirtualNetwork => networks::render(state, resource),
     }
 }

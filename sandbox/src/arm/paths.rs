@@ -15,7 +15,15 @@ const CANONICAL: &[(usize, &[&str])] = &[
     (2, &["resourceGroups"]),
     (4, &["providers"]),
     (5, &["Microsoft.Compute", "Microsoft.Network"]),
-    (6, &["virtualMachines", "disks", "networkInterfaces"]),
+    (
+        6,
+        &[
+            "virtualMachines",
+            "disks",
+            "networkInterfaces",
+            "virtualNetworks",
+        ],
+    ),
     (
         8,
         &[
@@ -25,6 +33,8 @@ const CANONICAL: &[(usize, &[&str])] = &[
             "start",
             "powerOff",
             "restart",
+            "subnets",
+            "usages",
         ],
     ),
 ];
@@ -35,7 +45,15 @@ const CANONICAL_SUBSCRIPTION: &[(usize, &[&str])] = &[
     (0, &["subscriptions"]),
     (2, &["providers"]),
     (3, &["Microsoft.Compute", "Microsoft.Network"]),
-    (4, &["virtualMachines", "disks", "networkInterfaces"]),
+    (
+        4,
+        &[
+            "virtualMachines",
+            "disks",
+            "networkInterfaces",
+            "virtualNetworks",
+        ],
+    ),
 ];
 
 /// `request` with the fixed segments of its path spelled canonically; other requests unchanged.

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::error::ArmError;
 
+pub mod networks;
 pub mod operation;
 pub mod vaults;
 
@@ -26,6 +27,8 @@ pub enum Kind {
     Disk,
     /// `Microsoft.Network/networkInterfaces`.
     Nic,
+    /// `Microsoft.Network/virtualNetworks` (their subnets inline, see `virtual_networks.rs`).
+    VirtualNetwork,
 }
 
 impl Kind {
@@ -33,7 +36,7 @@ impl Kind {
     pub fn provider(self) -> &'static str {
         match self {
             Self::Vm | Self::Disk => "Microsoft.Compute",
-            Self::Nic => "Microsoft.Network",
+            Self::Nic | Self::VirtualNetwork => "Microsoft.Network",
         }
     }
 
@@ -43,6 +46,7 @@ impl Kind {
             Self::Vm => "Microsoft.Compute/virtualMachines",
             Self::Disk => "Microsoft.Compute/disks",
             Self::Nic => "Microsoft.Network/networkInterfaces",
+            Self::VirtualNetwork => "Microsoft.Network/virtualNetworks",
         }
     }
 }
@@ -105,6 +109,10 @@ pub struct Resource {
     /// `Canceled`, or after the VM was deleted (see [`Reservation`]).
     #[serde(default)]
     pub reserved: Option<Reservation>,
+    /// Virtual networks only: the private IP addresses given out in each subnet (see
+    /// [`networks::Allocations`]).
+    #[serde(default, skip_serializing_if = "networks::Allocations::is_empty")]
+    pub addresses: networks::Allocations,
 }
 
 /// A NIC held for a VM after its failed or canceled create or its deletion: for the emulator's
@@ -139,6 +147,7 @@ impl Resource {
             boot_signalled: false,
             last_error: None,
             reserved: None,
+            addresses: networks::Allocations::default(),
         }
     }
 
