@@ -11,6 +11,7 @@ mod faults;
 mod force_detach;
 mod key_vault;
 mod listings;
+mod networks;
 mod nics;
 mod periodic;
 mod persistence;
