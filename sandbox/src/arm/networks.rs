@@ -328,7 +328,8 @@ struct Take {
 /// it exists) their private addresses in the subnets the emulator holds, as Azure does:
 /// `Dynamic` (the default) keeps the address it had in that subnet or takes the next free one
 /// (400 `SubnetIsFull` when none is left); `Static` takes `privateIPAddress`, which must be
-/// one the subnet gives out and free. A subnet of a network the emulator does not hold is
+/// in the subnet (`PrivateIPAddressNotInSubnet`), not one of the five Azure reserves
+/// (`PrivateIPAddressInReservedRange`), and free (`PrivateIPAddressIsAllocated`). A subnet of a network the emulator does not hold is
 /// accepted as it is (the sandbox's leniency: no address); a missing subnet of a network it
 /// holds is 400 `InvalidResourceReference`. Every IP configuration gets its `id`.
 pub fn assign(
@@ -394,6 +395,18 @@ pub fn assign(
                     format!("IP configuration {holder} has a static allocation method but no valid private IP address ('{text}')."),
                 )
             })?;
+            if let Some(range) = ranges
+                .iter()
+                .find(|r| r.contains(ip) && !r.is_assignable(ip))
+            {
+                return Err(ArmError::rejected(
+                    400,
+                    "PrivateIPAddressInReservedRange",
+                    format!(
+                        "Private static IP address {text} falls within reserved IP range of subnet prefix {range}."
+                    ),
+                ));
+            }
             if !ranges.iter().any(|r| r.is_assignable(ip)) {
                 return Err(ArmError::rejected(
                     400,
@@ -661,9 +674,15 @@ mod tests {
             taken.to_string().ends_with("networkInterfaces/a."),
             "{taken}"
         );
-        for bad in ["10.0.1.4", "10.0.0.1", "10.0.0.255"] {
-            let err = put_nic(&mut state, "b", Some(bad)).unwrap_err();
-            assert_eq!(err.code(), "PrivateIPAddressNotInSubnet", "{bad}");
+        let outside = put_nic(&mut state, "b", Some("10.0.1.4")).unwrap_err();
+        assert_eq!(outside.code(), "PrivateIPAddressNotInSubnet");
+        for reserved in ["10.0.0.0", "10.0.0.3", "10.0.0.255"] {
+            let err = put_nic(&mut state, "b", Some(reserved)).unwrap_err();
+            assert_eq!(err.code(), "PrivateIPAddressInReservedRange", "{reserved}");
+            assert!(
+                err.to_string().ends_with("subnet prefix 10.0.0.0/24."),
+                "{err}"
+            );
         }
         assert_eq!(
             code(put_nic(&mut state, "b", Some("x")).map(drop)),

@@ -288,6 +288,9 @@ async fn static_addresses_are_checked_and_missing_subnets_refused() -> TestResul
     assert_eq!(taken.code(), "PrivateIPAddressIsAllocated");
     let outside = put_nic(&sb, "b", &nodes, Some("10.0.1.9")).await?;
     assert_eq!(outside.code(), "PrivateIPAddressNotInSubnet");
+    let reserved = put_nic(&sb, "b", &nodes, Some("10.0.0.1")).await?;
+    assert_eq!(reserved.status, 400);
+    assert_eq!(reserved.code(), "PrivateIPAddressInReservedRange");
     let missing = put_nic(&sb, "b", &subnet_id("v", "nope"), None).await?;
     assert_eq!(missing.status, 400);
     assert_eq!(missing.code(), "InvalidResourceReference");
