@@ -367,3 +367,28 @@ async fn networks_and_their_addresses_survive_a_restart_and_are_counted() -> Tes
     let _ = std::fs::remove_file(&file);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_vm_delete_that_deletes_its_nic_frees_the_address() -> TestResult {
+    let sb = Sandbox::start().await?;
+    create_vnet(&sb, "v", "10.0.0.0/24").await?;
+    put_nic(&sb, "web-nic", &subnet_id("v", "nodes"), None).await?;
+    sb.create_vm("web", &vm_body(Some("web-nic"), &[])).await?;
+    assert_eq!(
+        sb.get(&usages("v")).await?.body["value"][0]["currentValue"],
+        1
+    );
+    let deleted = sb.delete(&vm("web")).await?;
+    assert_eq!(sb.finish(&deleted).await?["status"], "Succeeded");
+    assert_eq!(sb.get(&nic("web-nic")).await?.status, 404);
+    assert_eq!(
+        sb.get(&usages("v")).await?.body["value"][0]["currentValue"],
+        0
+    );
+    let nodes = sb.get(&subnet("v", "nodes")).await?;
+    assert!(
+        nodes.body["properties"].get("ipConfigurations").is_none(),
+        "{nodes:?}"
+    );
+    Ok(())
+}
