@@ -1,4 +1,4 @@
-//! The ARM emulator: VMs, managed disks and NICs under
+//! The ARM emulator: VMs, managed disks, NICs, virtual networks and subnets under
 //! `/subscriptions/{sub}/resourceGroups/{rg}/providers/...`, async operations, latency profiles,
 //! fault injection, request statistics, a request log and an admin API, served by axum (see the shared
 //! `arm-contract.md`); and beside it the Key Vault secrets data plane under `/keyvault/{vault}`
@@ -16,12 +16,14 @@
 //!   `paths.rs`, `config.rs`, `api_versions.rs` (the api-versions accepted per resource type),
 //!   `cidr.rs` (IPv4 prefixes).
 //! - Rules on the data: `data_disks.rs`, `force_detach.rs`, `virtual_machines/body.rs`,
-//!   `networks.rs` (subnets, their validation and private IP addresses), `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
+//!   `networks.rs` (subnets and their validation), `nic_addresses.rs` (NICs' private IPs),
+//!   `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
 //!   does).
 //! - The engine: `engine.rs` ([`Core`](engine::Core): starting and advancing operations).
 //! - The handle: `emulator.rs` ([`Emulator`]; `emulator/ticker.rs` keeps time).
 //! - HTTP: `http.rs` (request context, middleware, answers), `virtual_machines.rs`, `disks.rs`,
-//!   `network_interfaces.rs`, `virtual_networks.rs`, `subnets.rs`, `operations.rs` (polling), `admin.rs` (with `seed.rs`), [`key_vault`], and
+//!   `network_interfaces.rs`, `virtual_networks.rs`, `subnets.rs`, `operations.rs` (polling),
+//!   `admin.rs` (with `seed.rs`), [`key_vault`], and
 //!   `compute_impl.rs` (the emulator as [`crate::compute::Compute`]); this file assembles the app.
 
 mod admin;
@@ -42,6 +44,7 @@ pub mod key_vault;
 mod latency;
 mod network_interfaces;
 mod networks;
+mod nic_addresses;
 mod operations;
 mod paths;
 mod persist;

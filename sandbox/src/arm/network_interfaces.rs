@@ -2,7 +2,7 @@
 //! `properties.virtualMachine.id` is set while a VM uses the NIC, which then cannot be deleted;
 //! nor can it while it is reserved for a VM (`NicReservedForAnotherVm`, see
 //! [`Reservation`](super::state::Reservation)). An IP configuration in a subnet the emulator
-//! holds gets its private address there (see `networks.rs`); one naming a subnet of a network
+//! holds gets its private address there (see `nic_addresses.rs`); one naming a subnet of a network
 //! it does not hold is accepted without one (the sandbox's leniency).
 
 use axum::Router;
@@ -18,7 +18,7 @@ use super::engine::OpSpec;
 use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
-use super::networks;
+use super::nic_addresses;
 use super::state::{
     Action, Collection, Kind, Resource, key, props, required_location, resource_id, stamp_envelope,
 };
@@ -134,7 +134,7 @@ async fn put(
         }
         p.entry("resourceGuid")
             .or_insert_with(|| json!(uuid::Uuid::new_v4().to_string()));
-        networks::assign(
+        nic_addresses::assign(
             &mut core.state,
             &id,
             existing.as_ref().map(|o| &o.body),
