@@ -218,6 +218,13 @@ async fn subnets_are_created_read_listed_and_deleted_on_their_own() -> TestResul
     assert_eq!(gone.status, 404);
     assert_eq!(gone.code(), "NotFound");
     assert_eq!(sb.delete(&subnet("v", "extra")).await?.status, 204);
+    let stats = sb.get("/sandbox/stats").await?.body;
+    let counted = &stats["by_operation"];
+    assert_eq!(counted["subnet.put"]["201"], 1, "{stats}");
+    assert_eq!(counted["subnet.put"]["200"], 1, "{stats}");
+    assert_eq!(counted["subnet.get"]["404"], 1, "{stats}");
+    assert_eq!(counted["subnet.list"]["200"], 1, "{stats}");
+    assert_eq!(counted["subnet.delete"]["204"], 1, "{stats}");
     Ok(())
 }
 
