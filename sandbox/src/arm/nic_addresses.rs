@@ -28,7 +28,7 @@ struct Take {
 /// in the subnet (`PrivateIPAddressNotInSubnet`), not one of the five Azure reserves
 /// (`PrivateIPAddressInReservedRange`), and free (`PrivateIPAddressIsAllocated`). A subnet of a network the emulator does not hold is
 /// accepted as it is (the sandbox's leniency: no address); a missing subnet of a network it
-/// holds is 400 `InvalidResourceReference`. Every IP configuration gets its `id`.
+/// holds is 400 `InvalidResourceReference`. Every named IP configuration gets its `id`.
 pub fn assign(
     state: &mut State,
     nic_id: &str,
@@ -211,9 +211,12 @@ pub fn assign(
     }
     if let Some(list) = body["properties"]["ipConfigurations"].as_array_mut() {
         for (index, config) in list.iter_mut().enumerate() {
-            let name = config["name"].as_str().unwrap_or_default().to_owned();
-            config["id"] = Value::from(format!("{nic_id}/ipConfigurations/{name}"));
-            config["type"] = Value::from("Microsoft.Network/networkInterfaces/ipConfigurations");
+            if let Some(name) = config["name"].as_str().filter(|n| !n.is_empty()) {
+                let id = format!("{nic_id}/ipConfigurations/{name}");
+                config["id"] = Value::from(id);
+                config["type"] =
+                    Value::from("Microsoft.Network/networkInterfaces/ipConfigurations");
+            }
             let Some(t) = takes.iter().find(|t| t.index == index) else {
                 continue;
             };
