@@ -15,6 +15,8 @@
 //!   `persist.rs`), `error.rs`, `faults.rs`, `latency.rs`, `stats.rs`, `requests.rs`,
 //!   `paths.rs`, `config.rs`, `api_versions.rs` (the api-versions accepted per resource type),
 //!   `cidr.rs` (IPv4 prefixes).
+//! - Data for capacity (part of the data layer: `config.rs` holds `quota.rs`'s section):
+//!   `sizes.rs` (the VM size catalog), `quota.rs` (quota limits, size restrictions, usage).
 //! - Rules on the data: `data_disks.rs`, `force_detach.rs`, `virtual_machines/body.rs`,
 //!   `networks.rs` (subnets and their validation), `nic_addresses.rs` (NICs' private IPs),
 //!   `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
@@ -25,6 +27,8 @@
 //!   `network_interfaces.rs`, `virtual_networks.rs`, `subnets.rs`, `operations.rs` (polling),
 //!   `admin.rs` (with `seed.rs`), [`key_vault`], and
 //!   `compute_impl.rs` (the emulator as [`crate::compute::Compute`]); this file assembles the app.
+//! - HTTP for capacity (beside the others): `skus.rs` (resource SKUs), `usages.rs` (compute
+//!   usages), `virtual_machines/capacity.rs` (a create's or resize's size checks).
 
 mod admin;
 mod api_versions;
@@ -48,11 +52,15 @@ mod nic_addresses;
 mod operations;
 mod paths;
 mod persist;
+mod quota;
 mod requests;
 mod seed;
+mod sizes;
+mod skus;
 mod state;
 mod stats;
 mod subnets;
+mod usages;
 mod virtual_machines;
 mod virtual_networks;
 
@@ -63,6 +71,7 @@ pub use emulator::Emulator;
 pub use error::ArmError;
 pub use faults::{ActiveRule, FaultKind, FaultRule, FaultSet, InvalidRule, Target, glob};
 pub use latency::{Latency, LatencyProfile, Step};
+pub use quota::{LocationQuota, QuotaConfig, Restriction};
 pub use requests::{REQUEST_LOG_CAPACITY, RequestFilter, RequestLog, RequestRecord};
 pub use stats::{Stats, operation_name};
 
@@ -76,6 +85,8 @@ pub fn app(emulator: Emulator) -> Router {
         .merge(network_interfaces::routes())
         .merge(virtual_networks::routes())
         .merge(subnets::routes())
+        .merge(skus::routes())
+        .merge(usages::routes())
         .merge(operations::routes())
         .merge(admin::routes())
         .merge(key_vault::routes(emulator.clone()))

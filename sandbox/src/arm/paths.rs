@@ -54,6 +54,8 @@ const CANONICAL_SUBSCRIPTION: &[(usize, &[&str])] = &[
             "virtualNetworks",
         ],
     ),
+    (4, &["skus", "locations"]),
+    (6, &["usages"]),
 ];
 
 /// `request` with the fixed segments of its path spelled canonically; other requests unchanged.
