@@ -64,6 +64,14 @@ pub const NETWORK_INTERFACES: ResourceVersions = ResourceVersions {
     ],
 };
 
+/// Virtual networks and their subnets: the network interfaces' set (the same provider and
+/// version line).
+pub const VIRTUAL_NETWORKS: ResourceVersions = ResourceVersions {
+    resource_type: "virtualNetworks",
+    segment: "/microsoft.network/virtualnetworks",
+    versions: NETWORK_INTERFACES.versions,
+};
+
 /// Resource SKUs (`Microsoft.Compute/skus`, their own version line): 2021-07-01 is the default
 /// of Python compute 39 and Go armcompute v7/v8.
 pub const SKUS: ResourceVersions = ResourceVersions {
@@ -122,13 +130,14 @@ pub const VM_IMAGES: ResourceVersions = ResourceVersions {
 pub const VM_DEFAULT: &str = "2024-07-01";
 
 /// Every resource type whose versions are checked.
-pub const CHECKED: [ResourceVersions; 6] = [
+pub const CHECKED: [ResourceVersions; 7] = [
     VIRTUAL_MACHINES,
     DISKS,
     NETWORK_INTERFACES,
     SKUS,
     GALLERIES,
     VM_IMAGES,
+    VIRTUAL_NETWORKS,
 ];
 
 /// ARM's check of a request's api-`version` for `path`: missing → 400

@@ -1,4 +1,4 @@
-//! The ARM emulator: VMs, managed disks and NICs under
+//! The ARM emulator: VMs, managed disks, NICs, virtual networks and subnets under
 //! `/subscriptions/{sub}/resourceGroups/{rg}/providers/...`, async operations, latency profiles,
 //! fault injection, request statistics, a request log and an admin API, served by axum (see the shared
 //! `arm-contract.md`); and beside it the Key Vault secrets data plane under `/keyvault/{vault}`
@@ -13,25 +13,28 @@
 //!
 //! - Data: `state/` (resources, operation records, Key Vault's secrets, persisted by
 //!   `persist.rs`), `error.rs`, `faults.rs`, `latency.rs`, `stats.rs`, `requests.rs`,
-//!   `paths.rs`, `config.rs`, `api_versions.rs` (the api-versions accepted per resource type).
+//!   `paths.rs`, `config.rs`, `api_versions.rs` (the api-versions accepted per resource type),
+//!   `cidr.rs` (IPv4 prefixes).
 //! - Data for capacity (part of the data layer: `config.rs` holds `quota.rs`'s section):
 //!   `sizes.rs` (the VM size catalog), `quota.rs` (quota limits, size restrictions, usage).
 //! - Rules on the data: `data_disks.rs`, `force_detach.rs`, `image_reference.rs` (the image
 //!   version a VM's `imageReference` names), `virtual_machines/body.rs`,
+//!   `networks.rs` (subnets and their validation), `nic_addresses.rs` (NICs' private IPs),
 //!   `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
 //!   does).
 //! - The engine: `engine.rs` ([`Core`](engine::Core): starting and advancing operations).
 //! - The handle: `emulator.rs` ([`Emulator`]; `emulator/ticker.rs` keeps time).
 //! - HTTP: `http.rs` (request context, middleware, answers), `virtual_machines.rs`, `disks.rs`,
-//!   `network_interfaces.rs`, `images.rs` (marketplace images, `/sandbox/images`),
-//!   `galleries/` (Azure Compute Galleries), `operations.rs` (polling), `admin.rs` (with
-//!   `seed.rs`), [`key_vault`], and
+//!   `network_interfaces.rs`, `virtual_networks.rs`, `subnets.rs`, `images.rs` (marketplace
+//!   images, `/sandbox/images`), `galleries/` (Azure Compute Galleries), `operations.rs`
+//!   (polling), `admin.rs` (with `seed.rs`), [`key_vault`], and
 //!   `compute_impl.rs` (the emulator as [`crate::compute::Compute`]); this file assembles the app.
 //! - HTTP for capacity (beside the others): `skus.rs` (resource SKUs), `usages.rs` (compute
 //!   usages), `virtual_machines/capacity.rs` (a create's or resize's size checks).
 
 mod admin;
 mod api_versions;
+mod cidr;
 mod completion;
 mod compute_impl;
 mod config;
@@ -49,6 +52,8 @@ mod images;
 pub mod key_vault;
 mod latency;
 mod network_interfaces;
+mod networks;
+mod nic_addresses;
 mod operations;
 mod paths;
 mod persist;
@@ -59,8 +64,10 @@ mod sizes;
 mod skus;
 mod state;
 mod stats;
+mod subnets;
 mod usages;
 mod virtual_machines;
+mod virtual_networks;
 
 use axum::Router;
 
@@ -82,6 +89,8 @@ pub fn app(emulator: Emulator) -> Router {
         .merge(virtual_machines::routes())
         .merge(disks::routes())
         .merge(network_interfaces::routes())
+        .merge(virtual_networks::routes())
+        .merge(subnets::routes())
         .merge(skus::routes())
         .merge(usages::routes())
         .merge(images::routes())

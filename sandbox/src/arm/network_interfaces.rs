@@ -1,7 +1,9 @@
 //! `Microsoft.Network/networkInterfaces`: routes and handlers (GET, list, PUT, DELETE).
 //! `properties.virtualMachine.id` is set while a VM uses the NIC, which then cannot be deleted;
 //! nor can it while it is reserved for a VM (`NicReservedForAnotherVm`, see
-//! [`Reservation`](super::state::Reservation)).
+//! [`Reservation`](super::state::Reservation)). An IP configuration in a subnet the emulator
+//! holds gets its private address there (see `nic_addresses.rs`); one naming a subnet of a network
+//! it does not hold is accepted without one (the sandbox's leniency).
 
 use axum::Router;
 use axum::body::Bytes;
@@ -16,6 +18,7 @@ use super::engine::OpSpec;
 use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
+use super::nic_addresses;
 use super::state::{
     Action, Collection, Kind, Resource, key, props, required_location, resource_id, stamp_envelope,
 };
@@ -131,6 +134,12 @@ async fn put(
         }
         p.entry("resourceGuid")
             .or_insert_with(|| json!(uuid::Uuid::new_v4().to_string()));
+        nic_addresses::assign(
+            &mut core.state,
+            &id,
+            existing.as_ref().map(|o| &o.body),
+            &mut body,
+        )?;
         let mut nic = existing
             .clone()
             .unwrap_or_else(|| Resource::new(Kind::Nic, Value::Null));

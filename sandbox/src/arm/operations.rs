@@ -12,7 +12,7 @@ use super::emulator::Emulator;
 use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response};
 use super::state::{Action, Kind, OpError, OpStatus, State};
-use super::{disks, virtual_machines};
+use super::{disks, networks, virtual_machines};
 
 /// The polling routes.
 pub fn routes() -> Router<Emulator> {
@@ -108,5 +108,6 @@ pub fn render(
         Kind::Nic | Kind::Gallery | Kind::GalleryImage | Kind::GalleryImageVersion => {
             resource.body.clone()
         }
+        Kind::VirtualNetwork => networks::render(state, resource),
     }
 }

@@ -17,7 +17,13 @@ const CANONICAL: &[(usize, &[&str])] = &[
     (5, &["Microsoft.Compute", "Microsoft.Network"]),
     (
         6,
-        &["virtualMachines", "disks", "networkInterfaces", "galleries"],
+        &[
+            "virtualMachines",
+            "disks",
+            "networkInterfaces",
+            "virtualNetworks",
+            "galleries",
+        ],
     ),
     (
         8,
@@ -29,6 +35,8 @@ const CANONICAL: &[(usize, &[&str])] = &[
             "start",
             "powerOff",
             "restart",
+            "subnets",
+            "usages",
         ],
     ),
     (10, &["versions"]),
@@ -40,7 +48,15 @@ const CANONICAL_SUBSCRIPTION: &[(usize, &[&str])] = &[
     (0, &["subscriptions"]),
     (2, &["providers"]),
     (3, &["Microsoft.Compute", "Microsoft.Network"]),
-    (4, &["virtualMachines", "disks", "networkInterfaces"]),
+    (
+        4,
+        &[
+            "virtualMachines",
+            "disks",
+            "networkInterfaces",
+            "virtualNetworks",
+        ],
+    ),
     (4, &["skus", "locations"]),
     (6, &["usages"]),
     (4, &["galleries"]),

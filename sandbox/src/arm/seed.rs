@@ -438,20 +438,30 @@ fn build(
             shape.kind,
             envelope(json!({ "provisioningState": "Succeeded" })),
         ),
+        // Seed plans name VMs, NICs and disks only (see `plan`): a network would be empty.
+        Kind::VirtualNetwork => Resource::new(
+            Kind::VirtualNetwork,
+            envelope(json!({
+                "addressSpace": { "addressPrefixes": [] },
+                "subnets": [],
+                "provisioningState": "Succeeded",
+            })),
+        ),
     };
     resource.new_etag();
     resource
 }
 
 /// Removes every VM, NIC and disk whose name starts with `prefix` (case-insensitively, as ARM
-/// compares names), without operations; returns how many.
+/// compares names), without operations; returns how many. Virtual networks stay.
 pub fn remove(core: &mut Core, prefix: &str) -> usize {
     let before = core.state.resources.len();
     core.state.resources.retain(|_, r| {
         let name = r.name();
-        !(name.len() >= prefix.len()
-            && name.is_char_boundary(prefix.len())
-            && name[..prefix.len()].eq_ignore_ascii_case(prefix))
+        r.kind == Kind::VirtualNetwork
+            || !(name.len() >= prefix.len()
+                && name.is_char_boundary(prefix.len())
+                && name[..prefix.len()].eq_ignore_ascii_case(prefix))
     });
     before - core.state.resources.len()
 }

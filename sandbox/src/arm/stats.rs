@@ -71,6 +71,7 @@ pub fn operation_name(method: &Method, path: &str) -> String {
             ("microsoft.compute", "virtualmachines") => "vm.listAll".into(),
             ("microsoft.compute", "disks") => "disk.listAll".into(),
             ("microsoft.network", "networkinterfaces") => "nic.listAll".into(),
+            ("microsoft.network", "virtualnetworks") => "vnet.listAll".into(),
             ("microsoft.compute", "skus") => "sku.list".into(),
             ("microsoft.compute", "galleries") => "gallery.listAll".into(),
             _ => "arm.unknown".into(),
@@ -84,8 +85,17 @@ pub fn operation_name(method: &Method, path: &str) -> String {
         ("microsoft.compute", "virtualmachines") => "vm",
         ("microsoft.compute", "disks") => "disk",
         ("microsoft.network", "networkinterfaces") => "nic",
+        ("microsoft.network", "virtualnetworks") => "vnet",
         _ => return "arm.unknown".into(),
     };
+    // …/virtualNetworks/{vnet}/subnets[/{subnet}]
+    if prefix == "vnet" && segments.len() >= 9 && segments[8] == "subnets" {
+        return match segments.len() {
+            9 if verb == "get" => "subnet.list".into(),
+            10 => format!("subnet.{verb}"),
+            _ => "arm.unknown".into(),
+        };
+    }
     match segments.len() {
         7 if verb == "get" => format!("{prefix}.list"),
         8 => format!("{prefix}.{verb}"),
@@ -97,6 +107,7 @@ pub fn operation_name(method: &Method, path: &str) -> String {
                 "start" => "start",
                 "poweroff" => "powerOff",
                 "restart" => "restart",
+                "usages" => "usages",
                 _ => "unknown",
             };
             format!("{prefix}.{action}")

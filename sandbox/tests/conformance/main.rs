@@ -13,6 +13,7 @@ mod galleries;
 mod images;
 mod key_vault;
 mod listings;
+mod networks;
 mod nics;
 mod periodic;
 mod persistence;

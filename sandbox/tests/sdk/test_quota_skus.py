@@ -82,7 +82,8 @@ class QuotaAndSkusTest(SandboxTestCase):
         self.assertEqual(after["virtualMachines"].current_value, before["virtualMachines"].current_value + 1)
         self.compute.virtual_machines.begin_delete(RG, "sdk-quota-counted").result()
         self.assertEqual(self.usages()["cores"].current_value, before["cores"].current_value)
-        self.assertEqual(api_versions_sent("/usages"), {"2026-04-01"})
+        # Compute usages only: a virtual network's `…/virtualNetworks/{vnet}/usages` is another API.
+        self.assertEqual(api_versions_sent(f"/locations/{LOCATION}/usages"), {"2026-04-01"})
 
     def test_a_create_beyond_the_family_quota_is_refused_for_the_sdk(self):
         used = self.usages()["standardDSv5Family"].current_value

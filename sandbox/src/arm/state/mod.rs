@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use super::error::ArmError;
 
 pub mod images;
+pub mod networks;
 pub mod operation;
 pub mod vaults;
 
@@ -33,6 +34,8 @@ pub enum Kind {
     GalleryImage,
     /// `Microsoft.Compute/galleries/images/versions` (a gallery image version).
     GalleryImageVersion,
+    /// `Microsoft.Network/virtualNetworks` (their subnets inline, see `virtual_networks.rs`).
+    VirtualNetwork,
 }
 
 impl Kind {
@@ -40,7 +43,7 @@ impl Kind {
     pub fn provider(self) -> &'static str {
         match self {
             Self::Vm | Self::Disk => "Microsoft.Compute",
-            Self::Nic => "Microsoft.Network",
+            Self::Nic | Self::VirtualNetwork => "Microsoft.Network",
             Self::Gallery | Self::GalleryImage | Self::GalleryImageVersion => "Microsoft.Compute",
         }
     }
@@ -54,6 +57,7 @@ impl Kind {
             Self::Gallery => "Microsoft.Compute/galleries",
             Self::GalleryImage => "Microsoft.Compute/galleries/images",
             Self::GalleryImageVersion => "Microsoft.Compute/galleries/images/versions",
+            Self::VirtualNetwork => "Microsoft.Network/virtualNetworks",
         }
     }
 }
@@ -116,6 +120,10 @@ pub struct Resource {
     /// `Canceled`, or after the VM was deleted (see [`Reservation`]).
     #[serde(default)]
     pub reserved: Option<Reservation>,
+    /// Virtual networks only: the private IP addresses given out in each subnet (see
+    /// [`networks::Allocations`]).
+    #[serde(default, skip_serializing_if = "networks::Allocations::is_empty")]
+    pub addresses: networks::Allocations,
 }
 
 /// A NIC held for a VM after its failed or canceled create or its deletion: for the emulator's
@@ -150,6 +158,7 @@ impl Resource {
             boot_signalled: false,
             last_error: None,
             reserved: None,
+            addresses: networks::Allocations::default(),
         }
     }
 
