@@ -453,12 +453,13 @@ fn build(
 }
 
 /// Removes every VM, NIC and disk whose name starts with `prefix` (case-insensitively, as ARM
-/// compares names), without operations; returns how many. Virtual networks stay.
+/// compares names), without operations; returns how many. Virtual networks and galleries stay.
 pub fn remove(core: &mut Core, prefix: &str) -> usize {
     let before = core.state.resources.len();
     core.state.resources.retain(|_, r| {
         let name = r.name();
-        r.kind == Kind::VirtualNetwork
+        // Only the kinds a seed makes: networks and galleries are never seeded.
+        !matches!(r.kind, Kind::Vm | Kind::Nic | Kind::Disk)
             || !(name.len() >= prefix.len()
                 && name.is_char_boundary(prefix.len())
                 && name[..prefix.len()].eq_ignore_ascii_case(prefix))

@@ -297,3 +297,25 @@ async fn galleries_and_published_images_survive_a_restart_through_the_state_file
     let _ = std::fs::remove_file(&file);
     Ok(())
 }
+
+#[tokio::test]
+async fn removing_seeded_resources_by_prefix_leaves_galleries() -> TestResult {
+    let sb = Sandbox::start().await?;
+    create(
+        &sb,
+        &gallery_id("gone-gallery"),
+        &json!({"location": "westeurope", "properties": {}}),
+    )
+    .await?;
+    let seeded = sb
+        .post(
+            "/sandbox/seed",
+            &json!({"resources": [{"type": "vm", "name": "gone-vm"}]}),
+        )
+        .await?;
+    assert_eq!(seeded.status, 200, "{seeded:?}");
+    let removed = sb.delete("/sandbox/seed?prefix=gone-").await?;
+    assert_eq!(removed.body, json!({"removed": 1}), "{removed:?}");
+    assert_eq!(sb.get(&at(&gallery_id("gone-gallery"))).await?.status, 200);
+    Ok(())
+}
