@@ -221,7 +221,7 @@ mod tests {
             image("24.04.202409120"),
             Ok(Some("24.04.202409120")),
         );
-        check(&state, image("24.04.1"), Err("PlatformImageNotFound"));
+        check(&state, image("24.04.9"), Err("PlatformImageNotFound"));
         check(
             &state,
             json!({"publisher": "Nobody", "offer": "o", "sku": "s", "version": "latest"}),

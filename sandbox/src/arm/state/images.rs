@@ -262,8 +262,9 @@ pub fn is_version(version: &str) -> bool {
 }
 
 /// The images every emulator offers: those nodewright's tests, examples and the SDK harness
-/// create VMs from (Canonical's Ubuntu 24.04 `server`, `latest`), with a few versions each so
-/// that `latest` has something to choose between, and their Arm64 and generation-1 SKUs.
+/// create VMs from (Canonical's Ubuntu 24.04 `server`, `latest` or the versions their rollouts
+/// pin), with a few versions each so that `latest` has something to choose between, and their
+/// Arm64 and generation-1 SKUs.
 pub fn default_catalog() -> Vec<MarketplaceImage> {
     let image =
         |offer: &str, sku: &str, version: &str, generation: &str, arch: &str| MarketplaceImage {
@@ -277,7 +278,16 @@ pub fn default_catalog() -> Vec<MarketplaceImage> {
             architecture: arch.into(),
         };
     let mut images = Vec::new();
-    for version in ["24.04.202409120", "24.04.202501140", "24.04.202505150"] {
+    // Real-looking versions, and the short ones nodewright's end-to-end tests pin (a rollout from
+    // 24.04.1 to 24.04.2 is their usual template change); `latest` is the newest of all.
+    for version in [
+        "24.04.1",
+        "24.04.2",
+        "24.04.3",
+        "24.04.202409120",
+        "24.04.202501140",
+        "24.04.202505150",
+    ] {
         images.push(image("ubuntu-24_04-lts", "server", version, "V2", "x64"));
         images.push(image(
             "ubuntu-24_04-lts",
@@ -360,7 +370,7 @@ mod tests {
         };
         assert!(found(&catalog, "westeurope"));
         assert!(!found(&catalog, "eastus"));
-        assert!(catalog.withdraw("canonical", "ubuntu-24_04-lts", "server", "24.04.202409120"));
+        assert!(catalog.withdraw("canonical", "ubuntu-24_04-lts", "server", "24.04.1"));
         assert!(!found(&catalog, "westeurope"));
     }
 
