@@ -25,6 +25,9 @@ const CANONICAL: &[(usize, &[&str])] = &[
             "start",
             "powerOff",
             "restart",
+            "redeploy",
+            "reimage",
+            "simulateEviction",
         ],
     ),
 ];

@@ -88,6 +88,9 @@ pub fn operation_name(method: &Method, path: &str) -> String {
                 "start" => "start",
                 "poweroff" => "powerOff",
                 "restart" => "restart",
+                "redeploy" => "redeploy",
+                "reimage" => "reimage",
+                "simulateeviction" => "simulateEviction",
                 _ => "unknown",
             };
             format!("{prefix}.{action}")

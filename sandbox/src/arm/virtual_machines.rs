@@ -1,9 +1,12 @@
 //! `Microsoft.Compute/virtualMachines`: routes and handlers (GET, list, PUT, PATCH, DELETE,
-//! instanceView, attachDetachDataDisks, deallocate, start, powerOff). A DELETE preempts the VM's
+//! instanceView, attachDetachDataDisks, deallocate, start, powerOff, restart; redeploy, reimage
+//! and simulateEviction in [`actions`]). A DELETE preempts the VM's
 //! create in progress; a PUT naming a NIC reserved for another VM is refused.
 
+mod actions;
 pub(super) mod body;
 mod refusals;
+pub(super) mod reimage;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -52,6 +55,12 @@ pub fn routes() -> Router<Emulator> {
         .route(&format!("{VMS}/{{name}}/start"), post(start))
         .route(&format!("{VMS}/{{name}}/powerOff"), post(power_off))
         .route(&format!("{VMS}/{{name}}/restart"), post(restart))
+        .route(&format!("{VMS}/{{name}}/redeploy"), post(actions::redeploy))
+        .route(&format!("{VMS}/{{name}}/reimage"), post(actions::reimage))
+        .route(
+            &format!("{VMS}/{{name}}/simulateEviction"),
+            post(actions::simulate_eviction),
+        )
 }
 
 type VmPath = Path<(String, String, String)>;

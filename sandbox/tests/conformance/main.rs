@@ -20,5 +20,6 @@ mod reservations;
 mod seed;
 mod stats;
 mod support;
+mod vm_actions;
 mod vms;
 mod zone_faults;

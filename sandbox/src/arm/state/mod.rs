@@ -105,6 +105,16 @@ pub struct Resource {
     /// `Canceled`, or after the VM was deleted (see [`Reservation`]).
     #[serde(default)]
     pub reserved: Option<Reservation>,
+    /// VMs only: a power state the VM passes to at a set time while its operation runs (a
+    /// redeploy's `stopping` turns `starting` halfway); see [`Resource::power_at`].
+    #[serde(default)]
+    pub power_stage: Option<(DateTime<Utc>, Power)>,
+    /// VMs only: when the last operation on it ended (the instance view's provisioning `time`).
+    #[serde(default)]
+    pub provisioned_at: Option<DateTime<Utc>>,
+    /// The message of the last operation that failed on it (with `last_error`).
+    #[serde(default)]
+    pub last_error_message: Option<String>,
 }
 
 /// A NIC held for a VM after its failed or canceled create or its deletion: for the emulator's
@@ -139,6 +149,17 @@ impl Resource {
             boot_signalled: false,
             last_error: None,
             reserved: None,
+            power_stage: None,
+            provisioned_at: None,
+            last_error_message: None,
+        }
+    }
+
+    /// The VM's power state at `now`: `power`, or the staged one once its time has come.
+    pub fn power_at(&self, now: DateTime<Utc>) -> Option<Power> {
+        match self.power_stage {
+            Some((at, staged)) if at <= now => Some(staged),
+            _ => self.power,
         }
     }
 
