@@ -5,6 +5,7 @@
 
 mod actions;
 pub(super) mod body;
+mod list_query;
 mod refusals;
 pub(super) mod reimage;
 
@@ -25,7 +26,7 @@ use super::emulator::Emulator;
 use super::engine::{Core, OpSpec};
 use super::error::ArmError;
 use super::force_detach;
-use super::http::{Ctx, accepted, json_response, list_response, parse_object};
+use super::http::{Ctx, accepted, json_response, list_response_where, parse_object};
 use super::latency::Step;
 use super::state::{
     Action, Collection, Kind, OpError, Operation, Power, Resource, key, name_of, resource_id,
@@ -74,11 +75,7 @@ async fn list(
         "/subscriptions/{sub}/resourceGroups/{rg}/providers/{}",
         Kind::Vm.type_name()
     ));
-    let now = Utc::now();
-    let status_only = status_only(&ctx);
-    list_response(&em, &ctx, &Collection::Group(collection), |_, r| {
-        render(r, now, status_only)
-    })
+    list_vms(&em, &ctx, &Collection::Group(collection))
 }
 
 /// ARM's `statusOnly=true` on a VM list: each VM with its instance view (power and provisioning
@@ -97,9 +94,24 @@ async fn list_all(
         sub,
         type_name: Kind::Vm.type_name().to_owned(),
     };
+    list_vms(&em, &ctx, &collection)
+}
+
+/// A page of VMs, with the list's `statusOnly`, `$filter` and `$expand`.
+fn list_vms(em: &Emulator, ctx: &Ctx, collection: &Collection) -> Result<Response, ArmError> {
+    let query = list_query::ListQuery::parse(
+        ctx.query.get("$filter").map(String::as_str),
+        ctx.query.get("$expand").map(String::as_str),
+    )?;
     let now = Utc::now();
-    let status_only = status_only(&ctx);
-    list_response(&em, &ctx, &collection, |_, r| render(r, now, status_only))
+    let inline = status_only(ctx) || query.instance_view;
+    list_response_where(
+        em,
+        ctx,
+        collection,
+        |vm| query.keeps(vm),
+        |_, r| render(r, now, inline),
+    )
 }
 
 async fn read(

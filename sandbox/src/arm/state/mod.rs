@@ -328,11 +328,23 @@ pub fn parse_page_token(token: &str) -> Option<String> {
 
 /// One page of the resources of `kind` in a resource group, after `after` (a key), and the key
 /// to resume from when more remain.
+#[cfg(test)]
 pub fn page<'a>(
     state: &'a State,
     collection: &Collection,
     after: Option<&str>,
     size: usize,
+) -> (Vec<&'a Resource>, Option<String>) {
+    page_where(state, collection, after, size, |_| true)
+}
+
+/// [`page`] of the members `keep` accepts (a list's `$filter`).
+pub fn page_where<'a>(
+    state: &'a State,
+    collection: &Collection,
+    after: Option<&str>,
+    size: usize,
+    keep: impl Fn(&Resource) -> bool,
 ) -> (Vec<&'a Resource>, Option<String>) {
     let prefix = collection.prefix();
     let mut items = state
@@ -340,7 +352,8 @@ pub fn page<'a>(
         .range(after.unwrap_or(&prefix).to_owned()..)
         .filter(|(k, _)| Some(k.as_str()) != after)
         .take_while(|(k, _)| k.starts_with(&prefix))
-        .filter(|(k, _)| collection.holds(&k[prefix.len()..]));
+        .filter(|(k, _)| collection.holds(&k[prefix.len()..]))
+        .filter(|(_, r)| keep(r));
     let page: Vec<(&String, &Resource)> = items.by_ref().take(size.max(1)).collect();
     let more = items.next().is_some();
     let next = if more {
