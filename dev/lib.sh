@@ -24,6 +24,13 @@ ADVISORY_DB_HOME=${ADVISORY_DB_HOME:-$NODEWRIGHT_CACHE/advisory-dbs}
 ADVISORY_DB_NAME=advisory-db-3157b0e258782691
 NODEWRIGHT_ADVISORY_DB_SOURCE=${NODEWRIGHT_ADVISORY_DB_SOURCE:-https://github.com/rustsec/advisory-db}
 
+# The official Azure SDK for Python the sandbox's SDK conformance test drives
+# (sandbox/tests/python_sdk.rs): a virtual environment made by dev/install --test-tools from the
+# pinned, hashed requirements; its directory carries the requirements' digest, so a change of pins
+# makes a new one.
+AZURE_SDK_PYTHON_REQUIREMENTS=$REPO_ROOT/sandbox/tests/sdk/requirements.txt
+AZURE_SDK_PYTHON_HOME=${AZURE_SDK_PYTHON_HOME:-$TOOLS_DIR/azure-sdk-python-$(sha256sum "$AZURE_SDK_PYTHON_REQUIREMENTS" | cut -c1-12)}
+
 RUN=$NODEWRIGHT_RUN_DIR LOGS=$NODEWRIGHT_RUN_DIR/logs PIDS=$NODEWRIGHT_RUN_DIR/pids
 
 die() { echo "error: $*" >&2; exit 1; }

@@ -65,3 +65,16 @@ async fn the_example_never_joins_rule_keeps_only_the_broken_pool_out_of_the_clus
     assert!(joins.contains(&("db-1".to_owned(), true)), "{joins:?}");
     Ok(())
 }
+
+#[test]
+fn the_example_quota_section_sets_limits_and_a_zone_restriction() -> Result {
+    let quota = example()?.quota;
+    assert_eq!(quota.regional_vcpus, 2000);
+    assert_eq!(quota.families.get("standardDSv5Family"), Some(&1000));
+    assert_eq!(quota.family_vcpus, 100_000, "unset: the default");
+    assert_eq!(quota.locations[0].location, "northeurope");
+    assert_eq!(quota.locations[0].regional_vcpus, Some(64));
+    assert_eq!(quota.restrictions[0].size, "Standard_D16s_v5");
+    assert_eq!(quota.restrictions[0].zones, ["3"]);
+    Ok(())
+}

@@ -28,7 +28,8 @@ fn dependents_of(package: &str) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "{cargo} tree -i {package} failed: {stderr}"
+        "{cargo} tree -i {package} failed (a crate not downloaded yet? `cargo fetch --locked` \
+         fetches them all; dev/test does): {stderr}"
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }

@@ -21,6 +21,10 @@
 //!   stack's (`00000000-0000-0000-0000-000000000000`, `nodewright-local`, `westeurope`); an
 //!   invalid field (unknown type, empty name, `count` over 100000, ...) → 400 `InvalidParameter`
 //!   naming it (e.g. `generate[0].count`); a resource to replace that is busy → 409
+//! - `GET /sandbox/quota` → the quota limits and size restrictions in force (the `[quota]`
+//!   section as JSON, see [`super::QuotaConfig`]); `PUT /sandbox/quota` with the same shape
+//!   replaces them (absent fields: their defaults) and answers them; an unknown family, size or
+//!   zone → 400 `InvalidParameter` naming the field (e.g. `restrictions[0].size`)
 //! - `DELETE /sandbox/seed?prefix=<p>` → `{"removed":n}`: removes every VM, NIC and disk whose name
 //!   starts with `p` (case-insensitively, in any scope) straight from the state, without
 //!   operations; a missing or empty `prefix` → 400 `InvalidParameter` naming `prefix`
@@ -39,6 +43,7 @@ use super::error::ArmError;
 use super::faults::FaultRule;
 use super::http::query_map;
 use super::latency::{Latency, LatencyProfile};
+use super::quota::QuotaConfig;
 use super::requests::RequestFilter;
 use super::seed::{self, SeedRequest};
 
@@ -61,6 +66,25 @@ pub fn routes() -> Router<Emulator> {
             get(list_requests).delete(clear_requests),
         )
         .route("/sandbox/seed", post(seed_resources).delete(remove_seeded))
+        .route("/sandbox/quota", get(get_quota).put(put_quota))
+}
+
+async fn get_quota(State(em): State<Emulator>) -> Response {
+    axum::Json(em.read(|core| core.quota.clone())).into_response()
+}
+
+/// Replaces the quota limits and restrictions: later creates and resizes are checked against
+/// them (VMs already there stay, even beyond a lowered limit).
+async fn put_quota(State(em): State<Emulator>, raw: Bytes) -> Result<Response, ArmError> {
+    let quota: QuotaConfig = parse(&raw)?;
+    quota
+        .validate()
+        .map_err(|e| ArmError::invalid(&e.field, e.message))?;
+    em.write(|core, _| {
+        core.quota = quota.clone();
+        Ok(())
+    })?;
+    Ok(axum::Json(quota).into_response())
 }
 
 fn parse<T: serde::de::DeserializeOwned>(raw: &[u8]) -> Result<T, ArmError> {

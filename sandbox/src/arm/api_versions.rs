@@ -64,11 +64,42 @@ pub const NETWORK_INTERFACES: ResourceVersions = ResourceVersions {
     ],
 };
 
+/// Resource SKUs (`Microsoft.Compute/skus`, their own version line): 2021-07-01 is the default
+/// of Python compute 39 and Go armcompute v7/v8.
+pub const SKUS: ResourceVersions = ResourceVersions {
+    resource_type: "skus",
+    segment: "/microsoft.compute/skus",
+    versions: &["2017-09-01", "2019-04-01", "2021-07-01"],
+};
+
+/// Compute usages (`…/Microsoft.Compute/locations/{location}/usages`): the compute versions, as
+/// for virtual machines (Python compute 39 sends 2026-04-01). Not in [`CHECKED`], whose
+/// segments cannot name a path with a location in it: the usages handler checks it with
+/// [`check_version`].
+pub const USAGES: ResourceVersions = ResourceVersions {
+    resource_type: "usages",
+    segment: "/usages",
+    versions: VIRTUAL_MACHINES.versions,
+};
+
+/// ARM's check of an api-`version` against the versions of `checked`: 400
+/// `InvalidApiVersionParameter` with the supported ones when it is not one of them.
+pub fn check_version(checked: &ResourceVersions, version: &str) -> Result<(), ArmError> {
+    if checked.versions.contains(&version) {
+        return Ok(());
+    }
+    let supported: Vec<&str> = checked.versions.iter().rev().copied().collect();
+    Err(ArmError::InvalidApiVersion {
+        version: version.to_owned(),
+        supported: supported.join(","),
+    })
+}
+
 /// The version the emulator records for operations it starts itself (nodewright's).
 pub const VM_DEFAULT: &str = "2024-07-01";
 
 /// Every resource type whose versions are checked.
-pub const CHECKED: [ResourceVersions; 3] = [VIRTUAL_MACHINES, DISKS, NETWORK_INTERFACES];
+pub const CHECKED: [ResourceVersions; 4] = [VIRTUAL_MACHINES, DISKS, NETWORK_INTERFACES, SKUS];
 
 /// ARM's check of a request's api-`version` for `path`: missing → 400
 /// `MissingApiVersionParameter`; a version the addressed type does not accept → 400

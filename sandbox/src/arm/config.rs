@@ -20,6 +20,10 @@
 //! method = "write"           # PUT|PATCH|DELETE|POST; or a list such as "PUT|DELETE"
 //! every = 3                  # every third matching request
 //! retry_after = 2
+//!
+//! [quota]                    # vCPU limits and size restrictions (see `quota.rs`)
+//! regional_vcpus = 64
+//! families = { standardDSv5Family = 16 }
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -28,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use super::faults::FaultRule;
 use super::latency::LatencyProfile;
+use super::quota::QuotaConfig;
 
 /// Everything the emulator can be configured with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +54,8 @@ pub struct EmulatorConfig {
     pub nic_reservation_seconds: u64,
     /// Fault rules in force at start.
     pub faults: Vec<FaultRule>,
+    /// Quota limits and size restrictions (`[quota]`, see `quota.rs`).
+    pub quota: QuotaConfig,
 }
 
 /// Azure's NIC reservation window, the default of `nic_reservation_seconds`.
@@ -67,6 +74,7 @@ impl Default for EmulatorConfig {
             state_file: None,
             nic_reservation_seconds: AZURE_NIC_RESERVATION_SECONDS,
             faults: Vec::new(),
+            quota: QuotaConfig::default(),
         }
     }
 }
@@ -122,6 +130,9 @@ impl EmulatorConfig {
                 "nic_reservation_seconds must be at most {MAX_NIC_RESERVATION_SECONDS} (a day); Azure's is {AZURE_NIC_RESERVATION_SECONDS}"
             )));
         }
+        self.quota
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("[quota] {}: {}", e.field, e.message)))?;
         for (i, rule) in self.faults.iter().enumerate() {
             rule.validate()
                 .map_err(|e| ConfigError::Invalid(format!("[[faults]] #{}: {e}", i + 1)))?;
@@ -172,6 +183,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(refused.contains("nic_reservation_seconds"), "{refused}");
+    }
+
+    #[test]
+    fn the_quota_section_parses_and_is_validated_with_the_field_named() {
+        let config = EmulatorConfig::from_toml(
+            r#"
+            [quota]
+            regional_vcpus = 16
+            [[quota.restrictions]]
+            size = "Standard_D2s_v5"
+            location = "westeurope"
+            zones = ["2"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.quota.regional_vcpus, 16);
+        assert_eq!(config.quota.restrictions.len(), 1);
+        let refused = EmulatorConfig::from_toml("[quota]\nfamilies = { nope = 1 }")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.starts_with("invalid config: [quota] families.nope: unknown size family"),
+            "{refused}"
+        );
     }
 
     #[test]

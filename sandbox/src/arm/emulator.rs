@@ -73,6 +73,7 @@ impl Emulator {
                 .and_then(chrono::Duration::try_seconds)
                 .unwrap_or(chrono::Duration::MAX),
             expiry_checked: None,
+            quota: config.quota,
         };
         let emulator = Self {
             inner: Arc::new(Inner {

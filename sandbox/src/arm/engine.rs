@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use super::completion;
 use super::faults::{FaultKind, FaultSet, Target};
 use super::latency::{self, Latency, Step};
+use super::quota::QuotaConfig;
 use super::state::{self, Action, Kind, OpError, OpStatus, Operation, State};
 
 /// How long finished operation records stay pollable.
@@ -27,6 +28,8 @@ pub(crate) struct Core {
     pub nic_reservation: chrono::Duration,
     /// When finished operations were last checked for expiry.
     pub expiry_checked: Option<DateTime<Utc>>,
+    /// Quota limits and size restrictions (`PUT /sandbox/quota` replaces them).
+    pub quota: QuotaConfig,
 }
 
 /// What a request starts: the description an operation record is made from.

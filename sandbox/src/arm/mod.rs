@@ -14,6 +14,8 @@
 //! - Data: `state/` (resources, operation records, Key Vault's secrets, persisted by
 //!   `persist.rs`), `error.rs`, `faults.rs`, `latency.rs`, `stats.rs`, `requests.rs`,
 //!   `paths.rs`, `config.rs`, `api_versions.rs` (the api-versions accepted per resource type).
+//! - Data for capacity (part of the data layer: `config.rs` holds `quota.rs`'s section):
+//!   `sizes.rs` (the VM size catalog), `quota.rs` (quota limits, size restrictions, usage).
 //! - Rules on the data: `data_disks.rs`, `force_detach.rs`, `virtual_machines/body.rs`,
 //!   `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
 //!   does).
@@ -22,6 +24,8 @@
 //! - HTTP: `http.rs` (request context, middleware, answers), `virtual_machines.rs`, `disks.rs`,
 //!   `network_interfaces.rs`, `operations.rs` (polling), `admin.rs` (with `seed.rs`), [`key_vault`], and
 //!   `compute_impl.rs` (the emulator as [`crate::compute::Compute`]); this file assembles the app.
+//! - HTTP for capacity (beside the others): `skus.rs` (resource SKUs), `usages.rs` (compute
+//!   usages), `virtual_machines/capacity.rs` (a create's or resize's size checks).
 
 mod admin;
 mod api_versions;
@@ -42,10 +46,14 @@ mod network_interfaces;
 mod operations;
 mod paths;
 mod persist;
+mod quota;
 mod requests;
 mod seed;
+mod sizes;
+mod skus;
 mod state;
 mod stats;
+mod usages;
 mod virtual_machines;
 
 use axum::Router;
@@ -55,6 +63,7 @@ pub use emulator::Emulator;
 pub use error::ArmError;
 pub use faults::{ActiveRule, FaultKind, FaultRule, FaultSet, InvalidRule, Target, glob};
 pub use latency::{Latency, LatencyProfile, Step};
+pub use quota::{LocationQuota, QuotaConfig, Restriction};
 pub use requests::{REQUEST_LOG_CAPACITY, RequestFilter, RequestLog, RequestRecord};
 pub use stats::{Stats, operation_name};
 
@@ -66,6 +75,8 @@ pub fn app(emulator: Emulator) -> Router {
         .merge(virtual_machines::routes())
         .merge(disks::routes())
         .merge(network_interfaces::routes())
+        .merge(skus::routes())
+        .merge(usages::routes())
         .merge(operations::routes())
         .merge(admin::routes())
         .merge(key_vault::routes(emulator.clone()))

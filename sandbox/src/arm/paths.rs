@@ -39,6 +39,8 @@ const CANONICAL_SUBSCRIPTION: &[(usize, &[&str])] = &[
     (2, &["providers"]),
     (3, &["Microsoft.Compute", "Microsoft.Network"]),
     (4, &["virtualMachines", "disks", "networkInterfaces"]),
+    (4, &["skus", "locations"]),
+    (6, &["usages"]),
 ];
 
 /// `request` with the fixed segments of its path spelled canonically; other requests unchanged.

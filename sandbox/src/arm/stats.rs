@@ -58,12 +58,17 @@ pub fn operation_name(method: &Method, path: &str) -> String {
             _ => "arm.unknown".into(),
         };
     }
+    // /subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/usages: compute usages.
+    if segments.len() == 7 && segments[2] == "providers" && segments[6] == "usages" {
+        return "usage.list".into();
+    }
     // /subscriptions/{s}/providers/{ns}/{type}: a subscription-level list.
     if segments.len() == 5 && segments[2] == "providers" && verb == "get" {
         return match (segments[3].as_str(), segments[4].as_str()) {
             ("microsoft.compute", "virtualmachines") => "vm.listAll".into(),
             ("microsoft.compute", "disks") => "disk.listAll".into(),
             ("microsoft.network", "networkinterfaces") => "nic.listAll".into(),
+            ("microsoft.compute", "skus") => "sku.list".into(),
             _ => "arm.unknown".into(),
         };
     }

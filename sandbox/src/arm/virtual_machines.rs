@@ -5,6 +5,7 @@
 
 mod actions;
 pub(super) mod body;
+mod capacity;
 mod list_query;
 mod refusals;
 pub(super) mod reimage;
@@ -302,6 +303,7 @@ fn write_vm(
                 return Err(ArmError::ResourceNotFound(id.clone()));
             }
             let change = body::create(&core.state, sub, rg, name, request, now)?;
+            capacity::check_create(core, sub, &id, &change.body)?;
             check_nic_reservations(core, &change.nics, &id, now)?;
             let mut vm = Resource::new(Kind::Vm, change.body.clone());
             vm.power = Some(Power::Starting);
@@ -342,6 +344,7 @@ fn write_vm(
             return Ok((status, body, op));
         }
         let change = body::update(&core.state, &old, request, patch)?;
+        capacity::check_update(core, sub, &old, &change.body)?;
         check_nic_reservations(core, &change.nics, &id, now)?;
         let mut vm = old.clone();
         vm.body = change.body.clone();

@@ -148,4 +148,13 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn the_name_rule_agrees_with_the_size_catalogs_premium_io() {
+        for size in crate::arm::sizes::CATALOG {
+            if let Some(premium) = has_premium_storage(size.name) {
+                assert_eq!(premium, size.premium_io, "{}", size.name);
+            }
+        }
+    }
 }
