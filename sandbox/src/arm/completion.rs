@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use super::data_disks;
 use super::state::{Action, Kind, OpError, OpStatus, Operation, Power, State, after, key};
 use super::virtual_machines::body::{cascade_delete, release_after_failed_create};
+use super::virtual_machines::reimage;
 
 /// Completes the operation: applies its effects, records its outcome, frees its resources.
 pub fn complete(state: &mut State, op_id: &str, now: DateTime<Utc>, boot: Duration) {
@@ -69,10 +70,14 @@ fn finish(
             _ => "Failed",
         });
         r.last_error = op.fail_with.as_ref().map(|e| e.code.clone());
+        r.last_error_message = op.fail_with.as_ref().map(|e| e.message.clone());
+        r.provisioned_at = Some(now);
+        r.power_stage = None;
         if let Some(power) = r.power {
             r.power = Some(match (op.action, power) {
                 (Action::Create | Action::Start, _) => Power::Stopped,
-                (Action::Restart, _) => Power::Running,
+                (Action::Restart | Action::Redeploy, _) => Power::Running,
+                (Action::Reimage, Power::Starting) => Power::Running,
                 (_, Power::Stopping | Power::Deallocating) => Power::Running,
                 (_, other) => other,
             });
@@ -112,28 +117,45 @@ fn succeed(state: &mut State, op: &Operation, now: DateTime<Utc>, boot_at: DateT
         }
     }
     let resource_key = key(&op.resource);
-    if op.kind == Kind::Vm && matches!(op.action, Action::Create | Action::Start | Action::Restart)
-    {
+    // A reimage of a running VM reboots it onto the new OS disk; one of a stopped or
+    // deallocated VM only replaces the disk.
+    let reimaged_running = op.action == Action::Reimage
+        && state
+            .resources
+            .get(&resource_key)
+            .is_some_and(|r| matches!(r.power, Some(Power::Stopping | Power::Starting)));
+    if op.action == Action::Reimage {
+        reimage::replace_os_disk(state, &op.resource, now);
+    }
+    let boots = matches!(
+        op.action,
+        Action::Create | Action::Start | Action::Restart | Action::Redeploy
+    ) || reimaged_running;
+    if op.kind == Kind::Vm && boots {
         state.pending_boots.insert(resource_key.clone());
     }
     let Some(r) = state.resources.get_mut(&resource_key) else {
         return;
     };
+    r.power_stage = None;
+    r.provisioned_at = Some(now);
     // Another operation still runs on it (a force detach ended before the update it preempted):
     // the provisioning state stays non-terminal until that one ends.
     if r.busy.is_none() {
         r.set_provisioning_state("Succeeded");
     }
     r.last_error = None;
+    r.last_error_message = None;
     let power = match op.action {
-        Action::Create | Action::Start | Action::Restart => {
+        _ if boots => {
             r.boot_at = Some(boot_at.max(now));
             r.boot_signalled = false;
             Some(Power::Running)
         }
         Action::Deallocate => Some(Power::Deallocated),
         Action::PowerOff => Some(Power::Stopped),
-        Action::Update | Action::Delete => r.power,
+        Action::Create | Action::Start | Action::Restart | Action::Redeploy => Some(Power::Running),
+        Action::Update | Action::Delete | Action::Reimage => r.power,
     };
     r.power = power;
 }

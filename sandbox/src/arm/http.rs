@@ -20,7 +20,7 @@ use super::latency::Step;
 use super::paths::vm_in_path;
 use super::requests::RequestRecord;
 use super::state::{
-    Action, Collection, Kind, Links, Resource, State as EmState, page, page_token,
+    Action, Collection, Kind, Links, Resource, State as EmState, page_token, page_where,
     parse_page_token, strip_nulls,
 };
 use super::stats::operation_name;
@@ -448,6 +448,18 @@ pub fn list_response(
     collection: &Collection,
     render: impl Fn(&EmState, &Resource) -> Value,
 ) -> Result<Response, ArmError> {
+    list_response_where(em, ctx, collection, |_| true, render)
+}
+
+/// [`list_response`] of the members `keep` accepts (a list's `$filter`): pages count only
+/// those.
+pub fn list_response_where(
+    em: &Emulator,
+    ctx: &Ctx,
+    collection: &Collection,
+    keep: impl Fn(&Resource) -> bool,
+    render: impl Fn(&EmState, &Resource) -> Value,
+) -> Result<Response, ArmError> {
     let repeat = em.repeats_page(Target {
         operation: &ctx.operation,
         method: ctx.method.as_str(),
@@ -463,7 +475,13 @@ pub fn list_response(
         ),
     };
     let (value, next) = em.read(|core| {
-        let (items, next) = page(&core.state, collection, after.as_deref(), core.page_size);
+        let (items, next) = page_where(
+            &core.state,
+            collection,
+            after.as_deref(),
+            core.page_size,
+            &keep,
+        );
         let value: Vec<Value> = items.into_iter().map(|r| render(&core.state, r)).collect();
         (value, next)
     });
@@ -471,9 +489,17 @@ pub fn list_response(
     let link = |after: Option<&str>| {
         let mut link = format!("{}{}?api-version={}", ctx.base, ctx.path, ctx.api_version);
         // A list's own parameters go on to its next page.
-        if let Some(value) = ctx.query.get("statusonly") {
-            link.push_str("&statusOnly=");
-            link.push_str(value);
+        for (key, name) in [
+            ("statusonly", "statusOnly"),
+            ("$filter", "$filter"),
+            ("$expand", "$expand"),
+        ] {
+            if let Some(value) = ctx.query.get(key) {
+                link.push('&');
+                link.push_str(name);
+                link.push('=');
+                link.extend(url::form_urlencoded::byte_serialize(value.as_bytes()));
+            }
         }
         if let Some(after) = after {
             link.push_str("&$skiptoken=");

@@ -82,7 +82,9 @@ async fn result(
                 | Action::Deallocate
                 | Action::PowerOff
                 | Action::Start
-                | Action::Restart,
+                | Action::Restart
+                | Action::Redeploy
+                | Action::Reimage,
                 _,
             )
             | (_, None) => Ok(StatusCode::NO_CONTENT.into_response()),

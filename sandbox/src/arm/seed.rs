@@ -459,10 +459,11 @@ pub fn remove(core: &mut Core, prefix: &str) -> usize {
     core.state.resources.retain(|_, r| {
         let name = r.name();
         // Only the kinds a seed makes: networks and galleries are never seeded.
-        !matches!(r.kind, Kind::Vm | Kind::Nic | Kind::Disk)
-            || !(name.len() >= prefix.len()
-                && name.is_char_boundary(prefix.len())
-                && name[..prefix.len()].eq_ignore_ascii_case(prefix))
+        let seedable = matches!(r.kind, Kind::Vm | Kind::Nic | Kind::Disk);
+        let prefixed = name.len() >= prefix.len()
+            && name.is_char_boundary(prefix.len())
+            && name[..prefix.len()].eq_ignore_ascii_case(prefix);
+        !(seedable && prefixed)
     });
     before - core.state.resources.len()
 }

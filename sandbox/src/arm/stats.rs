@@ -108,6 +108,9 @@ pub fn operation_name(method: &Method, path: &str) -> String {
                 "poweroff" => "powerOff",
                 "restart" => "restart",
                 "usages" => "usages",
+                "redeploy" => "redeploy",
+                "reimage" => "reimage",
+                "simulateeviction" => "simulateEviction",
                 _ => "unknown",
             };
             format!("{prefix}.{action}")

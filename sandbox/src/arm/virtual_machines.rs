@@ -1,10 +1,14 @@
 //! `Microsoft.Compute/virtualMachines`: routes and handlers (GET, list, PUT, PATCH, DELETE,
-//! instanceView, attachDetachDataDisks, deallocate, start, powerOff). A DELETE preempts the VM's
+//! instanceView, attachDetachDataDisks, deallocate, start, powerOff, restart; redeploy, reimage
+//! and simulateEviction in [`actions`]). A DELETE preempts the VM's
 //! create in progress; a PUT naming a NIC reserved for another VM is refused.
 
+mod actions;
 pub(super) mod body;
 mod capacity;
+mod list_query;
 mod refusals;
+pub(super) mod reimage;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -23,7 +27,7 @@ use super::emulator::Emulator;
 use super::engine::{Core, OpSpec};
 use super::error::ArmError;
 use super::force_detach;
-use super::http::{Ctx, accepted, json_response, list_response, parse_object};
+use super::http::{Ctx, accepted, json_response, list_response_where, parse_object};
 use super::latency::Step;
 use super::state::{
     Action, Collection, Kind, OpError, Operation, Power, Resource, key, name_of, resource_id,
@@ -53,6 +57,12 @@ pub fn routes() -> Router<Emulator> {
         .route(&format!("{VMS}/{{name}}/start"), post(start))
         .route(&format!("{VMS}/{{name}}/powerOff"), post(power_off))
         .route(&format!("{VMS}/{{name}}/restart"), post(restart))
+        .route(&format!("{VMS}/{{name}}/redeploy"), post(actions::redeploy))
+        .route(&format!("{VMS}/{{name}}/reimage"), post(actions::reimage))
+        .route(
+            &format!("{VMS}/{{name}}/simulateEviction"),
+            post(actions::simulate_eviction),
+        )
 }
 
 type VmPath = Path<(String, String, String)>;
@@ -66,11 +76,7 @@ async fn list(
         "/subscriptions/{sub}/resourceGroups/{rg}/providers/{}",
         Kind::Vm.type_name()
     ));
-    let now = Utc::now();
-    let status_only = status_only(&ctx);
-    list_response(&em, &ctx, &Collection::Group(collection), |_, r| {
-        render(r, now, status_only)
-    })
+    list_vms(&em, &ctx, &Collection::Group(collection))
 }
 
 /// ARM's `statusOnly=true` on a VM list: each VM with its instance view (power and provisioning
@@ -89,9 +95,24 @@ async fn list_all(
         sub,
         type_name: Kind::Vm.type_name().to_owned(),
     };
+    list_vms(&em, &ctx, &collection)
+}
+
+/// A page of VMs, with the list's `statusOnly`, `$filter` and `$expand`.
+fn list_vms(em: &Emulator, ctx: &Ctx, collection: &Collection) -> Result<Response, ArmError> {
+    let query = list_query::ListQuery::parse(
+        ctx.query.get("$filter").map(String::as_str),
+        ctx.query.get("$expand").map(String::as_str),
+    )?;
     let now = Utc::now();
-    let status_only = status_only(&ctx);
-    list_response(&em, &ctx, &collection, |_, r| render(r, now, status_only))
+    let inline = status_only(ctx) || query.instance_view;
+    list_response_where(
+        em,
+        ctx,
+        collection,
+        |vm| query.keeps(vm),
+        |_, r| render(r, now, inline),
+    )
 }
 
 async fn read(

@@ -42,9 +42,16 @@ async fn image_versions_are_listed_as_a_bare_array_ordered_and_topped() -> TestR
     assert_eq!(list.status, 200, "{list:?}");
     assert_eq!(
         names(&list.body),
-        ["24.04.202409120", "24.04.202501140", NEWEST_SERVER]
+        [
+            "24.04.1",
+            "24.04.2",
+            "24.04.3",
+            "24.04.202409120",
+            "24.04.202501140",
+            NEWEST_SERVER
+        ]
     );
-    let first = &list.body[0];
+    let first = &list.body[3];
     assert_eq!(first["location"], "westeurope");
     assert!(
         first["id"].as_str().is_some_and(

@@ -132,3 +132,98 @@ async fn status_only_lists_carry_each_vms_instance_view_on_every_page() -> TestR
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_vm_list_filters_by_scale_set_and_expands_instance_views_only_with_that_filter()
+-> TestResult {
+    let sb = Sandbox::start_with(nodewright_sandbox::arm::EmulatorConfig {
+        page_size: 1,
+        ..instant()
+    })
+    .await?;
+    let set = format!(
+        "/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachineScaleSets/pool"
+    );
+    for name in ["in-1", "in-2", "out"] {
+        let mut body = vm_body(None, &[]);
+        if name != "out" {
+            body["properties"]["virtualMachineScaleSet"] = json!({ "id": set });
+        }
+        sb.create_vm(name, &body).await?;
+    }
+    let filter = format!("virtualMachineScaleSet/id eq '{set}'");
+    let encoded: String = url_encode(&filter);
+    for list in [
+        format!(
+            "/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachines"
+        ),
+        format!("/subscriptions/{SUB}/providers/Microsoft.Compute/virtualMachines"),
+    ] {
+        let mut url = format!("{list}?api-version={VM_API}&$filter={encoded}&$expand=instanceView");
+        let mut names = Vec::new();
+        loop {
+            let page = sb.get(&url).await?;
+            assert_eq!(page.status, 200, "{page:?}");
+            for item in page.body["value"].as_array().ok_or("no value")? {
+                assert!(
+                    item["properties"]["instanceView"]["statuses"].is_array(),
+                    "expanded: {item}"
+                );
+                names.push(item["name"].as_str().unwrap_or_default().to_owned());
+            }
+            match page.body["nextLink"].as_str() {
+                Some(next) => {
+                    assert!(
+                        next.contains("%24filter=") || next.contains("$filter="),
+                        "{next}"
+                    );
+                    url = next.to_owned();
+                }
+                None => break,
+            }
+        }
+        assert_eq!(
+            names,
+            ["in-1", "in-2"],
+            "{list}: the scale set's VMs, one per page"
+        );
+    }
+    let list = format!(
+        "/subscriptions/{SUB}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachines?api-version={VM_API}"
+    );
+    let expand_alone = sb.get(&format!("{list}&$expand=instanceView")).await?;
+    assert_eq!(
+        (expand_alone.status, expand_alone.code()),
+        (400, "BadRequest")
+    );
+    assert_eq!(
+        expand_alone.body["error"]["message"],
+        "Expand Instance View is only supported when Virtual Machine Scale Set resource filter is applied"
+    );
+    let other = sb
+        .get(&format!(
+            "{list}&$filter={}",
+            url_encode("resourceGroup eq 'x'")
+        ))
+        .await?;
+    assert_eq!(
+        (other.status, other.code()),
+        (400, "InvalidParameter"),
+        "{other:?}"
+    );
+    assert_eq!(other.body["error"]["target"], "$filter");
+    Ok(())
+}
+
+/// `value` percent-encoded for a query string.
+fn url_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -25,5 +25,6 @@ mod seed;
 mod skus;
 mod stats;
 mod support;
+mod vm_actions;
 mod vms;
 mod zone_faults;

@@ -124,6 +124,16 @@ pub struct Resource {
     /// [`networks::Allocations`]).
     #[serde(default, skip_serializing_if = "networks::Allocations::is_empty")]
     pub addresses: networks::Allocations,
+    /// VMs only: a power state the VM passes to at a set time while its operation runs (a
+    /// redeploy's `stopping` turns `starting` halfway); see [`Resource::power_at`].
+    #[serde(default)]
+    pub power_stage: Option<(DateTime<Utc>, Power)>,
+    /// VMs only: when the last operation on it ended (the instance view's provisioning `time`).
+    #[serde(default)]
+    pub provisioned_at: Option<DateTime<Utc>>,
+    /// The message of the last operation that failed on it (with `last_error`).
+    #[serde(default)]
+    pub last_error_message: Option<String>,
 }
 
 /// A NIC held for a VM after its failed or canceled create or its deletion: for the emulator's
@@ -159,6 +169,17 @@ impl Resource {
             last_error: None,
             reserved: None,
             addresses: networks::Allocations::default(),
+            power_stage: None,
+            provisioned_at: None,
+            last_error_message: None,
+        }
+    }
+
+    /// The VM's power state at `now`: `power`, or the staged one once its time has come.
+    pub fn power_at(&self, now: DateTime<Utc>) -> Option<Power> {
+        match self.power_stage {
+            Some((at, staged)) if at <= now => Some(staged),
+            _ => self.power,
         }
     }
 
@@ -330,11 +351,23 @@ pub fn parse_page_token(token: &str) -> Option<String> {
 
 /// One page of the resources of `kind` in a resource group, after `after` (a key), and the key
 /// to resume from when more remain.
+#[cfg(test)]
 pub fn page<'a>(
     state: &'a State,
     collection: &Collection,
     after: Option<&str>,
     size: usize,
+) -> (Vec<&'a Resource>, Option<String>) {
+    page_where(state, collection, after, size, |_| true)
+}
+
+/// [`page`] of the members `keep` accepts (a list's `$filter`).
+pub fn page_where<'a>(
+    state: &'a State,
+    collection: &Collection,
+    after: Option<&str>,
+    size: usize,
+    keep: impl Fn(&Resource) -> bool,
 ) -> (Vec<&'a Resource>, Option<String>) {
     let prefix = collection.prefix();
     let mut items = state
@@ -342,7 +375,8 @@ pub fn page<'a>(
         .range(after.unwrap_or(&prefix).to_owned()..)
         .filter(|(k, _)| Some(k.as_str()) != after)
         .take_while(|(k, _)| k.starts_with(&prefix))
-        .filter(|(k, _)| collection.holds(&k[prefix.len()..]));
+        .filter(|(k, _)| collection.holds(&k[prefix.len()..]))
+        .filter(|(_, r)| keep(r));
     let page: Vec<(&String, &Resource)> = items.by_ref().take(size.max(1)).collect();
     let more = items.next().is_some();
     let next = if more {

@@ -37,6 +37,10 @@ pub enum Action {
     Start,
     /// VM restart: the guest reboots (a running VM only).
     Restart,
+    /// VM redeploy: shut down, moved to a new host, powered on (the guest boots again).
+    Redeploy,
+    /// VM reimage: the OS disk replaced from the image (a running VM's guest boots again).
+    Reimage,
 }
 
 /// An ARM error an operation ended with.

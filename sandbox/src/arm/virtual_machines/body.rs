@@ -409,14 +409,54 @@ fn release_nic(state: &mut State, id: &str) {
     }
 }
 
-/// The instance view of a VM.
+/// The instance view of a VM, its statuses as Azure writes them ("VM states and billing"):
+/// a transitional provisioning state (`ProvisioningState/creating|updating|deleting`) has the
+/// display status `Creating`/`Updating`/`Deleting` and no time; a terminal one is `Provisioning
+/// succeeded` (or `failed`, level `Error`, with the code and message of the failed operation,
+/// or `canceled`) with the time the last operation ended; then the power state (`VM running`, …).
 pub fn instance_view(vm: &Resource, now: DateTime<Utc>) -> Value {
     let provisioning = vm.provisioning_state().to_ascii_lowercase();
-    let provisioning_code = match (&vm.last_error, provisioning.as_str()) {
-        (Some(code), "failed") => format!("ProvisioningState/failed/{code}"),
-        _ => format!("ProvisioningState/{provisioning}"),
+    let status = match provisioning.as_str() {
+        "creating" | "updating" | "deleting" => {
+            let display = match provisioning.as_str() {
+                "creating" => "Creating",
+                "updating" => "Updating",
+                _ => "Deleting",
+            };
+            json!({
+                "code": format!("ProvisioningState/{provisioning}"),
+                "level": "Info",
+                "displayStatus": display,
+            })
+        }
+        _ => {
+            let failed = provisioning == "failed";
+            let code = match (&vm.last_error, failed) {
+                (Some(code), true) => format!("ProvisioningState/failed/{code}"),
+                _ => format!("ProvisioningState/{provisioning}"),
+            };
+            let time = vm
+                .provisioned_at
+                .or_else(|| {
+                    vm.body["properties"]["timeCreated"]
+                        .as_str()
+                        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                        .map(|t| t.with_timezone(&Utc))
+                })
+                .unwrap_or(now);
+            let mut status = json!({
+                "code": code,
+                "level": if failed { "Error" } else { "Info" },
+                "displayStatus": format!("Provisioning {provisioning}"),
+                "time": timestamp(time),
+            });
+            if failed && let Some(message) = &vm.last_error_message {
+                status["message"] = json!(message);
+            }
+            status
+        }
     };
-    let power = vm.power.unwrap_or(Power::Running);
+    let power = vm.power_at(now).unwrap_or(Power::Running);
     let display_power = match power {
         Power::Starting => "VM starting",
         Power::Running => "VM running",
@@ -432,12 +472,7 @@ pub fn instance_view(vm: &Resource, now: DateTime<Utc>) -> Value {
     view.insert(
         "statuses".into(),
         json!([
-            {
-                "code": provisioning_code,
-                "level": if provisioning == "failed" { "Error" } else { "Info" },
-                "displayStatus": format!("Provisioning {provisioning}"),
-                "time": timestamp(now),
-            },
+            status,
             {
                 "code": format!("PowerState/{}", power.as_str()),
                 "level": "Info",
