@@ -236,9 +236,7 @@ fn begin(
     disk_id: &str,
     attach: bool,
 ) -> Result<String, ArmError> {
-    if vm.busy.is_some() {
-        return Err(ArmError::Busy(vm.id().to_owned()));
-    }
+    vm.ensure_idle()?;
     let name = if attach { "csi.attach" } else { "csi.detach" };
     let target = Target {
         operation: name,

@@ -222,9 +222,7 @@ pub fn check_attachable(state: &State, vm_id: &str, disk_id: &str) -> Result<(),
             managed_by: owner.to_owned(),
         });
     }
-    if disk.busy.is_some() {
-        return Err(ArmError::Busy(disk.id().to_owned()));
-    }
+    disk.ensure_idle()?;
     Ok(())
 }
 

@@ -14,8 +14,8 @@ use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
 use super::state::{
-    Action, Collection, Kind, Power, Resource, State, key, merge, props, required_location,
-    resource_id, stamp_envelope, timestamp,
+    Action, Collection, Kind, Power, Resource, State, key, props, required_location, resource_id,
+    stamp_envelope, timestamp, written_body,
 };
 
 const DISKS: &str = "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/disks";
@@ -173,16 +173,8 @@ fn write_disk(
                 )
             }
             Some(old) => {
-                if old.busy.is_some() {
-                    return Err(ArmError::Busy(old.id().to_owned()));
-                }
-                let mut body = if patch {
-                    let mut body = old.body.clone();
-                    merge(&mut body, request.clone());
-                    body
-                } else {
-                    request.clone()
-                };
+                old.ensure_idle()?;
+                let mut body = written_body(&old.body, &request, patch);
                 for field in ["id", "name", "type", "location", "managedBy"] {
                     match old.body.get(field) {
                         Some(v) => body[field] = v.clone(),

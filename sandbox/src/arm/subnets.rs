@@ -90,9 +90,7 @@ async fn put(
             .get(&vnet_id)
             .cloned()
             .ok_or_else(|| ArmError::ResourceNotFound(vnet_id.clone()))?;
-        if network.busy.is_some() {
-            return Err(ArmError::Busy(network.id().to_owned()));
-        }
+        network.ensure_idle()?;
         let stored_name = networks::find_subnet(&network.body, &name)
             .and_then(|s| s["name"].as_str().map(str::to_owned));
         let subnet = networks::stamp_subnet(
@@ -148,9 +146,7 @@ async fn delete(
             return Ok(None);
         }
         networks::refuse_if_in_use(&core.state, &network, &name)?;
-        if network.busy.is_some() {
-            return Err(ArmError::Busy(network.id().to_owned()));
-        }
+        network.ensure_idle()?;
         if let Some(items) = network.body["properties"]["subnets"].as_array_mut() {
             items.retain(|s| {
                 !s["name"]

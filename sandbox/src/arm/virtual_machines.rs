@@ -600,9 +600,7 @@ fn power(
             .get(&id)
             .cloned()
             .ok_or_else(|| ArmError::ResourceNotFound(id.clone()))?;
-        if vm.busy.is_some() {
-            return Err(ArmError::Busy(vm.id().to_owned()));
-        }
+        vm.ensure_idle()?;
         let running = matches!(vm.power, None | Some(Power::Running));
         if action == Action::Restart && !running {
             return Err(ArmError::rejected(

@@ -141,10 +141,8 @@ async fn put(
     let (status, body, op) = em.write(|core, now| {
         let existing = core.state.get(&id).cloned();
         ctx.check_conditions(existing.as_ref())?;
-        if let Some(old) = &existing
-            && old.busy.is_some()
-        {
-            return Err(ArmError::Busy(old.id().to_owned()));
+        if let Some(old) = &existing {
+            old.ensure_idle()?;
         }
         let location = match &existing {
             Some(old) => old.location().to_owned(),

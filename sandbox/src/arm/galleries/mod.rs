@@ -23,8 +23,8 @@ use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response, list_response, parse_object};
 use super::latency::Step;
 use super::state::{
-    Action, Collection, Kind, Resource, State, key, merge, props, required_location, resource_id,
-    stamp_envelope,
+    Action, Collection, Kind, Resource, State, key, props, required_location, resource_id,
+    stamp_envelope, written_body,
 };
 
 const GALLERIES: &str =
@@ -362,16 +362,8 @@ fn write(
                 (Resource::new(kind, created), Action::Create, step)
             }
             Some(old) => {
-                if old.busy.is_some() {
-                    return Err(ArmError::Busy(old.id().to_owned()));
-                }
-                let mut updated = if patch {
-                    let mut merged = old.body.clone();
-                    merge(&mut merged, request.clone());
-                    merged
-                } else {
-                    request.clone()
-                };
+                old.ensure_idle()?;
+                let mut updated = written_body(&old.body, &request, patch);
                 for field in ["id", "name", "type", "location"] {
                     updated[field] = old.body[field].clone();
                 }

@@ -225,6 +225,14 @@ impl Resource {
     pub fn etag(&self) -> &str {
         self.body["etag"].as_str().unwrap_or_default()
     }
+
+    /// 409 `AnotherOperationInProgress` while an operation runs on it.
+    pub fn ensure_idle(&self) -> Result<(), ArmError> {
+        match self.busy {
+            Some(_) => Err(ArmError::Busy(self.id().to_owned())),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Everything the emulator stores, keyed by lower-cased resource id and operation id.
@@ -458,6 +466,18 @@ pub fn strip_nulls(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(strip_nulls),
         _ => {}
+    }
+}
+
+/// The body a write asks for: `old` with `request` merged in for a PATCH, `request` as it is for
+/// a PUT.
+pub fn written_body(old: &Value, request: &Value, patch: bool) -> Value {
+    if patch {
+        let mut body = old.clone();
+        merge(&mut body, request.clone());
+        body
+    } else {
+        request.clone()
     }
 }
 

@@ -48,9 +48,7 @@ fn idle_vm(core: &Core, id: &str) -> Result<Resource, ArmError> {
         .get(id)
         .cloned()
         .ok_or_else(|| ArmError::ResourceNotFound(id.to_owned()))?;
-    if vm.busy.is_some() {
-        return Err(ArmError::Busy(vm.id().to_owned()));
-    }
+    vm.ensure_idle()?;
     Ok(vm)
 }
 
