@@ -102,6 +102,7 @@ mod arm_pool {
             provisioning_state: "Succeeded".to_owned(),
             zone: None,
             drain_tag: None,
+            power_state: None,
         };
         assert_eq!(
             listed,

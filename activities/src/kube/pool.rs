@@ -132,6 +132,9 @@ pub(crate) fn pool_node(node: &Node) -> PoolNode {
             .as_ref()
             .and_then(|annotations| annotations.get(ANNOTATION_DRAIN_POLICY_STAMP))
             .map(|stamp| stamp_digest(stamp)),
+        conditions: Vec::new(),
+        delete_priority: None,
+        lease_stale_since: None,
     }
 }
 
@@ -207,6 +210,9 @@ mod tests {
                 draining: false,
                 tainted_outdated: false,
                 drain_stamp: None,
+                conditions: Vec::new(),
+                delete_priority: None,
+                lease_stale_since: None,
             }
         );
     }

@@ -40,7 +40,9 @@ pub use hold::{
 pub use inherited::{
     CANCEL_ASKS, CANCEL_ASKS_FAILED_IN_A_ROW, CancelWait, RunEnd, cancel_not_confirmed, run_ids,
 };
-pub use observed::{Activity, Health, ObservedMachine, PoolNode, PoolVm, Running, observe};
+pub use observed::{
+    Activity, Health, NodeCondition, ObservedMachine, PoolNode, PoolVm, Running, observe,
+};
 pub use phase::{PhaseEvent, RolloutPhase, next_phase, shown_phase};
 pub use plan::{
     Budget, Counts, DeleteReason, Holdup, Plan, PlanInput, Victim, next_availability, plan,

@@ -118,6 +118,11 @@ pub struct PoolVm {
     /// with); none when it has none, and in results recorded before it was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_tag: Option<String>,
+    /// Its power state from the instance view (`running`, `starting`, `stopping`, `stopped`,
+    /// `deallocating`, `deallocated`): read only when the listing asked for instance views (a
+    /// pool controller's look); none otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_state: Option<String>,
 }
 
 /// A Node labelled with the pool.
@@ -141,6 +146,33 @@ pub struct PoolNode {
     /// it was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_stamp: Option<String>,
+    /// Its conditions other than heartbeats: type, status and since when (a pool controller
+    /// judges health from them); empty in results recorded before they were read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<NodeCondition>,
+    /// Its `nodewright.io/delete-priority` annotation as a number (lower goes first when the
+    /// pool scales down); none when missing or not a number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_priority: Option<i64>,
+    /// When its Lease in `kube-node-lease` was last renewed, Unix seconds, reported only once
+    /// the renewal is older than the lease timeout the listing was given (so a healthy Node's
+    /// entry does not change at every renewal); none otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_stale_since: Option<i64>,
+}
+
+/// A Node condition as a pool controller judges it: no heartbeat time, so it changes only when
+/// the condition does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCondition {
+    /// `Ready`, `KernelDeadlock`, `MemoryPressure`...
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Since when (its `lastTransitionTime`, Unix seconds; 0 when unknown).
+    pub since: i64,
 }
 
 impl crate::listing::Keyed for PoolVm {
@@ -265,6 +297,7 @@ mod tests {
             provisioning_state: state.to_owned(),
             zone: Some("2".to_owned()),
             drain_tag: None,
+            power_state: None,
         }
     }
 
@@ -279,6 +312,9 @@ mod tests {
             draining: false,
             tainted_outdated: false,
             drain_stamp: None,
+            conditions: Vec::new(),
+            delete_priority: None,
+            lease_stale_since: None,
         }
     }
 

@@ -187,6 +187,7 @@ mod tests {
             provisioning_state: "Succeeded".to_owned(),
             zone: None,
             drain_tag: tag.map(str::to_owned),
+            power_state: None,
         }
     }
 
@@ -199,6 +200,9 @@ mod tests {
             draining: false,
             tainted_outdated: false,
             drain_stamp: stamp.map(str::to_owned),
+            conditions: Vec::new(),
+            delete_priority: None,
+            lease_stale_since: None,
         }
     }
 

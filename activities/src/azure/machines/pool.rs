@@ -69,6 +69,7 @@ pub fn pool_vm(vm: &VirtualMachine, cluster: &ClusterName, pool: &str) -> Option
             .get(TAG_DRAIN)
             .filter(|value| value.chars().count() <= MAX_TAG_VALUE_CHARS)
             .cloned(),
+        power_state: None,
     })
 }
 
@@ -186,6 +187,7 @@ mod tests {
                 provisioning_state: "Succeeded".to_owned(),
                 zone: None,
                 drain_tag: None,
+                power_state: None,
             })
         );
         let bare = vm(
@@ -202,6 +204,7 @@ mod tests {
                 provisioning_state: String::new(),
                 zone: None,
                 drain_tag: None,
+                power_state: None,
             })
         );
     }
