@@ -388,6 +388,48 @@ impl RolloutRequest {
     }
 }
 
+impl crate::controller::ControllerRequest {
+    /// Checks the input of PoolController with the rules of a pool file and the bounds of
+    /// `pool apply`'s flags.
+    ///
+    /// # Errors
+    ///
+    /// [`InputError`] listing every value that breaks a rule.
+    pub fn check(&self) -> Result<(), InputError> {
+        let mut problems = Problems::new(workflow_type::POOL_CONTROLLER);
+        problems.extend(received::pool("pool", &self.pool));
+        if self.observe_interval > limits::MAX_OBSERVE_INTERVAL {
+            problems.duration(
+                "observeInterval",
+                "--observe-interval",
+                self.observe_interval,
+                Duration::ZERO,
+                limits::MAX_OBSERVE_INTERVAL,
+            );
+        }
+        problems.count(
+            "historyLimit",
+            "--history-limit",
+            self.history_limit,
+            1,
+            limits::MAX_HISTORY_LIMIT,
+        );
+        problems.finish()
+    }
+}
+
+/// Checks a pool a running PoolController is handed (`pool apply`) with the rules of a pool
+/// file.
+///
+/// # Errors
+///
+/// [`InputError`] listing every value that breaks a rule.
+pub fn check_pool_update(pool: &crate::pool::ValidPool) -> Result<(), InputError> {
+    let mut problems = Problems::new(workflow_type::POOL_CONTROLLER);
+    problems.extend(received::pool("pool", pool));
+    problems.finish()
+}
+
 impl InspectPoolRequest {
     /// Checks the input of InspectPool: the pool's name.
     ///

@@ -2,7 +2,7 @@
 //! worker may run an activity of it.
 //!
 //! Every nodewright workflow ID names its cluster ([`crate::WorkflowId`]): `create/<cluster>/<machine>`,
-//! `delete/…`, `drain/…`, `uncordon/…`, `rollout/<cluster>/<pool>`, `inspect/<cluster>/<pool>`,
+//! `delete/…`, `drain/…`, `uncordon/…`, `rollout/<cluster>/<pool>`, `inspect/<cluster>/<pool>`, `pool/<cluster>/<pool>`,
 //! `preflight/<cluster>`, `sweep/<cluster>`, and the runs a sweep schedule starts,
 //! `sweep/<cluster>-<time>` (Temporal appends the RFC 3339 time of the scheduled action). A worker
 //! acts with one cluster's Kubernetes client and Azure resource group, so it refuses every
@@ -44,7 +44,8 @@ pub fn cluster_of_workflow_id(workflow_id: &str) -> Option<ClusterName> {
         | Operation::Drain
         | Operation::Uncordon
         | Operation::Rollout
-        | Operation::Inspect => {
+        | Operation::Inspect
+        | Operation::Pool => {
             let (cluster, subject) = rest.split_once('/')?;
             if subject.is_empty() || subject.contains('/') {
                 return None;
@@ -88,7 +89,7 @@ pub fn admit_activity(
     }
 }
 
-const OPERATIONS: [Operation; 8] = [
+const OPERATIONS: [Operation; 9] = [
     Operation::Preflight,
     Operation::Create,
     Operation::Delete,
@@ -97,6 +98,7 @@ const OPERATIONS: [Operation; 8] = [
     Operation::Rollout,
     Operation::Inspect,
     Operation::Sweep,
+    Operation::Pool,
 ];
 
 fn operation_named(name: &str) -> Option<Operation> {

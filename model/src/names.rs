@@ -46,6 +46,8 @@ pub enum Operation {
     Inspect,
     /// OrphanSweep.
     Sweep,
+    /// PoolController: keeps a pool at its declared state.
+    Pool,
 }
 
 impl Operation {
@@ -60,6 +62,7 @@ impl Operation {
             Operation::Rollout => "rollout",
             Operation::Inspect => "inspect",
             Operation::Sweep => "sweep",
+            Operation::Pool => "pool",
         }
     }
 }
@@ -185,6 +188,7 @@ mod tests {
             Operation::Rollout,
             Operation::Inspect,
             Operation::Sweep,
+            Operation::Pool,
         ] {
             let json = serde_json::to_string(&operation).expect("serializes");
             assert_eq!(json, format!("\"{}\"", operation.as_str()));

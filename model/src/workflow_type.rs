@@ -20,8 +20,11 @@ pub const INSPECT_POOL: &str = "InspectPool";
 /// Finds and removes what nodewright created and nothing owns any more.
 pub const ORPHAN_SWEEP: &str = "OrphanSweep";
 
+/// Keeps a pool at its declared state: replicas, template, machine health.
+pub const POOL_CONTROLLER: &str = "PoolController";
+
 /// Every workflow type a worker registers, in registration order.
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 9] = [
     PREFLIGHT,
     CREATE_MACHINE,
     DELETE_MACHINE,
@@ -30,6 +33,7 @@ pub const ALL: [&str; 8] = [
     ROLLING_UPDATE,
     INSPECT_POOL,
     ORPHAN_SWEEP,
+    POOL_CONTROLLER,
 ];
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod bootstrap_token;
 mod cancel;
 mod chaos;
 mod cli;
+mod controller;
 mod deadline;
 mod deployment;
 mod drain;

@@ -13,7 +13,8 @@ use temporalio_workflow::workflows::WorkflowImplementation;
 
 use crate::{
     CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, InspectPoolWorkflow,
-    OrphanSweepWorkflow, PreflightWorkflow, RollingUpdateWorkflow, UncordonNodeWorkflow,
+    OrphanSweepWorkflow, PoolControllerWorkflow, PreflightWorkflow, RollingUpdateWorkflow,
+    UncordonNodeWorkflow,
 };
 
 /// Something workflows are registered with: a worker's options or a replayer's.
@@ -73,7 +74,8 @@ pub fn register_every_workflow<R: RegistersWorkflows>(registry: R) -> Result<R, 
         .with_workflow::<UncordonNodeWorkflow>()?
         .with_workflow::<RollingUpdateWorkflow>()?
         .with_workflow::<InspectPoolWorkflow>()?
-        .with_workflow::<OrphanSweepWorkflow>()
+        .with_workflow::<OrphanSweepWorkflow>()?
+        .with_workflow::<PoolControllerWorkflow>()
 }
 
 /// The type names [`register_every_workflow`] registers, in its order.

@@ -133,6 +133,9 @@ pub enum Rule {
     /// A VM whose Node is NotReady longer than the health timeout, or a Node carrying the
     /// outdated taint, while its pool's rollout runs.
     RolloutRunning,
+    /// A VM whose Node is NotReady longer than the health timeout, in a pool whose controller
+    /// runs: the controller remediates it, within its pool's maxUnhealthy and maxInFlight.
+    ControllerRunning,
     /// A VM whose Node is NotReady longer than the health timeout.
     Unhealthy,
     /// A Node nodewright did not register (no `nodewright.io/machine` label, or a providerID
@@ -174,6 +177,7 @@ impl Rule {
             Rule::Healthy => "healthy",
             Rule::NotReadyWithinTimeout => "not-ready-within-timeout",
             Rule::RolloutRunning => "rollout-running",
+            Rule::ControllerRunning => "controller-running",
             Rule::Unhealthy => "unhealthy",
             Rule::NodeNotManaged => "node-not-managed",
             Rule::VmExists => "vm-exists",
@@ -301,6 +305,8 @@ struct Context<'a> {
     machine_workflows: BTreeMap<&'a str, &'a str>,
     /// Pool → its running rollout.
     pool_rollouts: BTreeMap<&'a str, &'a str>,
+    /// Pool → its running controller.
+    pool_controllers: BTreeMap<&'a str, &'a str>,
     /// Every VM listed, by name (whoever owns it).
     vms: BTreeSet<&'a str>,
     /// The VMs listed with this cluster's tag, by name.
@@ -316,7 +322,13 @@ impl<'a> Context<'a> {
     fn new(inventory: &'a Inventory, policy: &'a SweepPolicy) -> Self {
         let mut machine_workflows = BTreeMap::new();
         let mut pool_rollouts = BTreeMap::new();
+        let mut pool_controllers = BTreeMap::new();
         for workflow in &inventory.running {
+            if workflow.operation == Operation::Pool.as_str()
+                && let Some(pool) = &workflow.pool
+            {
+                pool_controllers.insert(pool.as_str(), workflow.workflow_id.as_str());
+            }
             if let Some(machine) = &workflow.machine {
                 machine_workflows.insert(machine.as_str(), workflow.workflow_id.as_str());
             }
@@ -353,6 +365,7 @@ impl<'a> Context<'a> {
             volume_disks: &inventory.volume_disks,
             machine_workflows,
             pool_rollouts,
+            pool_controllers,
             vms,
             our_vms,
             kept_machines,
@@ -517,6 +530,13 @@ impl<'a> Context<'a> {
                 Rule::RolloutRunning,
                 Action::Keep,
                 format!("{detail}; {rollout} is running and replaces it"),
+            );
+        }
+        if let Some(controller) = pool.and_then(|pool| self.pool_controllers.get(pool)) {
+            return decide(
+                Rule::ControllerRunning,
+                Action::Keep,
+                format!("{detail}; {controller} is running and remediates it"),
             );
         }
         let action = if self.policy.remediate {

@@ -207,6 +207,39 @@ fn scenario() -> Inventory {
 }
 
 #[test]
+fn an_unhealthy_machine_of_a_pool_with_a_running_controller_is_left_to_the_controller() {
+    let mut inventory = scenario();
+    for name in ["ro-ppppp", "web-uuuuu"] {
+        if let Some(vm) = inventory.resources.iter_mut().find(|r| r.name == name) {
+            vm.tags.insert(TAG_POOL.to_owned(), "kept".to_owned());
+        }
+    }
+    inventory.running.push(running("pool", None, Some("kept")));
+    let decisions = classify(&inventory, &policy(true));
+    for name in ["ro-ppppp", "web-uuuuu"] {
+        let decision = decisions
+            .iter()
+            .find(|d| d.kind == SubjectKind::Vm && d.name == name)
+            .unwrap_or_else(|| panic!("no decision for {name}"));
+        assert_eq!(
+            (decision.rule, decision.action),
+            (Rule::ControllerRunning, Action::Keep),
+            "{name}: {}",
+            decision.detail
+        );
+        assert!(decision.detail.contains("pool/prod/kept is running"), "{}", decision.detail);
+    }
+    // Without the controller the same machines are replaced.
+    inventory.running.retain(|w| w.operation != "pool");
+    let decisions = classify(&inventory, &policy(true));
+    let replaced = decisions
+        .iter()
+        .filter(|d| d.rule == Rule::Unhealthy && d.action == Action::Replace)
+        .count();
+    assert_eq!(replaced, 2);
+}
+
+#[test]
 fn every_rule_decides_its_case() {
     let mut inventory = scenario();
     // The rollout's pool tag for ro-ppppp.

@@ -8,6 +8,7 @@
 //! turns them into text.
 
 mod control;
+mod controller;
 mod flags;
 mod follow;
 mod history;
@@ -33,6 +34,25 @@ use crate::error_chain;
 /// What to do with pools.
 #[derive(Debug, Subcommand)]
 pub enum PoolCommand {
+    /// Keep a pool at the state its file declares: start its controller (PoolController), or
+    /// hand the running one the file; prints what changes (machines to create or delete, a
+    /// rollout to start).
+    Apply(controller::ApplyArgs),
+    /// Change the number of machines the pool's controller keeps.
+    Scale(controller::ScaleArgs),
+    /// Pause the pool's controller: it observes and reports, and acts on nothing.
+    Pause {
+        /// The pool's name.
+        pool: String,
+    },
+    /// Resume the pool's controller.
+    Resume {
+        /// The pool's name.
+        pool: String,
+    },
+    /// Delete the pool: its controller drains and deletes every machine, then ends; with
+    /// `--orphan` it ends at once and leaves the machines.
+    Delete(controller::DeleteArgs),
     /// Roll a pool to the template of its file, replacing machines within the strategy's budget
     /// (RollingUpdate); or, with a subcommand, look at and steer the rollout under way.
     #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -191,6 +211,11 @@ pub async fn run(
     command: PoolCommand,
 ) -> Result<(), CliError> {
     match command {
+        PoolCommand::Apply(args) => controller::apply(settings, output, args).await,
+        PoolCommand::Scale(args) => controller::scale(settings, output, args).await,
+        PoolCommand::Pause { pool } => controller::pause(settings, output, &pool, true).await,
+        PoolCommand::Resume { pool } => controller::pause(settings, output, &pool, false).await,
+        PoolCommand::Delete(args) => controller::delete(settings, output, args).await,
         PoolCommand::Rollout(RolloutArgs {
             command: None,
             start,

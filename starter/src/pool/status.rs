@@ -125,6 +125,32 @@ pub async fn pool(
     let pool = flags::pool_name(pool)?;
     let cluster = settings.cluster()?;
     let client = settings.temporal().connect().await?;
+    let controller_id = super::controller::controller_id(&cluster, pool);
+    if let Some(answer) = super::controller::running_status(&client, &controller_id).await? {
+        let link = settings.ui_link(&controller_id);
+        let document = answer.map_err(|error| {
+            CliError::RunFailed(format!(
+                "{controller_id} is running but its status could not be read: {error}; see {link}"
+            ))
+        })?;
+        match output {
+            Output::Json => {
+                let mut json = serde_json::json!(document);
+                if let Some(fields) = json.as_object_mut() {
+                    fields.insert("workflowId".to_owned(), controller_id.as_str().into());
+                    fields.insert("ui".to_owned(), link.into());
+                }
+                println!("{json}");
+            }
+            Output::Text => {
+                for line in super::render::controller_lines(&document) {
+                    println!("{line}");
+                }
+                println!("  temporal UI  {link}");
+            }
+        }
+        return Ok(());
+    }
     let rollout_id = rollout_id(&cluster, pool);
     let rollout = running_rollout(&client, &rollout_id).await?;
     let report = inspect(settings, &client, &cluster, pool, timeout).await?;

@@ -137,7 +137,7 @@ async fn kill_and_delete(
 
     // A dies: its VM powered off, its Node NotReady after the controller's grace period.
     let off = timeline.mark(&format!("powerOff {node_a}"));
-    power_off(stack, node_a).await?;
+    nodewright_tests::machines::vm_action(stack, node_a, "powerOff").await?;
     let since = wait_not_ready(&kube, node_a).await?;
     let not_ready = timeline.mark(&format!("{node_a} NotReady (since {since})"));
     println!(
@@ -294,28 +294,6 @@ async fn kill_and_delete(
         "delete --wait took {:.1}s; volume attached on {node_b} {:.1}s after the delete began",
         took.as_secs_f64(),
         (attached_b - deleting).as_secs_f64()
-    );
-    Ok(())
-}
-
-/// Powers the VM off through ARM (`POST …/powerOff`), as an operator or a host failure would.
-async fn power_off(stack: &Stack, vm: &str) -> Result<()> {
-    let url = format!(
-        "{}/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines/{vm}/powerOff?api-version=2024-07-01",
-        stack.arm.endpoint.trim_end_matches('/'),
-        stack.arm.subscription_id,
-        stack.arm.resource_group,
-    );
-    let response = reqwest::Client::new()
-        .post(url)
-        .bearer_auth(&stack.arm.token)
-        .send()
-        .await?;
-    let status = response.status();
-    ensure!(
-        status.as_u16() == 202,
-        "powerOff {vm}: {status}: {}",
-        response.text().await.unwrap_or_default()
     );
     Ok(())
 }

@@ -42,18 +42,7 @@ async fn remediate(sweep: &SweepCluster) -> Result<()> {
         .clone();
 
     // The VM powers off: its kubelet stops, the node controller marks the Node NotReady.
-    let url = format!(
-        "{}/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines/{broken}/powerOff?api-version=2024-07-01",
-        sweep.stack.arm.endpoint.trim_end_matches('/'),
-        sweep.stack.arm.subscription_id,
-        sweep.stack.arm.resource_group
-    );
-    reqwest::Client::new()
-        .post(url)
-        .bearer_auth(&sweep.stack.arm.token)
-        .send()
-        .await?
-        .error_for_status()?;
+    nodewright_tests::machines::vm_action(&sweep.stack, &broken, "powerOff").await?;
     let nodes: Api<Node> = Api::all(sweep.stack.kube_client().await?);
     eventually(
         &format!("Node {broken} to become NotReady"),

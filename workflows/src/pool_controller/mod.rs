@@ -1,0 +1,596 @@
+#![doc = include_str!("../../runbooks/pool_controller.md")]
+
+mod children;
+mod look;
+mod state;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::FutureExt;
+use nodewright_activities::kube::KubeActivities;
+use nodewright_model::controller::{
+    ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, DeleteRequest, Input,
+    Mode, PoolState, PoolStatusDocument, Progress, ScaleRequest, SpecView, WorkKind,
+    conditions, create_backoff, decide, join, push_action,
+};
+use nodewright_model::limits::MAX_REPLICAS;
+use nodewright_model::pool::ValidPool;
+use nodewright_model::{ClusterName, Operation, workflow_type};
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::workflows::select;
+use temporalio_sdk::{
+    ContinueAsNewOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView,
+    WorkflowResult, WorkflowTermination,
+};
+
+use self::children::{Child, End, first_finished, start_creates, start_delete, start_rollout, work_of};
+use self::state::ControllerState;
+use crate::progress::{now, rfc3339};
+use crate::{activity_options, cancellation, input, search};
+
+/// Keeps a pool at its declared state; see the runbook above.
+#[workflow]
+#[derive(Default)]
+pub struct PoolControllerWorkflow {
+    state: ControllerState,
+}
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+#[workflow_methods]
+impl PoolControllerWorkflow {
+    /// Runs the runbook.
+    #[run(name = workflow_type::POOL_CONTROLLER)]
+    pub async fn run(
+        ctx: &mut WorkflowContext<Self>,
+        request: ControllerRequest,
+    ) -> WorkflowResult<ControllerResult> {
+        input::admit(
+            ctx,
+            workflow_type::POOL_CONTROLLER,
+            &input::Subject {
+                cluster: &request.cluster,
+                named: Some(("pool.name", &request.pool.name)),
+            },
+            request.check(),
+        )?;
+        begin(ctx, &request);
+        match control(ctx, &request).await {
+            Finish::Ended(result) => Ok(*result),
+            Finish::Canceled(result) => {
+                ctx.upsert_search_attributes([search::PHASE.value_set("canceled".to_owned())]);
+                Err(WorkflowTermination::cancelled_with_details(*result))
+            }
+            Finish::ContinueAsNew(next) => {
+                match ctx.continue_as_new(*next, ContinueAsNewOptions::default()) {
+                    Err(termination) => Err(termination),
+                    Ok(never) => match never {},
+                }
+            }
+        }
+    }
+
+    /// Observe and report only: no machine is created, deleted or remediated, no rollout
+    /// starts (children in flight finish).
+    #[signal(name = "pause")]
+    pub fn pause(&mut self, _ctx: &mut SyncWorkflowContext<Self>, by: String) {
+        self.state.paused = true;
+        self.state.paused_by = Some(by);
+        self.state.wakeups += 1;
+    }
+
+    /// Acts again after a pause.
+    #[signal(name = "resume")]
+    pub fn resume(&mut self, _ctx: &mut SyncWorkflowContext<Self>, by: String) {
+        self.state.paused = false;
+        self.state.paused_by = Some(by);
+        self.state.wakeups += 1;
+    }
+
+    /// Refuses a pool of another name, a pool that breaks a rule, and any change while the
+    /// pool is being deleted.
+    #[update_validator(apply)]
+    fn validate_apply(
+        &self,
+        _ctx: &WorkflowContextView,
+        request: &ApplyRequest,
+    ) -> Result<(), Error> {
+        let current = self.current()?;
+        if request.pool.name != current.name {
+            return Err(format!(
+                "this controller keeps pool {}, not {}; apply the file of pool {} to its own controller",
+                current.name, request.pool.name, request.pool.name
+            )
+            .into());
+        }
+        nodewright_model::input::check_pool_update(&request.pool).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// The pool as it should be from now on (unless `dry_run`); returns what changes.
+    #[update(name = "apply")]
+    pub fn apply(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: ApplyRequest) -> Changes {
+        let Some(current) = self.state.pool.as_ref() else {
+            return Changes::default();
+        };
+        let changes = Changes::between(current, &request.pool);
+        if !request.dry_run && !changes.is_empty() {
+            self.state.pool = Some(request.pool);
+            self.state.wakeups += 1;
+        }
+        changes
+    }
+
+    /// Refuses more than the replicas limit, and any change while the pool is being deleted.
+    #[update_validator(scale)]
+    fn validate_scale(&self, _ctx: &WorkflowContextView, request: &ScaleRequest) -> Result<(), Error> {
+        self.current()?;
+        if request.replicas > MAX_REPLICAS {
+            return Err(format!(
+                "replicas: {} is more than {MAX_REPLICAS}; give --replicas from 0 to {MAX_REPLICAS}",
+                request.replicas
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The pool's new number of machines; returns what changes.
+    #[update(name = "scale")]
+    pub fn scale(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: ScaleRequest) -> Changes {
+        let Some(current) = self.state.pool.as_ref() else {
+            return Changes::default();
+        };
+        let mut scaled = current.clone();
+        scaled.replicas = request.replicas;
+        let changes = Changes::between(current, &scaled);
+        self.state.pool = Some(scaled);
+        self.state.wakeups += 1;
+        changes
+    }
+
+    /// Refuses a second delete that asks for something else.
+    #[update_validator(delete)]
+    fn validate_delete(&self, _ctx: &WorkflowContextView, request: &DeleteRequest) -> Result<(), Error> {
+        match self.state.deleting {
+            Some(asked) if asked.orphan != request.orphan => Err(
+                "the pool is already being deleted the other way; wait for the controller to end"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Deletes every machine (drained within PDBs) then ends; with `orphan`, ends at once and
+    /// leaves the machines.
+    #[update(name = "delete")]
+    pub fn delete(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: DeleteRequest) {
+        self.state.deleting = Some(request);
+        self.state.wakeups += 1;
+    }
+
+    /// The pool's spec and status, Kubernetes style.
+    #[query(name = "status")]
+    pub fn status(&self, _ctx: &WorkflowContextView) -> Option<PoolStatusDocument> {
+        self.state.status.clone()
+    }
+}
+
+impl PoolControllerWorkflow {
+    /// The pool in force, or why an update cannot be taken now.
+    fn current(&self) -> Result<&ValidPool, Error> {
+        if self.state.deleting.is_some() {
+            return Err("the pool is being deleted; nothing else can change".into());
+        }
+        self.state
+            .pool
+            .as_ref()
+            .ok_or_else(|| "the controller has not started yet; try again in a moment".into())
+    }
+}
+
+/// How a run ends.
+enum Finish {
+    Ended(Box<ControllerResult>),
+    Canceled(Box<ControllerResult>),
+    ContinueAsNew(Box<ControllerRequest>),
+}
+
+/// Sets the state from the request (and what the run before carried) and the search
+/// attributes the UI lists pools by.
+fn begin(ctx: &mut WorkflowContext<PoolControllerWorkflow>, request: &ControllerRequest) {
+    let carried = request.carried.as_deref().cloned().unwrap_or_default();
+    ctx.state_mut(|s| {
+        let state = &mut s.state;
+        state.pool = Some(request.pool.clone());
+        state.paused = request.paused;
+        state.remediations = carried.remediations;
+        state.conditions = carried.conditions;
+        state.last_actions = carried.last_actions;
+        state.create_failures = carried.create_failures;
+        state.creates_after = carried.creates_after;
+        state.deleting = carried.deleting.then_some(DeleteRequest { orphan: false });
+    });
+    ctx.upsert_search_attributes([
+        search::CLUSTER.value_set(request.cluster.to_string()),
+        search::POOL.value_set(request.pool.name.clone()),
+        search::OPERATION.value_set(Operation::Pool.to_string()),
+    ]);
+}
+
+/// The loop: look → decide → act → wait (for a child's end, a Node change, an operator, the
+/// next interval or the next time a decision may change), until deleted, orphaned, cancelled
+/// or due to continue as new.
+async fn control(
+    ctx: &mut WorkflowContext<PoolControllerWorkflow>,
+    request: &ControllerRequest,
+) -> Finish {
+    let cluster = &request.cluster;
+    let interval = request.observe_wait();
+    let mut children: Vec<Child> = Vec::new();
+    let mut rollout: Option<Pin<Box<dyn Future<Output = End>>>> = None;
+    let mut vms_due = true;
+    let mut last_vm_look = 0_i64;
+    let mut phase_shown = String::new();
+    loop {
+        let at = now(ctx).timestamp();
+        let pool = ctx.state(|s| s.state.pool.clone()).unwrap_or_else(|| request.pool.clone());
+        if cancellation::requested(ctx) {
+            note(ctx, "the controller was cancelled: the machines are kept as they are, runs in flight go on".to_owned());
+            return Finish::Canceled(Box::new(result(ctx, &pool, "cancelled")));
+        }
+        let deleting = ctx.state(|s| s.state.deleting);
+        if deleting.is_some_and(|d| d.orphan) {
+            note(ctx, "pool deleted with --orphan: the controller ends and leaves every machine".to_owned());
+            return Finish::Ended(Box::new(result(ctx, &pool, "orphaned")));
+        }
+
+        // Look: VMs once per interval (or after a child ended), Nodes once (then watched).
+        if vms_due || at.saturating_sub(last_vm_look) >= secs(interval) {
+            match look::list_vms(ctx, cluster, &pool.name).await {
+                Ok(()) => {
+                    vms_due = false;
+                    last_vm_look = at;
+                }
+                Err(reason) => note(ctx, format!("could not list the pool's VMs ({reason}); looking again")),
+            }
+        }
+        if ctx.state(|s| s.state.known_nodes.is_none()) {
+            if let Err(reason) = look::list_nodes(ctx, &pool.name).await {
+                note(ctx, format!("could not list the pool's Nodes ({reason}); looking again"));
+            }
+        }
+        let (vms, nodes) = look::held(ctx);
+        let seen_vms = ctx.state(|s| s.state.known_vms.is_some());
+        let machines = join(&vms, &nodes, &work_of(&children));
+
+        // Decide.
+        let paused = ctx.state(|s| s.state.paused);
+        let mode = if deleting.is_some() {
+            Mode::Deleting
+        } else if paused || !seen_vms {
+            Mode::Paused
+        } else if rollout.is_some() {
+            Mode::RollingOut
+        } else {
+            Mode::Active
+        };
+        let remediations = ctx.state(|s| s.state.remediations.clone());
+        let max_unavailable = pool.strategy.max_unavailable.resolve(pool.replicas, false);
+        let decision = decide(&Input {
+            replicas: pool.replicas,
+            template_hash: &pool.template_hash,
+            policy: &pool.health,
+            creation_timeout_secs: secs(pool.timeouts.creation),
+            min_ready_secs: pool.strategy.min_ready_secs(),
+            max_unavailable,
+            machines: &machines,
+            remediations: &remediations,
+            mode,
+            now: at,
+        });
+        if deleting.is_some() && machines.is_empty() && children.is_empty() {
+            note(ctx, format!("every machine of pool {} is deleted: the controller ends", pool.name));
+            return Finish::Ended(Box::new(result(ctx, &pool, "deleted")));
+        }
+
+        // Act.
+        let stamp = now(ctx).timestamp_millis().div_euclid(1000);
+        let busy: BTreeSet<String> = children.iter().map(|c| c.machine.clone()).collect();
+        for victim in decision.delete.iter().filter(|v| !busy.contains(&v.name)) {
+            note(ctx, format!("deleting machine {} ({})", victim.name, victim.reason));
+            if let Some(failed) = start_delete(ctx, cluster, &pool, victim, &mut children, stamp).await {
+                note(ctx, failed);
+            }
+        }
+        let creates_after = ctx.state(|s| s.state.creates_after);
+        if decision.create > 0 && at >= creates_after {
+            let mut taken: BTreeSet<String> = machines.iter().map(|m| m.name.clone()).collect();
+            taken.extend(busy.iter().cloned());
+            let before = children.len();
+            let failed = start_creates(ctx, cluster, &pool, decision.create, &mut taken, &mut children, stamp).await;
+            let started: Vec<String> = children[before..].iter().map(|c| c.machine.clone()).collect();
+            if !started.is_empty() {
+                note(ctx, format!("creating machine(s) {} (template {})", started.join(", "), pool.template_hash));
+            }
+            for line in failed {
+                note(ctx, line);
+            }
+        }
+        for step in &decision.remediate {
+            remediate(ctx, cluster, &step.machine, step.rung).await;
+        }
+        if decision.start_rollout && rollout.is_none() {
+            match start_rollout(ctx, cluster, &pool).await {
+                Ok(end) => {
+                    note(ctx, format!("rolling pool {} to template {}", pool.name, pool.template_hash));
+                    rollout = Some(end);
+                }
+                Err(reason) => note(ctx, reason),
+            }
+        }
+        ctx.state_mut(|s| s.state.remediations = decision.remediations.clone());
+        show(ctx, &pool, &decision, &children, rollout.is_some(), mode, max_unavailable, at, &mut phase_shown);
+
+        if children.is_empty() && rollout.is_none() && continue_as_new_due(ctx, request) {
+            return Finish::ContinueAsNew(Box::new(next_run(ctx, request, &pool)));
+        }
+
+        // Wait. The Node watch is the timer too: it answers "unchanged" at the next VM listing
+        // or `recheck_at`, whichever comes first (one activity per wait, no timer beside it).
+        let seen = ctx.state(|s| s.state.wakeups);
+        let until_vms = secs(interval).saturating_sub(at.saturating_sub(last_vm_look)).max(1);
+        let until_recheck = decision
+            .recheck_at
+            .map_or(until_vms, |then| then.saturating_sub(at).clamp(1, until_vms));
+        let max_wait = Duration::from_secs(u64::try_from(until_recheck).unwrap_or(1));
+        let watch_input = look::watch_input(ctx, &pool.name, max_wait);
+        let watch = ctx.execute_activity(
+            KubeActivities::watch_pool_nodes,
+            watch_input,
+            activity_options::wait(max_wait),
+        );
+        let rollout_end = async {
+            match rollout.as_mut() {
+                Some(end) => end.await,
+                None => std::future::pending().await,
+            }
+        };
+        let woke = select! {
+            done = first_finished(&mut children).fuse() => Woke::Child(done),
+            end = rollout_end.fuse() => Woke::Rollout(end),
+            _ = ctx.wait_condition(move |s: &PoolControllerWorkflow| s.state.wakeups != seen) => Woke::Operator,
+            answer = watch.fuse() => Woke::Nodes(answer),
+        };
+        match woke {
+            Woke::Child((index, end)) => {
+                let child = children.remove(index);
+                child_ended(ctx, &child, end);
+                vms_due = true;
+            }
+            Woke::Rollout(end) => {
+                rollout = None;
+                match end {
+                    End::Succeeded => note(ctx, format!("the rollout of pool {} ended", pool.name)),
+                    End::Failed(reason) => note(ctx, format!("the rollout of pool {} failed: {reason}", pool.name)),
+                }
+                vms_due = true;
+            }
+            Woke::Nodes(answer) => {
+                if let Err(reason) = look::keep_watched(ctx, answer) {
+                    note(ctx, format!("could not watch the pool's Nodes ({reason}); looking again shortly"));
+                    ctx.timer(WATCH_RETRY).await;
+                }
+            }
+            Woke::Operator => {}
+        }
+    }
+}
+
+/// How long the loop waits after a Node watch failed before it watches again.
+const WATCH_RETRY: Duration = Duration::from_secs(5);
+
+/// What ended a wait.
+enum Woke {
+    Child((usize, End)),
+    Rollout(End),
+    Operator,
+    Nodes(Result<nodewright_model::listing::Listing<nodewright_model::rollout::PoolNode>, temporalio_sdk::ActivityExecutionError>),
+}
+
+/// Books a child's end: an action line, and the create back-off.
+fn child_ended(ctx: &mut WorkflowContext<PoolControllerWorkflow>, child: &Child, end: End) {
+    let at = now(ctx).timestamp();
+    let what = match child.work.kind {
+        WorkKind::Create => "create",
+        WorkKind::Delete => "delete",
+        WorkKind::Restart => "restart",
+        WorkKind::Redeploy => "redeploy",
+    };
+    match end {
+        End::Succeeded => {
+            if child.work.kind == WorkKind::Create {
+                ctx.state_mut(|s| s.state.create_failures = 0);
+            }
+            note(ctx, format!("{what} of machine {} done", child.machine));
+        }
+        End::Failed(reason) => {
+            if child.work.kind == WorkKind::Create {
+                let failures = ctx.state_mut(|s| {
+                    s.state.create_failures = s.state.create_failures.saturating_add(1);
+                    s.state.create_failures
+                });
+                let backoff = create_backoff(failures);
+                ctx.state_mut(|s| s.state.creates_after = at.saturating_add(secs(backoff)));
+                note(ctx, format!("{what} of machine {} failed ({reason}); next create in {}s", child.machine, backoff.as_secs()));
+            } else {
+                note(ctx, format!("{what} of machine {} failed ({reason})", child.machine));
+            }
+        }
+    }
+}
+
+/// Runs one rung of the remediation ladder (restart or redeploy) on `machine`.
+async fn remediate(
+    ctx: &mut WorkflowContext<PoolControllerWorkflow>,
+    cluster: &ClusterName,
+    machine: &str,
+    rung: nodewright_model::controller::Rung,
+) {
+    use nodewright_activities::azure::machines::{ArmWriteActivities, VmAction};
+    use nodewright_model::controller::Rung;
+    let writes = nodewright_model::names::arm_write_task_queue(ctx.task_queue());
+    let input = VmAction {
+        cluster: cluster.clone(),
+        machine: machine.to_owned(),
+    };
+    let options = activity_options::arm_write(&writes);
+    let done = match rung {
+        Rung::Restart => ctx.execute_activity(ArmWriteActivities::restart_vm, input, options).await,
+        Rung::Redeploy => ctx.execute_activity(ArmWriteActivities::redeploy_vm, input, options).await,
+        Rung::Replace => return,
+    };
+    match done {
+        Ok(_) => note(ctx, format!("remediation: {rung} of machine {machine} done")),
+        Err(e) => note(ctx, format!("remediation: {rung} of machine {machine} failed ({})", crate::progress::activity_failure_text(&e))),
+    }
+}
+
+/// Sets the status the query answers, the conditions, and the phase search attribute (only
+/// when it changes: every upsert is a history event).
+#[allow(clippy::too_many_arguments)]
+fn show(
+    ctx: &mut WorkflowContext<PoolControllerWorkflow>,
+    pool: &ValidPool,
+    decision: &nodewright_model::controller::Decision,
+    children: &[Child],
+    rolling_out: bool,
+    mode: Mode,
+    max_unavailable: u32,
+    at: i64,
+    phase_shown: &mut String,
+) {
+    let when = rfc3339(now(ctx));
+    let progress = Progress {
+        creating: count(children, WorkKind::Create),
+        deleting: count(children, WorkKind::Delete),
+        remediating: u32::try_from(decision.remediations.len()).unwrap_or(u32::MAX),
+        rolling_out,
+        deleting_pool: mode == Mode::Deleting,
+    };
+    let phase = match mode {
+        Mode::Active => "Active",
+        Mode::Paused => "Paused",
+        Mode::Deleting => "Deleting",
+        Mode::RollingOut => "RollingOut",
+    };
+    let _ = at;
+    ctx.state_mut(|s| {
+        let state = &mut s.state;
+        state.conditions = conditions(
+            &state.conditions,
+            decision,
+            progress,
+            max_unavailable,
+            pool.replicas,
+            &when,
+        );
+        let counts = &decision.counts;
+        state.status = Some(PoolStatusDocument {
+            pool: pool.name.clone(),
+            spec: SpecView {
+                replicas: pool.replicas,
+                template_hash: pool.template_hash.clone(),
+                paused: state.paused,
+            },
+            status: PoolState {
+                replicas: counts.replicas,
+                ready_replicas: counts.ready,
+                available_replicas: counts.available,
+                updated_replicas: counts.updated,
+                unhealthy_replicas: counts.unhealthy,
+                unhealthy: decision.unhealthy.clone(),
+                remediations: decision.remediations.clone(),
+                last_actions: state.last_actions.clone(),
+                conditions: state.conditions.clone(),
+                phase: phase.to_owned(),
+                observed_at: Some(when.clone()),
+            },
+        });
+    });
+    if phase_shown != phase {
+        ctx.upsert_search_attributes([search::PHASE.value_set(phase.to_lowercase())]);
+        phase.clone_into(phase_shown);
+    }
+}
+
+fn count(children: &[Child], kind: WorkKind) -> u32 {
+    u32::try_from(children.iter().filter(|c| c.work.kind == kind).count()).unwrap_or(u32::MAX)
+}
+
+/// Adds a line to the last actions (and the status shown).
+fn note(ctx: &mut WorkflowContext<PoolControllerWorkflow>, text: String) {
+    let at = rfc3339(now(ctx));
+    ctx.state_mut(|s| {
+        push_action(&mut s.state.last_actions, &at, text);
+        let actions = s.state.last_actions.clone();
+        if let Some(status) = s.state.status.as_mut() {
+            status.status.last_actions = actions;
+        }
+    });
+}
+
+/// The run's result.
+fn result(ctx: &WorkflowContext<PoolControllerWorkflow>, pool: &ValidPool, ended: &str) -> ControllerResult {
+    ControllerResult {
+        pool: pool.name.clone(),
+        ended: ended.to_owned(),
+        status: ctx.state(|s| s.state.status.clone()).unwrap_or_else(|| PoolStatusDocument {
+            pool: pool.name.clone(),
+            spec: SpecView {
+                replicas: pool.replicas,
+                template_hash: pool.template_hash.clone(),
+                paused: false,
+            },
+            status: PoolState::default(),
+        }),
+    }
+}
+
+fn continue_as_new_due(ctx: &WorkflowContext<PoolControllerWorkflow>, request: &ControllerRequest) -> bool {
+    ctx.history_length() >= request.history_limit || ctx.continue_as_new_suggested()
+}
+
+/// The next run's input: the pool in force and what this run carries.
+fn next_run(
+    ctx: &WorkflowContext<PoolControllerWorkflow>,
+    request: &ControllerRequest,
+    pool: &ValidPool,
+) -> ControllerRequest {
+    let runs_before = request.carried.as_ref().map_or(0, |c| c.runs_before);
+    let carried = ctx.state(|s| Carried {
+        remediations: s.state.remediations.clone(),
+        conditions: s.state.conditions.clone(),
+        last_actions: s.state.last_actions.clone(),
+        create_failures: s.state.create_failures,
+        creates_after: s.state.creates_after,
+        deleting: s.state.deleting.is_some(),
+        runs_before: runs_before.saturating_add(1),
+    });
+    let paused = ctx.state(|s| s.state.paused);
+    ControllerRequest {
+        cluster: request.cluster.clone(),
+        pool: pool.clone(),
+        paused,
+        observe_interval: request.observe_interval,
+        history_limit: request.history_limit,
+        carried: Some(Box::new(carried)),
+    }
+}
+
+fn secs(duration: Duration) -> i64 {
+    i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
+}
