@@ -1,0 +1,1 @@
+//! Tests of [`conditions`] and [`push_action`].
