@@ -9,6 +9,7 @@ pub mod cancel;
 pub mod capacity;
 pub mod cluster;
 pub mod config;
+pub mod controller;
 pub mod disruption;
 pub mod drain;
 pub mod hooks;

@@ -162,6 +162,36 @@ pub const MAX_HISTORY_LIMIT: u32 = 4_000;
 /// have an execution timeout of 10 minutes, so waiting longer is waiting for nothing.
 pub const MAX_CLI_WAIT_SECONDS: u64 = 600;
 
+/// The most entries `spec.health.unhealthyConditions` may hold: each is checked against every
+/// Node of the pool at every look; Cluster API's MachineHealthCheck pools need a handful.
+pub const MAX_UNHEALTHY_CONDITIONS: usize = 16;
+
+/// The longest `timeout` of an unhealthy condition (`spec.health.unhealthyConditions[].timeout`):
+/// a condition that must hold for more than a day before the machine counts unhealthy leaves a
+/// broken machine in the pool for that long.
+pub const MAX_UNHEALTHY_CONDITION_TIMEOUT: Duration = DAY;
+
+/// The most remediations a pool controller runs at once (`spec.health.maxInFlight`). More at once
+/// is the cascade `maxUnhealthy` exists to prevent (a bad image replacing the fleet).
+pub const MAX_REMEDIATIONS_IN_FLIGHT: u32 = 100;
+
+/// The shortest `spec.health.leaseTimeout`: the kubelet renews its Node Lease about every 10 s,
+/// so a shorter timeout would call a healthy Node unhealthy between two renewals.
+pub const MIN_LEASE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest `spec.health.leaseTimeout`: Kubernetes marks a Node Ready=Unknown 40 s after its
+/// last renewal, so a Lease timeout of more than an hour finds nothing the Ready condition has
+/// not found long before.
+pub const MAX_LEASE_TIMEOUT: Duration = HOUR;
+
+/// The shortest `spec.health.remediationTimeout`: a restart or redeploy takes minutes before the
+/// Node is Ready again; judging it earlier moves to the next rung of the ladder for nothing.
+pub const MIN_REMEDIATION_TIMEOUT: Duration = MINUTE;
+
+/// The longest `spec.health.remediationTimeout`: a machine a restart has not brought back in six
+/// hours will not come back; the next rung (or a person) has to act.
+pub const MAX_REMEDIATION_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
+
 /// `value` when it is at most `max`; otherwise `max` and a warning naming `field`, e.g.
 /// `extend_deadline asked for 1000000h, more than the maximum 168h: used 168h`.
 pub fn clamp(field: &str, value: Duration, max: Duration) -> (Duration, Option<String>) {

@@ -55,6 +55,84 @@ pub struct PoolSpec {
     /// How long machines may take.
     #[serde(default)]
     pub timeouts: Timeouts,
+    /// When a machine is unhealthy and how a pool controller remediates it; unset: the defaults
+    /// of [`HealthSpec`] (see [`crate::controller::HealthPolicy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthSpec>,
+    /// Seconds a new machine's Node must have been Ready before the machine counts available
+    /// (a Deployment's field at spec level); unset: `spec.strategy.minReadySeconds`. Set only
+    /// one of the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_ready_seconds: Option<u32>,
+}
+
+/// `spec.health`: when a machine is unhealthy and what a pool controller does about it. Every
+/// key is optional; an unset key takes its default (listed on each field).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthSpec {
+    /// Node conditions that make a machine unhealthy once they held for their timeout (default:
+    /// `Ready=False` 5m, `Ready=Unknown` 5m, `KernelDeadlock=True` 0s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy_conditions: Option<Vec<UnhealthyConditionSpec>>,
+    /// Above this many unhealthy machines (a count, or a percentage of the pool rounded down)
+    /// nothing is remediated (default `40%`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unhealthy: Option<IntOrPercent>,
+    /// Remediations at once (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    /// A Node whose Lease in `kube-node-lease` was not renewed for this long is unhealthy
+    /// (default: the Lease is not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_timeout: Option<String>,
+    /// The ladder of remediations, tried in order: `restart`, `redeploy` and `replace`, each at
+    /// most once and in that order (default `[replace]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediation: Option<Vec<String>>,
+    /// How long each rung (`restart`, `redeploy`) gets to bring a machine back before the next
+    /// (default `10m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediation_timeout: Option<String>,
+}
+
+/// One entry of `spec.health.unhealthyConditions`: a Node condition and how long it must hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UnhealthyConditionSpec {
+    /// The condition's type, e.g. `Ready` or `KernelDeadlock`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown` (YAML's unquoted true and false are read as `True` and
+    /// `False`).
+    #[serde(deserialize_with = "condition_status")]
+    pub status: String,
+    /// How long the condition must hold, e.g. `5m` (`0s`: at once).
+    pub timeout: String,
+}
+
+/// Reads a condition status written as a string, or as a YAML boolean (`status: False`).
+fn condition_status<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    deserializer.deserialize_any(ConditionStatusVisitor)
+}
+
+/// Reads a string or a boolean; its `expecting` text is what a user sees for anything else.
+struct ConditionStatusVisitor;
+
+impl serde::de::Visitor<'_> for ConditionStatusVisitor {
+    type Value = String;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a condition status: \"True\", \"False\" or \"Unknown\"")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, value: bool) -> Result<Self::Value, E> {
+        Ok(if value { "True" } else { "False" }.to_owned())
+    }
+
+    fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Self::Value, E> {
+        Ok(value.to_owned())
+    }
 }
 
 /// What every machine of the pool is built from. Its hash is the machine's template version.

@@ -26,6 +26,11 @@ pub struct ValidPool {
     pub drain: DrainPolicy,
     /// How long machines may take.
     pub timeouts: MachineTimeouts,
+    /// When a machine is unhealthy and how the pool controller remediates it (`spec.health`);
+    /// the defaults in inputs recorded before it existed. Not part of the template: changing it
+    /// never changes the template hash.
+    #[serde(default)]
+    pub health: crate::controller::HealthPolicy,
 }
 
 /// A number of machines, or a percentage of `replicas`.
@@ -135,7 +140,8 @@ pub struct RolloutStrategy {
     /// A rollout that makes no progress for this long is marked stalled.
     pub progress_deadline: Duration,
     /// How long a machine's Node must have been Ready before the machine counts available
-    /// (`spec.strategy.minReadySeconds`); zero in requests recorded before it existed.
+    /// (`spec.minReadySeconds` when set, else `spec.strategy.minReadySeconds`); zero in requests
+    /// recorded before it existed.
     #[serde(default)]
     pub min_ready: Duration,
 }

@@ -5,7 +5,8 @@
 //! (`spec.template.taints[1].effect`), so one run of the CLI shows everything to correct. Only a
 //! file without problems becomes a [`ValidPool`]. The rules live beside the part of the file they
 //! check: [`machine`] (the VM), [`kube`] (labels and taints), [`tags`] (Azure tags),
-//! [`rollout`] (strategy, drain and timeouts) and [`drain_rules`] (`spec.drain.rules`); [`azure`]
+//! [`rollout`] (strategy, drain and timeouts), [`drain_rules`] (`spec.drain.rules`) and
+//! [`health`] (`spec.health`, `spec.minReadySeconds`); [`azure`]
 //! holds what Azure refuses when it builds the VM (an SSH key, premium storage for the size),
 //! checked on the file only.
 
@@ -13,6 +14,7 @@ mod arm_id;
 mod azure;
 mod bootstrap;
 mod drain_rules;
+mod health;
 mod kube;
 mod machine;
 mod rollout;
@@ -99,7 +101,17 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
     }
     machine::check(&mut problems, "spec.template", &spec.template);
     azure::check(&mut problems, "spec.template", &spec.template);
-    let strategy = rollout::strategy(&mut problems, "spec.strategy", &spec.strategy);
+    let mut strategy = rollout::strategy(&mut problems, "spec.strategy", &spec.strategy);
+    if let Some(seconds) = spec.min_ready_seconds {
+        health::min_ready_seconds(
+            &mut problems,
+            "spec.minReadySeconds",
+            seconds,
+            &spec.strategy,
+            &mut strategy,
+        );
+    }
+    let health = health::health(&mut problems, "spec.health", spec.health.as_ref());
     let drain = rollout::drain(&mut problems, "spec.drain", &spec.drain);
     let timeouts = rollout::timeouts(&mut problems, "spec.timeouts", &spec.timeouts);
     bootstrap::token(
@@ -120,6 +132,7 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
         strategy,
         drain,
         timeouts,
+        health,
     })
 }
 
@@ -142,7 +155,7 @@ fn check_pool_name(problems: &mut Problems, field: &str, name: &str) {
 pub(crate) mod received {
     use std::time::Duration;
 
-    use super::{FieldError, Problems, bootstrap, check_pool_name, machine, rollout};
+    use super::{FieldError, Problems, bootstrap, check_pool_name, health, machine, rollout};
     use crate::limits::MAX_REPLICAS;
     use crate::pool::spec::MachineTemplate;
     use crate::pool::valid::{DrainPolicy, ValidPool};
@@ -199,6 +212,7 @@ pub(crate) mod received {
         rollout::parsed_strategy(&mut problems, &format!("{field}.strategy"), &pool.strategy);
         rollout::parsed_drain(&mut problems, &format!("{field}.drain"), &pool.drain);
         rollout::parsed_timeouts(&mut problems, &format!("{field}.timeouts"), &pool.timeouts);
+        health::parsed_health(&mut problems, &format!("{field}.health"), &pool.health);
         bootstrap::token(
             &mut problems,
             &template_field,

@@ -8,9 +8,11 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
+use crate::controller::{HealthPolicy, Rung, UnhealthyCondition};
 use crate::machine_name::MachineName;
 use crate::pool::{
-    Amount, BootstrapSecretRef, BootstrapTokenSpec, ImageSource, IntOrPercent, TaintSpec, parse,
+    Amount, BootstrapSecretRef, BootstrapTokenSpec, HealthSpec, ImageSource, IntOrPercent,
+    TaintSpec, UnhealthyConditionSpec, parse,
 };
 
 const WORKERS_YAML: &str = include_str!("../../../../examples/pools/workers.yaml");
@@ -39,6 +41,48 @@ fn with_rules(pool: &mut Pool, yaml: &str) {
         !pool.spec.drain.rules.is_empty(),
         "rules in the test are YAML: {yaml}"
     );
+}
+
+fn condition(type_: &str, status: &str, timeout: &str) -> UnhealthyConditionSpec {
+    UnhealthyConditionSpec {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        timeout: timeout.to_owned(),
+    }
+}
+
+/// The `spec.health` of the issue, every key written.
+fn documented_health() -> HealthSpec {
+    HealthSpec {
+        unhealthy_conditions: Some(vec![
+            condition("Ready", "False", "5m"),
+            condition("Ready", "Unknown", "5m"),
+            condition("KernelDeadlock", "True", "0s"),
+        ]),
+        max_unhealthy: Some(IntOrPercent::Text("40%".into())),
+        max_in_flight: Some(1),
+        lease_timeout: Some("1m".into()),
+        remediation: Some(vec!["restart".into(), "replace".into()]),
+        remediation_timeout: Some("10m".into()),
+    }
+}
+
+/// Gives the example a health section whose second condition is `type_=status` for `timeout`.
+fn with_condition(pool: &mut Pool, type_: &str, status: &str, timeout: &str) {
+    pool.spec.health = Some(HealthSpec {
+        unhealthy_conditions: Some(vec![
+            condition("Ready", "False", "5m"),
+            condition(type_, status, timeout),
+        ]),
+        ..HealthSpec::default()
+    });
+}
+
+/// Gives the example a health section changed by `change`.
+fn with_health(pool: &mut Pool, change: fn(&mut HealthSpec)) {
+    let mut health = HealthSpec::default();
+    change(&mut health);
+    pool.spec.health = Some(health);
 }
 
 fn with_token(pool: &mut Pool, ttl: &str, groups: &[&str]) {
@@ -244,6 +288,41 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses a creation timeout of 9s", |p| p.spec.timeouts.creation = "9s".into(), "spec.timeouts.creation", "is shorter than 10s"),
         ("refuses a creation timeout over 2h", |p| p.spec.timeouts.creation = "121m".into(), "spec.timeouts.creation", "is longer than 2h"),
         ("refuses an empty health timeout", |p| p.spec.timeouts.health = String::new(), "spec.timeouts.health", "is not a duration"),
+        // spec.minReadySeconds.
+        ("accepts spec.minReadySeconds alone", |p| p.spec.min_ready_seconds = Some(30), "", ""),
+        ("accepts spec.minReadySeconds equal to the strategy's", |p| { p.spec.min_ready_seconds = Some(30); p.spec.strategy.min_ready_seconds = 30; }, "", ""),
+        ("refuses spec.minReadySeconds beside another strategy value", |p| { p.spec.min_ready_seconds = Some(30); p.spec.strategy.min_ready_seconds = 40; }, "spec.minReadySeconds", "is set and so is spec.strategy.minReadySeconds (40), with another value"),
+        ("refuses spec.minReadySeconds of 3601", |p| p.spec.min_ready_seconds = Some(3601), "spec.minReadySeconds", "is more than 3600 (1h)"),
+        ("refuses spec.minReadySeconds as long as the progress deadline", |p| p.spec.min_ready_seconds = Some(1800), "spec.minReadySeconds", "is not shorter than spec.strategy.progressDeadline 30m"),
+        // spec.health.
+        ("accepts an empty health section", |p| p.spec.health = Some(HealthSpec::default()), "", ""),
+        ("accepts the documented health section", |p| p.spec.health = Some(documented_health()), "", ""),
+        ("accepts no unhealthy conditions", |p| p.spec.health = Some(HealthSpec { unhealthy_conditions: Some(Vec::new()), ..HealthSpec::default() }), "", ""),
+        ("accepts a prefixed condition type", |p| with_condition(p, "example.com/GpuHealthy", "False", "1m"), "", ""),
+        ("refuses an empty condition type", |p| with_condition(p, "", "True", "1m"), "spec.health.unhealthyConditions[1].type", "is empty"),
+        ("refuses a condition type with a space", |p| with_condition(p, "Kernel Deadlock", "True", "1m"), "spec.health.unhealthyConditions[1].type", "is not a condition type"),
+        ("refuses a condition type of 317 characters", |p| with_condition(p, &format!("{}/{}", "a".repeat(253), "b".repeat(63)).replacen('a', "aa", 1), "True", "1m"), "spec.health.unhealthyConditions[1].type", "is longer than 316 characters"),
+        ("refuses a lowercase status", |p| with_condition(p, "Ready", "false", "1m"), "spec.health.unhealthyConditions[1].status", "is not a condition status"),
+        ("refuses a negative condition timeout", |p| with_condition(p, "Ready", "Unknown", "-1m"), "spec.health.unhealthyConditions[1].timeout", "is not a duration"),
+        ("accepts a condition timeout of 24h", |p| with_condition(p, "Ready", "Unknown", "24h"), "", ""),
+        ("refuses a condition timeout over 24h", |p| with_condition(p, "Ready", "Unknown", "25h"), "spec.health.unhealthyConditions[1].timeout", "is longer than 24h"),
+        ("refuses a repeated type and status", |p| with_condition(p, "Ready", "False", "1m"), "spec.health.unhealthyConditions[1]", "repeats the type and status of an earlier condition"),
+        ("refuses 17 conditions", |p| p.spec.health = Some(HealthSpec { unhealthy_conditions: Some((0..17).map(|n| condition(&format!("C{n}"), "True", "0s")).collect()), ..HealthSpec::default() }), "spec.health.unhealthyConditions", "has more than 16"),
+        ("accepts a maxUnhealthy count", |p| with_health(p, |h| h.max_unhealthy = Some(IntOrPercent::Count(2))), "", ""),
+        ("refuses a maxUnhealthy of 101%", |p| with_health(p, |h| h.max_unhealthy = Some(IntOrPercent::Text("101%".into()))), "spec.health.maxUnhealthy", "is not a number of machines from 0 to 1000"),
+        ("refuses a negative maxUnhealthy", |p| with_health(p, |h| h.max_unhealthy = Some(IntOrPercent::Count(-1))), "spec.health.maxUnhealthy", "is not a number of machines"),
+        ("refuses a maxUnhealthy of 1001", |p| with_health(p, |h| h.max_unhealthy = Some(IntOrPercent::Count(1001))), "spec.health.maxUnhealthy", "is not a number of machines"),
+        ("refuses maxInFlight 0", |p| with_health(p, |h| h.max_in_flight = Some(0)), "spec.health.maxInFlight", "is not from 1 to 100"),
+        ("refuses maxInFlight 101", |p| with_health(p, |h| h.max_in_flight = Some(101)), "spec.health.maxInFlight", "is not from 1 to 100"),
+        ("refuses a lease timeout of 9s", |p| with_health(p, |h| h.lease_timeout = Some("9s".into())), "spec.health.leaseTimeout", "is shorter than 10s"),
+        ("refuses a lease timeout over an hour", |p| with_health(p, |h| h.lease_timeout = Some("61m".into())), "spec.health.leaseTimeout", "is longer than 1h"),
+        ("refuses an empty ladder", |p| with_health(p, |h| h.remediation = Some(Vec::new())), "spec.health.remediation", "is empty"),
+        ("refuses an unknown rung", |p| with_health(p, |h| h.remediation = Some(vec!["restart".into(), "reimage".into()])), "spec.health.remediation[1]", "is not restart, redeploy or replace"),
+        ("refuses a repeated rung", |p| with_health(p, |h| h.remediation = Some(vec!["restart".into(), "restart".into()])), "spec.health.remediation[1]", "repeats a rung"),
+        ("refuses rungs out of order", |p| with_health(p, |h| h.remediation = Some(vec!["replace".into(), "restart".into()])), "spec.health.remediation[1]", "comes after a later rung"),
+        ("accepts the whole ladder", |p| with_health(p, |h| h.remediation = Some(vec!["restart".into(), "redeploy".into(), "replace".into()])), "", ""),
+        ("refuses a remediation timeout of 59s", |p| with_health(p, |h| h.remediation_timeout = Some("59s".into())), "spec.health.remediationTimeout", "is shorter than 1m"),
+        ("refuses a remediation timeout over 6h", |p| with_health(p, |h| h.remediation_timeout = Some("6h 1s".into())), "spec.health.remediationTimeout", "is longer than 6h"),
     ];
     for (case, change, field, problem) in cases {
         check(case, *change, field, problem);
@@ -299,6 +378,93 @@ fn the_reference_example_is_valid_and_means_what_its_comments_say() {
     );
     assert_eq!(pool.timeouts.creation, Duration::from_secs(20 * 60));
     assert_eq!(pool.timeouts.health, Duration::from_secs(10 * 60));
+}
+
+#[test]
+fn a_pool_without_health_gets_the_default_policy_and_min_ready_from_its_strategy() {
+    let mut pool = workers();
+    pool.spec.strategy.min_ready_seconds = 20;
+    let parsed = valid(&pool);
+    assert_eq!(parsed.health, HealthPolicy::default());
+    assert_eq!(parsed.strategy.min_ready, Duration::from_secs(20));
+    pool.spec.min_ready_seconds = Some(20);
+    assert_eq!(valid(&pool).strategy.min_ready, Duration::from_secs(20));
+    pool.spec.strategy.min_ready_seconds = 0;
+    pool.spec.min_ready_seconds = Some(45);
+    assert_eq!(
+        valid(&pool).strategy.min_ready,
+        Duration::from_secs(45),
+        "spec.minReadySeconds wins over an unset strategy value"
+    );
+}
+
+#[test]
+fn the_documented_health_section_reads_as_written_from_yaml() {
+    let yaml = WORKERS_YAML.replacen(
+        "spec:\n",
+        "spec:\n  minReadySeconds: 30\n  health:\n    unhealthyConditions:\n      - { type: Ready, status: \"False\", timeout: 5m }\n      - { type: Ready, status: Unknown, timeout: 5m }\n      - { type: KernelDeadlock, status: True, timeout: 0s }\n    maxUnhealthy: 40%\n    maxInFlight: 2\n    leaseTimeout: 1m\n    remediation: [restart, replace]\n    remediationTimeout: 15m\n",
+        1,
+    );
+    let pool = valid(&parse(&yaml).unwrap_or_else(|err| panic!("{}", err.rendered)));
+    let seconds = |s| Duration::from_secs(s);
+    assert_eq!(
+        pool.health,
+        HealthPolicy {
+            unhealthy_conditions: vec![
+                UnhealthyCondition {
+                    type_: "Ready".into(),
+                    status: "False".into(),
+                    timeout: seconds(300)
+                },
+                UnhealthyCondition {
+                    type_: "Ready".into(),
+                    status: "Unknown".into(),
+                    timeout: seconds(300)
+                },
+                UnhealthyCondition {
+                    type_: "KernelDeadlock".into(),
+                    status: "True".into(),
+                    timeout: seconds(0)
+                },
+            ],
+            max_unhealthy: Amount::Percent(40),
+            max_in_flight: 2,
+            lease_timeout: Some(seconds(60)),
+            remediation: vec![Rung::Restart, Rung::Replace],
+            remediation_timeout: seconds(900),
+        }
+    );
+    assert_eq!(pool.strategy.min_ready, seconds(30));
+    assert_eq!(
+        pool.template_hash,
+        valid(&workers()).template_hash,
+        "health and minReadySeconds are not in the template"
+    );
+    let unknown = WORKERS_YAML.replacen("spec:\n", "spec:\n  health:\n    maxUnhealty: 1\n", 1);
+    let error = parse(&unknown).expect_err("an unknown key");
+    assert!(error.message.contains("maxUnhealty"), "{}", error.message);
+}
+
+#[test]
+fn a_valid_pool_recorded_before_health_decodes_to_the_defaults() {
+    let pool = valid(&workers());
+    let mut json = serde_json::to_value(&pool).unwrap_or_else(|err| panic!("{err}"));
+    let removed = json.as_object_mut().and_then(|o| o.remove("health"));
+    assert!(removed.is_some());
+    let back: ValidPool = serde_json::from_value(json).unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(back.health, HealthPolicy::default());
+    assert!(received::pool("pool", &back).is_empty());
+    let mut broken = back;
+    broken.health.max_in_flight = 0;
+    broken.health.remediation = vec![Rung::Replace, Rung::Restart];
+    let fields: Vec<String> = received::pool("pool", &broken)
+        .into_iter()
+        .map(|e| e.field)
+        .collect();
+    assert_eq!(
+        fields,
+        ["pool.health.max_in_flight", "pool.health.remediation"]
+    );
 }
 
 #[test]

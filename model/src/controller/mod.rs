@@ -1,0 +1,29 @@
+//! The pool controller's pure decisions: which machines are unhealthy ([`judge`]), what to
+//! create, delete and remediate ([`decide`]), and what `pool status` shows ([`status`]).
+//!
+//! The PoolController workflow observes the pool's VMs and Nodes, [`join`]s them with the work
+//! it has in flight, asks [`decide`] and acts through child workflows and activities; every rule
+//! lives here, table-tested, with property tests for the guarantees (never above maxUnhealthy,
+//! never more than maxInFlight, no overshoot, nothing acted on while paused or held).
+
+mod decide;
+mod health;
+mod machines;
+mod remediation;
+pub mod status;
+mod timestamp;
+
+pub use decide::{
+    Allowance, Counts, Decision, Input, Mode, Step, Unhealthy, Victim, VictimReason, decide,
+};
+pub use health::{HealthPolicy, Rung, UnhealthyCondition, Verdict, judge};
+pub use machines::{Machine, Work, WorkKind, join};
+pub use remediation::Remediation;
+pub use status::{
+    Action, Condition, MAX_LAST_ACTIONS, PoolState, PoolStatusDocument, Progress, SpecView,
+    conditions, push_action,
+};
+pub use timestamp::rfc3339;
+
+#[cfg(test)]
+mod test_support;
