@@ -152,10 +152,11 @@ async fn watch_until_changed(
                 });
             }
         };
-        if may_have_changed && view.is_complete() {
-            if let Some(nodes) = awaited.answer(view.projected(now())) {
-                return Ok(Looked::Changed(nodes));
-            }
+        if may_have_changed
+            && view.is_complete()
+            && let Some(nodes) = awaited.answer(view.projected(now()))
+        {
+            return Ok(Looked::Changed(nodes));
         }
     }
 }
