@@ -7,6 +7,7 @@
 //! half read: the list or watch under way lives in the stream, not in the branch.
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 use futures::stream::{BoxStream, Stream, StreamExt};
 use kube::api::{ListParams, WatchEvent, WatchParams};
@@ -15,6 +16,10 @@ use serde::de::DeserializeOwned;
 
 /// The HTTP status of an expired `resourceVersion`: the watch must list again.
 const GONE: u16 = 410;
+
+/// A watch that the apiserver ends sooner than this is started again only after this long, so
+/// an apiserver that ends every watch at once is not asked again and again.
+const REWATCH_AFTER: Duration = Duration::from_secs(1);
 
 /// What changed in the collection.
 pub(super) enum Change<K> {
@@ -53,6 +58,7 @@ where
         scope,
         resource_version: None,
         events: None,
+        watched_since: None,
         failed: false,
     };
     futures::stream::unfold(feed, |mut feed| async move {
@@ -72,6 +78,8 @@ struct Feed<K> {
     resource_version: Option<String>,
     /// The watch under way.
     events: Option<BoxStream<'static, kube::Result<WatchEvent<K>>>>,
+    /// When the watch under way (or the last one) started; none before the first.
+    watched_since: Option<tokio::time::Instant>,
     /// An error was returned: the stream ends.
     failed: bool,
 }
@@ -88,6 +96,10 @@ where
             let events = match &mut self.events {
                 Some(events) => events,
                 None => {
+                    if let Some(watched_since) = self.watched_since {
+                        tokio::time::sleep_until(watched_since + REWATCH_AFTER).await;
+                    }
+                    self.watched_since = Some(tokio::time::Instant::now());
                     let mut params = WatchParams::default();
                     if let Some(labels) = &self.scope.labels {
                         params = params.labels(labels);
