@@ -89,6 +89,7 @@ mod kube_pool {
         // Listing: the pool's three Nodes, by name, read as they are.
         let list = ListPoolNodes {
             pool: pool_name.clone(),
+            lease_timeout_secs: None,
         };
         let listed = pool::list_pool_nodes(client, &list).await?;
         let names: Vec<&str> = listed.iter().map(|n| n.name.as_str()).collect();

@@ -52,6 +52,9 @@ pub const LABEL_POOL: &str = "nodewright.io/pool";
 pub const LABEL_MACHINE: &str = "nodewright.io/machine";
 /// Node label: the template hash.
 pub const LABEL_TEMPLATE: &str = "nodewright.io/template";
+/// Node annotation: the machine's delete priority, a whole number (lower goes first when its pool
+/// scales down; as Cluster API's `cluster.x-k8s.io/delete-machine` and MCM's machine priority).
+pub const ANNOTATION_DELETE_PRIORITY: &str = "nodewright.io/delete-priority";
 
 /// What a machine's resources are tagged and labelled with.
 #[derive(Debug, Clone, PartialEq, Eq)]

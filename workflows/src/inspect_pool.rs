@@ -61,6 +61,7 @@ impl InspectPoolWorkflow {
                 KubeActivities::list_pool_nodes,
                 ListPoolNodes {
                     pool: request.pool.clone(),
+                    lease_timeout_secs: None,
                 },
                 activity_options::read(),
             )

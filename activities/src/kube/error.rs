@@ -214,6 +214,23 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Listing the Nodes' Leases (namespace `kube-node-lease`) failed.
+    #[error("listing the Node Leases of namespace kube-node-lease failed")]
+    ListNodeLeases(#[source] kube::Error),
+    /// Watching the Nodes of a pool (by its label) failed, or the watch answered an error other
+    /// than 410 Gone (which lists again).
+    #[error("watching the Nodes of pool {pool} failed")]
+    WatchPoolNodes {
+        /// The pool.
+        pool: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Watching the Nodes' Leases (namespace `kube-node-lease`) failed, or the watch answered an
+    /// error other than 410 Gone (which lists again).
+    #[error("watching the Node Leases of namespace kube-node-lease failed")]
+    WatchNodeLeases(#[source] kube::Error),
     /// Adding or removing the `nodewright.io/outdated` taint failed.
     #[error("changing the outdated taint of Node {name} failed")]
     MarkOutdated {
@@ -314,6 +331,9 @@ impl Error {
             Error::DeleteVolumeAttachment { .. } => "DeleteVolumeAttachment",
             Error::ListVolumes(_) => "ListVolumes",
             Error::ListPoolNodes { .. } => "ListPoolNodes",
+            Error::ListNodeLeases(_) => "ListNodeLeases",
+            Error::WatchPoolNodes { .. } => "WatchPoolNodes",
+            Error::WatchNodeLeases(_) => "WatchNodeLeases",
             Error::MarkOutdated { .. } => "MarkOutdated",
             Error::RestampDrain { .. } => "RestampDrain",
             Error::CreateEvent { .. } => "CreateEvent",
@@ -329,7 +349,9 @@ impl Error {
             Error::GetVersion(source)
             | Error::ListNodes(source)
             | Error::ListVolumes(source)
-            | Error::ListVolumeAttachments(source) => Some(source),
+            | Error::ListVolumeAttachments(source)
+            | Error::ListNodeLeases(source)
+            | Error::WatchNodeLeases(source) => Some(source),
             Error::GetNode { source, .. }
             | Error::ApplyNode { source, .. }
             | Error::TaintNode { source, .. }
@@ -350,6 +372,7 @@ impl Error {
             | Error::DeletePod { source, .. }
             | Error::DeleteVolumeAttachment { source, .. } => Some(source),
             Error::ListPoolNodes { source, .. }
+            | Error::WatchPoolNodes { source, .. }
             | Error::MarkOutdated { source, .. }
             | Error::RestampDrain { source, .. }
             | Error::CreateEvent { source, .. }
@@ -645,6 +668,15 @@ mod tests {
                     },
                     "MarkOutdated",
                 ),
+                (Error::ListNodeLeases(api_error(code)), "ListNodeLeases"),
+                (
+                    Error::WatchPoolNodes {
+                        pool: "web".to_owned(),
+                        source: api_error(code),
+                    },
+                    "WatchPoolNodes",
+                ),
+                (Error::WatchNodeLeases(api_error(code)), "WatchNodeLeases"),
             ];
             for (error, name) in table {
                 assert_eq!(error.type_name(), name);

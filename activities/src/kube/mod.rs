@@ -9,7 +9,9 @@ pub mod events;
 pub mod identity;
 mod inspect;
 pub mod join_token;
+mod node_lease;
 mod node_spec;
+pub mod node_watch;
 pub mod nodes;
 pub mod pool;
 pub mod restamp;
@@ -37,6 +39,7 @@ pub use drain::{
 pub use error::{Error, Result};
 pub use events::{EventRecorded, NodeEvent};
 pub use join_token::{DeleteBootstrapToken, JoinTokens, TokenDeleted};
+pub use node_watch::WatchPoolNodes;
 pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
 pub use pool::{ListPoolNodes, MarkOutdated, MarkedOutdated};
 pub use restamp::{DrainRestamped, RestampDrain};
@@ -442,7 +445,8 @@ impl KubeActivities {
 
     /// Lists the pool's Nodes (label `nodewright.io/pool=<pool>`), sorted by name: providerID,
     /// whether Ready and since when, whether being taken down (draining taint or deletion
-    /// timestamp), and whether tainted `nodewright.io/outdated`.
+    /// timestamp), whether tainted `nodewright.io/outdated`, its conditions, its delete priority
+    /// and, with `lease_timeout_secs`, whether its Lease in `kube-node-lease` went stale.
     ///
     /// # Idempotency
     /// Read-only: a rerun reads again.
@@ -473,6 +477,29 @@ impl KubeActivities {
             .await
             .map_err(Error::into_activity_error)?;
         Ok(self.node_listings.answer(input.since.as_deref(), nodes))
+    }
+
+    /// [`Self::list_pool_nodes_since`], answered as soon as the pool's Nodes differ from the list
+    /// the workflow holds, or after `max_wait_secs` with "unchanged" (the held list's digest as
+    /// base and digest, no items). Lists once, then watches the Nodes (and, with a lease timeout,
+    /// the Leases of `kube-node-lease`) from that list; a Node status heartbeat changes nothing
+    /// the pool sees, so it never ends the wait (`node_watch`). Heartbeats every few seconds and
+    /// stops at once when cancelled.
+    ///
+    /// # Idempotency
+    /// Read-only: a rerun lists and watches again.
+    #[activity(name = "kube.watch_pool_nodes")]
+    pub async fn watch_pool_nodes(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: Since<WatchPoolNodes>,
+    ) -> Result<Listing<PoolNode>, ActivityError> {
+        lifetime::until_cancelled(&ctx, async {
+            node_watch::watch_pool_nodes(&self.client, &ctx, &self.node_listings, &input)
+                .await
+                .map_err(Error::into_activity_error)
+        })
+        .await
     }
 
     /// Reads the do-not-disrupt marks (`nodewright.io/do-not-disrupt`,

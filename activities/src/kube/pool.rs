@@ -1,21 +1,24 @@
-//! A pool's Nodes for a rolling update: list them by the pool label, and taint the Nodes of
-//! outdated machines `nodewright.io/outdated:PreferNoSchedule` (or clear that taint), so that
-//! pods evicted from the machine drained now avoid the machines drained next.
+//! A pool's Nodes for a rolling update and a pool controller: list them by the pool label (with
+//! their conditions, delete priority and, when asked, whether their Lease went stale), and taint
+//! the Nodes of outdated machines `nodewright.io/outdated:PreferNoSchedule` (or clear that
+//! taint), so that pods evicted from the machine drained now avoid the machines drained next.
 //!
 //! The taint goes into the atomic `spec.taints` list by read-modify-write (a merge patch carrying
 //! the `resourceVersion` read, retried on 409, as the drain's taint), keeping every other taint,
 //! and only on a Node that is the machine's.
 
+use chrono::Utc;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::Api;
 use kube::api::ListParams;
 use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY_STAMP, TAINT_DRAINING, stamp_digest};
-use nodewright_model::ownership::LABEL_POOL;
-use nodewright_model::rollout::{PoolNode, TAINT_OUTDATED};
+use nodewright_model::ownership::{ANNOTATION_DELETE_PRIORITY, LABEL_POOL};
+use nodewright_model::rollout::{NodeCondition, PoolNode, TAINT_OUTDATED};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::{Error, Result};
+use super::node_lease;
 use super::node_spec::{Found, provider_id, taints, update_spec};
 use super::nodes::MachineNode;
 
@@ -31,6 +34,11 @@ pub const OUTDATED_EFFECT: &str = "PreferNoSchedule";
 pub struct ListPoolNodes {
     /// The pool: Nodes labelled `nodewright.io/pool=<pool>` are listed.
     pub pool: String,
+    /// With a lease timeout (seconds), the Leases of `kube-node-lease` are listed too, and a
+    /// Node whose Lease was last renewed longer ago than that carries `lease_stale_since`;
+    /// none: Leases are not read (and no Node carries it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_timeout_secs: Option<u64>,
 }
 
 /// Taint the Nodes of machines `nodewright.io/outdated:PreferNoSchedule`, or clear the taint.
@@ -56,13 +64,15 @@ pub struct MarkedOutdated {
     pub not_ours: Vec<String>,
 }
 
-/// Lists the Nodes labelled `nodewright.io/pool=<pool>`, sorted by name.
+/// Lists the Nodes labelled `nodewright.io/pool=<pool>`, sorted by name; with
+/// `lease_timeout_secs`, also the Leases of `kube-node-lease` (one list), to mark the Nodes whose
+/// Lease went stale.
 pub async fn list_pool_nodes(
     client: &kube::Client,
     input: &ListPoolNodes,
 ) -> Result<Vec<PoolNode>> {
     let api: Api<Node> = Api::all(client.clone());
-    let selector = ListParams::default().labels(&format!("{LABEL_POOL}={}", input.pool));
+    let selector = ListParams::default().labels(&pool_selector(&input.pool));
     let listed = api
         .list(&selector)
         .await
@@ -71,8 +81,21 @@ pub async fn list_pool_nodes(
             source,
         })?;
     let mut nodes: Vec<PoolNode> = listed.items.iter().map(pool_node).collect();
+    if let Some(timeout_secs) = input.lease_timeout_secs {
+        let renewals = node_lease::list_renewals(client).await?;
+        let now = Utc::now().timestamp();
+        for node in &mut nodes {
+            node.lease_stale_since =
+                node_lease::stale_since(renewals.get(&node.name).copied(), timeout_secs, now);
+        }
+    }
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(nodes)
+}
+
+/// The label selector of a pool's Nodes: `nodewright.io/pool=<pool>`.
+pub(crate) fn pool_selector(pool: &str) -> String {
+    format!("{LABEL_POOL}={pool}")
 }
 
 /// Adds (`outdated`) or removes the outdated taint on each machine's Node, other taints kept;
@@ -108,7 +131,8 @@ pub async fn mark_outdated(client: &kube::Client, input: &MarkOutdated) -> Resul
     Ok(marked)
 }
 
-/// The pool's view of a Node: providerID, readiness and since when, draining, outdated.
+/// The pool's view of a Node: providerID, readiness and since when, draining, outdated, its
+/// conditions and delete priority. Its Lease is not read here (`lease_stale_since` is none).
 pub(crate) fn pool_node(node: &Node) -> PoolNode {
     let taints = taints(node);
     let ready = node
@@ -132,10 +156,43 @@ pub(crate) fn pool_node(node: &Node) -> PoolNode {
             .as_ref()
             .and_then(|annotations| annotations.get(ANNOTATION_DRAIN_POLICY_STAMP))
             .map(|stamp| stamp_digest(stamp)),
-        conditions: Vec::new(),
-        delete_priority: None,
+        conditions: conditions(node),
+        delete_priority: delete_priority(node),
         lease_stale_since: None,
     }
+}
+
+/// Every condition of the Node (type, status, `lastTransitionTime` as Unix seconds, 0 when
+/// missing), sorted by type. Heartbeat times, reasons and messages are left out, so the entry
+/// changes only when a condition does.
+fn conditions(node: &Node) -> Vec<NodeCondition> {
+    let mut read: Vec<NodeCondition> = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| NodeCondition {
+            type_: c.type_.clone(),
+            status: c.status.clone(),
+            since: c
+                .last_transition_time
+                .as_ref()
+                .map_or(0, |time| time.0.as_second()),
+        })
+        .collect();
+    read.sort_by(|a, b| a.type_.cmp(&b.type_));
+    read
+}
+
+/// The Node's `nodewright.io/delete-priority` annotation as a whole number (spaces around it
+/// ignored); none when missing or not a number.
+fn delete_priority(node: &Node) -> Option<i64> {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(ANNOTATION_DELETE_PRIORITY))
+        .and_then(|value| value.trim().parse().ok())
 }
 
 fn is_outdated_taint(taint: &Taint) -> bool {
@@ -210,11 +267,98 @@ mod tests {
                 draining: false,
                 tainted_outdated: false,
                 drain_stamp: None,
-                conditions: Vec::new(),
+                conditions: vec![
+                    condition("MemoryPressure", "False", 1_767_225_600),
+                    condition("Ready", "True", 1_767_323_045),
+                ],
                 delete_priority: None,
                 lease_stale_since: None,
             }
         );
+    }
+
+    fn condition(type_: &str, status: &str, since: i64) -> NodeCondition {
+        NodeCondition {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            since,
+        }
+    }
+
+    #[test]
+    fn conditions_are_read_sorted_by_type_without_heartbeats() {
+        let table = [
+            (
+                "sorted by type, a missing transition time is 0",
+                json!([
+                    { "type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z" },
+                    { "type": "KernelDeadlock", "status": "True", "reason": "KernelHasDeadlock" },
+                    { "type": "DiskPressure", "status": "Unknown",
+                      "lastTransitionTime": "2026-01-01T00:00:00Z" },
+                ]),
+                vec![
+                    condition("DiskPressure", "Unknown", 1_767_225_600),
+                    condition("KernelDeadlock", "True", 0),
+                    condition("Ready", "True", 1_767_323_045),
+                ],
+            ),
+            ("none", json!([]), vec![]),
+        ];
+        for (case, listed, expected) in table {
+            let mut read = node(json!({}));
+            if let Some(status) = read.status.as_mut() {
+                status.conditions = serde_json::from_value(listed).unwrap_or_default();
+            }
+            assert_eq!(pool_node(&read).conditions, expected, "{case}");
+        }
+        assert_eq!(
+            pool_node(&node(json!({ "status": null }))).conditions,
+            vec![],
+            "no status"
+        );
+    }
+
+    #[test]
+    fn a_heartbeat_alone_leaves_the_pool_node_as_it_was() {
+        let beat = |at: &str, reason: &str| {
+            node(json!({ "status": { "conditions": [
+                { "type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z",
+                  "lastHeartbeatTime": at, "reason": reason, "message": at },
+            ] } }))
+        };
+        let before = pool_node(&beat("2026-01-03T00:00:00Z", "KubeletReady"));
+        assert_eq!(
+            pool_node(&beat("2026-01-03T00:00:40Z", "KubeletReady")),
+            before
+        );
+        assert_eq!(
+            pool_node(&beat("2026-01-03T00:01:20Z", "StillReady")),
+            before,
+            "reasons and messages are not carried either"
+        );
+    }
+
+    #[test]
+    fn the_delete_priority_is_a_whole_number_or_none() {
+        let table = [
+            ("valid", Some("10"), Some(10)),
+            ("negative", Some("-3"), Some(-3)),
+            ("spaces around", Some(" 7\n"), Some(7)),
+            ("zero", Some("0"), Some(0)),
+            ("garbage", Some("first"), None),
+            ("a fraction", Some("1.5"), None),
+            ("empty", Some(""), None),
+            ("too large", Some("99999999999999999999"), None),
+            ("missing", None, None),
+        ];
+        for (case, annotation, expected) in table {
+            let annotations = match annotation {
+                Some(value) => json!({ "nodewright.io/delete-priority": value }),
+                None => json!({ "nodewright.io/other": "1" }),
+            };
+            let read = pool_node(&node(json!({ "metadata": { "annotations": annotations } })));
+            assert_eq!(read.delete_priority, expected, "{case}");
+        }
     }
 
     #[test]

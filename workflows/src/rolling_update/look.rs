@@ -56,6 +56,7 @@ pub async fn look_with<W: HasRollout>(
             KubeActivities::list_pool_nodes,
             ListPoolNodes {
                 pool: request.pool.name.clone(),
+                lease_timeout_secs: None,
             },
             options,
         )
@@ -102,6 +103,7 @@ async fn list_changes<W: HasRollout>(
             Since {
                 of: ListPoolNodes {
                     pool: request.pool.name.clone(),
+                    lease_timeout_secs: None,
                 },
                 since: known_nodes.as_ref().map(|(digest, _)| digest.clone()),
             },
