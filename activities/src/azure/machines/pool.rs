@@ -277,6 +277,96 @@ mod tests {
         );
     }
 
+    fn view(codes: &[&str]) -> InstanceView {
+        serde_json::from_value(json!({
+            "statuses": codes.iter().map(|code| json!({ "code": code })).collect::<Vec<_>>(),
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_power_state_is_the_state_of_the_powerstate_status() {
+        let table: [(&str, &[&str], Option<&str>); 9] = [
+            (
+                "running",
+                &["ProvisioningState/succeeded", "PowerState/running"],
+                Some("running"),
+            ),
+            (
+                "stopped",
+                &["ProvisioningState/succeeded", "PowerState/stopped"],
+                Some("stopped"),
+            ),
+            (
+                "deallocated",
+                &["ProvisioningState/succeeded", "PowerState/deallocated"],
+                Some("deallocated"),
+            ),
+            (
+                "while an operation runs",
+                &["ProvisioningState/updating", "PowerState/starting"],
+                Some("starting"),
+            ),
+            (
+                "a failed provisioning keeps its power state",
+                &[
+                    "ProvisioningState/failed/AllocationFailed",
+                    "PowerState/deallocated",
+                ],
+                Some("deallocated"),
+            ),
+            ("any case", &["powerstate/Running"], Some("running")),
+            ("no power status", &["ProvisioningState/creating"], None),
+            ("an empty state", &["PowerState/"], None),
+            ("no statuses", &[], None),
+        ];
+        for (case, codes, expected) in table {
+            assert_eq!(power_state(&view(codes)).as_deref(), expected, "{case}");
+        }
+        assert_eq!(power_state(&InstanceView::default()), None);
+    }
+
+    #[test]
+    fn power_states_are_joined_by_case_insensitive_id_and_skip_vms_without_one() {
+        let statuses: Vec<VmStatus> = serde_json::from_value(json!([
+            { "id": "/subscriptions/S/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/Web-1",
+              "properties": { "instanceView": { "statuses": [{ "code": "PowerState/stopped" }] } } },
+            { "id": "/subscriptions/s/resourceGroups/other/providers/Microsoft.Compute/virtualMachines/db-1",
+              "properties": { "instanceView": { "statuses": [{ "code": "ProvisioningState/creating" }] } } },
+            { "properties": { "instanceView": { "statuses": [{ "code": "PowerState/running" }] } } },
+            { "id": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/bare" },
+        ]))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let by_id = power_states_by_id(&statuses);
+        assert_eq!(
+            by_id,
+            HashMap::from([(
+                "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/web-1"
+                    .to_owned(),
+                "stopped".to_owned()
+            )])
+        );
+    }
+
+    #[test]
+    fn listings_recorded_before_instance_views_read_and_write_the_same() {
+        let old: ListPoolVms = serde_json::from_value(json!({ "cluster": "prod", "pool": "web" }))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!old.instance_view);
+        assert_eq!(
+            serde_json::to_value(&old).unwrap_or_else(|e| panic!("{e}")),
+            json!({ "cluster": "prod", "pool": "web" })
+        );
+        let controller = ListPoolVms {
+            instance_view: true,
+            ..old
+        };
+        assert_eq!(
+            serde_json::to_value(&controller).unwrap_or_else(|e| panic!("{e}"))["instanceView"],
+            json!(true)
+        );
+    }
+
     #[test]
     fn creation_times_read_as_rfc3339_with_offsets_and_fractions_or_zero() {
         let table = [
