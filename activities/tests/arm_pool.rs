@@ -93,6 +93,7 @@ mod arm_pool {
         let input = ListPoolVms {
             cluster: run.cluster.clone(),
             pool: "web".to_owned(),
+            instance_view: false,
         };
         let listed = list_pool_vms(&sandbox.arm, &input).await?;
         let vm = |name: &str, template: &str, created_at: i64| PoolVm {

@@ -51,6 +51,7 @@ impl InspectPoolWorkflow {
                 ListPoolVms {
                     cluster: request.cluster.clone(),
                     pool: request.pool.clone(),
+                    instance_view: false,
                 },
                 activity_options::paged(activity_options::read()),
             )

@@ -111,6 +111,17 @@ pub enum Error {
     /// Listing the resource group's VMs failed.
     #[error("listing VMs failed")]
     ListVms(#[source] CallError),
+    /// Starting a VM action (`restart`, `redeploy`) failed.
+    #[error("{action} of VM {name} failed")]
+    VmAction {
+        /// The VM name.
+        name: String,
+        /// The action.
+        action: &'static str,
+        /// Why (boxed: the variant would make every `Result` of the client larger).
+        #[source]
+        source: Box<CallError>,
+    },
     /// Creating or replacing a VM failed.
     #[error("putting VM {name} failed")]
     PutVm {
@@ -270,6 +281,7 @@ impl Error {
             | Error::PatchDisk { source, .. }
             | Error::DeleteDisk { source, .. }
             | Error::PollOperation { source, .. } => Some(source),
+            Error::VmAction { source, .. } => Some(source.as_ref()),
             Error::InvalidEndpoint { .. }
             | Error::BuildHttpClient(_)
             | Error::CreateCredential(_)
@@ -314,6 +326,7 @@ impl Error {
             Error::GetVm { .. } => "GetVm",
             Error::ListVms(_) => "ListVms",
             Error::PutVm { .. } => "PutVm",
+            Error::VmAction { .. } => "VmAction",
             Error::PatchVm { .. } => "PatchVm",
             Error::DeleteVm { .. } => "DeleteVm",
             Error::AttachDetachDataDisks { .. } => "AttachDetachDataDisks",

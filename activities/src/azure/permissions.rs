@@ -30,7 +30,7 @@ const fn control(request: &'static str, action: &'static str) -> Permission {
 /// Every request kind of the ARM and Key Vault clients and the action it needs.
 pub const PERMISSIONS: &[Permission] = &[
     control(
-        "GET virtualMachines[/{name}] (get, instance view, list)",
+        "GET virtualMachines[/{name}] (get, instance view, list; the subscription's statusOnly list for power states)",
         "Microsoft.Compute/virtualMachines/read",
     ),
     control(
@@ -40,6 +40,14 @@ pub const PERMISSIONS: &[Permission] = &[
     control(
         "POST virtualMachines/{name}/attachDetachDataDisks",
         "Microsoft.Compute/virtualMachines/attachDetachDataDisks/action",
+    ),
+    control(
+        "POST virtualMachines/{name}/restart (a pool controller's restart rung)",
+        "Microsoft.Compute/virtualMachines/restart/action",
+    ),
+    control(
+        "POST virtualMachines/{name}/redeploy (a pool controller's redeploy rung)",
+        "Microsoft.Compute/virtualMachines/redeploy/action",
     ),
     control(
         "DELETE virtualMachines/{name}",
@@ -139,6 +147,12 @@ pub fn action_for(method: &str, path: &str) -> Option<&'static str> {
                 ("POST", [_, "attachdetachdatadisks"]) if resource.ends_with("virtualMachines") => {
                     "attachDetachDataDisks/action"
                 }
+                ("POST", [_, "restart"]) if resource.ends_with("virtualMachines") => {
+                    "restart/action"
+                }
+                ("POST", [_, "redeploy"]) if resource.ends_with("virtualMachines") => {
+                    "redeploy/action"
+                }
                 _ => return None,
             };
             return PERMISSIONS
@@ -228,6 +242,21 @@ mod tests {
                 "Microsoft.Compute/virtualMachines/attachDetachDataDisks/action",
             ),
             ("DELETE", url(vm, &["m"]), "Microsoft.Compute/virtualMachines/delete"),
+            (
+                "POST",
+                url(vm, &["m", "restart"]),
+                "Microsoft.Compute/virtualMachines/restart/action",
+            ),
+            (
+                "POST",
+                url(vm, &["m", "redeploy"]),
+                "Microsoft.Compute/virtualMachines/redeploy/action",
+            ),
+            (
+                "GET",
+                "/subscriptions/sub/providers/Microsoft.Compute/virtualMachines".into(),
+                "Microsoft.Compute/virtualMachines/read",
+            ),
             ("GET", url(disk, &["d"]), "Microsoft.Compute/disks/read"),
             ("GET", disk_by_id, "Microsoft.Compute/disks/read"),
             ("GET", url(disk, &[]), "Microsoft.Compute/disks/read"),
@@ -263,7 +292,7 @@ mod tests {
         }
         for (method, path) in [
             ("DELETE", url(vm, &[])),
-            ("POST", url(vm, &["m", "restart"])),
+            ("POST", url(vm, &["m", "reimage"])),
             ("GET", "/subscriptions/s/resourceGroups/rg".to_owned()),
             ("PUT", url("Microsoft.Network/virtualNetworks", &["v"])),
         ] {

@@ -46,6 +46,7 @@ pub async fn look_with<W: HasRollout>(
             ListPoolVms {
                 cluster: request.cluster.clone(),
                 pool: request.pool.name.clone(),
+                instance_view: false,
             },
             activity_options::paged(options.clone()),
         )
@@ -90,6 +91,7 @@ async fn list_changes<W: HasRollout>(
                 of: ListPoolVms {
                     cluster: request.cluster.clone(),
                     pool: request.pool.name.clone(),
+                    instance_view: false,
                 },
                 since: known_vms.as_ref().map(|(digest, _)| digest.clone()),
             },

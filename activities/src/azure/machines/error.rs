@@ -68,6 +68,15 @@ pub enum MachineError {
     /// token).
     #[error("{0}")]
     JoinToken(#[from] JoinTokenError),
+    /// The VM an action (restart, redeploy) is for does not exist: the pool controller sees it
+    /// missing at its next look and replaces it.
+    #[error("VM {machine} is gone: there is nothing to {action}")]
+    VmGone {
+        /// The machine.
+        machine: String,
+        /// The action, e.g. `restart`.
+        action: String,
+    },
     /// A response that cannot be: ARM answered without a field it always sends.
     #[error("{0}")]
     Unexpected(String),
@@ -109,6 +118,7 @@ impl MachineError {
             }
             MachineError::NotOwned { .. } => ("NotOwned", Retry::NonRetryable, None),
             MachineError::NameTaken(_) => ("NameTaken", Retry::NonRetryable, None),
+            MachineError::VmGone { .. } => ("VmGone", Retry::NonRetryable, None),
             // Not retried as an activity (it would poll the same finished operation): the
             // workflow sends the DELETE again.
             MachineError::DeleteToResend { .. } => (DELETE_TO_RESEND, Retry::NonRetryable, None),

@@ -11,6 +11,7 @@ pub mod body;
 mod data_disks;
 mod error;
 pub mod pool;
+pub mod power;
 mod tags;
 pub mod types;
 mod wait;
@@ -39,6 +40,7 @@ pub use data_disks::{
 };
 pub use error::{DELETE_TO_RESEND, MachineError};
 pub use pool::ListPoolVms;
+pub use power::{VmAction, VmActionDone};
 pub use types::*;
 
 use crate::azure::inventory::{InventoryPage, ListInventoryPage, list_inventory_page};
@@ -324,6 +326,44 @@ impl ArmWriteActivities {
                 .map_err(MachineError::into_activity_error)
         })
         .await
+    }
+
+    /// Restarts the machine's VM (`POST …/restart`: the guest reboots on its host) and waits
+    /// for the operation to end `Succeeded`; a remediation rung of the pool controller.
+    ///
+    /// # Idempotency
+    /// Reads the VM first: a VM gone (`VmGone`) or without this cluster's and the machine's tags
+    /// (`NotOwned`) is refused, not retried, and nothing is sent. The operation's handle is the
+    /// heartbeat detail, so a retried attempt waits for the restart already sent instead of
+    /// restarting again; only after that operation failed is the restart sent anew.
+    #[activity(name = "azure.restart_vm")]
+    pub async fn restart_vm(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: VmAction,
+    ) -> Result<VmActionDone, ActivityError> {
+        power::run(&self.client, &ctx, power::PowerAction::Restart, &input)
+            .await
+            .map_err(MachineError::into_activity_error)
+    }
+
+    /// Redeploys the machine's VM (`POST …/redeploy`: shut down, moved to another host, booted
+    /// there) and waits for the operation to end `Succeeded`; a remediation rung of the pool
+    /// controller.
+    ///
+    /// # Idempotency
+    /// As `azure.restart_vm`: reads the VM first and refuses one gone or not this cluster's
+    /// machine's; a retried attempt waits for the redeploy already sent (the heartbeat detail)
+    /// and sends a new one only after that operation failed.
+    #[activity(name = "azure.redeploy_vm")]
+    pub async fn redeploy_vm(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: VmAction,
+    ) -> Result<VmActionDone, ActivityError> {
+        power::run(&self.client, &ctx, power::PowerAction::Redeploy, &input)
+            .await
+            .map_err(MachineError::into_activity_error)
     }
 }
 

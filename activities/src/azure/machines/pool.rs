@@ -1,8 +1,15 @@
 //! A pool's VMs as a rolling update observes them: every VM of the resource group tagged with
 //! exactly this cluster and the pool, with its template hash, creation time, provisioning
-//! state and availability zone.
+//! state and availability zone, and, when asked (a pool controller's look), its power state.
+//!
+//! ARM gives no list of a resource group's VMs with their instance views: `$expand=instanceView`
+//! on that list is refused without a scale set `$filter` (azure-rest-api-specs
+//! `VirtualMachines_List`), and `statusOnly=true` is documented for the subscription's list
+//! only, whose answer may lack tags. So power states come from a second list, the
+//! subscription's statuses, joined by VM id with the resource group's list, which alone says
+//! which VMs are the pool's: two lists per look, never a GET per VM.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use nodewright_model::ClusterName;
 use nodewright_model::ownership::{
@@ -13,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::MachineError;
 use crate::azure::ArmClient;
-use crate::azure::virtual_machines::VirtualMachine;
+use crate::azure::virtual_machines::{InstanceView, VirtualMachine, VmStatus};
 
 /// List the VMs of a pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,18 +30,43 @@ pub struct ListPoolVms {
     pub cluster: ClusterName,
     /// The pool: only VMs whose `nodewright.io-pool` tag is this are listed.
     pub pool: String,
+    /// Whether each VM's power state is read too (from the subscription's VM statuses, one
+    /// more list); without, `power_state` is none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub instance_view: bool,
 }
 
-/// Lists the resource group's VMs (every page) and keeps the pool's, sorted by name.
+/// Lists the resource group's VMs (every page) and keeps the pool's, sorted by name; with
+/// `instance_view`, also lists the subscription's VM statuses (every page) for their power
+/// states.
 pub async fn list_pool_vms(
     client: &ArmClient,
     input: &ListPoolVms,
 ) -> Result<Vec<PoolVm>, MachineError> {
     let vms = client.list_vms().await?;
-    let mut pool: Vec<PoolVm> = vms
+    let mut pool: Vec<(PoolVm, Option<&str>)> = vms
         .iter()
-        .filter_map(|vm| pool_vm(vm, &input.cluster, &input.pool))
+        .filter_map(|vm| Some((pool_vm(vm, &input.cluster, &input.pool)?, vm.id.as_deref())))
         .collect();
+    if input.instance_view && !pool.is_empty() {
+        let power = match client.list_vm_statuses().await {
+            Ok(statuses) => power_states_by_id(&statuses),
+            Err(error) if is_forbidden(&error) => {
+                tracing::warn!(
+                    error = %nodewright_model::text::error_chain(&error),
+                    "the VMs' power states are unknown: listing the subscription's VM statuses \
+                     needs Microsoft.Compute/virtualMachines/read at the subscription; assign \
+                     the worker's role there too"
+                );
+                HashMap::new()
+            }
+            Err(error) => return Err(error.into()),
+        };
+        for (listed, id) in &mut pool {
+            listed.power_state = id.and_then(|id| power.get(&id.to_ascii_lowercase()).cloned());
+        }
+    }
+    let mut pool: Vec<PoolVm> = pool.into_iter().map(|(vm, _)| vm).collect();
     pool.sort_by(|a, b| a.name.cmp(&b.name));
     tracing::debug!(
         pool = %input.pool,
@@ -43,6 +75,42 @@ pub async fn list_pool_vms(
         "listed the pool's VMs"
     );
     Ok(pool)
+}
+
+/// Whether ARM refused the call for lack of a permission (403): the worker's role is assigned
+/// on the resource group only.
+fn is_forbidden(error: &crate::azure::Error) -> bool {
+    error
+        .arm_failure()
+        .is_some_and(|failure| failure.status == 403)
+}
+
+/// Each VM's power state by its id (lowercase: ARM ids are case-insensitive), for those whose
+/// instance view has one.
+fn power_states_by_id(statuses: &[VmStatus]) -> HashMap<String, String> {
+    statuses
+        .iter()
+        .filter_map(|vm| {
+            let view = vm.properties.instance_view.as_ref()?;
+            Some((vm.id.as_deref()?.to_ascii_lowercase(), power_state(view)?))
+        })
+        .collect()
+}
+
+/// The power state an instance view gives (`running`, `stopped`, `deallocated`, ...: the
+/// `<state>` of its `PowerState/<state>` status, lowercase); none without a power status or a
+/// state.
+pub fn power_state(view: &InstanceView) -> Option<String> {
+    view.statuses
+        .iter()
+        .flatten()
+        .filter_map(|status| status.code.as_deref())
+        .find_map(|code| {
+            let (kind, state) = code.trim().split_once('/')?;
+            kind.eq_ignore_ascii_case("PowerState")
+                .then(|| state.trim().to_ascii_lowercase())
+        })
+        .filter(|state| !state.is_empty())
 }
 
 /// The VM as the pool sees it, when it is this cluster's and the pool's (and has a name).
@@ -206,6 +274,96 @@ mod tests {
                 drain_tag: None,
                 power_state: None,
             })
+        );
+    }
+
+    fn view(codes: &[&str]) -> InstanceView {
+        serde_json::from_value(json!({
+            "statuses": codes.iter().map(|code| json!({ "code": code })).collect::<Vec<_>>(),
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_power_state_is_the_state_of_the_powerstate_status() {
+        let table: [(&str, &[&str], Option<&str>); 9] = [
+            (
+                "running",
+                &["ProvisioningState/succeeded", "PowerState/running"],
+                Some("running"),
+            ),
+            (
+                "stopped",
+                &["ProvisioningState/succeeded", "PowerState/stopped"],
+                Some("stopped"),
+            ),
+            (
+                "deallocated",
+                &["ProvisioningState/succeeded", "PowerState/deallocated"],
+                Some("deallocated"),
+            ),
+            (
+                "while an operation runs",
+                &["ProvisioningState/updating", "PowerState/starting"],
+                Some("starting"),
+            ),
+            (
+                "a failed provisioning keeps its power state",
+                &[
+                    "ProvisioningState/failed/AllocationFailed",
+                    "PowerState/deallocated",
+                ],
+                Some("deallocated"),
+            ),
+            ("any case", &["powerstate/Running"], Some("running")),
+            ("no power status", &["ProvisioningState/creating"], None),
+            ("an empty state", &["PowerState/"], None),
+            ("no statuses", &[], None),
+        ];
+        for (case, codes, expected) in table {
+            assert_eq!(power_state(&view(codes)).as_deref(), expected, "{case}");
+        }
+        assert_eq!(power_state(&InstanceView::default()), None);
+    }
+
+    #[test]
+    fn power_states_are_joined_by_case_insensitive_id_and_skip_vms_without_one() {
+        let statuses: Vec<VmStatus> = serde_json::from_value(json!([
+            { "id": "/subscriptions/S/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/Web-1",
+              "properties": { "instanceView": { "statuses": [{ "code": "PowerState/stopped" }] } } },
+            { "id": "/subscriptions/s/resourceGroups/other/providers/Microsoft.Compute/virtualMachines/db-1",
+              "properties": { "instanceView": { "statuses": [{ "code": "ProvisioningState/creating" }] } } },
+            { "properties": { "instanceView": { "statuses": [{ "code": "PowerState/running" }] } } },
+            { "id": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/bare" },
+        ]))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let by_id = power_states_by_id(&statuses);
+        assert_eq!(
+            by_id,
+            HashMap::from([(
+                "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/web-1"
+                    .to_owned(),
+                "stopped".to_owned()
+            )])
+        );
+    }
+
+    #[test]
+    fn listings_recorded_before_instance_views_read_and_write_the_same() {
+        let old: ListPoolVms = serde_json::from_value(json!({ "cluster": "prod", "pool": "web" }))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!old.instance_view);
+        assert_eq!(
+            serde_json::to_value(&old).unwrap_or_else(|e| panic!("{e}")),
+            json!({ "cluster": "prod", "pool": "web" })
+        );
+        let controller = ListPoolVms {
+            instance_view: true,
+            ..old
+        };
+        assert_eq!(
+            serde_json::to_value(&controller).unwrap_or_else(|e| panic!("{e}"))["instanceView"],
+            json!(true)
         );
     }
 

@@ -1,5 +1,6 @@
 //! The VM REST calls: get (optionally with the instance view), put, patch, delete (optionally
-//! forced), list, and data disk attach/detach.
+//! forced), list (and the subscription's power statuses), data disk attach/detach, and the
+//! restart and redeploy actions.
 //!
 //! Data disks can be changed two ways, both provided:
 //! - [`ArmClient::attach_detach_data_disks`] (`POST …/attachDetachDataDisks`, 202 + `Location`)
@@ -13,9 +14,12 @@ use reqwest::Method;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{API_VERSION, AttachDetachDataDisks, DataDisk, RESOURCE_TYPE, VirtualMachine};
+use super::{
+    API_VERSION, AttachDetachDataDisks, DataDisk, RESOURCE_TYPE, VirtualMachine, VmStatus,
+};
 use crate::azure::client::{ArmClient, Deletion, Submitted};
 use crate::azure::error::{Error, Result};
+use crate::azure::operation::OperationHandle;
 
 impl ArmClient {
     /// The ARM id of the VM `name` in this resource group.
@@ -116,6 +120,41 @@ impl ArmClient {
     pub async fn list_vms(&self) -> Result<Vec<VirtualMachine>> {
         let url = self.resource_url(RESOURCE_TYPE, &[], API_VERSION);
         self.list(url).await.map_err(Error::ListVms)
+    }
+
+    /// Lists the run-time status of every VM of the subscription, every page
+    /// (`VirtualMachines_ListAll` with `statusOnly=true`): each VM's id, name and
+    /// `properties.instanceView`. The one documented list that carries instance views of
+    /// standalone VMs: the resource group's list takes `$expand=instanceView` only with a scale
+    /// set `$filter`, and a `statusOnly` answer may lack tags, so callers join it by id with
+    /// [`Self::list_vms`]. Needs `Microsoft.Compute/virtualMachines/read` at the subscription.
+    pub async fn list_vm_statuses(&self) -> Result<Vec<VmStatus>> {
+        let mut url = self.id_url(
+            &format!(
+                "/subscriptions/{}/providers/{RESOURCE_TYPE}",
+                self.subscription_id()
+            ),
+            API_VERSION,
+        );
+        url.query_pairs_mut().append_pair("statusOnly", "true");
+        self.list(url).await.map_err(Error::ListVms)
+    }
+
+    /// Starts the VM action `action` (`restart`, `redeploy`): `POST …/{name}/{action}` without
+    /// a body, 202 with the operation to poll (none when ARM finished at once).
+    pub async fn vm_action(
+        &self,
+        name: &str,
+        action: &'static str,
+    ) -> Result<Option<OperationHandle>> {
+        let url = self.resource_url(RESOURCE_TYPE, &[name, action], API_VERSION);
+        let failed = |source| Error::VmAction {
+            name: name.to_owned(),
+            action,
+            source: Box::new(source),
+        };
+        let answer = self.send(Method::POST, url, None).await.map_err(failed)?;
+        self.operation_handle(&answer).map_err(failed)
     }
 }
 

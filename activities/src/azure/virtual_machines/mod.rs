@@ -344,6 +344,31 @@ impl InstanceView {
     }
 }
 
+/// One VM of a `statusOnly=true` list: its id and instance view only (ARM may leave out the
+/// rest, tags and location included).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmStatus {
+    /// The VM's full resource id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The VM's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its `instanceView`, under `properties`.
+    #[serde(default)]
+    pub properties: VmStatusProperties,
+}
+
+/// `properties` of a [`VmStatus`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmStatusProperties {
+    /// The run-time statuses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_view: Option<InstanceView>,
+}
+
 /// One instance view status.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
