@@ -10,6 +10,7 @@ mod decide;
 mod health;
 mod machines;
 mod remediation;
+mod request;
 pub mod status;
 mod timestamp;
 
@@ -19,6 +20,10 @@ pub use decide::{
 pub use health::{HealthPolicy, Rung, UnhealthyCondition, Verdict, judge};
 pub use machines::{Machine, Work, WorkKind, join};
 pub use remediation::Remediation;
+pub use request::{
+    ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, DEFAULT_HISTORY_LIMIT,
+    DEFAULT_OBSERVE_INTERVAL, DeleteRequest, ScaleRequest, create_backoff,
+};
 pub use status::{
     Action, Condition, MAX_LAST_ACTIONS, PoolState, PoolStatusDocument, Progress, SpecView,
     conditions, push_action,
