@@ -274,6 +274,54 @@ mod arm_vm_power {
     }
 
     #[tokio::test]
+    async fn without_the_right_to_list_the_subscription_power_states_are_unknown() -> TestResult {
+        let arm = Arm::start(50).await?;
+        arm.create_vm(GROUP, "web-1", machine_tags("web", "web-1"))
+            .await?;
+        let input = ListPoolVms {
+            cluster: prod(),
+            pool: "web".to_owned(),
+            instance_view: true,
+        };
+        // A role assigned on the resource group only: ARM refuses the subscription's list.
+        let forbidden: FaultRule = serde_json::from_value(json!({
+            "kind": "server_error",
+            "operation": "vm.listAll",
+            "status": 403,
+            "code": "AuthorizationFailed",
+        }))?;
+        let rule = arm.emulator.add_fault(forbidden);
+        let listed = list_pool_vms(&arm.client, &input).await?;
+        assert_eq!(
+            listed
+                .iter()
+                .map(|vm| (vm.name.as_str(), vm.power_state.as_deref()))
+                .collect::<Vec<_>>(),
+            vec![("web-1", None)],
+            "the pool is listed, its power states unknown"
+        );
+        assert_eq!(arm.emulator.stats().count("vm.listAll", 403), 1);
+        arm.emulator.remove_fault(rule.id);
+
+        // Any other failure of the statuses fails the listing, as the group's list would.
+        let outage: FaultRule = serde_json::from_value(json!({
+            "kind": "server_error",
+            "operation": "vm.listAll",
+            "status": 503,
+            "code": "ServiceUnavailable",
+        }))?;
+        arm.emulator.add_fault(outage);
+        let failed = list_pool_vms(&arm.client, &input).await;
+        let Err(error) = failed else {
+            panic!("an outage of the statuses is no error: {failed:?}");
+        };
+        let (_, type_name, non_retryable) = boundary(error);
+        assert_eq!(type_name.as_deref(), Some("ListVms"));
+        assert!(!non_retryable);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_running_machine_is_restarted_and_redeployed_once_each() -> TestResult {
         let arm = Arm::start(50).await?;
         arm.create_vm(GROUP, "web-1", machine_tags("web", "web-1"))
