@@ -16,7 +16,9 @@ mod arm_vm_power {
     use nodewright_activities::azure::machines::{
         ListPoolVms, MachineError, VmAction, VmActionDone,
     };
-    use nodewright_activities::azure::{ArmClient, ArmConfig, Credential, Error as ArmError};
+    use nodewright_activities::azure::{
+        ArmClient, ArmConfig, Credential, Error as ArmError, OperationHandle,
+    };
     use nodewright_model::ClusterName;
     use nodewright_model::arm::Disposition;
     use nodewright_model::ownership::{TAG_CLUSTER, TAG_MACHINE, TAG_POOL};
@@ -274,6 +276,54 @@ mod arm_vm_power {
     }
 
     #[tokio::test]
+    async fn without_the_right_to_list_the_subscription_power_states_are_unknown() -> TestResult {
+        let arm = Arm::start(50).await?;
+        arm.create_vm(GROUP, "web-1", machine_tags("web", "web-1"))
+            .await?;
+        let input = ListPoolVms {
+            cluster: prod(),
+            pool: "web".to_owned(),
+            instance_view: true,
+        };
+        // A role assigned on the resource group only: ARM refuses the subscription's list.
+        let forbidden: FaultRule = serde_json::from_value(json!({
+            "kind": "server_error",
+            "operation": "vm.listAll",
+            "status": 403,
+            "code": "AuthorizationFailed",
+        }))?;
+        let rule = arm.emulator.add_fault(forbidden);
+        let listed = list_pool_vms(&arm.client, &input).await?;
+        assert_eq!(
+            listed
+                .iter()
+                .map(|vm| (vm.name.as_str(), vm.power_state.as_deref()))
+                .collect::<Vec<_>>(),
+            vec![("web-1", None)],
+            "the pool is listed, its power states unknown"
+        );
+        assert_eq!(arm.emulator.stats().count("vm.listAll", 403), 1);
+        arm.emulator.remove_fault(rule.id);
+
+        // Any other failure of the statuses fails the listing, as the group's list would.
+        let outage: FaultRule = serde_json::from_value(json!({
+            "kind": "server_error",
+            "operation": "vm.listAll",
+            "status": 503,
+            "code": "ServiceUnavailable",
+        }))?;
+        arm.emulator.add_fault(outage);
+        let failed = list_pool_vms(&arm.client, &input).await;
+        let Err(error) = failed else {
+            panic!("an outage of the statuses is no error: {failed:?}");
+        };
+        let (_, type_name, non_retryable) = boundary(error);
+        assert_eq!(type_name.as_deref(), Some("ListVms"));
+        assert!(!non_retryable);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_running_machine_is_restarted_and_redeployed_once_each() -> TestResult {
         let arm = Arm::start(50).await?;
         arm.create_vm(GROUP, "web-1", machine_tags("web", "web-1"))
@@ -302,6 +352,81 @@ mod arm_vm_power {
             arm.await_power(GROUP, "web-1", "running").await?;
         }
         Ok(())
+    }
+
+    /// Runs one attempt resuming `resumed`, returning its outcome and the heartbeat details it
+    /// recorded.
+    async fn attempt(
+        arm: &Arm,
+        resumed: Option<OperationHandle>,
+    ) -> (
+        Result<VmActionDone, MachineError>,
+        Vec<Option<OperationHandle>>,
+    ) {
+        let beats = std::sync::Mutex::new(Vec::new());
+        let outcome = power::attempt(
+            &arm.client,
+            PowerAction::Restart,
+            &action("web-1"),
+            resumed,
+            |handle| {
+                if let Ok(mut beats) = beats.lock() {
+                    beats.push(handle);
+                }
+                std::future::ready(())
+            },
+        )
+        .await;
+        (outcome, beats.into_inner().unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn a_retried_attempt_waits_for_the_restart_sent_and_resends_only_a_failed_one()
+    -> TestResult {
+        let arm = Arm::start(50).await?;
+        arm.create_vm(GROUP, "web-1", machine_tags("web", "web-1"))
+            .await?;
+        arm.emulator.reset_stats();
+
+        // A first attempt sends the restart and records its operation before waiting.
+        let (done, beats) = attempt(&arm, None).await;
+        assert_eq!(done?.action, "restart");
+        assert_eq!(arm.count("vm.restart"), 1);
+        let Some(Some(sent)) = beats.first().cloned() else {
+            panic!("the operation is not the first heartbeat detail: {beats:?}");
+        };
+
+        // An attempt after it (the worker lost, the wait timed out) polls it: no second restart.
+        let (done, beats) = attempt(&arm, Some(sent.clone())).await;
+        assert_eq!(done?.machine, "web-1");
+        assert_eq!(arm.count("vm.restart"), 1, "not restarted twice");
+        assert_eq!(beats.first(), Some(&Some(sent)));
+
+        // An operation that ended Failed was reported; the attempt after it restarts anew.
+        let failing: FaultRule = serde_json::from_value(json!({
+            "kind": "fail_operation",
+            "operation": "vm.restart",
+            "code": "InternalOperationError",
+            "count": 1,
+        }))?;
+        arm.emulator.add_fault(failing);
+        let (failed, beats) = attempt(&arm, None).await;
+        assert!(failed.is_err(), "the injected failure");
+        let Some(Some(failed_operation)) = beats.first().cloned() else {
+            panic!("no operation recorded: {beats:?}");
+        };
+        assert_eq!(arm.count("vm.restart"), 2);
+        let (done, beats) = attempt(&arm, Some(failed_operation.clone())).await;
+        assert_eq!(done?.action, "restart");
+        assert_eq!(arm.count("vm.restart"), 3, "sent again after the failure");
+        assert!(
+            beats
+                .iter()
+                .flatten()
+                .any(|handle| handle != &failed_operation),
+            "the new operation is the detail now: {beats:?}"
+        );
+        arm.await_power(GROUP, "web-1", "running").await
     }
 
     #[tokio::test]

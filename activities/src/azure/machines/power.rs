@@ -13,6 +13,7 @@
 //! timed out or lost its worker polls that operation again instead of restarting (or
 //! redeploying) the VM a second time, and starts a new one only when that operation failed.
 
+use std::future::Future;
 use std::time::Duration;
 
 use nodewright_model::ClusterName;
@@ -22,7 +23,7 @@ use temporalio_sdk::activities::ActivityContext;
 use super::error::MachineError;
 use super::{check_owned, is_gone};
 use crate::azure::{ArmClient, Error as ArmError, OperationHandle};
-use crate::lifetime::{self, HEARTBEAT_EVERY};
+use crate::lifetime::HEARTBEAT_EVERY;
 
 /// How long one attempt waits for the action's operation: inside the ARM-write options' three
 /// minutes an attempt; a longer redeploy is waited for by the next attempt, from the handle.
@@ -117,8 +118,8 @@ pub async fn finish(
     })
 }
 
-/// The activity: resumes the operation an earlier attempt started (its heartbeat detail), else
-/// begins the action, and waits for it, heartbeating with the operation's handle.
+/// The activity: [`attempt`] with the operation an earlier attempt recorded as its heartbeat
+/// detail, heartbeating through the activity's context.
 pub(super) async fn run(
     client: &ArmClient,
     ctx: &ActivityContext,
@@ -130,15 +131,48 @@ pub(super) async fn run(
         .deserialize::<OperationHandle>()
         .ok()
         .flatten();
+    let beat = |handle: Option<OperationHandle>| {
+        let ctx = ctx.clone();
+        async move {
+            let recorded = match handle {
+                Some(handle) => ctx.record_heartbeat(handle).await,
+                None => ctx.record_heartbeat(()).await,
+            };
+            if let Err(error) = recorded {
+                tracing::debug!(
+                    error = %nodewright_model::text::error_chain(&error),
+                    "recording a heartbeat failed"
+                );
+            }
+        }
+    };
+    attempt(client, action, input, resumed, beat).await
+}
+
+/// One attempt: waits for the operation `resumed` (an earlier attempt's) when there is one;
+/// begins the action when there is none or that operation failed (the attempt before reported
+/// the failure and was retried), and waits for it. `beat` records a heartbeat, with the handle
+/// of the operation waited for (at once and every [`HEARTBEAT_EVERY`]), so that the next
+/// attempt finds it.
+pub async fn attempt<B, F>(
+    client: &ArmClient,
+    action: PowerAction,
+    input: &VmAction,
+    resumed: Option<OperationHandle>,
+    beat: B,
+) -> Result<VmActionDone, MachineError>
+where
+    B: Fn(Option<OperationHandle>) -> F,
+    F: Future<Output = ()>,
+{
     if let Some(handle) = resumed {
-        match with_handle_heartbeats(
-            ctx,
-            &handle,
+        let waited = beating(
+            &beat,
+            Some(&handle),
             finish(client, action, input, Some(&handle), ACTION_WAIT),
         )
-        .await
-        {
-            // The attempt before reported this failure and was retried: start the action anew.
+        .await;
+        match waited {
             Err(MachineError::Arm(error)) if matches!(*error, ArmError::OperationFailed { .. }) => {
                 tracing::info!(
                     machine = %input.machine,
@@ -149,41 +183,34 @@ pub(super) async fn run(
             outcome => return outcome,
         }
     }
-    let operation = lifetime::heartbeating(ctx, begin(client, action, input)).await?;
-    match operation {
-        Some(handle) => {
-            with_handle_heartbeats(
-                ctx,
-                &handle,
-                finish(client, action, input, Some(&handle), ACTION_WAIT),
-            )
-            .await
-        }
-        None => finish(client, action, input, None, ACTION_WAIT).await,
-    }
+    let operation = beating(&beat, None, begin(client, action, input)).await?;
+    beating(
+        &beat,
+        operation.as_ref(),
+        finish(client, action, input, operation.as_ref(), ACTION_WAIT),
+    )
+    .await
 }
 
-/// Runs `work`, recording `handle` as the heartbeat detail at once and every
-/// [`HEARTBEAT_EVERY`], so that the next attempt finds the operation.
-async fn with_handle_heartbeats<T>(
-    ctx: &ActivityContext,
-    handle: &OperationHandle,
-    work: impl std::future::Future<Output = T>,
-) -> T {
-    let beat = || async {
-        if let Err(error) = ctx.record_heartbeat(handle.clone()).await {
-            tracing::debug!(
-                error = %nodewright_model::text::error_chain(&error),
-                "recording a heartbeat failed"
-            );
-        }
-    };
-    beat().await;
+/// Runs `work`, beating every [`HEARTBEAT_EVERY`] (and at once when there is a `handle`) with
+/// `handle` as the detail.
+async fn beating<T, B, F>(
+    beat: &B,
+    handle: Option<&OperationHandle>,
+    work: impl Future<Output = T>,
+) -> T
+where
+    B: Fn(Option<OperationHandle>) -> F,
+    F: Future<Output = ()>,
+{
+    if handle.is_some() {
+        beat(handle.cloned()).await;
+    }
     let mut work = std::pin::pin!(work);
     loop {
         tokio::select! {
             out = &mut work => return out,
-            () = tokio::time::sleep(HEARTBEAT_EVERY) => beat().await,
+            () = tokio::time::sleep(HEARTBEAT_EVERY) => beat(handle.cloned()).await,
         }
     }
 }
