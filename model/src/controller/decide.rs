@@ -129,7 +129,8 @@ pub struct Input<'a> {
 pub struct Decision {
     /// New machines to start (the caller names them).
     pub create: u32,
-    /// DeleteMachine children to start, in order.
+    /// DeleteMachine children to start, in order: machines whose VM is gone, replacements of
+    /// remediations in progress, the scale-down, new replacements.
     pub delete: Vec<Victim>,
     /// Restart and redeploy actions to run now.
     pub remediate: Vec<Step>,

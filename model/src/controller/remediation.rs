@@ -62,8 +62,9 @@ pub(super) struct CarriedOn {
 ///   machine is gone, and still counts as in flight;
 /// - on `replace`, with remediation `allowed` and the machine not yet being deleted: the delete
 ///   is asked for again (children are idempotent by machine name);
-/// - on `restart` or `redeploy` past `remediationTimeout` and still not healthy: with `allowed`,
-///   the next rung starts now (a new action); without, or past the last rung, it stays.
+/// - on `restart` or `redeploy` past `remediationTimeout` and still not healthy: with `allowed`
+///   and no work in flight on the machine (the restart itself), the next rung starts now (a new
+///   action); otherwise, or past the last rung, it stays.
 pub(super) fn carry_on<'a>(
     remediations: &[Remediation],
     machine_of: impl Fn(&str) -> Option<&'a Machine>,
@@ -98,7 +99,7 @@ pub(super) fn carry_on<'a>(
                 let deadline = remediation.deadline(policy);
                 let next = policy.remediation.get(remediation.rung + 1).copied();
                 match next {
-                    Some(next) if now >= deadline && allowed => {
+                    Some(next) if now >= deadline && allowed && machine.work.is_none() => {
                         carried.actions.push((remediation.machine.clone(), next));
                         carried.kept.push(Remediation {
                             rung: remediation.rung + 1,

@@ -12,6 +12,7 @@
 //! # }
 //! ```
 
+mod amount;
 pub mod credentials;
 mod hash;
 mod parse;
@@ -19,11 +20,12 @@ pub mod spec;
 mod valid;
 mod validate;
 
+pub use amount::Amount;
 pub use credentials::credential_hints;
 pub use hash::{TEMPLATE_HASH_LEN, template_hash};
 pub use parse::{PoolFileError, parse};
 pub use spec::*;
-pub use valid::{Amount, DrainPolicy, MachineTimeouts, RolloutStrategy, ValidPool};
+pub use valid::{DrainPolicy, MachineTimeouts, RolloutStrategy, ValidPool};
 pub(crate) use validate::received as validate_received;
 pub use validate::{FieldError, InvalidPool, MAX_POOL_NAME_LEN, MAX_REPLICAS, validate};
 

@@ -177,6 +177,8 @@ fn decides_each_rule_of_the_module_documentation() {
             restart_first(Pool { remediations: vec![remediation("p-a", 0, 9_500)], ..Pool::new(3, vec![deadlocked("p-a"), healthy("p-b"), healthy("p-c")]) }), acts(0, &[], &[])),
         ("a restart past its time moves to replace",
             restart_first(Pool { remediations: vec![remediation("p-a", 0, 9_400)], ..Pool::new(3, vec![deadlocked("p-a"), healthy("p-b"), healthy("p-c")]) }), acts(0, &[("p-a", Unhealthy)], &[])),
+        ("a restart still running past its time is waited for",
+            restart_first(Pool { remediations: vec![remediation("p-a", 0, 9_400)], ..Pool::new(3, vec![with_work(deadlocked("p-a"), WorkKind::Restart, 9_400), healthy("p-b"), healthy("p-c")]) }), acts(0, &[], &[])),
         ("above maxUnhealthy nothing is remediated",
             Pool::new(3, vec![deadlocked("p-a"), deadlocked("p-b"), healthy("p-c")]), acts(0, &[], &[])),
         ("above maxUnhealthy a rung does not move on",

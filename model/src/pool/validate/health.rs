@@ -8,8 +8,9 @@ use std::time::Duration;
 use super::{Problems, quoted};
 use crate::controller::{HealthPolicy, Rung, UnhealthyCondition};
 use crate::limits::{self, short};
+use crate::pool::amount::Amount;
 use crate::pool::spec::{HealthSpec, IntOrPercent, Strategy, UnhealthyConditionSpec};
-use crate::pool::valid::{Amount, RolloutStrategy};
+use crate::pool::valid::RolloutStrategy;
 
 /// The longest condition type Kubernetes accepts: a qualified name (a 253-character prefix, `/`,
 /// a 63-character name) = 316 characters.

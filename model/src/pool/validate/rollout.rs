@@ -9,8 +9,9 @@ use std::time::Duration;
 use super::{Problems, quoted};
 use crate::drain::LocalDataPolicy;
 use crate::limits::{self, short};
+use crate::pool::amount::Amount;
 use crate::pool::spec::{DrainSettings, IntOrPercent, Strategy, Timeouts};
-use crate::pool::valid::{Amount, DrainPolicy, MachineTimeouts, RolloutStrategy};
+use crate::pool::valid::{DrainPolicy, MachineTimeouts, RolloutStrategy};
 
 const SECOND: Duration = Duration::from_secs(1);
 

@@ -446,6 +446,38 @@ fn the_documented_health_section_reads_as_written_from_yaml() {
 }
 
 #[test]
+fn the_commented_health_section_of_the_example_is_valid_and_the_default() {
+    let start = WORKERS_YAML
+        .find("  # health:\n")
+        .unwrap_or_else(|| panic!("the example documents spec.health"));
+    let (before, block) = WORKERS_YAML.split_at(start);
+    let uncommented: String = block
+        .lines()
+        .map(|line| match line.strip_prefix("  # ") {
+            Some(rest)
+                if rest.starts_with(' ')
+                    || rest.starts_with("health:")
+                    || rest.starts_with("minReadySeconds:") =>
+            {
+                format!("  {rest}\n")
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect();
+    let pool = valid(
+        &parse(&format!("{before}{uncommented}")).unwrap_or_else(|err| panic!("{}", err.rendered)),
+    );
+    assert_eq!(
+        pool.health,
+        HealthPolicy {
+            lease_timeout: Some(Duration::from_secs(60)),
+            ..HealthPolicy::default()
+        }
+    );
+    assert_eq!(pool.strategy.min_ready, Duration::ZERO);
+}
+
+#[test]
 fn a_valid_pool_recorded_before_health_decodes_to_the_defaults() {
     let pool = valid(&workers());
     let mut json = serde_json::to_value(&pool).unwrap_or_else(|err| panic!("{err}"));
