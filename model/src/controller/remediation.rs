@@ -57,7 +57,9 @@ pub(super) struct CarriedOn {
 }
 
 /// Carries `remediations` on at `now`, each machine judged by `verdict_of`:
-/// - its machine gone (no VM, Node nor work) or healthy again: it ends;
+/// - its machine gone (no VM, Node nor work): it ends; healthy again: it ends, but a restart or
+///   redeploy is kept until its rung's window (`remediationTimeout`) is over, so that a machine
+///   failing again inside it goes on to the next rung rather than starting the ladder over;
 /// - its machine being deleted (its replacement, or any delete): it goes on unchanged until the
 ///   machine is gone, and still counts as in flight;
 /// - on `replace`, with remediation `allowed` and the machine not yet being deleted: the delete
@@ -83,6 +85,15 @@ pub(super) fn carry_on<'a>(
             continue;
         }
         if matches!(verdict_of(&machine.name), Some(Verdict::Healthy) | None) {
+            // A restart or redeploy has its whole window: a machine that comes back and fails
+            // again inside it (a deadlock that survives a reboot) goes on up the ladder instead
+            // of starting it over; healthy at the window's end, the remediation ends.
+            let rung = remediation.current_rung(policy);
+            let deadline = remediation.deadline(policy);
+            if matches!(rung, Some(Rung::Restart | Rung::Redeploy)) && now < deadline {
+                carried.deadlines.push(deadline);
+                carried.kept.push(remediation.clone());
+            }
             continue;
         }
         match remediation.current_rung(policy) {
@@ -166,5 +177,45 @@ mod tests {
             );
         }
         assert!(!on(0, 0).is_exhausted(&policy(&[Rung::Replace]), i64::MAX));
+    }
+
+    #[test]
+    fn a_machine_healthy_again_keeps_its_rung_until_the_window_ends_then_the_remediation_ends() {
+        let ladder = policy(&[Rung::Restart, Rung::Replace]);
+        let machine = crate::controller::test_support::ready("p-a", "t", 100);
+        let healthy = Verdict::Healthy;
+        let carried = |now: i64| {
+            carry_on(
+                &[on(0, 1_000)],
+                |_| Some(&machine),
+                |_| Some(&healthy),
+                &ladder,
+                true,
+                now,
+            )
+        };
+        // Inside the restart's window: kept (no new action), looked at again at its end.
+        let inside = carried(1_300);
+        assert_eq!(inside.kept, [on(0, 1_000)]);
+        assert!(inside.actions.is_empty());
+        assert_eq!(inside.deadlines, [1_600]);
+        // At the window's end, healthy: it ends.
+        let after = carried(1_600);
+        assert!(after.kept.is_empty() && after.actions.is_empty());
+        // Unhealthy again at the window's end: the next rung, not the first one again.
+        let sick = Verdict::Unhealthy {
+            reason: "KernelDeadlock=True".to_owned(),
+            since: 1_500,
+        };
+        let again = carry_on(
+            &[on(0, 1_000)],
+            |_| Some(&machine),
+            |_| Some(&sick),
+            &ladder,
+            true,
+            1_600,
+        );
+        assert_eq!(again.actions, [("p-a".to_owned(), Rung::Replace)]);
+        assert_eq!(again.kept.first().map(|r| r.rung), Some(1));
     }
 }

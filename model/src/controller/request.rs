@@ -161,7 +161,8 @@ impl Changes {
             settings.push("health".to_owned());
         }
         Self {
-            replicas: (before.replicas != after.replicas).then_some((before.replicas, after.replicas)),
+            replicas: (before.replicas != after.replicas)
+                .then_some((before.replicas, after.replicas)),
             template: (before.template_hash != after.template_hash)
                 .then(|| (before.template_hash.clone(), after.template_hash.clone())),
             settings,
@@ -214,9 +215,22 @@ mod tests {
 
     #[test]
     fn creates_back_off_from_30_seconds_to_10_minutes() {
-        let table = [(0, 0), (1, 30), (2, 60), (3, 120), (4, 240), (5, 480), (6, 600), (60, 600)];
+        let table = [
+            (0, 0),
+            (1, 30),
+            (2, 60),
+            (3, 120),
+            (4, 240),
+            (5, 480),
+            (6, 600),
+            (60, 600),
+        ];
         for (failures, secs) in table {
-            assert_eq!(create_backoff(failures), Duration::from_secs(secs), "{failures}");
+            assert_eq!(
+                create_backoff(failures),
+                Duration::from_secs(secs),
+                "{failures}"
+            );
         }
     }
 }

@@ -227,7 +227,11 @@ fn an_unhealthy_machine_of_a_pool_with_a_running_controller_is_left_to_the_contr
             "{name}: {}",
             decision.detail
         );
-        assert!(decision.detail.contains("pool/prod/kept is running"), "{}", decision.detail);
+        assert!(
+            decision.detail.contains("pool/prod/kept is running"),
+            "{}",
+            decision.detail
+        );
     }
     // Without the controller the same machines are replaced.
     inventory.running.retain(|w| w.operation != "pool");

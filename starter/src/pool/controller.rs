@@ -279,11 +279,19 @@ pub async fn pause(
     let by = who();
     let h = handle(&client, &workflow_id);
     let sent = if paused {
-        h.signal(PoolControllerWorkflow::pause, by.clone(), WorkflowSignalOptions::default())
-            .await
+        h.signal(
+            PoolControllerWorkflow::pause,
+            by.clone(),
+            WorkflowSignalOptions::default(),
+        )
+        .await
     } else {
-        h.signal(PoolControllerWorkflow::resume, by.clone(), WorkflowSignalOptions::default())
-            .await
+        h.signal(
+            PoolControllerWorkflow::resume,
+            by.clone(),
+            WorkflowSignalOptions::default(),
+        )
+        .await
     };
     sent.map_err(|error| {
         CliError::RunFailed(format!(
@@ -338,7 +346,9 @@ pub async fn delete(settings: &Settings, output: Output, args: DeleteArgs) -> Re
         "every machine is drained and deleted, then the controller ends"
     };
     let ended: Option<ControllerResult> = if args.wait {
-        let options = WorkflowGetResultOptions::builder().follow_runs(true).build();
+        let options = WorkflowGetResultOptions::builder()
+            .follow_runs(true)
+            .build();
         let result = handle(&client, &workflow_id)
             .get_result(options)
             .await

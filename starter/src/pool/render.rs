@@ -811,7 +811,9 @@ mod tests {
 ///   unhealthy   web-ab12c: KernelDeadlock=True for 0s
 ///   last        2026-11-27T22:40:01Z creating machine(s) web-ab12c (template 1a2b3c)
 /// ```
-pub fn controller_lines(document: &nodewright_model::controller::PoolStatusDocument) -> Vec<String> {
+pub fn controller_lines(
+    document: &nodewright_model::controller::PoolStatusDocument,
+) -> Vec<String> {
     let status = &document.status;
     let paused = if document.spec.paused { ", paused" } else { "" };
     let mut lines = vec![format!(
@@ -833,11 +835,17 @@ pub fn controller_lines(document: &nodewright_model::controller::PoolStatusDocum
             .collect();
         lines.push(format!("  conditions  {}", conditions.join(", ")));
         for condition in status.conditions.iter().filter(|c| !c.message.is_empty()) {
-            lines.push(format!("              {}: {}", condition.type_, condition.message));
+            lines.push(format!(
+                "              {}: {}",
+                condition.type_, condition.message
+            ));
         }
     }
     for unhealthy in &status.unhealthy {
-        lines.push(format!("  unhealthy   {}: {}", unhealthy.machine, unhealthy.reason));
+        lines.push(format!(
+            "  unhealthy   {}: {}",
+            unhealthy.machine, unhealthy.reason
+        ));
     }
     for action in status.last_actions.iter().rev().take(5).rev() {
         lines.push(format!("  last        {} {}", action.at, action.text));

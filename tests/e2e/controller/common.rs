@@ -57,7 +57,16 @@ pub(crate) async fn apply(
     cli(
         stack,
         task_queue,
-        &["pool", "apply", "-f", &file, "--observe-interval", OBSERVE, "--output", "json"],
+        &[
+            "pool",
+            "apply",
+            "-f",
+            &file,
+            "--observe-interval",
+            OBSERVE,
+            "--output",
+            "json",
+        ],
     )
     .await?
     .expect_code(0)?
@@ -65,11 +74,19 @@ pub(crate) async fn apply(
 }
 
 /// `pool status POOL --output json` of a pool under a controller, typed.
-pub(crate) async fn status(stack: &Stack, task_queue: &str, pool: &str) -> Result<PoolStatusDocument> {
-    cli(stack, task_queue, &["pool", "status", pool, "--output", "json"])
-        .await?
-        .expect_code(0)?
-        .parse()
+pub(crate) async fn status(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+) -> Result<PoolStatusDocument> {
+    cli(
+        stack,
+        task_queue,
+        &["pool", "status", pool, "--output", "json"],
+    )
+    .await?
+    .expect_code(0)?
+    .parse()
 }
 
 /// Polls [`status`] until `done` holds; the error shows the last answer.
@@ -83,7 +100,12 @@ pub(crate) async fn await_status(
 ) -> Result<PoolStatusDocument> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let answer = cli(stack, task_queue, &["pool", "status", pool, "--output", "json"]).await?;
+        let answer = cli(
+            stack,
+            task_queue,
+            &["pool", "status", pool, "--output", "json"],
+        )
+        .await?;
         let last = if answer.code == Some(0) {
             match answer.parse::<PoolStatusDocument>() {
                 Ok(document) if done(&document) => return Ok(document),
@@ -166,7 +188,10 @@ pub(crate) async fn await_world(
 pub(crate) async fn delete_pool(stack: &Stack, task_queue: &str, pool: &str) {
     match cli(stack, task_queue, &["pool", "delete", pool, "--wait"]).await {
         Ok(answer) if answer.code == Some(0) => {}
-        Ok(answer) => eprintln!("pool delete {pool}: exit {:?}: {}", answer.code, answer.stderr),
+        Ok(answer) => eprintln!(
+            "pool delete {pool}: exit {:?}: {}",
+            answer.code, answer.stderr
+        ),
         Err(error) => eprintln!("pool delete {pool}: {error}"),
     }
 }

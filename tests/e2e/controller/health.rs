@@ -32,7 +32,12 @@ async fn above_max_unhealthy_nothing_is_remediated_and_within_it_the_machine_is_
     outcome
 }
 
-async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path::Path) -> Result<()> {
+async fn scenario(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    file: &std::path::Path,
+) -> Result<()> {
     super::common::apply(stack, task_queue, file).await?;
     let first = await_world(stack, pool, "3 Ready machines", UP, |w| w.is_steady(3)).await?;
     let mut names = first.vms.iter();
@@ -43,13 +48,20 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path:
     vm_action(stack, &a, "powerOff").await?;
     vm_action(stack, &b, "powerOff").await?;
 
-    let held = await_status(stack, task_queue, pool, "2 unhealthy, remediation not allowed", UP, |d| {
-        d.status.unhealthy_replicas == 2
-            && d.status
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "RemediationAllowed" && c.status == "False")
-    })
+    let held = await_status(
+        stack,
+        task_queue,
+        pool,
+        "2 unhealthy, remediation not allowed",
+        UP,
+        |d| {
+            d.status.unhealthy_replicas == 2
+                && d.status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "RemediationAllowed" && c.status == "False")
+        },
+    )
     .await?;
     let condition = held
         .status
@@ -62,14 +74,20 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path:
         "the message does not give the counts: {condition:?}"
     );
     ensure!(
-        held.status.unhealthy.iter().all(|u| u.reason.contains("stopped") || u.reason.contains("deallocat")),
+        held.status
+            .unhealthy
+            .iter()
+            .all(|u| u.reason.contains("stopped") || u.reason.contains("deallocat")),
         "reasons: {:?}",
         held.status.unhealthy
     );
     // Three more observe intervals: nothing remediated (the same 3 VMs, no delete started).
     tokio::time::sleep(Duration::from_secs(10)).await;
     let still = world(stack, pool).await?;
-    ensure!(still.vms == first.vms, "a machine was remediated above maxUnhealthy: {still:?}");
+    ensure!(
+        still.vms == first.vms,
+        "a machine was remediated above maxUnhealthy: {still:?}"
+    );
 
     // One comes back: 1 of 3 unhealthy is within 40% of 3 (1): it is replaced.
     vm_action(stack, &a, "start").await?;
@@ -78,13 +96,20 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path:
     })
     .await?;
     ensure!(healed.vms.len() == 3, "{healed:?}");
-    await_status(stack, task_queue, pool, "no unhealthy and remediation allowed", UP, |d| {
-        d.status.unhealthy_replicas == 0
-            && d.status
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "RemediationAllowed" && c.status == "True")
-    })
+    await_status(
+        stack,
+        task_queue,
+        pool,
+        "no unhealthy and remediation allowed",
+        UP,
+        |d| {
+            d.status.unhealthy_replicas == 0
+                && d.status
+                    .conditions
+                    .iter()
+                    .any(|c| c.type_ == "RemediationAllowed" && c.status == "True")
+        },
+    )
     .await?;
     Ok(())
 }

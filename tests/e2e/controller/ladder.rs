@@ -1,4 +1,5 @@
-//! The remediation ladder `[restart, replace]` with `remediationTimeout: 1m`: a Node reporting
+//! The remediation ladder `[restart, replace]` with `remediationTimeout: 1m` (and
+//! `maxUnhealthy: 1`): a Node reporting
 //! `KernelDeadlock=True` (as node-problem-detector would) is unhealthy at once (timeout 0s);
 //! the controller restarts its VM (the status's last actions say so); the condition still
 //! holds a minute later (the test sets it again after the restart, as a deadlock that survives
@@ -25,7 +26,8 @@ async fn a_kernel_deadlock_is_restarted_then_replaced_when_it_persists() -> Resu
     let task_queue = unique_task_queue("ctl-ladder");
     let worker = KillableWorker::start(&stack, &task_queue)?;
     let pool = format!("cl{}", unique_suffix());
-    let health = "  health:\n    remediation: [restart, replace]\n    remediationTimeout: 1m\n";
+    // maxUnhealthy 1: the default 40% of 2 machines is 0, which never remediates.
+    let health = "  health:\n    maxUnhealthy: 1\n    remediation: [restart, replace]\n    remediationTimeout: 1m\n";
     let file = controller_pool_file(&stack, &pool, 2, "24.04.1", health)?;
     let outcome = scenario(&stack, &task_queue, &pool, &file)
         .await
@@ -51,7 +53,12 @@ async fn report_deadlock(nodes: &Api<Node>, node: &str) -> Result<()> {
     Ok(())
 }
 
-async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path::Path) -> Result<()> {
+async fn scenario(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    file: &std::path::Path,
+) -> Result<()> {
     apply(stack, task_queue, file).await?;
     let first = await_world(stack, pool, "2 Ready machines", UP, |w| w.is_steady(2)).await?;
     let sick = first.vms.iter().next().context("a VM")?.clone();
@@ -68,18 +75,21 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path:
     ensure!(
         restarted
             .status
-            .unhealthy
+            .remediations
             .iter()
-            .chain(std::iter::empty())
-            .all(|u| u.machine == sick),
-        "{:?}",
-        restarted.status.unhealthy
+            .any(|r| r.machine == sick && r.rung == 0),
+        "the restart rung is not in the remediations: {:?}",
+        restarted.status.remediations
     );
     // The deadlock survives the reboot.
     report_deadlock(&nodes, &sick).await?;
-    let replaced = await_world(stack, pool, "the machine replaced after the restart rung", UP, |w| {
-        w.is_steady(2) && !w.vms.contains(&sick)
-    })
+    let replaced = await_world(
+        stack,
+        pool,
+        "the machine replaced after the restart rung",
+        UP,
+        |w| w.is_steady(2) && !w.vms.contains(&sick),
+    )
     .await?;
     ensure!(replaced.vms.len() == 2, "{replaced:?}");
     Ok(())

@@ -33,10 +33,18 @@ async fn apply_keeps_three_ready_and_replaces_a_vm_deleted_out_of_band() -> Resu
     outcome
 }
 
-async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path::Path) -> Result<()> {
+async fn scenario(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    file: &std::path::Path,
+) -> Result<()> {
     let applied = apply(stack, task_queue, file).await?;
     ensure!(
-        applied["started"] == true && applied["lines"][0].as_str().is_some_and(|l| l.contains("3 machine(s) to create")),
+        applied["started"] == true
+            && applied["lines"][0]
+                .as_str()
+                .is_some_and(|l| l.contains("3 machine(s) to create")),
         "pool apply said: {applied}"
     );
     let first = await_world(stack, pool, "3 Ready machines", UP, |w| w.is_steady(3)).await?;
@@ -55,12 +63,19 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path:
     // A VM deleted out of band: replaced within an observe interval plus a create.
     let victim = first.vms.iter().next().context("a VM")?.clone();
     stack.arm_client()?.delete_vm(&victim, false).await?;
-    let healed = await_world(stack, pool, "the deleted VM replaced and its Node removed", UP, |w| {
-        w.is_steady(3) && !w.nodes.contains(&victim)
-    })
+    let healed = await_world(
+        stack,
+        pool,
+        "the deleted VM replaced and its Node removed",
+        UP,
+        |w| w.is_steady(3) && !w.nodes.contains(&victim),
+    )
     .await?;
     let new: Vec<&String> = healed.vms.difference(&first.vms).collect();
-    ensure!(new.len() == 1, "expected one new machine, got {new:?} ({healed:?})");
+    ensure!(
+        new.len() == 1,
+        "expected one new machine, got {new:?} ({healed:?})"
+    );
     let document = status(stack, task_queue, pool).await?;
     ensure!(
         document
@@ -81,7 +96,10 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path:
     .await?
     .expect_code(0)?
     .json()?;
-    ensure!(deleted["result"]["ended"] == "deleted", "pool delete said: {deleted}");
+    ensure!(
+        deleted["result"]["ended"] == "deleted",
+        "pool delete said: {deleted}"
+    );
     let gone = world(stack, pool).await?;
     ensure!(
         gone.vms.is_empty() && gone.nodes.is_empty(),

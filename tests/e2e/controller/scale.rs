@@ -21,7 +21,8 @@ use super::common::{apply, await_status, await_world, controller_pool_file, dele
 const UP: Duration = Duration::from_secs(300);
 
 #[tokio::test]
-async fn scale_three_to_five_to_two_deletes_the_documented_victims_and_pause_holds_it() -> Result<()> {
+async fn scale_three_to_five_to_two_deletes_the_documented_victims_and_pause_holds_it() -> Result<()>
+{
     let stack = Stack::load()?;
     let task_queue = unique_task_queue("ctl-scale");
     let worker = KillableWorker::start(&stack, &task_queue)?;
@@ -37,9 +38,13 @@ async fn scale_three_to_five_to_two_deletes_the_documented_victims_and_pause_hol
 
 async fn scale(stack: &Stack, task_queue: &str, pool: &str, replicas: u32) -> Result<()> {
     let n = replicas.to_string();
-    cli(stack, task_queue, &["pool", "scale", pool, "--replicas", &n])
-        .await?
-        .expect_code(0)?;
+    cli(
+        stack,
+        task_queue,
+        &["pool", "scale", pool, "--replicas", &n],
+    )
+    .await?
+    .expect_code(0)?;
     Ok(())
 }
 
@@ -56,12 +61,20 @@ async fn by_age(stack: &Stack, pool: &str) -> Result<Vec<(String, String)>> {
     Ok(vms)
 }
 
-async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path::Path) -> Result<()> {
+async fn scenario(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    file: &std::path::Path,
+) -> Result<()> {
     apply(stack, task_queue, file).await?;
     await_world(stack, pool, "3 Ready machines", UP, |w| w.is_steady(3)).await?;
     scale(stack, task_queue, pool, 5).await?;
     await_world(stack, pool, "5 Ready machines", UP, |w| w.is_steady(5)).await?;
-    await_status(stack, task_queue, pool, "5 ready", UP, |d| d.status.ready_replicas == 5).await?;
+    await_status(stack, task_queue, pool, "5 ready", UP, |d| {
+        d.status.ready_replicas == 5
+    })
+    .await?;
 
     // The oldest machine goes first by its priority; then the newest of the others.
     let aged = by_age(stack, pool).await?;
@@ -92,14 +105,18 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str, file: &std::path:
     }
 
     // Paused: a VM deleted out of band is not replaced.
-    cli(stack, task_queue, &["pool", "pause", pool]).await?.expect_code(0)?;
+    cli(stack, task_queue, &["pool", "pause", pool])
+        .await?
+        .expect_code(0)?;
     await_status(stack, task_queue, pool, "paused", UP, |d| d.spec.paused).await?;
     let gone = two.vms.iter().next().context("a VM")?.clone();
     stack.arm_client()?.delete_vm(&gone, false).await?;
     tokio::time::sleep(Duration::from_secs(12)).await;
     let held = world(stack, pool).await?;
     ensure!(held.vms.len() == 1, "a paused controller acted: {held:?}");
-    cli(stack, task_queue, &["pool", "resume", pool]).await?.expect_code(0)?;
+    cli(stack, task_queue, &["pool", "resume", pool])
+        .await?
+        .expect_code(0)?;
     await_world(stack, pool, "2 Ready machines after resume", UP, |w| {
         w.is_steady(2) && !w.nodes.contains(&gone)
     })

@@ -127,7 +127,13 @@ pub async fn start_delete(
         .await
     {
         Ok(started) => {
-            track(children, victim.name.clone(), WorkKind::Delete, at, started.result());
+            track(
+                children,
+                victim.name.clone(),
+                WorkKind::Delete,
+                at,
+                started.result(),
+            );
             None
         }
         Err(error) => Some(start_failed(&workflow_id, &error)),
@@ -203,7 +209,10 @@ fn end_of<T>(result: Result<T, temporalio_sdk::ChildWorkflowExecutionError>) -> 
 
 /// A child that could not start: one whose ID is taken (another run creates or deletes that
 /// machine) is left to that run.
-fn start_failed(workflow_id: &WorkflowId, error: &temporalio_sdk::ChildWorkflowStartError) -> String {
+fn start_failed(
+    workflow_id: &WorkflowId,
+    error: &temporalio_sdk::ChildWorkflowStartError,
+) -> String {
     let taken = matches!(
         error,
         temporalio_sdk::ChildWorkflowStartError::StartFailed {

@@ -59,7 +59,12 @@ pub async fn list_nodes(
     ctx: &mut WorkflowContext<PoolControllerWorkflow>,
     pool: &str,
 ) -> Result<(), String> {
-    let since = ctx.state(|s| s.state.known_nodes.as_ref().map(|(digest, _)| digest.clone()));
+    let since = ctx.state(|s| {
+        s.state
+            .known_nodes
+            .as_ref()
+            .map(|(digest, _)| digest.clone())
+    });
     let lease_timeout_secs = lease_timeout_secs(ctx);
     let answer = ctx
         .execute_activity(
@@ -84,7 +89,12 @@ pub fn watch_input(
     pool: &str,
     max_wait: Duration,
 ) -> Since<WatchPoolNodes> {
-    let since = ctx.state(|s| s.state.known_nodes.as_ref().map(|(digest, _)| digest.clone()));
+    let since = ctx.state(|s| {
+        s.state
+            .known_nodes
+            .as_ref()
+            .map(|(digest, _)| digest.clone())
+    });
     Since {
         of: WatchPoolNodes {
             pool: pool.to_owned(),

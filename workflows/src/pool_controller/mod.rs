@@ -13,8 +13,8 @@ use futures::FutureExt;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_model::controller::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, DeleteRequest, Input,
-    Mode, PoolState, PoolStatusDocument, Progress, ScaleRequest, SpecView, WorkKind,
-    conditions, create_backoff, decide, join, push_action,
+    Mode, PoolState, PoolStatusDocument, Progress, ScaleRequest, SpecView, WorkKind, conditions,
+    create_backoff, decide, join, push_action,
 };
 use nodewright_model::limits::MAX_REPLICAS;
 use nodewright_model::pool::ValidPool;
@@ -26,7 +26,9 @@ use temporalio_sdk::{
     WorkflowResult, WorkflowTermination,
 };
 
-use self::children::{Child, End, first_finished, start_creates, start_delete, start_rollout, work_of};
+use self::children::{
+    Child, End, first_finished, start_creates, start_delete, start_rollout, work_of,
+};
 use self::state::ControllerState;
 use crate::progress::{now, rfc3339};
 use crate::{activity_options, cancellation, input, search};
@@ -112,7 +114,11 @@ impl PoolControllerWorkflow {
 
     /// The pool as it should be from now on (unless `dry_run`); returns what changes.
     #[update(name = "apply")]
-    pub fn apply(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: ApplyRequest) -> Changes {
+    pub fn apply(
+        &mut self,
+        _ctx: &mut SyncWorkflowContext<Self>,
+        request: ApplyRequest,
+    ) -> Changes {
         let Some(current) = self.state.pool.as_ref() else {
             return Changes::default();
         };
@@ -126,7 +132,11 @@ impl PoolControllerWorkflow {
 
     /// Refuses more than the replicas limit, and any change while the pool is being deleted.
     #[update_validator(scale)]
-    fn validate_scale(&self, _ctx: &WorkflowContextView, request: &ScaleRequest) -> Result<(), Error> {
+    fn validate_scale(
+        &self,
+        _ctx: &WorkflowContextView,
+        request: &ScaleRequest,
+    ) -> Result<(), Error> {
         self.current()?;
         if request.replicas > MAX_REPLICAS {
             return Err(format!(
@@ -140,7 +150,11 @@ impl PoolControllerWorkflow {
 
     /// The pool's new number of machines; returns what changes.
     #[update(name = "scale")]
-    pub fn scale(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: ScaleRequest) -> Changes {
+    pub fn scale(
+        &mut self,
+        _ctx: &mut SyncWorkflowContext<Self>,
+        request: ScaleRequest,
+    ) -> Changes {
         let Some(current) = self.state.pool.as_ref() else {
             return Changes::default();
         };
@@ -154,7 +168,11 @@ impl PoolControllerWorkflow {
 
     /// Refuses a second delete that asks for something else.
     #[update_validator(delete)]
-    fn validate_delete(&self, _ctx: &WorkflowContextView, request: &DeleteRequest) -> Result<(), Error> {
+    fn validate_delete(
+        &self,
+        _ctx: &WorkflowContextView,
+        request: &DeleteRequest,
+    ) -> Result<(), Error> {
         match self.state.deleting {
             Some(asked) if asked.orphan != request.orphan => Err(
                 "the pool is already being deleted the other way; wait for the controller to end"
@@ -237,14 +255,20 @@ async fn control(
     let mut phase_shown = String::new();
     loop {
         let at = now(ctx).timestamp();
-        let pool = ctx.state(|s| s.state.pool.clone()).unwrap_or_else(|| request.pool.clone());
+        let pool = ctx
+            .state(|s| s.state.pool.clone())
+            .unwrap_or_else(|| request.pool.clone());
         if cancellation::requested(ctx) {
             note(ctx, "the controller was cancelled: the machines are kept as they are, runs in flight go on".to_owned());
             return Finish::Canceled(Box::new(result(ctx, &pool, "cancelled")));
         }
         let deleting = ctx.state(|s| s.state.deleting);
         if deleting.is_some_and(|d| d.orphan) {
-            note(ctx, "pool deleted with --orphan: the controller ends and leaves every machine".to_owned());
+            note(
+                ctx,
+                "pool deleted with --orphan: the controller ends and leaves every machine"
+                    .to_owned(),
+            );
             return Finish::Ended(Box::new(result(ctx, &pool, "orphaned")));
         }
 
@@ -255,12 +279,18 @@ async fn control(
                     vms_due = false;
                     last_vm_look = at;
                 }
-                Err(reason) => note(ctx, format!("could not list the pool's VMs ({reason}); looking again")),
+                Err(reason) => note(
+                    ctx,
+                    format!("could not list the pool's VMs ({reason}); looking again"),
+                ),
             }
         }
         if ctx.state(|s| s.state.known_nodes.is_none()) {
             if let Err(reason) = look::list_nodes(ctx, &pool.name).await {
-                note(ctx, format!("could not list the pool's Nodes ({reason}); looking again"));
+                note(
+                    ctx,
+                    format!("could not list the pool's Nodes ({reason}); looking again"),
+                );
             }
         }
         let (vms, nodes) = look::held(ctx);
@@ -293,7 +323,13 @@ async fn control(
             now: at,
         });
         if deleting.is_some() && machines.is_empty() && children.is_empty() {
-            note(ctx, format!("every machine of pool {} is deleted: the controller ends", pool.name));
+            note(
+                ctx,
+                format!(
+                    "every machine of pool {} is deleted: the controller ends",
+                    pool.name
+                ),
+            );
             return Finish::Ended(Box::new(result(ctx, &pool, "deleted")));
         }
 
@@ -301,8 +337,13 @@ async fn control(
         let stamp = now(ctx).timestamp_millis().div_euclid(1000);
         let busy: BTreeSet<String> = children.iter().map(|c| c.machine.clone()).collect();
         for victim in decision.delete.iter().filter(|v| !busy.contains(&v.name)) {
-            note(ctx, format!("deleting machine {} ({})", victim.name, victim.reason));
-            if let Some(failed) = start_delete(ctx, cluster, &pool, victim, &mut children, stamp).await {
+            note(
+                ctx,
+                format!("deleting machine {} ({})", victim.name, victim.reason),
+            );
+            if let Some(failed) =
+                start_delete(ctx, cluster, &pool, victim, &mut children, stamp).await
+            {
                 note(ctx, failed);
             }
         }
@@ -311,10 +352,29 @@ async fn control(
             let mut taken: BTreeSet<String> = machines.iter().map(|m| m.name.clone()).collect();
             taken.extend(busy.iter().cloned());
             let before = children.len();
-            let failed = start_creates(ctx, cluster, &pool, decision.create, &mut taken, &mut children, stamp).await;
-            let started: Vec<String> = children[before..].iter().map(|c| c.machine.clone()).collect();
+            let failed = start_creates(
+                ctx,
+                cluster,
+                &pool,
+                decision.create,
+                &mut taken,
+                &mut children,
+                stamp,
+            )
+            .await;
+            let started: Vec<String> = children[before..]
+                .iter()
+                .map(|c| c.machine.clone())
+                .collect();
             if !started.is_empty() {
-                note(ctx, format!("creating machine(s) {} (template {})", started.join(", "), pool.template_hash));
+                note(
+                    ctx,
+                    format!(
+                        "creating machine(s) {} (template {})",
+                        started.join(", "),
+                        pool.template_hash
+                    ),
+                );
             }
             for line in failed {
                 note(ctx, line);
@@ -326,14 +386,30 @@ async fn control(
         if decision.start_rollout && rollout.is_none() {
             match start_rollout(ctx, cluster, &pool).await {
                 Ok(end) => {
-                    note(ctx, format!("rolling pool {} to template {}", pool.name, pool.template_hash));
+                    note(
+                        ctx,
+                        format!(
+                            "rolling pool {} to template {}",
+                            pool.name, pool.template_hash
+                        ),
+                    );
                     rollout = Some(end);
                 }
                 Err(reason) => note(ctx, reason),
             }
         }
         ctx.state_mut(|s| s.state.remediations = decision.remediations.clone());
-        show(ctx, &pool, &decision, &children, rollout.is_some(), mode, max_unavailable, at, &mut phase_shown);
+        show(
+            ctx,
+            &pool,
+            &decision,
+            &children,
+            rollout.is_some(),
+            mode,
+            max_unavailable,
+            at,
+            &mut phase_shown,
+        );
 
         if children.is_empty() && rollout.is_none() && continue_as_new_due(ctx, request) {
             return Finish::ContinueAsNew(Box::new(next_run(ctx, request, &pool)));
@@ -342,10 +418,12 @@ async fn control(
         // Wait. The Node watch is the timer too: it answers "unchanged" at the next VM listing
         // or `recheck_at`, whichever comes first (one activity per wait, no timer beside it).
         let seen = ctx.state(|s| s.state.wakeups);
-        let until_vms = secs(interval).saturating_sub(at.saturating_sub(last_vm_look)).max(1);
-        let until_recheck = decision
-            .recheck_at
-            .map_or(until_vms, |then| then.saturating_sub(at).clamp(1, until_vms));
+        let until_vms = secs(interval)
+            .saturating_sub(at.saturating_sub(last_vm_look))
+            .max(1);
+        let until_recheck = decision.recheck_at.map_or(until_vms, |then| {
+            then.saturating_sub(at).clamp(1, until_vms)
+        });
         let max_wait = Duration::from_secs(u64::try_from(until_recheck).unwrap_or(1));
         let watch_input = look::watch_input(ctx, &pool.name, max_wait);
         let watch = ctx.execute_activity(
@@ -375,13 +453,21 @@ async fn control(
                 rollout = None;
                 match end {
                     End::Succeeded => note(ctx, format!("the rollout of pool {} ended", pool.name)),
-                    End::Failed(reason) => note(ctx, format!("the rollout of pool {} failed: {reason}", pool.name)),
+                    End::Failed(reason) => note(
+                        ctx,
+                        format!("the rollout of pool {} failed: {reason}", pool.name),
+                    ),
                 }
                 vms_due = true;
             }
             Woke::Nodes(answer) => {
                 if let Err(reason) = look::keep_watched(ctx, answer) {
-                    note(ctx, format!("could not watch the pool's Nodes ({reason}); looking again shortly"));
+                    note(
+                        ctx,
+                        format!(
+                            "could not watch the pool's Nodes ({reason}); looking again shortly"
+                        ),
+                    );
                     ctx.timer(WATCH_RETRY).await;
                 }
             }
@@ -398,7 +484,12 @@ enum Woke {
     Child((usize, End)),
     Rollout(End),
     Operator,
-    Nodes(Result<nodewright_model::listing::Listing<nodewright_model::rollout::PoolNode>, temporalio_sdk::ActivityExecutionError>),
+    Nodes(
+        Result<
+            nodewright_model::listing::Listing<nodewright_model::rollout::PoolNode>,
+            temporalio_sdk::ActivityExecutionError,
+        >,
+    ),
 }
 
 /// Books a child's end: an action line, and the create back-off.
@@ -425,9 +516,19 @@ fn child_ended(ctx: &mut WorkflowContext<PoolControllerWorkflow>, child: &Child,
                 });
                 let backoff = create_backoff(failures);
                 ctx.state_mut(|s| s.state.creates_after = at.saturating_add(secs(backoff)));
-                note(ctx, format!("{what} of machine {} failed ({reason}); next create in {}s", child.machine, backoff.as_secs()));
+                note(
+                    ctx,
+                    format!(
+                        "{what} of machine {} failed ({reason}); next create in {}s",
+                        child.machine,
+                        backoff.as_secs()
+                    ),
+                );
             } else {
-                note(ctx, format!("{what} of machine {} failed ({reason})", child.machine));
+                note(
+                    ctx,
+                    format!("{what} of machine {} failed ({reason})", child.machine),
+                );
             }
         }
     }
@@ -449,13 +550,28 @@ async fn remediate(
     };
     let options = activity_options::arm_write(&writes);
     let done = match rung {
-        Rung::Restart => ctx.execute_activity(ArmWriteActivities::restart_vm, input, options).await,
-        Rung::Redeploy => ctx.execute_activity(ArmWriteActivities::redeploy_vm, input, options).await,
+        Rung::Restart => {
+            ctx.execute_activity(ArmWriteActivities::restart_vm, input, options)
+                .await
+        }
+        Rung::Redeploy => {
+            ctx.execute_activity(ArmWriteActivities::redeploy_vm, input, options)
+                .await
+        }
         Rung::Replace => return,
     };
     match done {
-        Ok(_) => note(ctx, format!("remediation: {rung} of machine {machine} done")),
-        Err(e) => note(ctx, format!("remediation: {rung} of machine {machine} failed ({})", crate::progress::activity_failure_text(&e))),
+        Ok(_) => note(
+            ctx,
+            format!("remediation: {rung} of machine {machine} done"),
+        ),
+        Err(e) => note(
+            ctx,
+            format!(
+                "remediation: {rung} of machine {machine} failed ({})",
+                crate::progress::activity_failure_text(&e)
+            ),
+        ),
     }
 }
 
@@ -544,23 +660,32 @@ fn note(ctx: &mut WorkflowContext<PoolControllerWorkflow>, text: String) {
 }
 
 /// The run's result.
-fn result(ctx: &WorkflowContext<PoolControllerWorkflow>, pool: &ValidPool, ended: &str) -> ControllerResult {
+fn result(
+    ctx: &WorkflowContext<PoolControllerWorkflow>,
+    pool: &ValidPool,
+    ended: &str,
+) -> ControllerResult {
     ControllerResult {
         pool: pool.name.clone(),
         ended: ended.to_owned(),
-        status: ctx.state(|s| s.state.status.clone()).unwrap_or_else(|| PoolStatusDocument {
-            pool: pool.name.clone(),
-            spec: SpecView {
-                replicas: pool.replicas,
-                template_hash: pool.template_hash.clone(),
-                paused: false,
-            },
-            status: PoolState::default(),
-        }),
+        status: ctx
+            .state(|s| s.state.status.clone())
+            .unwrap_or_else(|| PoolStatusDocument {
+                pool: pool.name.clone(),
+                spec: SpecView {
+                    replicas: pool.replicas,
+                    template_hash: pool.template_hash.clone(),
+                    paused: false,
+                },
+                status: PoolState::default(),
+            }),
     }
 }
 
-fn continue_as_new_due(ctx: &WorkflowContext<PoolControllerWorkflow>, request: &ControllerRequest) -> bool {
+fn continue_as_new_due(
+    ctx: &WorkflowContext<PoolControllerWorkflow>,
+    request: &ControllerRequest,
+) -> bool {
     ctx.history_length() >= request.history_limit || ctx.continue_as_new_suggested()
 }
 
