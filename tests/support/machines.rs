@@ -698,6 +698,30 @@ pub fn repo_path(relative: &str) -> PathBuf {
     repo_root().join(Path::new(relative))
 }
 
+/// Runs a VM action through ARM (`POST …/<action>`: `powerOff`, `start`, `restart`,
+/// `deallocate`...), as an operator or a host failure would; fails unless ARM accepts it (202).
+pub async fn vm_action(stack: &Stack, vm: &str, action: &str) -> Result<()> {
+    let url = format!(
+        "{}/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines/{vm}/{action}?api-version=2024-07-01",
+        stack.arm.endpoint.trim_end_matches('/'),
+        stack.arm.subscription_id,
+        stack.arm.resource_group,
+    );
+    let response = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(&stack.arm.token)
+        .send()
+        .await?;
+    let status = response.status();
+    if status.as_u16() != 202 {
+        bail!(
+            "{action} {vm}: {status}: {}",
+            response.text().await.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod document_tests {
     use super::*;
@@ -725,28 +749,4 @@ mod document_tests {
                 .is_err()
         );
     }
-}
-
-/// Runs a VM action through ARM (`POST …/<action>`: `powerOff`, `start`, `restart`,
-/// `deallocate`...), as an operator or a host failure would; fails unless ARM accepts it (202).
-pub async fn vm_action(stack: &Stack, vm: &str, action: &str) -> Result<()> {
-    let url = format!(
-        "{}/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines/{vm}/{action}?api-version=2024-07-01",
-        stack.arm.endpoint.trim_end_matches('/'),
-        stack.arm.subscription_id,
-        stack.arm.resource_group,
-    );
-    let response = reqwest::Client::new()
-        .post(url)
-        .bearer_auth(&stack.arm.token)
-        .send()
-        .await?;
-    let status = response.status();
-    if status.as_u16() != 202 {
-        bail!(
-            "{action} {vm}: {status}: {}",
-            response.text().await.unwrap_or_default()
-        );
-    }
-    Ok(())
 }

@@ -433,6 +433,56 @@ pub fn report_lines(report: &PoolReport, cluster: &str) -> Vec<String> {
     lines
 }
 
+/// `pool status` of a pool under a controller, at a glance:
+///
+/// ```text
+/// pool web: Active, 3 of 3 ready, 3 available, 3 updated, 0 unhealthy (template 1a2b3c)
+///   conditions  Available=True (MinimumReplicasAvailable), Progressing=False (Steady), ...
+///   unhealthy   web-ab12c: KernelDeadlock=True for 0s
+///   last        2026-11-27T22:40:01Z creating machine(s) web-ab12c (template 1a2b3c)
+/// ```
+pub fn controller_lines(
+    document: &nodewright_model::controller::PoolStatusDocument,
+) -> Vec<String> {
+    let status = &document.status;
+    let paused = if document.spec.paused { ", paused" } else { "" };
+    let mut lines = vec![format!(
+        "pool {}: {}{paused}, {} of {} ready, {} available, {} updated, {} unhealthy (template {})",
+        document.pool,
+        status.phase,
+        status.ready_replicas,
+        document.spec.replicas,
+        status.available_replicas,
+        status.updated_replicas,
+        status.unhealthy_replicas,
+        document.spec.template_hash
+    )];
+    if !status.conditions.is_empty() {
+        let conditions: Vec<String> = status
+            .conditions
+            .iter()
+            .map(|c| format!("{}={} ({})", c.type_, c.status, c.reason))
+            .collect();
+        lines.push(format!("  conditions  {}", conditions.join(", ")));
+        for condition in status.conditions.iter().filter(|c| !c.message.is_empty()) {
+            lines.push(format!(
+                "              {}: {}",
+                condition.type_, condition.message
+            ));
+        }
+    }
+    for unhealthy in &status.unhealthy {
+        lines.push(format!(
+            "  unhealthy   {}: {}",
+            unhealthy.machine, unhealthy.reason
+        ));
+    }
+    for action in status.last_actions.iter().rev().take(5).rev() {
+        lines.push(format!("  last        {} {}", action.at, action.text));
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use nodewright_model::pool::Amount;
@@ -801,54 +851,4 @@ mod tests {
             ["pool web has no machines in cluster dev (observed 1970-01-01T02:00:00Z)"]
         );
     }
-}
-
-/// `pool status` of a pool under a controller, at a glance:
-///
-/// ```text
-/// pool web: Active, 3 of 3 ready, 3 available, 3 updated, 0 unhealthy (template 1a2b3c)
-///   conditions  Available=True (MinimumReplicasAvailable), Progressing=False (Steady), ...
-///   unhealthy   web-ab12c: KernelDeadlock=True for 0s
-///   last        2026-11-27T22:40:01Z creating machine(s) web-ab12c (template 1a2b3c)
-/// ```
-pub fn controller_lines(
-    document: &nodewright_model::controller::PoolStatusDocument,
-) -> Vec<String> {
-    let status = &document.status;
-    let paused = if document.spec.paused { ", paused" } else { "" };
-    let mut lines = vec![format!(
-        "pool {}: {}{paused}, {} of {} ready, {} available, {} updated, {} unhealthy (template {})",
-        document.pool,
-        status.phase,
-        status.ready_replicas,
-        document.spec.replicas,
-        status.available_replicas,
-        status.updated_replicas,
-        status.unhealthy_replicas,
-        document.spec.template_hash
-    )];
-    if !status.conditions.is_empty() {
-        let conditions: Vec<String> = status
-            .conditions
-            .iter()
-            .map(|c| format!("{}={} ({})", c.type_, c.status, c.reason))
-            .collect();
-        lines.push(format!("  conditions  {}", conditions.join(", ")));
-        for condition in status.conditions.iter().filter(|c| !c.message.is_empty()) {
-            lines.push(format!(
-                "              {}: {}",
-                condition.type_, condition.message
-            ));
-        }
-    }
-    for unhealthy in &status.unhealthy {
-        lines.push(format!(
-            "  unhealthy   {}: {}",
-            unhealthy.machine, unhealthy.reason
-        ));
-    }
-    for action in status.last_actions.iter().rev().take(5).rev() {
-        lines.push(format!("  last        {} {}", action.at, action.text));
-    }
-    lines
 }

@@ -3,6 +3,7 @@
 //! changed under them, and the controller's status and the world checked afterwards.
 
 pub(crate) mod common;
+mod crash;
 mod health;
 mod ladder;
 mod replicas;

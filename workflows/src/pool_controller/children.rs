@@ -243,6 +243,6 @@ pub fn first_finished(children: &mut [Child]) -> impl Future<Output = (usize, En
 pub fn work_of(children: &[Child]) -> Vec<(String, Work)> {
     children
         .iter()
-        .map(|child| (child.machine.clone(), child.work.clone()))
+        .map(|child| (child.machine.clone(), child.work))
         .collect()
 }

@@ -113,12 +113,15 @@ pub fn keep_watched(
     keep(ctx, answer, |s| &mut s.state.known_nodes)
 }
 
+/// A list held and its digest.
+type Held<T> = Option<(String, Vec<T>)>;
+
 /// Applies a listing to the list held in `slot` (or drops the list held when it does not
 /// apply).
 fn keep<T>(
     ctx: &mut WorkflowContext<PoolControllerWorkflow>,
     answer: Result<Listing<T>, ActivityExecutionError>,
-    slot: fn(&mut PoolControllerWorkflow) -> &mut Option<(String, Vec<T>)>,
+    slot: fn(&mut PoolControllerWorkflow) -> &mut Held<T>,
 ) -> Result<(), String>
 where
     T: Clone + nodewright_model::listing::Keyed + serde::Serialize + 'static,

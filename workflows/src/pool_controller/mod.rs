@@ -285,13 +285,13 @@ async fn control(
                 ),
             }
         }
-        if ctx.state(|s| s.state.known_nodes.is_none()) {
-            if let Err(reason) = look::list_nodes(ctx, &pool.name).await {
-                note(
-                    ctx,
-                    format!("could not list the pool's Nodes ({reason}); looking again"),
-                );
-            }
+        if ctx.state(|s| s.state.known_nodes.is_none())
+            && let Err(reason) = look::list_nodes(ctx, &pool.name).await
+        {
+            note(
+                ctx,
+                format!("could not list the pool's Nodes ({reason}); looking again"),
+            );
         }
         let (vms, nodes) = look::held(ctx);
         let seen_vms = ctx.state(|s| s.state.known_vms.is_some());
@@ -441,7 +441,7 @@ async fn control(
             done = first_finished(&mut children).fuse() => Woke::Child(done),
             end = rollout_end.fuse() => Woke::Rollout(end),
             _ = ctx.wait_condition(move |s: &PoolControllerWorkflow| s.state.wakeups != seen) => Woke::Operator,
-            answer = watch.fuse() => Woke::Nodes(answer),
+            answer = watch.fuse() => Woke::Nodes(Box::new(answer)),
         };
         match woke {
             Woke::Child((index, end)) => {
@@ -461,7 +461,7 @@ async fn control(
                 vms_due = true;
             }
             Woke::Nodes(answer) => {
-                if let Err(reason) = look::keep_watched(ctx, answer) {
+                if let Err(reason) = look::keep_watched(ctx, *answer) {
                     note(
                         ctx,
                         format!(
@@ -485,9 +485,11 @@ enum Woke {
     Rollout(End),
     Operator,
     Nodes(
-        Result<
-            nodewright_model::listing::Listing<nodewright_model::rollout::PoolNode>,
-            temporalio_sdk::ActivityExecutionError,
+        Box<
+            Result<
+                nodewright_model::listing::Listing<nodewright_model::rollout::PoolNode>,
+                temporalio_sdk::ActivityExecutionError,
+            >,
         >,
     ),
 }
