@@ -129,6 +129,28 @@ impl Problems {
         }
     }
 
+    /// The knobs of a workflow that looks again and again (`--observe-interval`,
+    /// `--history-limit`): the interval at most [`limits::MAX_OBSERVE_INTERVAL`], the limit from
+    /// 1 to [`limits::MAX_HISTORY_LIMIT`].
+    fn loop_knobs(&mut self, observe_interval: Duration, history_limit: u32) {
+        if observe_interval > limits::MAX_OBSERVE_INTERVAL {
+            self.duration(
+                "observeInterval",
+                "--observe-interval",
+                observe_interval,
+                Duration::ZERO,
+                limits::MAX_OBSERVE_INTERVAL,
+            );
+        }
+        self.count(
+            "historyLimit",
+            "--history-limit",
+            history_limit,
+            1,
+            limits::MAX_HISTORY_LIMIT,
+        );
+    }
+
     fn finish(self) -> Result<(), InputError> {
         if self.errors.is_empty() {
             Ok(())
@@ -368,22 +390,7 @@ impl RolloutRequest {
         if let Some(canary) = self.canary {
             problems.count("canary", "--canary", canary, 1, self.pool.replicas.max(1));
         }
-        if self.observe_interval > limits::MAX_OBSERVE_INTERVAL {
-            problems.duration(
-                "observeInterval",
-                "--observe-interval",
-                self.observe_interval,
-                Duration::ZERO,
-                limits::MAX_OBSERVE_INTERVAL,
-            );
-        }
-        problems.count(
-            "historyLimit",
-            "--history-limit",
-            self.history_limit,
-            1,
-            limits::MAX_HISTORY_LIMIT,
-        );
+        problems.loop_knobs(self.observe_interval, self.history_limit);
         problems.finish()
     }
 }
@@ -398,22 +405,7 @@ impl crate::controller::ControllerRequest {
     pub fn check(&self) -> Result<(), InputError> {
         let mut problems = Problems::new(workflow_type::POOL_CONTROLLER);
         problems.extend(received::pool("pool", &self.pool));
-        if self.observe_interval > limits::MAX_OBSERVE_INTERVAL {
-            problems.duration(
-                "observeInterval",
-                "--observe-interval",
-                self.observe_interval,
-                Duration::ZERO,
-                limits::MAX_OBSERVE_INTERVAL,
-            );
-        }
-        problems.count(
-            "historyLimit",
-            "--history-limit",
-            self.history_limit,
-            1,
-            limits::MAX_HISTORY_LIMIT,
-        );
+        problems.loop_knobs(self.observe_interval, self.history_limit);
         problems.finish()
     }
 }

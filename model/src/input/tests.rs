@@ -475,6 +475,43 @@ fn rollout_inputs_follow_the_pool_file_rules_and_the_knobs_maxima() {
 }
 
 #[test]
+fn controller_inputs_and_applied_pools_follow_the_pool_file_rules_and_the_knobs_maxima() {
+    let base = crate::controller::ControllerRequest {
+        cluster: cluster("local"),
+        pool: pool(),
+        paused: false,
+        observe_interval: crate::controller::DEFAULT_OBSERVE_INTERVAL,
+        history_limit: crate::controller::DEFAULT_HISTORY_LIMIT,
+        carried: None,
+    };
+    check(
+        base.clone(),
+        crate::controller::ControllerRequest::check,
+        vec![
+            (
+                "an observe interval of a day is refused",
+                Box::new(|r| r.observe_interval = Duration::from_secs(86_400)),
+                &["observeInterval"],
+            ),
+            (
+                "a history limit of 0 is refused",
+                Box::new(|r| r.history_limit = 0),
+                &["historyLimit"],
+            ),
+            (
+                "no remediation in flight is refused",
+                Box::new(|r| r.pool.health.max_in_flight = 0),
+                &["pool.health.maxInFlight"],
+            ),
+        ],
+    );
+    assert_eq!(fields(check_pool_update(&base.pool)), Vec::<String>::new());
+    let mut wrong = base.pool;
+    wrong.name = "a/b".into();
+    assert_eq!(fields(check_pool_update(&wrong)), ["pool.name"]);
+}
+
+#[test]
 fn inspect_and_sweep_inputs_follow_the_cli_bounds() {
     check(
         InspectPoolRequest {

@@ -331,6 +331,31 @@ mod tests {
     }
 
     #[test]
+    fn the_controller_commands_parse_their_flags() {
+        assert!(matches!(
+            parse(&["apply", "-f", "p.yaml", "--dry-run"]),
+            Ok(PoolCommand::Apply(_))
+        ));
+        assert!(parse(&["apply"]).is_err(), "apply needs -f FILE");
+        assert!(matches!(
+            parse(&["scale", "web", "--replicas", "5"]),
+            Ok(PoolCommand::Scale(_))
+        ));
+        assert!(parse(&["scale", "web"]).is_err(), "scale needs --replicas");
+        assert!(parse(&["scale", "web", "--replicas", "-1"]).is_err());
+        assert!(
+            matches!(parse(&["pause", "web"]), Ok(PoolCommand::Pause { pool }) if pool == "web")
+        );
+        assert!(
+            matches!(parse(&["resume", "web"]), Ok(PoolCommand::Resume { pool }) if pool == "web")
+        );
+        assert!(matches!(
+            parse(&["delete", "web", "--orphan"]),
+            Ok(PoolCommand::Delete(_))
+        ));
+    }
+
+    #[test]
     fn rollout_takes_a_file_or_a_subcommand() {
         let start = parse(&[
             "rollout",

@@ -77,7 +77,7 @@ async fn scenario(
         held.status
             .unhealthy
             .iter()
-            .all(|u| u.reason.contains("stopped") || u.reason.contains("deallocat")),
+            .all(|u| u.reason.contains("stop") || u.reason.contains("deallocat")),
         "reasons: {:?}",
         held.status.unhealthy
     );

@@ -153,11 +153,11 @@ pub(super) fn min_ready_seconds(
 }
 
 /// Checks a health policy a workflow received (at `field`, e.g. `pool.health`) with the bounds of
-/// `spec.health`. Field names are those of the input (`pool.health.max_in_flight`).
+/// `spec.health`. Field names are those of the input as it is serialized (`pool.health.maxInFlight`).
 pub(super) fn parsed_health(problems: &mut Problems, field: &str, policy: &HealthPolicy) {
     if policy.unhealthy_conditions.len() > limits::MAX_UNHEALTHY_CONDITIONS {
         problems.push(
-            format!("{field}.unhealthy_conditions"),
+            format!("{field}.unhealthyConditions"),
             format!("{} conditions", policy.unhealthy_conditions.len()),
             format!("has more than {}", limits::MAX_UNHEALTHY_CONDITIONS),
             format!(
@@ -167,7 +167,7 @@ pub(super) fn parsed_health(problems: &mut Problems, field: &str, policy: &Healt
         );
     }
     for (index, condition) in policy.unhealthy_conditions.iter().enumerate() {
-        let at = format!("{field}.unhealthy_conditions[{index}]");
+        let at = format!("{field}.unhealthyConditions[{index}]");
         condition_type(problems, &format!("{at}.type"), &condition.type_);
         condition_status(problems, &format!("{at}.status"), &condition.status);
         if condition.timeout > limits::MAX_UNHEALTHY_CONDITION_TIMEOUT {
@@ -184,7 +184,7 @@ pub(super) fn parsed_health(problems: &mut Problems, field: &str, policy: &Healt
     }
     if let Err(problem) = policy.max_unhealthy.check() {
         problems.push(
-            format!("{field}.max_unhealthy"),
+            format!("{field}.maxUnhealthy"),
             policy.max_unhealthy.to_string(),
             problem,
             "give a number of machines from 0 to 1000 or a percentage from 0% to 100% (default 40%)",
@@ -193,7 +193,7 @@ pub(super) fn parsed_health(problems: &mut Problems, field: &str, policy: &Healt
     let max = limits::MAX_REMEDIATIONS_IN_FLIGHT;
     if !(1..=max).contains(&policy.max_in_flight) {
         problems.push(
-            format!("{field}.max_in_flight"),
+            format!("{field}.maxInFlight"),
             policy.max_in_flight.to_string(),
             format!("is not from 1 to {max}"),
             format!("give a number from 1 to {max} (default 1)"),
@@ -202,14 +202,14 @@ pub(super) fn parsed_health(problems: &mut Problems, field: &str, policy: &Healt
     if let Some(timeout) = policy.lease_timeout {
         parsed_bounds(
             problems,
-            &format!("{field}.lease_timeout"),
+            &format!("{field}.leaseTimeout"),
             timeout,
             (limits::MIN_LEASE_TIMEOUT, limits::MAX_LEASE_TIMEOUT),
         );
     }
     parsed_bounds(
         problems,
-        &format!("{field}.remediation_timeout"),
+        &format!("{field}.remediationTimeout"),
         policy.remediation_timeout,
         (
             limits::MIN_REMEDIATION_TIMEOUT,

@@ -495,7 +495,7 @@ fn a_valid_pool_recorded_before_health_decodes_to_the_defaults() {
         .collect();
     assert_eq!(
         fields,
-        ["pool.health.max_in_flight", "pool.health.remediation"]
+        ["pool.health.maxInFlight", "pool.health.remediation"]
     );
 }
 
