@@ -97,6 +97,22 @@ fn not_running(pool: &str) -> CliError {
     ))
 }
 
+/// The client, workflow ID and UI link of the running controller of `pool`; refused (exit 3)
+/// when none runs.
+async fn running_controller(
+    settings: &Settings,
+    pool: &str,
+) -> Result<(Client, WorkflowId, String), CliError> {
+    let cluster = settings.cluster()?;
+    let client = settings.temporal().connect().await?;
+    let workflow_id = controller_id(&cluster, pool);
+    let link = settings.ui_link(&workflow_id);
+    if !is_running(&client, &workflow_id).await? {
+        return Err(not_running(pool));
+    }
+    Ok((client, workflow_id, link))
+}
+
 /// `pool apply`: starts the controller, or hands the running one the file.
 pub async fn apply(settings: &Settings, output: Output, args: ApplyArgs) -> Result<(), CliError> {
     let pool = pool_file::load(&args.file)?;
@@ -239,13 +255,7 @@ pub async fn scale(settings: &Settings, output: Output, args: ScaleArgs) -> Resu
             limits::MAX_REPLICAS
         )));
     }
-    let cluster = settings.cluster()?;
-    let client = settings.temporal().connect().await?;
-    let workflow_id = controller_id(&cluster, &pool);
-    let link = settings.ui_link(&workflow_id);
-    if !is_running(&client, &workflow_id).await? {
-        return Err(not_running(&pool));
-    }
+    let (client, workflow_id, link) = running_controller(settings, &pool).await?;
     let request = ScaleRequest {
         replicas: args.replicas,
     };
@@ -269,13 +279,7 @@ pub async fn pause(
     paused: bool,
 ) -> Result<(), CliError> {
     let pool = flags::pool_name(pool)?;
-    let cluster = settings.cluster()?;
-    let client = settings.temporal().connect().await?;
-    let workflow_id = controller_id(&cluster, pool);
-    let link = settings.ui_link(&workflow_id);
-    if !is_running(&client, &workflow_id).await? {
-        return Err(not_running(pool));
-    }
+    let (client, workflow_id, link) = running_controller(settings, pool).await?;
     let by = who();
     let h = handle(&client, &workflow_id);
     let sent = if paused {
@@ -321,13 +325,7 @@ pub async fn pause(
 /// `pool delete POOL [--orphan] [--wait]`.
 pub async fn delete(settings: &Settings, output: Output, args: DeleteArgs) -> Result<(), CliError> {
     let pool = flags::pool_name(&args.pool)?.to_owned();
-    let cluster = settings.cluster()?;
-    let client = settings.temporal().connect().await?;
-    let workflow_id = controller_id(&cluster, &pool);
-    let link = settings.ui_link(&workflow_id);
-    if !is_running(&client, &workflow_id).await? {
-        return Err(not_running(&pool));
-    }
+    let (client, workflow_id, link) = running_controller(settings, &pool).await?;
     let request = DeleteRequest {
         orphan: args.orphan,
     };

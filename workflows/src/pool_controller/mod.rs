@@ -407,7 +407,6 @@ async fn control(
             rollout.is_some(),
             mode,
             max_unavailable,
-            at,
             &mut phase_shown,
         );
 
@@ -588,7 +587,6 @@ fn show(
     rolling_out: bool,
     mode: Mode,
     max_unavailable: u32,
-    at: i64,
     phase_shown: &mut String,
 ) {
     let when = rfc3339(now(ctx));
@@ -599,13 +597,7 @@ fn show(
         rolling_out,
         deleting_pool: mode == Mode::Deleting,
     };
-    let phase = match mode {
-        Mode::Active => "Active",
-        Mode::Paused => "Paused",
-        Mode::Deleting => "Deleting",
-        Mode::RollingOut => "RollingOut",
-    };
-    let _ = at;
+    let phase = mode.phase();
     ctx.state_mut(|s| {
         let state = &mut s.state;
         state.conditions = conditions(
