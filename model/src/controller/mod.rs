@@ -1,5 +1,6 @@
 //! The pool controller's pure decisions: which machines are unhealthy ([`judge`]), what to
-//! create, delete and remediate ([`decide`]), and what `pool status` shows ([`status`]).
+//! create, delete and remediate ([`decide`]), what `pool status` shows ([`status`]), and how
+//! it starts and steers its rollouts ([`steer`]).
 //!
 //! The PoolController workflow observes the pool's VMs and Nodes, [`join`]s them with the work
 //! it has in flight, asks [`decide`] and acts through child workflows and activities; every rule
@@ -11,6 +12,7 @@ mod health;
 mod machines;
 mod remediation;
 mod request;
+mod rollouts;
 pub mod status;
 mod timestamp;
 
@@ -23,6 +25,9 @@ pub use remediation::Remediation;
 pub use request::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, DEFAULT_HISTORY_LIMIT,
     DEFAULT_OBSERVE_INTERVAL, DeleteRequest, ScaleRequest, create_backoff,
+};
+pub use rollouts::{
+    InFlight, RolloutEnd, RolloutOptions, RolloutOrder, Steer, should_start, steer,
 };
 pub use status::{
     Action, Condition, MAX_LAST_ACTIONS, PoolState, PoolStatusDocument, Progress, SpecView,

@@ -85,6 +85,16 @@ pub struct Carried {
     /// How many runs came before this one.
     #[serde(default)]
     pub runs_before: u32,
+    /// A rollout asked for (`pool rollout`, `pool rollback`) that has not started yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<super::rollouts::RolloutOptions>,
+    /// A template whose rollout ended without completing: not rolled to again on the
+    /// controller's own account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_template: Option<String>,
+    /// The pool's templates as the last rollout left them.
+    #[serde(default)]
+    pub history: crate::rollout::PoolHistory,
 }
 
 /// `pool apply` to a running controller: the pool as it should be from now on.

@@ -40,6 +40,20 @@ pub struct PoolHistory {
 }
 
 impl PoolHistory {
+    /// The history, with `running` as the current template when none is recorded: a pool made
+    /// by its controller (no rollout yet) runs the template it was made with, and its first
+    /// rollout's result must name it as the one to roll back to.
+    pub fn or_running(self, running: TemplateRecord) -> Self {
+        if self.current.is_some() {
+            self
+        } else {
+            Self {
+                current: Some(running),
+                previous: self.previous,
+            }
+        }
+    }
+
     /// The history after a rollout to `template` completed: it becomes the current template and
     /// the current one (when different) the previous.
     pub fn completed(&self, template: TemplateRecord) -> Self {
@@ -230,6 +244,24 @@ mod tests {
             template_hash: hash.to_owned(),
             template: pool.template,
         }
+    }
+
+    #[test]
+    fn a_pool_without_a_rollout_runs_the_template_it_was_made_with() {
+        let made = PoolHistory::default().or_running(record("a"));
+        assert_eq!(made.current.map(|r| r.template_hash).as_deref(), Some("a"));
+        let rolled = PoolHistory {
+            current: Some(record("b")),
+            previous: Some(record("a")),
+        };
+        assert_eq!(rolled.clone().or_running(record("c")), rolled);
+        let after = PoolHistory::default()
+            .or_running(record("a"))
+            .completed(record("b"));
+        assert_eq!(
+            after.previous.map(|r| r.template_hash).as_deref(),
+            Some("a")
+        );
     }
 
     #[test]

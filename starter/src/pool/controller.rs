@@ -1,7 +1,8 @@
 //! The pool controller from the command line: `pool apply -f FILE [--dry-run]` starts the
 //! pool's PoolController (`pool/<cluster>/<pool>`) or hands the running one the file (the
 //! `apply` update, refused with the field and its fix for a bad file); `pool scale`,
-//! `pool pause`, `pool resume` and `pool delete [--orphan]` steer it; `pool status` shows its
+//! `pool pause`, `pool resume` and `pool delete [--orphan]` steer it; `pool rollout` and
+//! `pool rollback` of a pool it keeps go through it ([`order_rollout`]); `pool status` shows its
 //! document when it runs (see [`super::status`]).
 
 use std::path::PathBuf;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use clap::Args;
 use nodewright_model::controller::{
     ApplyRequest, Changes, ControllerRequest, ControllerResult, DEFAULT_HISTORY_LIMIT,
-    DEFAULT_OBSERVE_INTERVAL, DeleteRequest, PoolStatusDocument, ScaleRequest,
+    DEFAULT_OBSERVE_INTERVAL, DeleteRequest, PoolStatusDocument, RolloutOrder, ScaleRequest,
 };
 use nodewright_model::{ClusterName, Operation, WorkflowId, limits};
 use nodewright_workflows::{PoolControllerWorkflow, search};
@@ -269,6 +270,83 @@ pub async fn scale(settings: &Settings, output: Output, args: ScaleArgs) -> Resu
     })
     .await?;
     print_changes(output, &workflow_id, &link, false, false, &changes)
+}
+
+/// How long `--wait` waits for the controller to start a rollout it was handed.
+const ROLLOUT_START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `pool rollout` / `pool rollback` of a pool whose controller runs: hands the controller the
+/// order (validated there: refused with its reason, exit 2), says what changes, and with
+/// `wait` follows the rollout the controller starts.
+pub async fn order_rollout(
+    settings: &Settings,
+    output: Output,
+    client: &Client,
+    controller: &WorkflowId,
+    order: RolloutOrder,
+    wait: bool,
+) -> Result<(), CliError> {
+    let cluster = settings.cluster()?;
+    let pool = order.pool.name.clone();
+    let template_hash = order.pool.template_hash.clone();
+    let rollout = super::rollout_id(&cluster, &pool);
+    let link = settings.ui_link(&rollout);
+    let before = history::latest(client, &rollout).await?.map(|l| l.run_id);
+    let changes = run_update(client, controller, &pool, |h| async move {
+        h.execute_update(
+            PoolControllerWorkflow::rollout,
+            order,
+            WorkflowExecuteUpdateOptions::default(),
+        )
+        .await
+    })
+    .await?;
+    match output {
+        Output::Json if !wait => println!(
+            "{}",
+            serde_json::json!({
+                "workflowId": rollout.as_str(), "controller": controller.as_str(), "pool": pool,
+                "templateHash": template_hash, "changes": changes, "lines": changes.lines(),
+                "ui": link,
+            })
+        ),
+        Output::Json => {}
+        Output::Text => {
+            eprintln!("{controller} takes the rollout: it starts {rollout} at its next look");
+            for line in changes.lines() {
+                eprintln!("  {line}");
+            }
+            eprintln!("  follow it: nodewright pool rollout status {pool}   or   {link}");
+        }
+    }
+    if !wait {
+        return Ok(());
+    }
+    let run_id = started_run(client, &rollout, before.as_deref()).await?;
+    super::follow::follow(client, Some(&run_id), output, &rollout, &pool, &link).await
+}
+
+/// The run of `rollout` the controller starts after `before` (the latest run before the order).
+async fn started_run(
+    client: &Client,
+    rollout: &WorkflowId,
+    before: Option<&str>,
+) -> Result<String, CliError> {
+    let deadline = tokio::time::Instant::now() + ROLLOUT_START_TIMEOUT;
+    loop {
+        if let Some(latest) = history::latest(client, rollout).await?
+            && Some(latest.run_id.as_str()) != before
+        {
+            return Ok(latest.run_id);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(CliError::RunFailed(format!(
+                "the controller took the rollout but {rollout} has not started within {}s; see `nodewright pool status` for why (is a worker running?)",
+                ROLLOUT_START_TIMEOUT.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// `pool pause POOL` / `pool resume POOL`.

@@ -20,6 +20,8 @@ use crate::CliError;
 pub struct Latest {
     /// Running, completed, failed...
     pub status: WorkflowExecutionStatus,
+    /// Its run ID.
+    pub run_id: String,
 }
 
 impl Latest {
@@ -45,6 +47,7 @@ pub async fn latest(client: &Client, workflow_id: &WorkflowId) -> Result<Option<
     match handle.describe(WorkflowDescribeOptions::default()).await {
         Ok(description) => Ok(Some(Latest {
             status: description.status(),
+            run_id: description.run_id().to_owned(),
         })),
         Err(WorkflowInteractionError::NotFound(_)) => Ok(None),
         Err(error) => Err(CliError::RunFailed(format!(

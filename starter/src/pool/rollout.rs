@@ -10,7 +10,9 @@ use temporalio_client::errors::WorkflowStartError;
 use temporalio_client::{Client, WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_common::search_attributes::SearchAttributes;
 
-use super::{KnobArgs, StartArgs, error_chain, flags, follow, history, rollout_id};
+use nodewright_model::controller::RolloutOrder;
+
+use super::{KnobArgs, StartArgs, controller, error_chain, flags, follow, history, rollout_id};
 use crate::{CliError, Output, pool_file, settings::Settings};
 
 /// A rollout about to start, every value checked.
@@ -90,7 +92,8 @@ pub fn summary(pool: &ValidPool, canary: Option<u32>, rollback: bool) -> String 
     )
 }
 
-/// Starts the rollout, says so, and follows it when asked.
+/// Starts the rollout, says so, and follows it when asked. When the pool's controller runs, the
+/// rollout is handed to it (it starts the rollout at its next look; test knobs do not apply).
 pub async fn begin(
     settings: &Settings,
     output: Output,
@@ -108,6 +111,16 @@ pub async fn begin(
     } = start;
     let workflow_id = rollout_id(cluster, &pool.name);
     let link = settings.ui_link(&workflow_id);
+    let controller = controller::controller_id(cluster, &pool.name);
+    if controller::is_running(client, &controller).await? {
+        let order = RolloutOrder {
+            pool,
+            canary,
+            history,
+            rollback,
+        };
+        return controller::order_rollout(settings, output, client, &controller, order, wait).await;
+    }
     let summary = summary(&pool, canary, rollback);
     let pool_name = pool.name.clone();
     let template_hash = pool.template_hash.clone();

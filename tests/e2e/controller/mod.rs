@@ -8,4 +8,5 @@ mod crash;
 mod health;
 mod ladder;
 mod replicas;
+mod rollouts;
 mod scale;

@@ -8,12 +8,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use nodewright_model::controller::{Victim, VictimReason, Work, WorkKind};
+use nodewright_model::controller::{
+    RolloutEnd, RolloutOptions, Victim, VictimReason, Work, WorkKind,
+};
 use nodewright_model::disruption::Disruption;
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::machine_name::{MAX_NAME_DRAWS, draw_free_name};
 use nodewright_model::pool::ValidPool;
-use nodewright_model::rollout::{PoolHistory, RolloutRequest};
+use nodewright_model::rollout::{PoolHistory, RolloutOutcome, RolloutRequest};
 use nodewright_model::{ClusterName, Operation, WorkflowId};
 use temporalio_sdk::{StartChildWorkflowExecutionFailedCause, WorkflowContext};
 
@@ -150,40 +152,56 @@ fn disruption_of(reason: VictimReason) -> Disruption {
     }
 }
 
-/// Starts the RollingUpdate of `pool` to its template (`rollout/<cluster>/<pool>`); returns the
-/// future of its end, or why it could not start.
+/// Starts the RollingUpdate of `pool` to its template (`rollout/<cluster>/<pool>`) as
+/// `options` say, from the pool's templates `history`, looking at the pool every `observe`;
+/// returns the future of its end, or why it could not start and whether that is because
+/// someone else's rollout of the pool runs.
 pub async fn start_rollout(
     ctx: &mut WorkflowContext<PoolControllerWorkflow>,
     cluster: &ClusterName,
     pool: &ValidPool,
-) -> Result<Pin<Box<dyn Future<Output = End>>>, String> {
+    options: &RolloutOptions,
+    history: &PoolHistory,
+    observe: std::time::Duration,
+) -> Result<Pin<Box<dyn Future<Output = RolloutEnd>>>, (String, bool)> {
     let workflow_id = WorkflowId::for_subject(Operation::Rollout, cluster, &pool.name);
     let request = RolloutRequest {
         cluster: cluster.clone(),
         pool: pool.clone(),
-        canary: None,
-        history: PoolHistory::default(),
-        rollback: false,
-        observe_interval: nodewright_model::rollout::DEFAULT_OBSERVE_INTERVAL,
+        canary: options.canary,
+        history: history.clone(),
+        rollback: options.rollback,
+        observe_interval: observe,
         history_limit: nodewright_model::rollout::DEFAULT_HISTORY_LIMIT,
         resume: None,
     };
-    let options = child_options(
-        &workflow_id,
-        format!(
-            "controller of pool {}: roll to template {}",
-            pool.name, pool.template_hash
-        ),
+    let to = if options.rollback { "back to" } else { "to" };
+    let canary = options
+        .canary
+        .map(|n| format!(", canary {n}"))
+        .unwrap_or_default();
+    let summary = format!(
+        "controller of pool {}: roll {to} template {}{canary}",
+        pool.name, pool.template_hash
     );
+    let child = child_options(&workflow_id, summary);
     match ctx
-        .start_child_workflow(RollingUpdateWorkflow::run, request, options)
+        .start_child_workflow(RollingUpdateWorkflow::run, request, child)
         .await
     {
         Ok(started) => {
             let result = started.result();
-            Ok(Box::pin(async move { end_of(result.await) }))
+            Ok(Box::pin(async move {
+                match result.await {
+                    Ok(done) if done.outcome == RolloutOutcome::Completed => {
+                        RolloutEnd::Completed(done.history)
+                    }
+                    Ok(done) => RolloutEnd::Stopped(done.history),
+                    Err(e) => RolloutEnd::Failed(child_failure_text(&e)),
+                }
+            }))
         }
-        Err(error) => Err(start_failed(&workflow_id, &error)),
+        Err(error) => Err((start_failed(&workflow_id, &error), is_taken(&error))),
     }
 }
 
@@ -213,18 +231,22 @@ fn start_failed(
     workflow_id: &WorkflowId,
     error: &temporalio_sdk::ChildWorkflowStartError,
 ) -> String {
-    let taken = matches!(
+    if is_taken(error) {
+        format!("{workflow_id} is already running (started by someone else); left to it")
+    } else {
+        format!("could not start {workflow_id}: {error}")
+    }
+}
+
+/// Whether a child could not start because a run of its ID is running.
+fn is_taken(error: &temporalio_sdk::ChildWorkflowStartError) -> bool {
+    matches!(
         error,
         temporalio_sdk::ChildWorkflowStartError::StartFailed {
             cause: StartChildWorkflowExecutionFailedCause::WorkflowAlreadyExists,
             ..
         }
-    );
-    if taken {
-        format!("{workflow_id} is already running (started by someone else); left to it")
-    } else {
-        format!("could not start {workflow_id}: {error}")
-    }
+    )
 }
 
 /// The first child to finish (polled in order, so replays agree), with its index.

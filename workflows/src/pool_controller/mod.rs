@@ -12,18 +12,20 @@ use std::time::Duration;
 use futures::FutureExt;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_model::controller::{
-    ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, DeleteRequest, Input,
-    Mode, PoolState, PoolStatusDocument, Progress, ScaleRequest, SpecView, WorkKind, conditions,
-    create_backoff, decide, join, push_action,
+    ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, DeleteRequest, InFlight,
+    Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd, RolloutOptions, RolloutOrder,
+    ScaleRequest, SpecView, Steer, WorkKind, conditions, create_backoff, decide, join, push_action,
+    should_start, steer,
 };
 use nodewright_model::limits::MAX_REPLICAS;
 use nodewright_model::pool::ValidPool;
+use nodewright_model::rollout::TemplateRecord;
 use nodewright_model::{ClusterName, Operation, workflow_type};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::select;
 use temporalio_sdk::{
-    ContinueAsNewOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView,
-    WorkflowResult, WorkflowTermination,
+    ContinueAsNewOptions, SignalWorkflowOptions, SyncWorkflowContext, WorkflowContext,
+    WorkflowContextView, WorkflowResult, WorkflowTermination,
 };
 
 use self::children::{
@@ -31,6 +33,7 @@ use self::children::{
 };
 use self::state::ControllerState;
 use crate::progress::{now, rfc3339};
+use crate::rolling_update::RollingUpdateWorkflow;
 use crate::{activity_options, cancellation, input, search};
 
 /// Keeps a pool at its declared state; see the runbook above.
@@ -100,16 +103,7 @@ impl PoolControllerWorkflow {
         _ctx: &WorkflowContextView,
         request: &ApplyRequest,
     ) -> Result<(), Error> {
-        let current = self.current()?;
-        if request.pool.name != current.name {
-            return Err(format!(
-                "this controller keeps pool {}, not {}; apply the file of pool {} to its own controller",
-                current.name, request.pool.name, request.pool.name
-            )
-            .into());
-        }
-        nodewright_model::input::check_pool_update(&request.pool).map_err(|e| e.to_string())?;
-        Ok(())
+        self.check_pool(&request.pool)
     }
 
     /// The pool as it should be from now on (unless `dry_run`); returns what changes.
@@ -124,6 +118,10 @@ impl PoolControllerWorkflow {
         };
         let changes = Changes::between(current, &request.pool);
         if !request.dry_run && !changes.is_empty() {
+            if changes.template.is_some() {
+                let history = std::mem::take(&mut self.state.history);
+                self.state.history = history.or_running(running(current));
+            }
             self.state.pool = Some(request.pool);
             self.state.wakeups += 1;
         }
@@ -166,6 +164,92 @@ impl PoolControllerWorkflow {
         changes
     }
 
+    /// Refuses a pool of another name or that breaks a rule, a canary outside 1..=replicas, and
+    /// any order while the controller is paused, deleting, or rolling out already.
+    #[update_validator(rollout)]
+    fn validate_rollout(
+        &self,
+        _ctx: &WorkflowContextView,
+        order: &RolloutOrder,
+    ) -> Result<(), Error> {
+        self.check_pool(&order.pool)?;
+        let pool = &order.pool.name;
+        if let Some(n) = order.canary
+            && (n == 0 || n > order.pool.replicas)
+        {
+            return Err(format!(
+                "canary: {n} is not from 1 to the pool's replicas ({}); give --canary within them or leave it out",
+                order.pool.replicas
+            )
+            .into());
+        }
+        if self.state.paused {
+            return Err(format!(
+                "the controller of pool {pool} is paused; resume it first (`nodewright pool resume {pool}`)"
+            )
+            .into());
+        }
+        if self.state.rolling_out {
+            return Err(format!(
+                "a rollout of pool {pool} is running; follow it (`nodewright pool rollout status {pool}`) or abort it (`nodewright pool rollout abort {pool}`) first"
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// `pool rollout` / `pool rollback`: the pool to roll to becomes the spec (a rollback keeps
+    /// the controller's replicas), and the next look starts the rollout as asked (even when
+    /// every machine runs the template already: a rollout that only restamps drain settings);
+    /// returns what changes.
+    #[update(name = "rollout")]
+    pub fn rollout(
+        &mut self,
+        _ctx: &mut SyncWorkflowContext<Self>,
+        order: RolloutOrder,
+    ) -> Changes {
+        let state = &mut self.state;
+        let changes = state
+            .pool
+            .as_ref()
+            .map(|current| {
+                let mut to = order.pool.clone();
+                if order.rollback {
+                    to.replicas = current.replicas;
+                }
+                Changes::between(current, &to)
+            })
+            .unwrap_or_default();
+        state.order = Some(RolloutOptions {
+            canary: order.canary,
+            rollback: order.rollback,
+        });
+        // The CLI's history (from the last completed rollout) when it has one, else what the
+        // controller knows: the template its machines were made with.
+        let known = std::mem::take(&mut state.history);
+        let history = if order.history.current.is_some() {
+            order.history
+        } else {
+            known
+        };
+        state.history = match state.pool.as_ref() {
+            Some(current) => history.or_running(running(current)),
+            None => history,
+        };
+        // A rollback changes the template, not the size: the replicas stay the controller's
+        // (the revision rolled back to recorded the size of its day).
+        let mut pool = order.pool;
+        if order.rollback
+            && let Some(current) = state.pool.as_ref()
+        {
+            pool.replicas = current.replicas;
+        }
+        state.held_template = None;
+        state.pool = Some(pool);
+        state.wakeups += 1;
+        changes
+    }
+
     /// Refuses a second delete that asks for something else.
     #[update_validator(delete)]
     fn validate_delete(
@@ -198,6 +282,20 @@ impl PoolControllerWorkflow {
 }
 
 impl PoolControllerWorkflow {
+    /// Refuses a pool of another name or that breaks a rule of a pool file.
+    fn check_pool(&self, pool: &ValidPool) -> Result<(), Error> {
+        let current = self.current()?;
+        if pool.name != current.name {
+            return Err(format!(
+                "this controller keeps pool {}, not {}; give the file of pool {} to its own controller",
+                current.name, pool.name, pool.name
+            )
+            .into());
+        }
+        nodewright_model::input::check_pool_update(pool).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
     /// The pool in force, or why an update cannot be taken now.
     fn current(&self) -> Result<&ValidPool, Error> {
         if self.state.deleting.is_some() {
@@ -207,6 +305,14 @@ impl PoolControllerWorkflow {
             .pool
             .as_ref()
             .ok_or_else(|| "the controller has not started yet; try again in a moment".into())
+    }
+}
+
+/// The template `pool` runs, as a rollout's history records it.
+fn running(pool: &ValidPool) -> TemplateRecord {
+    TemplateRecord {
+        template_hash: pool.template_hash.clone(),
+        template: pool.template.clone(),
     }
 }
 
@@ -231,6 +337,9 @@ fn begin(ctx: &mut WorkflowContext<PoolControllerWorkflow>, request: &Controller
         state.create_failures = carried.create_failures;
         state.creates_after = carried.creates_after;
         state.deleting = carried.deleting.then_some(DeleteRequest { orphan: false });
+        state.order = carried.order;
+        state.held_template = carried.held_template;
+        state.history = carried.history;
     });
     ctx.upsert_search_attributes([
         search::CLUSTER.value_set(request.cluster.to_string()),
@@ -249,7 +358,8 @@ async fn control(
     let cluster = &request.cluster;
     let interval = request.observe_wait();
     let mut children: Vec<Child> = Vec::new();
-    let mut rollout: Option<Pin<Box<dyn Future<Output = End>>>> = None;
+    let mut rollout: Option<Pin<Box<dyn Future<Output = RolloutEnd>>>> = None;
+    let mut in_flight: Option<InFlight> = None;
     let mut vms_due = true;
     let mut last_vm_look = 0_i64;
     let mut phase_shown = String::new();
@@ -303,7 +413,7 @@ async fn control(
             Mode::Deleting
         } else if paused || !seen_vms {
             Mode::Paused
-        } else if rollout.is_some() {
+        } else if rollout.is_some() || at < ctx.state(|s| s.state.foreign_rollout_until) {
             Mode::RollingOut
         } else {
             Mode::Active
@@ -322,7 +432,7 @@ async fn control(
             mode,
             now: at,
         });
-        if deleting.is_some() && machines.is_empty() && children.is_empty() {
+        if deleting.is_some() && machines.is_empty() && children.is_empty() && rollout.is_none() {
             note(
                 ctx,
                 format!(
@@ -383,19 +493,52 @@ async fn control(
         for step in &decision.remediate {
             remediate(ctx, cluster, &step.machine, step.rung).await;
         }
-        if decision.start_rollout && rollout.is_none() {
-            match start_rollout(ctx, cluster, &pool).await {
+        if let Some(flight) = in_flight.as_mut() {
+            steer_rollout(ctx, cluster, &pool, flight, deleting.is_some()).await;
+        }
+        let (order, held) = ctx.state(|s| (s.state.order.clone(), s.state.held_template.clone()));
+        if rollout.is_none()
+            && mode == Mode::Active
+            && should_start(
+                decision.start_rollout,
+                order.is_some(),
+                &pool.template_hash,
+                held.as_deref(),
+            )
+        {
+            let options = order.unwrap_or_default();
+            let history = ctx.state(|s| s.state.history.clone());
+            // The rollout looks as often as the controller, at most every 15 s (its default).
+            let observe = interval.min(nodewright_model::rollout::DEFAULT_OBSERVE_INTERVAL);
+            match start_rollout(ctx, cluster, &pool, &options, &history, observe).await {
                 Ok(end) => {
+                    let to = if options.rollback { "back to" } else { "to" };
                     note(
                         ctx,
                         format!(
-                            "rolling pool {} to template {}",
+                            "rolling pool {} {to} template {}",
                             pool.name, pool.template_hash
                         ),
                     );
                     rollout = Some(end);
+                    in_flight = Some(InFlight {
+                        template_hash: pool.template_hash.clone(),
+                        replicas: pool.replicas,
+                        aborting: false,
+                    });
+                    ctx.state_mut(|s| {
+                        s.state.order = None;
+                        s.state.rolling_out = true;
+                    });
                 }
-                Err(reason) => note(ctx, reason),
+                Err((reason, taken)) => {
+                    note(ctx, reason);
+                    if taken {
+                        // Someone else's rollout: act as if it were ours until the next look.
+                        let until = at.saturating_add(secs(interval));
+                        ctx.state_mut(|s| s.state.foreign_rollout_until = until);
+                    }
+                }
             }
         }
         ctx.state_mut(|s| s.state.remediations = decision.remediations.clone());
@@ -438,7 +581,7 @@ async fn control(
         };
         let woke = select! {
             done = first_finished(&mut children).fuse() => Woke::Child(done),
-            end = rollout_end.fuse() => Woke::Rollout(end),
+            end = rollout_end.fuse() => Woke::Rollout(Box::new(end)),
             _ = ctx.wait_condition(move |s: &PoolControllerWorkflow| s.state.wakeups != seen) => Woke::Operator,
             answer = watch.fuse() => Woke::Nodes(Box::new(answer)),
         };
@@ -450,13 +593,11 @@ async fn control(
             }
             Woke::Rollout(end) => {
                 rollout = None;
-                match end {
-                    End::Succeeded => note(ctx, format!("the rollout of pool {} ended", pool.name)),
-                    End::Failed(reason) => note(
-                        ctx,
-                        format!("the rollout of pool {} failed: {reason}", pool.name),
-                    ),
-                }
+                let template = in_flight
+                    .take()
+                    .map(|f| f.template_hash)
+                    .unwrap_or_default();
+                rollout_ended(ctx, &pool, template, *end);
                 vms_due = true;
             }
             Woke::Nodes(answer) => {
@@ -481,7 +622,7 @@ const WATCH_RETRY: Duration = Duration::from_secs(5);
 /// What ended a wait.
 enum Woke {
     Child((usize, End)),
-    Rollout(End),
+    Rollout(Box<RolloutEnd>),
     Operator,
     Nodes(
         Box<
@@ -491,6 +632,125 @@ enum Woke {
             >,
         >,
     ),
+}
+
+/// Tells the rollout in flight what changed under it: a new template aborts it (the next one
+/// starts when it has ended), new replicas are planned with from its next look.
+async fn steer_rollout(
+    ctx: &mut WorkflowContext<PoolControllerWorkflow>,
+    cluster: &ClusterName,
+    pool: &ValidPool,
+    flight: &mut InFlight,
+    deleting: bool,
+) {
+    let workflow_id =
+        nodewright_model::WorkflowId::for_subject(Operation::Rollout, cluster, &pool.name);
+    let handle = ctx.external_workflow(workflow_id.to_string(), None);
+    let (sent, what) = match steer(flight, pool, deleting) {
+        Steer::Nothing => return,
+        Steer::Abort if deleting => {
+            flight.aborting = true;
+            let by = format!("controller: pool {} deleted", pool.name);
+            (
+                handle
+                    .signal(
+                        RollingUpdateWorkflow::abort,
+                        by,
+                        SignalWorkflowOptions::default(),
+                    )
+                    .await,
+                format!(
+                    "aborting the rollout to template {} (the pool is being deleted)",
+                    flight.template_hash
+                ),
+            )
+        }
+        Steer::Abort => {
+            flight.aborting = true;
+            let by = format!(
+                "controller: pool {} applied with template {}",
+                pool.name, pool.template_hash
+            );
+            (
+                handle
+                    .signal(
+                        RollingUpdateWorkflow::abort,
+                        by,
+                        SignalWorkflowOptions::default(),
+                    )
+                    .await,
+                format!(
+                    "aborting the rollout to template {} for the newer template {} (machines in flight finish; the new rollout starts next)",
+                    flight.template_hash, pool.template_hash
+                ),
+            )
+        }
+        Steer::Scale(replicas) => {
+            flight.replicas = replicas;
+            (
+                handle
+                    .signal(
+                        RollingUpdateWorkflow::scale,
+                        replicas,
+                        SignalWorkflowOptions::default(),
+                    )
+                    .await,
+                format!("the rollout in flight now rolls {replicas} machines"),
+            )
+        }
+    };
+    match sent {
+        Ok(()) => note(ctx, what),
+        Err(e) => note(
+            ctx,
+            format!("could not tell {workflow_id} ({e}); it ends as it was"),
+        ),
+    }
+}
+
+/// Books the end of the controller's rollout: the pool's templates, and a template whose
+/// rollout did not complete is held (not rolled to again on the controller's own account).
+fn rollout_ended(
+    ctx: &mut WorkflowContext<PoolControllerWorkflow>,
+    pool: &ValidPool,
+    template: String,
+    end: RolloutEnd,
+) {
+    let name = &pool.name;
+    ctx.state_mut(|s| s.state.rolling_out = false);
+    let line = match end {
+        RolloutEnd::Completed(history) => {
+            ctx.state_mut(|s| {
+                s.state.history = history;
+                s.state.held_template = None;
+            });
+            format!("the rollout of pool {name} to template {template} completed")
+        }
+        RolloutEnd::Stopped(history) => {
+            let newer = template != pool.template_hash;
+            ctx.state_mut(|s| {
+                s.state.history = history;
+                s.state.held_template = Some(template.clone());
+            });
+            if newer {
+                format!(
+                    "the rollout of pool {name} to template {template} stopped; rolling to template {} next",
+                    pool.template_hash
+                )
+            } else {
+                format!(
+                    "the rollout of pool {name} to template {template} stopped without completing: the controller does not roll to it again on its own (`nodewright pool rollout` or a new template does)"
+                )
+            }
+        }
+        RolloutEnd::Failed(reason) => {
+            ctx.state_mut(|s| s.state.held_template = Some(template.clone()));
+            format!(
+                "the rollout of pool {name} to template {template} failed ({reason}): the controller does not roll to it again on its own"
+            )
+        }
+    };
+    note(ctx, line);
 }
 
 /// Books a child's end: an action line, and the create back-off.
@@ -698,6 +958,9 @@ fn next_run(
         creates_after: s.state.creates_after,
         deleting: s.state.deleting.is_some(),
         runs_before: runs_before.saturating_add(1),
+        order: s.state.order.clone(),
+        held_template: s.state.held_template.clone(),
+        history: s.state.history.clone(),
     });
     let paused = ctx.state(|s| s.state.paused);
     ControllerRequest {

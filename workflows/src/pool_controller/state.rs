@@ -2,10 +2,10 @@
 //! the status the `status` query answers, and the wake-up counter that ends a wait.
 
 use nodewright_model::controller::{
-    Action, Condition, DeleteRequest, PoolStatusDocument, Remediation,
+    Action, Condition, DeleteRequest, PoolStatusDocument, Remediation, RolloutOptions,
 };
 use nodewright_model::pool::ValidPool;
-use nodewright_model::rollout::{PoolNode, PoolVm};
+use nodewright_model::rollout::{PoolHistory, PoolNode, PoolVm};
 
 /// What the controller keeps beside its history.
 #[derive(Default)]
@@ -32,6 +32,18 @@ pub struct ControllerState {
     pub create_failures: u32,
     /// No create before this Unix second.
     pub creates_after: i64,
+    /// The controller's rollout is in flight (`rollout` orders are refused meanwhile).
+    pub rolling_out: bool,
+    /// `pool rollout` / `pool rollback` asked for a rollout that has not started yet.
+    pub order: Option<RolloutOptions>,
+    /// A rollout to this template ended without completing (aborted, cancelled, failed): the
+    /// controller does not start it again on its own.
+    pub held_template: Option<String>,
+    /// The pool's templates, as the last rollout (or order) left them.
+    pub history: PoolHistory,
+    /// Someone else's rollout of the pool runs: the controller acts as if it were its own until
+    /// this Unix second, then tries to start its own again.
+    pub foreign_rollout_until: i64,
     /// The pool's VMs as last listed, and that list's digest (`model::listing`).
     pub known_vms: Option<(String, Vec<PoolVm>)>,
     /// The pool's Nodes as last listed or watched, and that list's digest.

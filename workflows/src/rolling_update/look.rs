@@ -153,7 +153,7 @@ pub fn decide<W: HasRollout>(
     machines: &[ObservedMachine],
     at: i64,
 ) -> Plan {
-    let (strategy, approved, held, held_firmly) = ctx.state(|s| {
+    let (strategy, approved, held, held_firmly, replicas) = ctx.state(|s| {
         let rollout = s.rollout();
         let status = rollout.status.as_ref();
         (
@@ -163,9 +163,9 @@ pub fn decide<W: HasRollout>(
             status
                 .map(|st| held_after_failed_deletes(&st.held, at))
                 .unwrap_or_default(),
+            rollout.replicas_in_force(request.pool.replicas),
         )
     });
-    let replicas = request.pool.replicas;
     plan(&PlanInput {
         replicas,
         template_hash: &request.pool.template_hash,

@@ -160,6 +160,22 @@ impl RollingUpdateWorkflow {
         view
     }
 
+    /// The pool's new replicas (its controller was scaled during the rollout): planned with from
+    /// the next look, the budget resolved for them, as a Deployment does. Beyond the replicas
+    /// limit it is brought down to the limit.
+    #[signal(name = "scale")]
+    pub fn scale(&mut self, _ctx: &mut SyncWorkflowContext<Self>, replicas: u32) {
+        let replicas = replicas.min(nodewright_model::limits::MAX_REPLICAS);
+        let state = &mut self.state;
+        state.wakeups += 1;
+        state.replicas = Some(replicas);
+        let view = StrategyView::of(&state.strategy_in_force(), replicas);
+        state.with_status(|status| {
+            status.desired = replicas;
+            status.strategy = view;
+        });
+    }
+
     /// Desired, updated, ready, available, old, in flight, phase and why, failures, machines,
     /// the estimated time left.
     #[query(name = "status")]

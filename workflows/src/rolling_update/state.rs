@@ -2,7 +2,7 @@
 //! wake-up counter, the phase last shown) and the trait through which the runbook's mechanics
 //! reach it, so that they need not name the workflow type.
 
-use nodewright_model::pool::RolloutStrategy;
+use nodewright_model::pool::{RolloutStrategy, ValidPool};
 use nodewright_model::rollout::{PoolNode, PoolVm, RolloutStatus, fallback_strategy};
 
 /// What a rollout keeps beside its history.
@@ -12,6 +12,9 @@ pub struct RolloutState {
     pub status: Option<RolloutStatus>,
     /// The strategy in force (`set_strategy` changes it).
     pub strategy: Option<RolloutStrategy>,
+    /// The pool's replicas when `scale` changed them during the rollout (its controller was
+    /// scaled): planned with from the next look.
+    pub replicas: Option<u32>,
     /// Bumped by every signal and update, so that the wait wakes up.
     pub wakeups: u64,
     /// The `NodewrightPhase` last set (it is set again only when it changes: every upsert is a
@@ -28,6 +31,22 @@ impl RolloutState {
     /// The strategy in force, or the fallback before the first step.
     pub fn strategy_in_force(&self) -> RolloutStrategy {
         self.strategy.clone().unwrap_or_else(fallback_strategy)
+    }
+
+    /// The replicas in force: `scale`'s, or the request's.
+    pub fn replicas_in_force(&self, requested: u32) -> u32 {
+        self.replicas.unwrap_or(requested)
+    }
+
+    /// The pool as the rollout now rolls it: the request's, with the strategy and replicas in
+    /// force.
+    pub fn pool_in_force(&self, requested: &ValidPool) -> ValidPool {
+        let mut pool = requested.clone();
+        if let Some(strategy) = self.strategy.as_ref() {
+            pool.strategy = strategy.clone();
+        }
+        pool.replicas = self.replicas_in_force(pool.replicas);
+        pool
     }
 
     /// Changes the status, once it is set.

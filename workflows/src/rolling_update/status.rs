@@ -75,7 +75,7 @@ pub fn record_look<W: HasRollout>(
         holdup,
         at,
         deadline: request.pool.strategy.progress_deadline,
-        replicas: request.pool.replicas,
+        replicas: ctx.state(|s| s.rollout().replicas_in_force(request.pool.replicas)),
     };
     ctx.state_mut(|s| {
         s.rollout_mut()
@@ -120,14 +120,12 @@ pub fn next_run<W: HasRollout>(
     ctx: &mut WorkflowContext<W>,
     request: &RolloutRequest,
 ) -> RolloutRequest {
-    let (strategy, status) = ctx.state(|s| {
+    let (pool, status) = ctx.state(|s| {
         let rollout = s.rollout();
-        (rollout.strategy.clone(), rollout.status.clone())
+        (rollout.pool_in_force(&request.pool), rollout.status.clone())
     });
     let mut next = request.clone();
-    if let Some(strategy) = strategy {
-        next.pool.strategy = strategy;
-    }
+    next.pool = pool;
     next.resume = status.map(|status| Box::new(status.carried_over()));
     next
 }
@@ -140,14 +138,10 @@ pub async fn finish<W: HasRollout>(
     request: &RolloutRequest,
     outcome: RolloutOutcome,
 ) -> RolloutResult {
-    let (strategy, status) = ctx.state(|s| {
+    let (pool, status) = ctx.state(|s| {
         let rollout = s.rollout();
-        (rollout.strategy.clone(), rollout.status.clone())
+        (rollout.pool_in_force(&request.pool), rollout.status.clone())
     });
-    let mut pool = request.pool.clone();
-    if let Some(strategy) = strategy {
-        pool.strategy = strategy;
-    }
     let mut status = status.unwrap_or_else(|| request.fresh_status(0));
     let history = history_after(outcome, &request.history, &pool);
     let mut summary = ending_summary(outcome, &pool, &status);
