@@ -81,8 +81,9 @@ fn controller_id(stack: &Stack, pool: &str) -> String {
 /// Cancels the pool's controller and waits until its run ended Canceled.
 async fn cancel_controller(stack: &Stack, pool: &str) -> Result<()> {
     let workflow_id = controller_id(stack, pool);
+    let asked = tokio::time::Instant::now();
     temporal_cancel(stack, &workflow_id).await?;
-    eventually(
+    let ended = eventually(
         &format!("{workflow_id} to end Canceled"),
         Duration::from_secs(90),
         Duration::from_millis(500),
@@ -95,7 +96,12 @@ async fn cancel_controller(stack: &Stack, pool: &str) -> Result<()> {
             Ok((status == "CANCELED").then_some(()))
         },
     )
-    .await
+    .await;
+    println!(
+        "{workflow_id}: Canceled {:.1} s after the request",
+        asked.elapsed().as_secs_f64()
+    );
+    ended
 }
 
 /// `pool status` shows the pool without a controller (InspectPool's report, no controller

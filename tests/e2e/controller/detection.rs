@@ -105,8 +105,7 @@ async fn scenario(
     let nodes: Api<Node> = Api::all(stack.kube_client().await?);
 
     // T: a whole second (the condition's time has second precision), now.
-    let set_at = Utc::now();
-    let t = set_at.timestamp();
+    let t = Utc::now().timestamp();
     let transition = DateTime::from_timestamp(t, 0).context("a time")?;
     report_deadlock(&nodes, &sick, transition).await?;
     let due = t + TIMEOUT_SECS;
@@ -165,7 +164,8 @@ async fn scenario(
         .map(unix)
         .transpose()?;
     let delay = remediation.started_at - due;
-    let polled = (first_seen_at - set_at).num_milliseconds() as f64 / 1000.0 - TIMEOUT_SECS as f64;
+    let due_at = transition + chrono::Duration::seconds(TIMEOUT_SECS);
+    let polled = (first_seen_at - due_at).num_milliseconds() as f64 / 1000.0;
     println!(
         "detection: KernelDeadlock=True set at {t} with timeout {TIMEOUT_SECS}s (due {due}); the controller counted {sick} unhealthy and started its replacement at {} : d = {delay} s after the timeout (the issue: counted within 10 s of its timeout); first seen by this test's 500 ms polling {polled:.1} s after the timeout; status observedAt then {}; the controller had looked after T before: {pending_seen}",
         remediation.started_at,
