@@ -13,6 +13,9 @@
 //! - UncordonNode started with `temporal workflow start` and raw JSON, naming no machine.
 //! - DrainNode with an absurd policy (a drain timeout of u64::MAX seconds, no PDB retry).
 //! - RollingUpdate with a max surge of 5000 machines and a canary beyond the replicas.
+//! - PoolController with 1001 replicas, an observe interval of a day, a history limit of 0 and
+//!   no remediation in flight; and one whose pool name breaks the name rule. Neither lists,
+//!   watches or creates anything: no VM or NIC tagged with the pool.
 
 use std::process::Command;
 use std::time::Duration;
@@ -21,9 +24,12 @@ use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
+use nodewright_model::controller::ControllerRequest;
 use nodewright_model::disruption::Disruption;
 use nodewright_model::drain::{DrainPurpose, DrainRequest};
+use nodewright_model::limits::MAX_REPLICAS;
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
+use nodewright_model::ownership::{TAG_CLUSTER, TAG_POOL};
 use nodewright_model::pool::{Amount, DrainPolicy, from_yaml};
 use nodewright_model::rollout::{
     DEFAULT_HISTORY_LIMIT, DEFAULT_OBSERVE_INTERVAL, PoolHistory, RolloutRequest,
@@ -35,7 +41,8 @@ use nodewright_tests::machines::{KillableWorker, Sandbox, write_pool_file};
 use nodewright_tests::stack::{history_json, temporal_cli};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_workflows::{
-    CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, RollingUpdateWorkflow,
+    CreateMachineWorkflow, DeleteMachineWorkflow, DrainNodeWorkflow, PoolControllerWorkflow,
+    RollingUpdateWorkflow,
 };
 use serde_json::Value;
 use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
@@ -250,6 +257,86 @@ async fn hostile_runs(
         &["pool.strategy.max_surge", "5000", "canary"],
     )
     .await?;
+
+    // PoolController with every knob and count beyond its bound.
+    let mut controlled = pool.clone();
+    controlled.replicas = MAX_REPLICAS + 1;
+    controlled.health.max_in_flight = 0;
+    let controller = ControllerRequest {
+        cluster: cluster.clone(),
+        pool: controlled,
+        paused: false,
+        observe_interval: Duration::from_secs(86_400),
+        history_limit: 0,
+        carried: None,
+    };
+    let controller_id = WorkflowId::for_subject(Operation::Pool, &cluster, &pool.name);
+    client
+        .start_workflow(
+            PoolControllerWorkflow::run,
+            controller,
+            options(&controller_id),
+        )
+        .await?;
+    refused(
+        stack,
+        &controller_id,
+        &[
+            "pool.replicas",
+            "1001",
+            "observeInterval",
+            "historyLimit",
+            "pool.health.maxInFlight",
+        ],
+    )
+    .await?;
+
+    // PoolController of a pool whose name breaks the name rule (its workflow ID agreeing).
+    let mut misnamed = pool.clone();
+    misnamed.name = format!("{pool_name}_Pool");
+    let misnamed_id = WorkflowId::for_subject(Operation::Pool, &cluster, &misnamed.name);
+    let controller = ControllerRequest {
+        cluster: cluster.clone(),
+        pool: misnamed,
+        paused: false,
+        observe_interval: DEFAULT_OBSERVE_INTERVAL,
+        history_limit: DEFAULT_HISTORY_LIMIT,
+        carried: None,
+    };
+    client
+        .start_workflow(
+            PoolControllerWorkflow::run,
+            controller,
+            options(&misnamed_id),
+        )
+        .await?;
+    refused(
+        stack,
+        &misnamed_id,
+        &["pool.name", "_Pool", "lowercase letters"],
+    )
+    .await?;
+    let arm = stack.arm_client()?;
+    let tagged = |tags: &std::collections::BTreeMap<String, String>| {
+        tags.get(TAG_CLUSTER) == Some(&stack.cluster)
+            && tags.get(TAG_POOL).is_some_and(|p| p.starts_with(pool_name))
+    };
+    let vms = arm
+        .list_vms()
+        .await?
+        .into_iter()
+        .filter(|vm| tagged(&vm.tags))
+        .count();
+    let nics = arm
+        .list_nics()
+        .await?
+        .into_iter()
+        .filter(|nic| tagged(&nic.tags))
+        .count();
+    ensure!(
+        vms == 0 && nics == 0,
+        "a refused controller created {vms} VM(s) and {nics} NIC(s) of pool {pool_name}"
+    );
 
     // Nothing changed in the world.
     let left = Sandbox::new(stack)?.machine_resources(machine).await?;

@@ -27,7 +27,7 @@ use nodewright_tests::stack::{describe_workflow, temporal_cli};
 
 /// Sends a cancellation request to `workflow_id` the way the Temporal UI does:
 /// `temporal workflow cancel`.
-async fn temporal_cancel(stack: &Stack, workflow_id: &str) -> Result<()> {
+pub(crate) async fn temporal_cancel(stack: &Stack, workflow_id: &str) -> Result<()> {
     let mut command = std::process::Command::new(temporal_cli()?);
     command.args([
         "workflow",
@@ -89,7 +89,7 @@ async fn state_of(stack: &Stack, name: &str) -> Result<NodeState> {
 }
 
 /// The run status of the latest run of `workflow_id` (`temporal workflow describe`).
-async fn run_status(stack: &Stack, workflow_id: &str) -> Result<String> {
+pub(crate) async fn run_status(stack: &Stack, workflow_id: &str) -> Result<String> {
     let document = describe_workflow(stack, workflow_id).await?;
     Ok(document["workflowExecutionInfo"]["status"]
         .as_str()

@@ -3,10 +3,14 @@
 //! changed under them, and the controller's status and the world checked afterwards.
 
 mod apply;
+mod cancel;
 pub(crate) mod common;
 mod crash;
+mod detection;
 mod health;
 mod ladder;
+mod lease;
+mod never_registered;
 mod replicas;
 mod rollouts;
 mod scale;
