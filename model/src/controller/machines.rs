@@ -67,9 +67,10 @@ impl Machine {
         self.work.is_some_and(|w| w.kind == WorkKind::Create)
     }
 
-    /// Counts toward `replicas`: it has a VM (or a create in flight) and is not being deleted.
+    /// Counts toward `replicas`: a create is in flight (it owns the machine until it ends, even
+    /// while its failure path deletes the VM), or it has a VM that is not being deleted.
     pub fn counts(&self) -> bool {
-        (self.vm.is_some() || self.is_creating()) && !self.is_deleting()
+        self.is_creating() || (self.vm.is_some() && !self.is_deleting())
     }
 
     /// Whether its Node is registered and Ready.
@@ -130,6 +131,20 @@ pub fn join(vms: &[PoolVm], nodes: &[PoolNode], work: &[(String, Work)]) -> Vec<
 mod tests {
     use super::*;
     use crate::controller::test_support::{node, vm};
+
+    #[test]
+    fn a_create_in_flight_counts_while_its_failure_deletes_the_vm() {
+        let mut deleting = vm("m", "t", 1);
+        deleting.provisioning_state = "Deleting".to_owned();
+        let creating = Work {
+            kind: WorkKind::Create,
+            since: 0,
+        };
+        let machines = join(&[deleting.clone()], &[], &[("m".to_owned(), creating)]);
+        assert!(machines.iter().all(Machine::counts), "{machines:?}");
+        let machines = join(&[deleting], &[], &[]);
+        assert!(!machines.iter().any(Machine::counts), "{machines:?}");
+    }
 
     #[test]
     fn joins_vms_nodes_and_work_by_name_sorted() {

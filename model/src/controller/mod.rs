@@ -15,6 +15,7 @@ mod request;
 mod rollouts;
 pub mod status;
 mod timestamp;
+mod zones;
 
 pub use decide::{
     Allowance, Counts, Decision, Input, Mode, Step, Unhealthy, Victim, VictimReason, decide,
@@ -34,6 +35,7 @@ pub use status::{
     conditions, push_action,
 };
 pub use timestamp::rfc3339;
+pub use zones::{Creating, zones_for_creates};
 
 #[cfg(test)]
 mod test_support;

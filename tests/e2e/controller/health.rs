@@ -45,8 +45,16 @@ async fn scenario(
         names.next().context("a VM")?.clone(),
         names.next().context("a second VM")?.clone(),
     );
+    // Both go down while the controller is paused, so that it sees them down together (not
+    // one, remediated at once within maxUnhealthy, then the other).
+    super::common::cli(stack, task_queue, &["pool", "pause", pool])
+        .await?
+        .expect_code(0)?;
     vm_action(stack, &a, "powerOff").await?;
     vm_action(stack, &b, "powerOff").await?;
+    super::common::cli(stack, task_queue, &["pool", "resume", pool])
+        .await?
+        .expect_code(0)?;
 
     let held = await_status(
         stack,

@@ -2,7 +2,7 @@
 //! annotated `nodewright.io/delete-priority: "-1"`; scaling to 2 deletes it first, then the
 //! newest of the others (the documented tie-break), and keeps the two oldest; `pool pause`
 //! stops the controller from acting (a VM deleted out of band is not replaced) until
-//! `pool resume`.
+//! `pool resume`. The five machines are spread 3 and 2 over the pool's two zones.
 
 use std::time::Duration;
 
@@ -75,6 +75,13 @@ async fn scenario(
         d.status.ready_replicas == 5
     })
     .await?;
+    // Spread over the pool's zones 1 and 2 (the emptiest first), not where names hash.
+    let zones = crate::rollout::zone_balance::vms_per_zone(stack, pool).await?;
+    let (fewest, most) = (zones.values().min(), zones.values().max());
+    ensure!(
+        zones.len() == 2 && matches!((fewest, most), (Some(2), Some(3))),
+        "5 machines over zones 1 and 2 should be 3 and 2: {zones:?}"
+    );
 
     // The oldest machine goes first by its priority; then the newest of the others.
     let aged = by_age(stack, pool).await?;

@@ -17,5 +17,5 @@ mod min_ready;
 mod outdated_after_end;
 mod revisions;
 mod rollback_after_upgrade;
-mod zone_balance;
+pub(crate) mod zone_balance;
 mod zones;

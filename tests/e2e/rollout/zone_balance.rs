@@ -82,7 +82,8 @@ fn ensure_completed(result: &RolloutResult) -> Result<()> {
 }
 
 /// The pool's VMs in the sandbox, counted by their zone (`(none)` for a VM without one).
-async fn vms_per_zone(stack: &Stack, pool: &str) -> Result<BTreeMap<String, u32>> {
+/// The pool's VMs per availability zone, as the sandbox lists them.
+pub(crate) async fn vms_per_zone(stack: &Stack, pool: &str) -> Result<BTreeMap<String, u32>> {
     let arm = stack.arm_client()?;
     let mut per_zone = BTreeMap::new();
     for vm in arm.list_vms().await? {

@@ -40,22 +40,25 @@ pub struct Child {
     pub machine: String,
     /// What it does.
     pub work: Work,
+    /// For a create, the zone it was given (none when the pool has no zones).
+    pub zone: Option<String>,
     outcome: Pin<Box<dyn Future<Output = End>>>,
 }
 
-/// Starts a CreateMachine for each of `count` new machines of `pool`, named so that no name
-/// is one in `taken`; returns how many started and a line per start that failed.
+/// Starts a CreateMachine for each of `zones` (one new machine of `pool` per entry, in that
+/// availability zone), named so that no name is one in `taken`; returns a line per start that
+/// failed.
 pub async fn start_creates(
     ctx: &mut WorkflowContext<PoolControllerWorkflow>,
     cluster: &ClusterName,
     pool: &ValidPool,
-    count: u32,
+    zones: &[Option<String>],
     taken: &mut BTreeSet<String>,
     children: &mut Vec<Child>,
     at: i64,
 ) -> Vec<String> {
     let mut notes = Vec::new();
-    for _ in 0..count {
+    for zone in zones {
         let draws: Vec<u64> = (0..MAX_NAME_DRAWS).map(|_| ctx.random::<u64>()).collect();
         let Some(name) = draw_free_name(&pool.name, taken, draws) else {
             notes.push(format!(
@@ -76,7 +79,7 @@ pub async fn start_creates(
             creation_timeout: pool.timeouts.creation,
             keep_on_failure: false,
             drain: pool.drain.clone(),
-            zone: None,
+            zone: zone.clone(),
         };
         let options = child_options(
             &workflow_id,
@@ -89,7 +92,12 @@ pub async fn start_creates(
             .start_child_workflow(CreateMachineWorkflow::run, input, options)
             .await
         {
-            Ok(started) => track(children, machine, WorkKind::Create, at, started.result()),
+            Ok(started) => {
+                track(children, machine, WorkKind::Create, at, started.result());
+                if let Some(child) = children.last_mut() {
+                    child.zone = zone.clone();
+                }
+            }
             Err(error) => notes.push(start_failed(&workflow_id, &error)),
         }
     }
@@ -213,6 +221,7 @@ where
     children.push(Child {
         machine,
         work: Work { kind, since: at },
+        zone: None,
         outcome: Box::pin(async move { end_of(result.await) }),
     });
 }

@@ -12,10 +12,10 @@ use std::time::Duration;
 use futures::FutureExt;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_model::controller::{
-    ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, DeleteRequest, InFlight,
-    Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd, RolloutOptions, RolloutOrder,
-    ScaleRequest, SpecView, Steer, WorkKind, conditions, create_backoff, decide, join, push_action,
-    should_start, steer,
+    ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, Creating, DeleteRequest,
+    InFlight, Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd, RolloutOptions,
+    RolloutOrder, ScaleRequest, SpecView, Steer, WorkKind, conditions, create_backoff, decide,
+    join, push_action, should_start, steer, zones_for_creates,
 };
 use nodewright_model::limits::MAX_REPLICAS;
 use nodewright_model::pool::ValidPool;
@@ -462,11 +462,25 @@ async fn control(
             let mut taken: BTreeSet<String> = machines.iter().map(|m| m.name.clone()).collect();
             taken.extend(busy.iter().cloned());
             let before = children.len();
+            let creating: Vec<Creating> = children
+                .iter()
+                .filter(|c| c.work.kind == WorkKind::Create)
+                .map(|c| (c.machine.clone(), c.zone.clone()))
+                .collect();
+            let zones = zones_for_creates(
+                &machines,
+                &decision.delete,
+                &creating,
+                &pool.template_hash,
+                decision.create,
+                &pool.template.vm_size,
+                &pool.template.zones,
+            );
             let failed = start_creates(
                 ctx,
                 cluster,
                 &pool,
-                decision.create,
+                &zones,
                 &mut taken,
                 &mut children,
                 stamp,
@@ -496,9 +510,20 @@ async fn control(
         if let Some(flight) = in_flight.as_mut() {
             steer_rollout(ctx, cluster, &pool, flight, deleting.is_some()).await;
         }
-        let (order, held) = ctx.state(|s| (s.state.order.clone(), s.state.held_template.clone()));
+        let (order, held, spec_now) = ctx.state(|s| {
+            let spec_now = s.state.pool.as_ref().map(|p| p.template_hash.clone());
+            (
+                s.state.order.clone(),
+                s.state.held_template.clone(),
+                spec_now,
+            )
+        });
+        // An update taken during this look (its awaits let them in) is acted on at the next:
+        // the wait below wakes at once.
+        let spec_unchanged = spec_now.as_deref() == Some(pool.template_hash.as_str());
         if rollout.is_none()
             && mode == Mode::Active
+            && spec_unchanged
             && should_start(
                 decision.start_rollout,
                 order.is_some(),
