@@ -26,7 +26,7 @@ async fn a_rollout_goes_through_the_controller_scaled_mid_canary_then_rolled_bac
     let stack = Stack::load()?;
     let task_queue = unique_task_queue("ctl-roll");
     let worker = KillableWorker::start(&stack, &task_queue)?;
-    let pool = format!("cr{}", unique_suffix());
+    let pool = format!("ct{}", unique_suffix());
     let outcome = through_the_controller(&stack, &task_queue, &pool)
         .await
         .with_context(|| format!("worker log:\n{}", worker.log_tail()));
