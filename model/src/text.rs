@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// Messages that wrap a cause without saying anything of their own; [`join_messages`] drops
 /// them. Compared ignoring ASCII case.
-pub const GENERIC_WRAPPERS: [&str; 1] = ["activity task failed"];
+pub const GENERIC_WRAPPERS: [&str; 2] = ["activity task failed", "child workflow execution failed"];
 
 /// `messages`, outermost first, joined with `: `: empty messages, the generic wrappers
 /// ([`GENERIC_WRAPPERS`]) and a message already said by an earlier one (contained in it) are
@@ -103,7 +103,7 @@ mod tests {
     }
 
     /// The table both renderings are checked against: messages outermost first, and the text.
-    const CHAINS: [(&[&str], &str); 7] = [
+    const CHAINS: [(&[&str], &str); 8] = [
         (
             &["reading Node web-abcde failed"],
             "reading Node web-abcde failed",
@@ -115,6 +115,13 @@ mod tests {
         (
             &["Activity task failed", "VM m failed", "AllocationFailed"],
             "VM m failed: AllocationFailed",
+        ),
+        (
+            &[
+                "Child Workflow execution failed",
+                "creating machine m failed at step register-node",
+            ],
+            "creating machine m failed at step register-node",
         ),
         (&["ApiError: not found", "not found"], "ApiError: not found"),
         (&["outer", "", "  inner  "], "outer: inner"),

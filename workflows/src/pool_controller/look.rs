@@ -1,5 +1,6 @@
-//! PoolController's eyes: the pool's VMs, listed with their instance views at most once per
-//! observe interval (and after a child ended), and its Nodes, listed once and then watched
+//! PoolController's eyes: the pool's VMs, listed at most once per observe interval (and after
+//! a child ended or a Node changed), with their power states only while a VM's Node is missing
+//! or not Ready (`model::controller::needs_power_states`), and its Nodes, listed once and then watched
 //! (`kube.watch_pool_nodes` answers when a Node's projected state changes, or "unchanged" after
 //! the interval). Both are asked as the changes since the list the run holds
 //! (`model::listing`), so the history records what changed, not the whole pool at every look.
@@ -28,13 +29,14 @@ fn lease_timeout_secs(ctx: &WorkflowContext<PoolControllerWorkflow>) -> Option<u
     })
 }
 
-/// Lists the pool's VMs (with their power states) as the changes since the list held, and
-/// keeps the result. A listing that does not apply drops what is held (the next look asks for
-/// the whole list).
+/// Lists the pool's VMs (with their power states when `power_states`) as the changes since the
+/// list held, and keeps the result. A listing that does not apply drops what is held (the next
+/// look asks for the whole list).
 pub async fn list_vms(
     ctx: &mut WorkflowContext<PoolControllerWorkflow>,
     cluster: &ClusterName,
     pool: &str,
+    power_states: bool,
 ) -> Result<(), String> {
     let since = ctx.state(|s| s.state.known_vms.as_ref().map(|(digest, _)| digest.clone()));
     let answer = ctx
@@ -44,7 +46,7 @@ pub async fn list_vms(
                 of: ListPoolVms {
                     cluster: cluster.clone(),
                     pool: pool.to_owned(),
-                    instance_view: true,
+                    instance_view: power_states,
                 },
                 since,
             },

@@ -15,7 +15,7 @@ use nodewright_model::controller::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, Creating, DeleteRequest,
     InFlight, Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd, RolloutOptions,
     RolloutOrder, ScaleRequest, SpecView, Steer, WorkKind, conditions, create_backoff, decide,
-    join, push_action, should_start, steer, zones_for_creates,
+    join, needs_power_states, push_action, should_start, steer, zones_for_creates,
 };
 use nodewright_model::limits::MAX_REPLICAS;
 use nodewright_model::pool::ValidPool;
@@ -384,10 +384,17 @@ async fn control(
 
         // Look: VMs once per interval (or after a child ended), Nodes once (then watched).
         if vms_due || at.saturating_sub(last_vm_look) >= secs(interval) {
-            match look::list_vms(ctx, cluster, &pool.name).await {
+            let (held_vms, held_nodes) = look::held(ctx);
+            let power_states = needs_power_states(&held_vms, &held_nodes);
+            match look::list_vms(ctx, cluster, &pool.name, power_states).await {
                 Ok(()) => {
-                    vms_due = false;
                     last_vm_look = at;
+                    // A VM now without a Ready Node is looked at again at once, with its power
+                    // state.
+                    let (vms, nodes) = look::held(ctx);
+                    vms_due = !power_states
+                        && needs_power_states(&vms, &nodes)
+                        && ctx.patched(LOOK_ON_NODE_CHANGE_PATCH);
                 }
                 Err(reason) => note(
                     ctx,
@@ -626,7 +633,15 @@ async fn control(
                 vms_due = true;
             }
             Woke::Nodes(answer) => {
-                if let Err(reason) = look::keep_watched(ctx, *answer) {
+                let before = ctx.state(|s| s.state.known_nodes.as_ref().map(|(d, _)| d.clone()));
+                let kept = look::keep_watched(ctx, *answer);
+                let after = ctx.state(|s| s.state.known_nodes.as_ref().map(|(d, _)| d.clone()));
+                // A Node that changed (NotReady, gone, tainted) is explained by a look at the
+                // VMs now, not at the next interval.
+                if before != after && ctx.patched(LOOK_ON_NODE_CHANGE_PATCH) {
+                    vms_due = true;
+                }
+                if let Err(reason) = kept {
                     note(
                         ctx,
                         format!(
@@ -640,6 +655,11 @@ async fn control(
         }
     }
 }
+
+/// The patch that lists the VMs again as soon as a Node changed (and once more, with power
+/// states, when a VM has no Ready Node); runs recorded before it listed them once per interval,
+/// always with power states.
+const LOOK_ON_NODE_CHANGE_PATCH: &str = "controller-looks-on-node-change";
 
 /// How long the loop waits after a Node watch failed before it watches again.
 const WATCH_RETRY: Duration = Duration::from_secs(5);
