@@ -5,7 +5,7 @@
 //! Run: `cargo bench -p nodewright-tests --bench controller_steady_state` with the local stack up
 //! (`dev/stack up`) and the binaries built (`cargo build --workspace --bins`); add `--profile dev`
 //! to reuse the debug build instead of compiling everything optimized. The windows last
-//! `NODEWRIGHT_BENCH_MINUTES` minutes each (default 3); the whole run takes about 15 minutes.
+//! `NODEWRIGHT_BENCH_MINUTES` minutes each (default 3); the whole run takes about 10 minutes.
 //!
 //! # Expected Flow
 //! 1. Check the stack answers (sandbox, apiserver, Temporal) and the binaries exist.
@@ -72,7 +72,7 @@ const WORKER_LOG_FILTER: &str = "info,kube_client=debug";
 fn main() -> ExitCode {
     if !std::env::args().any(|argument| argument == "--bench") {
         println!(
-            "controller_steady_state: not run (it needs the local stack and about 15 minutes); \
+            "controller_steady_state: not run (it needs the local stack and about 10 minutes); \
              run it with `cargo bench -p nodewright-tests --bench controller_steady_state`"
         );
         return ExitCode::SUCCESS;
@@ -239,6 +239,7 @@ impl Session {
         self.worker = Some(worker);
         await_identity_recorded(&self.fleet.stack.cluster).await?;
         tokio::time::sleep(SETTLE).await;
+        meters::ensure_requests_logged(&self.worker()?.log_text())?;
         let mut arm_log = ArmLog::new(&self.fleet.stack)?;
         arm_log.collect().await?;
 

@@ -330,6 +330,21 @@ fn samples(metrics: &str, name: &str) -> Vec<(BTreeMap<String, String>, f64)> {
         .collect()
 }
 
+/// Fails unless `log` (the worker's, after its start) shows at least one apiserver request (its
+/// start checks the cluster identity): without, the worker's own apiserver figures would read
+/// zero whatever it does (a kube-client that logs its requests differently).
+pub fn ensure_requests_logged(log: &str) -> Result<()> {
+    if logged_requests(log).is_empty() {
+        bail!(
+            "the worker's log shows none of its apiserver requests (kube-client's debug line \
+             \"requesting\" with http.method and http.url), so they cannot be counted; the log \
+             starts:\n{}",
+            log.lines().take(10).collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(())
+}
+
 /// The worker's apiserver requests in `log` (its JSON lines): kube-client's debug event
 /// `requesting`, inside its `HTTP` span with `http.method` and `http.url`; by `VERB resource`.
 fn logged_requests(log: &str) -> Counts {
