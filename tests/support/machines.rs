@@ -82,6 +82,19 @@ impl KillableWorker {
         Ok(worker)
     }
 
+    /// Like [`Self::start_with_env`], with every log line (standard output too) in the log file,
+    /// at the level `env`'s `RUST_LOG` sets (the worker's default, `info`, without it): for a
+    /// benchmark that counts what the worker logged without paying for debug logging.
+    pub fn start_with_full_log_at(
+        stack: &Stack,
+        task_queue: &str,
+        env: &[(&str, &str)],
+    ) -> Result<Self> {
+        let mut worker = Self::prepared(stack, task_queue, task_queue, env, true)?;
+        worker.restart()?;
+        Ok(worker)
+    }
+
     /// The worker, not started yet.
     fn prepared(
         stack: &Stack,
