@@ -2,6 +2,7 @@
 
 mod children;
 mod look;
+mod rollouts;
 mod state;
 
 use std::collections::BTreeSet;
@@ -14,8 +15,8 @@ use nodewright_activities::kube::KubeActivities;
 use nodewright_model::controller::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, Creating, DeleteRequest,
     InFlight, Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd, RolloutOptions,
-    RolloutOrder, ScaleRequest, SpecView, Steer, WorkKind, conditions, create_backoff, decide,
-    join, needs_power_states, push_action, should_start, steer, zones_for_creates,
+    RolloutOrder, ScaleRequest, SpecView, WorkKind, conditions, create_backoff, decide, join,
+    needs_power_states, push_action, should_start, zones_for_creates,
 };
 use nodewright_model::limits::MAX_REPLICAS;
 use nodewright_model::pool::ValidPool;
@@ -24,16 +25,16 @@ use nodewright_model::{ClusterName, Operation, workflow_type};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::select;
 use temporalio_sdk::{
-    ContinueAsNewOptions, SignalWorkflowOptions, SyncWorkflowContext, WorkflowContext,
-    WorkflowContextView, WorkflowResult, WorkflowTermination,
+    ContinueAsNewOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView,
+    WorkflowResult, WorkflowTermination,
 };
 
 use self::children::{
     Child, End, first_finished, start_creates, start_delete, start_rollout, work_of,
 };
+use self::rollouts::{rollout_ended, steer_rollout};
 use self::state::ControllerState;
 use crate::progress::{now, rfc3339};
-use crate::rolling_update::RollingUpdateWorkflow;
 use crate::{activity_options, cancellation, input, search};
 
 /// Keeps a pool at its declared state; see the runbook above.
@@ -677,125 +678,6 @@ enum Woke {
             >,
         >,
     ),
-}
-
-/// Tells the rollout in flight what changed under it: a new template aborts it (the next one
-/// starts when it has ended), new replicas are planned with from its next look.
-async fn steer_rollout(
-    ctx: &mut WorkflowContext<PoolControllerWorkflow>,
-    cluster: &ClusterName,
-    pool: &ValidPool,
-    flight: &mut InFlight,
-    deleting: bool,
-) {
-    let workflow_id =
-        nodewright_model::WorkflowId::for_subject(Operation::Rollout, cluster, &pool.name);
-    let handle = ctx.external_workflow(workflow_id.to_string(), None);
-    let (sent, what) = match steer(flight, pool, deleting) {
-        Steer::Nothing => return,
-        Steer::Abort if deleting => {
-            flight.aborting = true;
-            let by = format!("controller: pool {} deleted", pool.name);
-            (
-                handle
-                    .signal(
-                        RollingUpdateWorkflow::abort,
-                        by,
-                        SignalWorkflowOptions::default(),
-                    )
-                    .await,
-                format!(
-                    "aborting the rollout to template {} (the pool is being deleted)",
-                    flight.template_hash
-                ),
-            )
-        }
-        Steer::Abort => {
-            flight.aborting = true;
-            let by = format!(
-                "controller: pool {} applied with template {}",
-                pool.name, pool.template_hash
-            );
-            (
-                handle
-                    .signal(
-                        RollingUpdateWorkflow::abort,
-                        by,
-                        SignalWorkflowOptions::default(),
-                    )
-                    .await,
-                format!(
-                    "aborting the rollout to template {} for the newer template {} (machines in flight finish; the new rollout starts next)",
-                    flight.template_hash, pool.template_hash
-                ),
-            )
-        }
-        Steer::Scale(replicas) => {
-            flight.replicas = replicas;
-            (
-                handle
-                    .signal(
-                        RollingUpdateWorkflow::scale,
-                        replicas,
-                        SignalWorkflowOptions::default(),
-                    )
-                    .await,
-                format!("the rollout in flight now rolls {replicas} machines"),
-            )
-        }
-    };
-    match sent {
-        Ok(()) => note(ctx, what),
-        Err(e) => note(
-            ctx,
-            format!("could not tell {workflow_id} ({e}); it ends as it was"),
-        ),
-    }
-}
-
-/// Books the end of the controller's rollout: the pool's templates, and a template whose
-/// rollout did not complete is held (not rolled to again on the controller's own account).
-fn rollout_ended(
-    ctx: &mut WorkflowContext<PoolControllerWorkflow>,
-    pool: &ValidPool,
-    template: String,
-    end: RolloutEnd,
-) {
-    let name = &pool.name;
-    ctx.state_mut(|s| s.state.rolling_out = false);
-    let line = match end {
-        RolloutEnd::Completed(history) => {
-            ctx.state_mut(|s| {
-                s.state.history = history;
-                s.state.held_template = None;
-            });
-            format!("the rollout of pool {name} to template {template} completed")
-        }
-        RolloutEnd::Stopped(history) => {
-            let newer = template != pool.template_hash;
-            ctx.state_mut(|s| {
-                s.state.history = history;
-                s.state.held_template = Some(template.clone());
-            });
-            if newer {
-                format!(
-                    "the rollout of pool {name} to template {template} stopped; rolling to template {} next",
-                    pool.template_hash
-                )
-            } else {
-                format!(
-                    "the rollout of pool {name} to template {template} stopped without completing: the controller does not roll to it again on its own (`nodewright pool rollout` or a new template does)"
-                )
-            }
-        }
-        RolloutEnd::Failed(reason) => {
-            ctx.state_mut(|s| s.state.held_template = Some(template.clone()));
-            format!(
-                "the rollout of pool {name} to template {template} failed ({reason}): the controller does not roll to it again on its own"
-            )
-        }
-    };
-    note(ctx, line);
 }
 
 /// Books a child's end: an action line, and the create back-off.
