@@ -11,8 +11,9 @@ use temporalio_sdk::{SignalWorkflowOptions, WorkflowContext};
 use super::{PoolControllerWorkflow, note};
 use crate::rolling_update::RollingUpdateWorkflow;
 
-/// Tells the rollout in flight what changed under it: a new template aborts it (the next one
-/// starts when it has ended), new replicas are planned with from its next look.
+/// Tells the rollout in flight what changed under it: a new template or the pool's deletion
+/// aborts it (after a new template the next one starts when it has ended), new replicas are
+/// planned with from its next look.
 pub async fn steer_rollout(
     ctx: &mut WorkflowContext<PoolControllerWorkflow>,
     cluster: &ClusterName,
@@ -25,52 +26,42 @@ pub async fn steer_rollout(
     let handle = ctx.external_workflow(workflow_id.to_string(), None);
     let (sent, what) = match steer(flight, pool, deleting) {
         Steer::Nothing => return,
-        Steer::Abort if deleting => {
-            flight.aborting = true;
-            let by = format!("controller: pool {} deleted", pool.name);
-            (
-                handle
-                    .signal(
-                        RollingUpdateWorkflow::abort,
-                        by,
-                        SignalWorkflowOptions::default(),
-                    )
-                    .await,
-                format!(
-                    "aborting the rollout to template {} (the pool is being deleted)",
-                    flight.template_hash
-                ),
-            )
-        }
         Steer::Abort => {
             flight.aborting = true;
-            let by = format!(
-                "controller: pool {} applied with template {}",
-                pool.name, pool.template_hash
-            );
+            let (by, why) = if deleting {
+                (
+                    format!("controller: pool {} deleted", pool.name),
+                    "the pool is being deleted".to_owned(),
+                )
+            } else {
+                (
+                    format!(
+                        "controller: pool {} applied with template {}",
+                        pool.name, pool.template_hash
+                    ),
+                    format!(
+                        "for the newer template {}; machines in flight finish, the new rollout starts next",
+                        pool.template_hash
+                    ),
+                )
+            };
+            let options = SignalWorkflowOptions::default();
             (
                 handle
-                    .signal(
-                        RollingUpdateWorkflow::abort,
-                        by,
-                        SignalWorkflowOptions::default(),
-                    )
+                    .signal(RollingUpdateWorkflow::abort, by, options)
                     .await,
                 format!(
-                    "aborting the rollout to template {} for the newer template {} (machines in flight finish; the new rollout starts next)",
-                    flight.template_hash, pool.template_hash
+                    "aborting the rollout to template {} ({why})",
+                    flight.template_hash
                 ),
             )
         }
         Steer::Scale(replicas) => {
             flight.replicas = replicas;
+            let options = SignalWorkflowOptions::default();
             (
                 handle
-                    .signal(
-                        RollingUpdateWorkflow::scale,
-                        replicas,
-                        SignalWorkflowOptions::default(),
-                    )
+                    .signal(RollingUpdateWorkflow::scale, replicas, options)
                     .await,
                 format!("the rollout in flight now rolls {replicas} machines"),
             )
