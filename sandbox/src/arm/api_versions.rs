@@ -126,11 +126,20 @@ pub const VM_IMAGES: ResourceVersions = ResourceVersions {
     versions: VIRTUAL_MACHINES.versions,
 };
 
+/// Resource Graph queries: 2022-10-01 is nodewright's; 2021-03-01 (the first with
+/// `objectArray` answers), 2024-04-01 (Python `azure-mgmt-resourcegraph` 8.1, Go
+/// `armresourcegraph` 0.9).
+pub const RESOURCE_GRAPH: ResourceVersions = ResourceVersions {
+    resource_type: "resources",
+    segment: "/microsoft.resourcegraph/resources",
+    versions: &["2021-03-01", "2022-10-01", "2024-04-01"],
+};
+
 /// The version the emulator records for operations it starts itself (nodewright's).
 pub const VM_DEFAULT: &str = "2024-07-01";
 
 /// Every resource type whose versions are checked.
-pub const CHECKED: [ResourceVersions; 7] = [
+pub const CHECKED: [ResourceVersions; 8] = [
     VIRTUAL_MACHINES,
     DISKS,
     NETWORK_INTERFACES,
@@ -138,6 +147,7 @@ pub const CHECKED: [ResourceVersions; 7] = [
     GALLERIES,
     VM_IMAGES,
     VIRTUAL_NETWORKS,
+    RESOURCE_GRAPH,
 ];
 
 /// ARM's check of a request's api-`version` for `path`: missing → 400

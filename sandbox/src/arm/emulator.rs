@@ -19,6 +19,7 @@ use super::latency::Latency;
 use super::paths;
 use super::persist::Persister;
 use super::requests::{RequestFilter, RequestLog, RequestRecord};
+use super::resource_graph;
 use super::state::State;
 use super::stats::Stats;
 
@@ -37,6 +38,8 @@ struct Inner {
     changes: watch::Sender<u64>,
     wake: Notify,
     ticker_started: AtomicBool,
+    /// When the Resource Graph queries of the current quota window were answered.
+    graph_queries: Mutex<std::collections::VecDeque<std::time::Instant>>,
 }
 
 impl Emulator {
@@ -94,6 +97,7 @@ impl Emulator {
                 changes: watch::Sender::new(0),
                 wake: Notify::new(),
                 ticker_started: AtomicBool::new(false),
+                graph_queries: Mutex::new(std::collections::VecDeque::new()),
             }),
         };
         emulator.ensure_ticker();
@@ -143,6 +147,39 @@ impl Emulator {
     /// Changes the latency profile and scale (for operations started from now on).
     pub fn set_latency(&self, latency: Latency) {
         self.inner.lock().latency = latency;
+    }
+
+    /// Takes one Resource Graph query from the quota ([`resource_graph::QUOTA`] per
+    /// [`resource_graph::QUOTA_WINDOW`], Azure's default): the queries left and the time until
+    /// the window resets, or, over the quota, the time until a query is allowed again.
+    pub fn take_graph_quota(&self) -> Result<(usize, std::time::Duration), std::time::Duration> {
+        let now = std::time::Instant::now();
+        let mut queries = self
+            .inner
+            .graph_queries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        while queries
+            .front()
+            .is_some_and(|at| now.duration_since(*at) >= resource_graph::QUOTA_WINDOW)
+        {
+            queries.pop_front();
+        }
+        let resets_after = |queries: &std::collections::VecDeque<std::time::Instant>| {
+            queries
+                .front()
+                .map_or(resource_graph::QUOTA_WINDOW, |first| {
+                    resource_graph::QUOTA_WINDOW.saturating_sub(now.duration_since(*first))
+                })
+        };
+        if queries.len() >= resource_graph::QUOTA {
+            return Err(resets_after(&queries));
+        }
+        queries.push_back(now);
+        Ok((
+            resource_graph::QUOTA - queries.len(),
+            resets_after(&queries),
+        ))
     }
 
     /// Request counts so far.

@@ -318,7 +318,7 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
         });
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let is_arm = path.starts_with("/subscriptions/");
+    let is_arm = path.starts_with("/subscriptions/") || path.starts_with("/providers/");
     let needs_auth = is_arm || path.starts_with("/sandbox");
     let operation = operation_name(&method, &path);
     let authorized = !needs_auth || em.authorized(request.headers().get(header::AUTHORIZATION));

@@ -59,6 +59,7 @@ mod paths;
 mod persist;
 mod quota;
 mod requests;
+mod resource_graph;
 mod seed;
 mod sizes;
 mod skus;
@@ -96,6 +97,7 @@ pub fn app(emulator: Emulator) -> Router {
         .merge(images::routes())
         .merge(galleries::routes())
         .merge(operations::routes())
+        .merge(resource_graph::routes())
         .merge(admin::routes())
         .merge(key_vault::routes(emulator.clone()))
         .route("/healthz", axum::routing::get(|| async { "ok" }))

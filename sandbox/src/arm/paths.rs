@@ -92,6 +92,10 @@ fn canonical_uri(uri: &Uri) -> Option<Uri> {
 }
 
 fn canonical_path(path: &str) -> Option<String> {
+    if path.eq_ignore_ascii_case(super::resource_graph::PATH) && path != super::resource_graph::PATH
+    {
+        return Some(super::resource_graph::PATH.to_owned());
+    }
     let mut segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
     if !segments
         .first()

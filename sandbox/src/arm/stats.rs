@@ -53,6 +53,14 @@ pub fn operation_name(method: &Method, path: &str) -> String {
     if let Some(name) = image_operation(&segments).or_else(|| gallery_operation(&segments, &verb)) {
         return name;
     }
+    // /providers/Microsoft.ResourceGraph/resources: a Resource Graph query.
+    if segments.len() == 3
+        && segments[0] == "providers"
+        && segments[1] == "microsoft.resourcegraph"
+        && segments[2] == "resources"
+    {
+        return "graph.query".into();
+    }
     // /subscriptions/{s}/providers/{p}/locations/{l}/operations|operationResults/{id}
     if segments.len() == 8 && segments[2] == "providers" && segments[4] == "locations" {
         return match segments[6].as_str() {

@@ -21,6 +21,7 @@ mod quota;
 mod requests;
 mod resend;
 mod reservations;
+mod resource_graph;
 mod seed;
 mod skus;
 mod stats;
