@@ -26,6 +26,18 @@ impl<T> Default for ListingCache<T> {
 }
 
 impl<T: Keyed + Serialize + Clone + PartialEq> ListingCache<T> {
+    /// The list kept under `digest`, if it still is.
+    pub fn kept(&self, digest: &str) -> Option<Arc<Vec<T>>> {
+        let lists = match self.lists.lock() {
+            Ok(lists) => lists,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        lists
+            .iter()
+            .find(|(d, _)| d == digest)
+            .map(|(_, list)| Arc::clone(list))
+    }
+
     /// The answer to "the list `now`, since `since`": the changes when the list of that digest
     /// is kept here, else the whole list. `now` is kept under its digest for the next ask.
     pub fn answer(&self, since: Option<&str>, now: Vec<T>) -> Listing<T> {

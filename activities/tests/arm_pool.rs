@@ -94,6 +94,8 @@ mod arm_pool {
             cluster: run.cluster.clone(),
             pool: "web".to_owned(),
             instance_view: false,
+            source: nodewright_activities::azure::machines::VmSource::ResourceGroup,
+            expected: Vec::new(),
         };
         let listed = list_pool_vms(&sandbox.arm, &input).await?;
         let vm = |name: &str, template: &str, created_at: i64| PoolVm {

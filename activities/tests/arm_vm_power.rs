@@ -14,7 +14,7 @@ mod arm_vm_power {
     use nodewright_activities::azure::machines::pool::list_pool_vms;
     use nodewright_activities::azure::machines::power::{self, PowerAction};
     use nodewright_activities::azure::machines::{
-        ListPoolVms, MachineError, VmAction, VmActionDone,
+        ListPoolVms, MachineError, VmAction, VmActionDone, VmSource,
     };
     use nodewright_activities::azure::{
         ArmClient, ArmConfig, Credential, Error as ArmError, OperationHandle,
@@ -220,6 +220,8 @@ mod arm_vm_power {
             cluster: prod(),
             pool: "web".to_owned(),
             instance_view: false,
+            source: VmSource::ResourceGroup,
+            expected: Vec::new(),
         };
         arm.emulator.reset_stats();
         let listed = list_pool_vms(&arm.client, &plain).await?;
@@ -276,6 +278,64 @@ mod arm_vm_power {
     }
 
     #[tokio::test]
+    async fn resource_graph_lists_the_pool_with_power_states_in_one_request() -> TestResult {
+        let arm = Arm::start(2).await?;
+        for name in ["web-run", "web-off", "web-dealloc"] {
+            arm.create_vm(GROUP, name, machine_tags("web", name))
+                .await?;
+        }
+        arm.create_vm(GROUP, "db-1", machine_tags("db", "db-1"))
+            .await?;
+        arm.create_vm(GROUP, "stray", json!({})).await?;
+        arm.create_vm(OTHER_GROUP, "web-run", machine_tags("web", "web-run"))
+            .await?;
+        arm.power(GROUP, "web-off", "powerOff", "stopped").await?;
+        arm.power(GROUP, "web-dealloc", "deallocate", "deallocated")
+            .await?;
+        arm.power(OTHER_GROUP, "web-run", "deallocate", "deallocated")
+            .await?;
+
+        let input = ListPoolVms {
+            cluster: prod(),
+            pool: "web".to_owned(),
+            instance_view: false,
+            source: VmSource::ResourceGraph,
+            expected: vec![
+                "web-run".to_owned(),
+                "web-gone".to_owned(),
+                "db-1".to_owned(),
+            ],
+        };
+        arm.emulator.reset_stats();
+        let listed = list_pool_vms(&arm.client, &input).await?;
+        assert_eq!(
+            listed
+                .iter()
+                .map(|vm| (vm.name.as_str(), vm.power_state.as_deref()))
+                .collect::<Vec<_>>(),
+            vec![
+                ("web-dealloc", Some("deallocated")),
+                ("web-off", Some("stopped")),
+                ("web-run", Some("running")),
+            ],
+            "the group's pool VMs with their power states; another group's web-run is not ours"
+        );
+        assert_eq!(
+            arm.count("graph.query"),
+            1,
+            "one query, whatever the page size of lists"
+        );
+        assert_eq!(arm.count("vm.list") + arm.count("vm.listAll"), 0);
+        assert_eq!(
+            arm.count("vm.get"),
+            2,
+            "the expected VMs the index lacks (web-gone: 404; db-1: not the pool's) are read"
+        );
+        assert_eq!(arm.emulator.stats().count("vm.get", 404), 1);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn without_the_right_to_list_the_subscription_power_states_are_unknown() -> TestResult {
         let arm = Arm::start(50).await?;
         arm.create_vm(GROUP, "web-1", machine_tags("web", "web-1"))
@@ -284,6 +344,8 @@ mod arm_vm_power {
             cluster: prod(),
             pool: "web".to_owned(),
             instance_view: true,
+            source: VmSource::ResourceGroup,
+            expected: Vec::new(),
         };
         // A role assigned on the resource group only: ARM refuses the subscription's list.
         let forbidden: FaultRule = serde_json::from_value(json!({

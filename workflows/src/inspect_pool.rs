@@ -1,6 +1,6 @@
 #![doc = include_str!("../runbooks/inspect_pool.md")]
 
-use nodewright_activities::azure::machines::{ArmReadActivities, ListPoolVms};
+use nodewright_activities::azure::machines::{ArmReadActivities, ListPoolVms, VmSource};
 use nodewright_activities::kube::{KubeActivities, ListPoolNodes, ReadRevisions};
 use nodewright_model::Operation;
 use nodewright_model::rollout::revisions::config_map_name;
@@ -52,6 +52,8 @@ impl InspectPoolWorkflow {
                     cluster: request.cluster.clone(),
                     pool: request.pool.clone(),
                     instance_view: false,
+                    source: VmSource::ResourceGroup,
+                    expected: Vec::new(),
                 },
                 activity_options::paged(activity_options::read()),
             )

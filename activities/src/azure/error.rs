@@ -46,6 +46,13 @@ pub enum CallError {
         /// The URL.
         url: String,
     },
+    /// A paged answer went on past the most pages a caller follows; a partial list is never
+    /// returned (a missing resource would read as gone).
+    #[error("the answer went on past {pages} pages; refusing to read a partial list")]
+    TooManyPages {
+        /// The pages followed.
+        pages: usize,
+    },
 }
 
 impl CallError {
@@ -57,9 +64,10 @@ impl CallError {
             CallError::Arm(failure) => failure.disposition(),
             CallError::Transport(error) if error.is_builder() => Disposition::Terminal,
             CallError::Transport(_) | CallError::Token(_) => Disposition::Retryable,
-            CallError::Decode { .. } | CallError::Encode(_) | CallError::ForeignUrl { .. } => {
-                Disposition::Terminal
-            }
+            CallError::Decode { .. }
+            | CallError::Encode(_)
+            | CallError::ForeignUrl { .. }
+            | CallError::TooManyPages { .. } => Disposition::Terminal,
         }
     }
 
@@ -111,6 +119,9 @@ pub enum Error {
     /// Listing the resource group's VMs failed.
     #[error("listing VMs failed")]
     ListVms(#[source] CallError),
+    /// A query of Azure Resource Graph failed.
+    #[error("querying Azure Resource Graph failed")]
+    QueryResourceGraph(#[source] CallError),
     /// Starting a VM action (`restart`, `redeploy`) failed.
     #[error("{action} of VM {name} failed")]
     VmAction {
@@ -265,9 +276,10 @@ impl Error {
     /// The failed call, for the variants that made one.
     pub fn call_error(&self) -> Option<&CallError> {
         match self {
-            Error::ListVms(source) | Error::ListNics(source) | Error::ListDisks(source) => {
-                Some(source)
-            }
+            Error::ListVms(source)
+            | Error::QueryResourceGraph(source)
+            | Error::ListNics(source)
+            | Error::ListDisks(source) => Some(source),
             Error::GetVm { source, .. }
             | Error::PutVm { source, .. }
             | Error::PatchVm { source, .. }
@@ -325,6 +337,7 @@ impl Error {
             Error::CreateCredential(_) => "CreateCredential",
             Error::GetVm { .. } => "GetVm",
             Error::ListVms(_) => "ListVms",
+            Error::QueryResourceGraph(_) => "QueryResourceGraph",
             Error::PutVm { .. } => "PutVm",
             Error::VmAction { .. } => "VmAction",
             Error::PatchVm { .. } => "PatchVm",

@@ -8,6 +8,7 @@
 //! - [`operation`]: [`OperationHandle`] and [`Progress`], an async operation as plain data.
 //! - [`poll`]: one poll of an operation, and a bounded wait.
 //! - [`virtual_machines`], [`disks`], [`network_interfaces`]: typed bodies and REST calls.
+//! - [`resource_graph`]: queries of Azure Resource Graph (one request for up to 1000 rows).
 //! - [`error`]: [`Error`], named after the failed step, classified for Temporal.
 
 pub mod client;
@@ -22,6 +23,7 @@ pub mod operation;
 pub mod permissions;
 pub mod poll;
 pub mod resource;
+pub mod resource_graph;
 pub mod virtual_machines;
 
 pub use client::{ArmClient, ArmConfig, DEFAULT_ENDPOINT, Deletion, Submitted};

@@ -30,7 +30,7 @@ const fn control(request: &'static str, action: &'static str) -> Permission {
 /// Every request kind of the ARM and Key Vault clients and the action it needs.
 pub const PERMISSIONS: &[Permission] = &[
     control(
-        "GET virtualMachines[/{name}] (get, instance view, list; the subscription's statusOnly list for power states)",
+        "GET virtualMachines[/{name}] (get, instance view, list; a pool controller's Resource Graph query reads only what this allows)",
         "Microsoft.Compute/virtualMachines/read",
     ),
     control(

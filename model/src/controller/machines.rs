@@ -35,6 +35,16 @@ pub fn needs_power_states(vms: &[PoolVm], nodes: &[PoolNode]) -> bool {
         .any(|vm| !nodes.iter().any(|node| node.name == vm.name && node.ready))
 }
 
+/// The Nodes without a listed VM, by name: the VMs a listing from an index that trails ARM
+/// (Azure Resource Graph) must read directly before the controller takes them for gone.
+pub fn unlisted_nodes(vms: &[PoolVm], nodes: &[PoolNode]) -> Vec<String> {
+    nodes
+        .iter()
+        .filter(|node| !vms.iter().any(|vm| vm.name == node.name))
+        .map(|node| node.name.clone())
+        .collect()
+}
+
 /// Work the controller has in flight on a machine (a child workflow or an activity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -152,6 +162,15 @@ mod tests {
             &vms,
             &[node("a", true, 1), node("b", false, 1)]
         ));
+    }
+
+    #[test]
+    fn nodes_without_a_listed_vm_are_named() {
+        let vms = [vm("a", "t", 1)];
+        let nodes = [node("a", true, 1), node("b", true, 1), node("c", false, 1)];
+        assert_eq!(unlisted_nodes(&vms, &nodes), ["b", "c"]);
+        assert!(unlisted_nodes(&vms, &nodes[..1]).is_empty());
+        assert!(unlisted_nodes(&[], &[]).is_empty());
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub use decide::{
     Allowance, Counts, Decision, Input, Mode, Step, Unhealthy, Victim, VictimReason, decide,
 };
 pub use health::{HealthPolicy, Rung, UnhealthyCondition, Verdict, judge};
-pub use machines::{Machine, Work, WorkKind, join, needs_power_states};
+pub use machines::{Machine, Work, WorkKind, join, needs_power_states, unlisted_nodes};
 pub use remediation::Remediation;
 pub use request::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, DEFAULT_HISTORY_LIMIT,

@@ -355,6 +355,7 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
                     status: CLIENT_CLOSED_REQUEST,
                     retry_after: None,
                     code: None,
+                    scope: None,
                 }),
             };
             tokio::time::sleep(hold).await;
@@ -407,6 +408,10 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
             status: status.as_u16(),
             retry_after,
             code,
+            scope: response
+                .extensions()
+                .get::<super::requests::RequestScope>()
+                .map(|scope| scope.0.clone()),
         });
     }
     response

@@ -131,6 +131,7 @@ async fn layer(AxState(em): AxState<Emulator>, request: Request, next: Next) -> 
         status: response.status().as_u16(),
         retry_after: None,
         code: None,
+        scope: None,
     });
     response
 }

@@ -37,7 +37,16 @@ pub struct RequestRecord {
     /// `NicReservedForAnotherVm`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// The subscriptions a request names outside its path (a Resource Graph query's body),
+    /// comma-separated; a `contains` filter matches them as it matches the path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
+
+/// The scope a handler gives its request, for the log ([`RequestRecord::scope`]); carried to
+/// the middleware as a response extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestScope(pub String);
 
 /// Which records `GET /sandbox/requests` returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -94,9 +103,12 @@ impl RequestLog {
         self.entries
             .range(start..)
             .filter(|r| {
-                needle
-                    .as_deref()
-                    .is_none_or(|n| r.path.to_lowercase().contains(n))
+                needle.as_deref().is_none_or(|n| {
+                    r.path.to_lowercase().contains(n)
+                        || r.scope
+                            .as_ref()
+                            .is_some_and(|s| s.to_lowercase().contains(n))
+                })
             })
             .cloned()
             .collect()
@@ -141,6 +153,7 @@ mod tests {
             status: 429,
             retry_after: Some(2),
             code: None,
+            scope: None,
         }
     }
 

@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 use super::emulator::Emulator;
 use super::error::ArmError;
 use super::http::parse_object;
+use super::requests::RequestScope;
 use super::state::{Kind, Resource};
 use super::virtual_machines::{body::instance_view, render};
 
@@ -87,15 +88,31 @@ struct QueryOptions {
 }
 
 async fn resources(AxState(em): AxState<Emulator>, body: Bytes) -> Response {
-    let (remaining, resets_after) = match em.take_graph_quota() {
-        Ok(quota) => quota,
-        Err(resets_after) => return with_quota(rate_limited(), 0, resets_after),
+    let (mut answer, remaining, resets_after) = match em.take_graph_quota() {
+        Ok((remaining, resets_after)) => {
+            let answer = match answer(&em, &body) {
+                Ok(page) => (StatusCode::OK, axum::Json(page)).into_response(),
+                Err(error) => error.into_response(),
+            };
+            (answer, remaining, resets_after)
+        }
+        Err(resets_after) => (rate_limited(), 0, resets_after),
     };
-    let answer = match answer(&em, &body) {
-        Ok(page) => (StatusCode::OK, axum::Json(page)).into_response(),
-        Err(error) => error.into_response(),
-    };
+    if let Some(scope) = subscriptions_named(&body) {
+        answer.extensions_mut().insert(RequestScope(scope));
+    }
     with_quota(answer, remaining, resets_after)
+}
+
+/// The subscriptions the request body names, comma-separated, for the request log.
+fn subscriptions_named(body: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let named: Vec<&str> = value["subscriptions"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    (!named.is_empty()).then(|| named.join(","))
 }
 
 /// The page the request asks for.

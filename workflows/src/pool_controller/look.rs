@@ -1,15 +1,18 @@
 //! PoolController's eyes: the pool's VMs, listed at most once per observe interval (and after
-//! a child ended or a Node changed), with their power states only while a VM's Node is missing
-//! or not Ready (`model::controller::needs_power_states`), and its Nodes, listed once and then watched
+//! a child ended or a Node changed) with one Azure Resource Graph query that carries their power
+//! states (runs from before patch `controller-lists-by-resource-graph`: the resource group's
+//! list, with power states only while a VM's Node is missing or not Ready,
+//! `model::controller::needs_power_states`), and its Nodes, listed once and then watched
 //! (`kube.watch_pool_nodes` answers when a Node's projected state changes, or "unchanged" after
 //! the interval). Both are asked as the changes since the list the run holds
 //! (`model::listing`), so the history records what changed, not the whole pool at every look.
 
 use std::time::Duration;
 
-use nodewright_activities::azure::machines::{ArmReadActivities, ListPoolVms};
+use nodewright_activities::azure::machines::{ArmReadActivities, ListPoolVms, VmSource};
 use nodewright_activities::kube::{KubeActivities, ListPoolNodes, WatchPoolNodes};
 use nodewright_model::ClusterName;
+use nodewright_model::controller::unlisted_nodes;
 use nodewright_model::listing::{Listing, Since, apply};
 use nodewright_model::rollout::{PoolNode, PoolVm};
 use temporalio_sdk::{ActivityExecutionError, WorkflowContext};
@@ -30,14 +33,22 @@ fn lease_timeout_secs(ctx: &WorkflowContext<PoolControllerWorkflow>) -> Option<u
 }
 
 /// Lists the pool's VMs (with their power states when `power_states`) as the changes since the
-/// list held, and keeps the result. A listing that does not apply drops what is held (the next
-/// look asks for the whole list).
+/// list held, and keeps the result. With `by_graph`, from Azure Resource Graph (power states
+/// always), reading with a GET each of `expected` (Nodes without a listed VM) the index lacks.
+/// A listing that does not apply drops what is held (the next look asks for the whole list).
 pub async fn list_vms(
     ctx: &mut WorkflowContext<PoolControllerWorkflow>,
     cluster: &ClusterName,
     pool: &str,
     power_states: bool,
+    by_graph: bool,
 ) -> Result<(), String> {
+    let (source, expected) = if by_graph {
+        let (vms, nodes) = held(ctx);
+        (VmSource::ResourceGraph, unlisted_nodes(&vms, &nodes))
+    } else {
+        (VmSource::ResourceGroup, Vec::new())
+    };
     let since = ctx.state(|s| s.state.known_vms.as_ref().map(|(digest, _)| digest.clone()));
     let answer = ctx
         .execute_activity(
@@ -47,6 +58,8 @@ pub async fn list_vms(
                     cluster: cluster.clone(),
                     pool: pool.to_owned(),
                     instance_view: power_states,
+                    source,
+                    expected,
                 },
                 since,
             },

@@ -386,8 +386,9 @@ async fn control(
         // Look: VMs once per interval (or after a child ended), Nodes once (then watched).
         if vms_due || at.saturating_sub(last_vm_look) >= secs(interval) {
             let (held_vms, held_nodes) = look::held(ctx);
-            let power_states = needs_power_states(&held_vms, &held_nodes);
-            match look::list_vms(ctx, cluster, &pool.name, power_states).await {
+            let by_graph = ctx.patched(RESOURCE_GRAPH_PATCH);
+            let power_states = by_graph || needs_power_states(&held_vms, &held_nodes);
+            match look::list_vms(ctx, cluster, &pool.name, power_states, by_graph).await {
                 Ok(()) => {
                     last_vm_look = at;
                     // A VM now without a Ready Node is looked at again at once, with its power
@@ -661,6 +662,10 @@ async fn control(
 /// states, when a VM has no Ready Node); runs recorded before it listed them once per interval,
 /// always with power states.
 const LOOK_ON_NODE_CHANGE_PATCH: &str = "controller-looks-on-node-change";
+
+/// The patch that lists the VMs with one Azure Resource Graph query (power states included)
+/// instead of the resource group's list; runs recorded before it used the list.
+const RESOURCE_GRAPH_PATCH: &str = "controller-lists-by-resource-graph";
 
 /// How long the loop waits after a Node watch failed before it watches again.
 const WATCH_RETRY: Duration = Duration::from_secs(5);

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope, ListPoolVms};
+use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope, ListPoolVms, VmSource};
 use nodewright_activities::kube::{KubeActivities, ListPoolNodes, MachineNode, MarkOutdated};
 use nodewright_model::listing::{Since, apply};
 use nodewright_model::rollout::{
@@ -47,6 +47,8 @@ pub async fn look_with<W: HasRollout>(
                 cluster: request.cluster.clone(),
                 pool: request.pool.name.clone(),
                 instance_view: false,
+                source: VmSource::ResourceGroup,
+                expected: Vec::new(),
             },
             activity_options::paged(options.clone()),
         )
@@ -92,6 +94,8 @@ async fn list_changes<W: HasRollout>(
                     cluster: request.cluster.clone(),
                     pool: request.pool.name.clone(),
                     instance_view: false,
+                    source: VmSource::ResourceGroup,
+                    expected: Vec::new(),
                 },
                 since: known_vms.as_ref().map(|(digest, _)| digest.clone()),
             },

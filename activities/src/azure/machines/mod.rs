@@ -11,6 +11,7 @@ pub mod body;
 mod data_disks;
 mod error;
 pub mod pool;
+pub mod pool_graph;
 pub mod power;
 mod tags;
 pub mod types;
@@ -39,7 +40,7 @@ pub use data_disks::{
     AwaitDisksReleased, AwaitForceDetach, DisksReleased, ForceDetachDisks, ForceDetachStarted,
 };
 pub use error::{DELETE_TO_RESEND, MachineError};
-pub use pool::ListPoolVms;
+pub use pool::{ListPoolVms, VmSource};
 pub use power::{VmAction, VmActionDone};
 pub use types::*;
 
@@ -799,7 +800,20 @@ impl ArmReadActivities {
         ctx: ActivityContext,
         input: Since<ListPoolVms>,
     ) -> Result<Listing<PoolVm>, ActivityError> {
-        let vms = lifetime::heartbeating(&ctx, pool::list_pool_vms(&self.client, &input.of))
+        let listing = async {
+            if input.of.source != pool::VmSource::ResourceGraph {
+                return pool::list_pool_vms(&self.client, &input.of).await;
+            }
+            // The VMs of the list held are expected too: one the index drops is read with a GET.
+            let held: Vec<String> = input
+                .since
+                .as_deref()
+                .and_then(|digest| self.vm_listings.kept(digest))
+                .map(|list| list.iter().map(|vm| vm.name.clone()).collect())
+                .unwrap_or_default();
+            pool_graph::list_pool_vms(&self.client, &input.of, &held).await
+        };
+        let vms = lifetime::heartbeating(&ctx, listing)
             .await
             .map_err(MachineError::into_activity_error)?;
         Ok(self.vm_listings.answer(input.since.as_deref(), vms))

@@ -34,6 +34,36 @@ pub struct ListPoolVms {
     /// more list); without, `power_state` is none.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub instance_view: bool,
+    /// Where the VMs are read: the resource group's list (the default), or Azure Resource
+    /// Graph (one request per 1000 VMs, power states always included; see [`super::pool_graph`]).
+    #[serde(default, skip_serializing_if = "VmSource::is_resource_group")]
+    pub source: VmSource,
+    /// With Resource Graph: VMs the caller expects to exist (machines whose Node it holds but
+    /// whose VM it has not listed yet). Each one the index lacks is read with a GET before it
+    /// is left out, since the index trails ARM by seconds; at most
+    /// [`super::pool_graph::MAX_CONFIRMED`] are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected: Vec<String>,
+}
+
+/// Where a pool's VMs are read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VmSource {
+    /// The resource group's VM list (50 VMs a page), with the subscription's statuses for
+    /// power states: exact at the moment of the call.
+    #[default]
+    ResourceGroup,
+    /// One Azure Resource Graph query (1000 VMs a page, power states included): trails ARM by
+    /// seconds, checked with GETs for the VMs expected.
+    ResourceGraph,
+}
+
+impl VmSource {
+    /// Whether this is the default, the resource group's list.
+    pub fn is_resource_group(&self) -> bool {
+        *self == Self::ResourceGroup
+    }
 }
 
 /// Lists the resource group's VMs (every page) and keeps the pool's, sorted by name; with
@@ -43,6 +73,9 @@ pub async fn list_pool_vms(
     client: &ArmClient,
     input: &ListPoolVms,
 ) -> Result<Vec<PoolVm>, MachineError> {
+    if input.source == VmSource::ResourceGraph {
+        return super::pool_graph::list_pool_vms(client, input, &[]).await;
+    }
     let vms = client.list_vms().await?;
     let mut pool: Vec<(PoolVm, Option<&str>)> = vms
         .iter()
@@ -105,12 +138,15 @@ pub fn power_state(view: &InstanceView) -> Option<String> {
         .iter()
         .flatten()
         .filter_map(|status| status.code.as_deref())
-        .find_map(|code| {
-            let (kind, state) = code.trim().split_once('/')?;
-            kind.eq_ignore_ascii_case("PowerState")
-                .then(|| state.trim().to_ascii_lowercase())
-        })
-        .filter(|state| !state.is_empty())
+        .find_map(power_state_of_code)
+}
+
+/// The `<state>` of a status code `PowerState/<state>`, lowercase; none for another code or an
+/// empty state.
+pub fn power_state_of_code(code: &str) -> Option<String> {
+    let (kind, state) = code.trim().split_once('/')?;
+    let state = state.trim().to_ascii_lowercase();
+    (kind.eq_ignore_ascii_case("PowerState") && !state.is_empty()).then_some(state)
 }
 
 /// The VM as the pool sees it, when it is this cluster's and the pool's (and has a name).
@@ -125,24 +161,39 @@ pub fn pool_vm(vm: &VirtualMachine, cluster: &ClusterName, pool: &str) -> Option
         );
         return None;
     };
-    Some(PoolVm {
+    Some(pool_vm_of(
         name,
-        template_hash: vm.tags.get(TAG_TEMPLATE).cloned().unwrap_or_default(),
-        created_at: created_at(&vm.tags),
-        provisioning_state: vm.properties.provisioning_state.clone().unwrap_or_default(),
-        zone: vm.zones.as_ref().and_then(|zones| zones.first()).cloned(),
+        &vm.tags,
+        vm.zones.as_deref(),
+        vm.properties.provisioning_state.as_deref(),
+    ))
+}
+
+/// The VM as the pool sees it, from its name, tags, zones and provisioning state (power state
+/// none).
+pub fn pool_vm_of(
+    name: String,
+    tags: &BTreeMap<String, String>,
+    zones: Option<&[String]>,
+    provisioning_state: Option<&str>,
+) -> PoolVm {
+    PoolVm {
+        name,
+        template_hash: tags.get(TAG_TEMPLATE).cloned().unwrap_or_default(),
+        created_at: created_at(tags),
+        provisioning_state: provisioning_state.unwrap_or_default().to_owned(),
+        zone: zones.and_then(|zones| zones.first()).cloned(),
         // Azure bounds a tag value; a longer one (not Azure's) is not carried.
-        drain_tag: vm
-            .tags
+        drain_tag: tags
             .get(TAG_DRAIN)
             .filter(|value| value.chars().count() <= MAX_TAG_VALUE_CHARS)
             .cloned(),
         power_state: None,
-    })
+    }
 }
 
 /// Whether `tags` carry exactly this cluster and the pool.
-fn in_pool(tags: &BTreeMap<String, String>, cluster: &ClusterName, pool: &str) -> bool {
+pub fn in_pool(tags: &BTreeMap<String, String>, cluster: &ClusterName, pool: &str) -> bool {
     is_owned_by(tags, cluster) && tags.get(TAG_POOL).map(String::as_str) == Some(pool)
 }
 
