@@ -307,7 +307,12 @@ mod arm_vm_power {
             ],
         };
         arm.emulator.reset_stats();
-        let listed = list_pool_vms(&arm.client, &input).await?;
+        let listed = nodewright_activities::azure::machines::pool_graph::list_pool_vms(
+            &arm.client,
+            &input,
+            &[],
+        )
+        .await?;
         assert_eq!(
             listed
                 .iter()

@@ -19,9 +19,14 @@ use super::latency::Latency;
 use super::paths;
 use super::persist::Persister;
 use super::requests::{RequestFilter, RequestLog, RequestRecord};
-use super::resource_graph;
 use super::state::State;
 use super::stats::Stats;
+
+/// Azure Resource Graph's default quota: queries per window per caller.
+pub const GRAPH_QUOTA: usize = 15;
+
+/// Azure Resource Graph's quota window.
+pub const GRAPH_QUOTA_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The emulator's state. Clones share it.
 #[derive(Clone)]
@@ -149,8 +154,8 @@ impl Emulator {
         self.inner.lock().latency = latency;
     }
 
-    /// Takes one Resource Graph query from the quota ([`resource_graph::QUOTA`] per
-    /// [`resource_graph::QUOTA_WINDOW`], Azure's default): the queries left and the time until
+    /// Takes one Resource Graph query from the quota ([`GRAPH_QUOTA`] per
+    /// [`GRAPH_QUOTA_WINDOW`], Azure's default): the queries left and the time until
     /// the window resets, or, over the quota, the time until a query is allowed again.
     pub fn take_graph_quota(&self) -> Result<(usize, std::time::Duration), std::time::Duration> {
         let now = std::time::Instant::now();
@@ -161,25 +166,20 @@ impl Emulator {
             .unwrap_or_else(|e| e.into_inner());
         while queries
             .front()
-            .is_some_and(|at| now.duration_since(*at) >= resource_graph::QUOTA_WINDOW)
+            .is_some_and(|at| now.duration_since(*at) >= GRAPH_QUOTA_WINDOW)
         {
             queries.pop_front();
         }
         let resets_after = |queries: &std::collections::VecDeque<std::time::Instant>| {
-            queries
-                .front()
-                .map_or(resource_graph::QUOTA_WINDOW, |first| {
-                    resource_graph::QUOTA_WINDOW.saturating_sub(now.duration_since(*first))
-                })
+            queries.front().map_or(GRAPH_QUOTA_WINDOW, |first| {
+                GRAPH_QUOTA_WINDOW.saturating_sub(now.duration_since(*first))
+            })
         };
-        if queries.len() >= resource_graph::QUOTA {
+        if queries.len() >= GRAPH_QUOTA {
             return Err(resets_after(&queries));
         }
         queries.push_back(now);
-        Ok((
-            resource_graph::QUOTA - queries.len(),
-            resets_after(&queries),
-        ))
+        Ok((GRAPH_QUOTA - queries.len(), resets_after(&queries)))
     }
 
     /// Request counts so far.

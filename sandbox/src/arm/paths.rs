@@ -71,6 +71,10 @@ const CANONICAL_SUBSCRIPTION: &[(usize, &[&str])] = &[
     (14, &["versions"]),
 ];
 
+/// The Resource Graph route, as the emulator spells it (a request in any casing is respelled to
+/// it).
+pub const RESOURCE_GRAPH: &str = "/providers/Microsoft.ResourceGraph/resources";
+
 /// `request` with the fixed segments of its path spelled canonically; other requests unchanged.
 pub fn canonicalize(mut request: Request) -> Request {
     if let Some(uri) = canonical_uri(request.uri()) {
@@ -92,9 +96,8 @@ fn canonical_uri(uri: &Uri) -> Option<Uri> {
 }
 
 fn canonical_path(path: &str) -> Option<String> {
-    if path.eq_ignore_ascii_case(super::resource_graph::PATH) && path != super::resource_graph::PATH
-    {
-        return Some(super::resource_graph::PATH.to_owned());
+    if path.eq_ignore_ascii_case(RESOURCE_GRAPH) && path != RESOURCE_GRAPH {
+        return Some(RESOURCE_GRAPH.to_owned());
     }
     let mut segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
     if !segments

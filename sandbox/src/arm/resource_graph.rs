@@ -12,7 +12,7 @@
 //! `options.$skipToken` from the previous page) and the answer's envelope (`totalRecords`,
 //! `count`, `data`, `facets`, `resultTruncated`, `$skipToken`) follow the 2021-03-01 and later
 //! api-versions with `resultFormat: objectArray`. The quota is Azure's default, 15 queries per
-//! 5-second window per caller, told in `x-ms-user-quota-remaining` and
+//! 5-second window per caller (`Emulator::take_graph_quota`), told in `x-ms-user-quota-remaining` and
 //! `x-ms-user-quota-resets-after` on every answer; over it, 429 `RateLimiting`.
 //!
 //! Azure's index trails the resources by a few seconds; the emulator's does not. A client must
@@ -36,12 +36,10 @@ use serde_json::{Value, json};
 use super::emulator::Emulator;
 use super::error::ArmError;
 use super::http::parse_object;
+use super::paths::RESOURCE_GRAPH;
 use super::requests::RequestScope;
 use super::state::{Kind, Resource};
 use super::virtual_machines::{body::instance_view, render};
-
-/// The route, as the emulator spells it (requests are respelled to it first).
-pub const PATH: &str = "/providers/Microsoft.ResourceGraph/resources";
 
 /// The most rows a page holds (`options.$top` above it is refused).
 const MAX_TOP: usize = 1000;
@@ -49,15 +47,9 @@ const MAX_TOP: usize = 1000;
 /// Rows per page when `options.$top` is not given.
 const DEFAULT_TOP: usize = 100;
 
-/// Azure's default quota: queries per window per caller.
-pub const QUOTA: usize = 15;
-
-/// Azure's quota window.
-pub const QUOTA_WINDOW: Duration = Duration::from_secs(5);
-
 /// The Resource Graph route.
 pub fn routes() -> Router<Emulator> {
-    Router::new().route(PATH, post(resources))
+    Router::new().route(RESOURCE_GRAPH, post(resources))
 }
 
 /// The request body (`QueryRequest`).

@@ -783,7 +783,7 @@ impl ArmReadActivities {
         ctx: ActivityContext,
         input: ListPoolVms,
     ) -> Result<Vec<PoolVm>, ActivityError> {
-        lifetime::heartbeating(&ctx, pool::list_pool_vms(&self.client, &input))
+        lifetime::heartbeating(&ctx, self.list_pool(&input, &[]))
             .await
             .map_err(MachineError::into_activity_error)
     }
@@ -800,20 +800,14 @@ impl ArmReadActivities {
         ctx: ActivityContext,
         input: Since<ListPoolVms>,
     ) -> Result<Listing<PoolVm>, ActivityError> {
-        let listing = async {
-            if input.of.source != pool::VmSource::ResourceGraph {
-                return pool::list_pool_vms(&self.client, &input.of).await;
-            }
-            // The VMs of the list held are expected too: one the index drops is read with a GET.
-            let held: Vec<String> = input
-                .since
-                .as_deref()
-                .and_then(|digest| self.vm_listings.kept(digest))
-                .map(|list| list.iter().map(|vm| vm.name.clone()).collect())
-                .unwrap_or_default();
-            pool_graph::list_pool_vms(&self.client, &input.of, &held).await
-        };
-        let vms = lifetime::heartbeating(&ctx, listing)
+        // The VMs of the list held are expected too: one the index drops is read with a GET.
+        let held: Vec<String> = input
+            .since
+            .as_deref()
+            .and_then(|digest| self.vm_listings.kept(digest))
+            .map(|list| list.iter().map(|vm| vm.name.clone()).collect())
+            .unwrap_or_default();
+        let vms = lifetime::heartbeating(&ctx, self.list_pool(&input.of, &held))
             .await
             .map_err(MachineError::into_activity_error)?;
         Ok(self.vm_listings.answer(input.since.as_deref(), vms))
@@ -821,6 +815,19 @@ impl ArmReadActivities {
 }
 
 impl ArmReadActivities {
+    /// The pool's VMs from the source `input` names; with Resource Graph, `held` (the VMs of
+    /// the list the caller holds) are expected too.
+    async fn list_pool(
+        &self,
+        input: &ListPoolVms,
+        held: &[String],
+    ) -> Result<Vec<PoolVm>, MachineError> {
+        match input.source {
+            VmSource::ResourceGroup => pool::list_pool_vms(&self.client, input).await,
+            VmSource::ResourceGraph => pool_graph::list_pool_vms(&self.client, input, held).await,
+        }
+    }
+
     async fn find_leftovers_inner(
         &self,
         input: &FindLeftovers,

@@ -68,14 +68,11 @@ impl VmSource {
 
 /// Lists the resource group's VMs (every page) and keeps the pool's, sorted by name; with
 /// `instance_view`, also lists the subscription's VM statuses (every page) for their power
-/// states.
+/// states. `input.source` is not read: [`super::pool_graph`] lists from Resource Graph.
 pub async fn list_pool_vms(
     client: &ArmClient,
     input: &ListPoolVms,
 ) -> Result<Vec<PoolVm>, MachineError> {
-    if input.source == VmSource::ResourceGraph {
-        return super::pool_graph::list_pool_vms(client, input, &[]).await;
-    }
     let vms = client.list_vms().await?;
     let mut pool: Vec<(PoolVm, Option<&str>)> = vms
         .iter()
