@@ -19,7 +19,9 @@
 //! # Expected Flow
 //! 1. Start from the kept states (no request) when [`resume`] allows it, else list the Nodes
 //!    (and the Leases). A list other than the one held (or none held) answers at once.
-//! 2. Watch; each event updates the view, and a list other than the one held answers.
+//! 2. Watch; each event updates the view (with every change that already arrived, so a burst,
+//!    as a resumed watch replays, answers as one list), and a list other than the one held
+//!    answers.
 //! 3. Every [`HEARTBEAT_EVERY`]: heartbeat, and judge the Leases again.
 //! 4. After `max_wait_secs`: answer "unchanged" (the held list's digest as base and digest, no
 //!    items).
