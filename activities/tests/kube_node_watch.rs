@@ -2,7 +2,9 @@
 //! `kube.watch_pool_nodes` answers "unchanged" after its wait when nothing changed, does not
 //! answer early for a Node status heartbeat, and answers within a second or two when a Node's
 //! condition changes (KernelDeadlock=True); `kube.list_pool_nodes` with a lease timeout reports
-//! a Node whose Lease went stale, and the watch answers as soon as that Lease is renewed.
+//! a Node whose Lease went stale, and the watch answers as soon as that Lease is renewed. Looks
+//! on one worker after the first list nothing: they watch on from the state the look before
+//! kept, and see the changes made between two looks (a Node deleted too), as a list would.
 //!
 //! Run with `cargo test -p nodewright-activities --test kube_node_watch` after `dev/stack up`.
 //! The kubeconfig comes from `KUBECONFIG`, or else from the stack's env file (`.run/env`);
@@ -20,6 +22,7 @@ mod stack;
 mod kube_node_watch {
     use std::future::Future;
     use std::panic::AssertUnwindSafe;
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
 
@@ -30,7 +33,7 @@ mod kube_node_watch {
     use kube::Api;
     use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
     use nodewright_activities::kube::drain::Heartbeat;
-    use nodewright_activities::kube::node_watch::{self, unchanged};
+    use nodewright_activities::kube::node_watch::{self, WatchMemory, unchanged};
     use nodewright_activities::kube::pool;
     use nodewright_activities::kube::{ListPoolNodes, WatchPoolNodes};
     use nodewright_activities::listing_cache::ListingCache;
@@ -83,8 +86,14 @@ mod kube_node_watch {
         // Nothing held: the whole list at once.
         let beats = Beats::default();
         let clock = Instant::now();
-        let whole =
-            node_watch::watch_pool_nodes(client, &beats, &listings, &watch(None, 60)).await?;
+        let whole = node_watch::watch_pool_nodes(
+            client,
+            &beats,
+            &listings,
+            &WatchMemory::default(),
+            &watch(None, 60),
+        )
+        .await?;
         assert!(clock.elapsed() < PROMPTLY, "{:?}", clock.elapsed());
         assert_eq!(whole.base, None);
         let (held, held_digest) = apply(None, whole)?;
@@ -98,9 +107,14 @@ mod kube_node_watch {
 
         // Unchanged: the wait runs out and answers "unchanged", which applies to the list held.
         let clock = Instant::now();
-        let answer =
-            node_watch::watch_pool_nodes(client, &beats, &listings, &watch(Some(&held_digest), 4))
-                .await?;
+        let answer = node_watch::watch_pool_nodes(
+            client,
+            &beats,
+            &listings,
+            &WatchMemory::default(),
+            &watch(Some(&held_digest), 4),
+        )
+        .await?;
         let waited = clock.elapsed();
         assert!(
             waited >= Duration::from_secs(4) && waited < Duration::from_secs(4) + PROMPTLY,
@@ -115,7 +129,13 @@ mod kube_node_watch {
 
         // A heartbeat (a new lastHeartbeatTime, the same transition) does not end the wait.
         let (answer, waited) = changed_while_watching(
-            node_watch::watch_pool_nodes(client, &beats, &listings, &watch(Some(&held_digest), 8)),
+            node_watch::watch_pool_nodes(
+                client,
+                &beats,
+                &listings,
+                &WatchMemory::default(),
+                &watch(Some(&held_digest), 8),
+            ),
             set_kernel_deadlock(client, &first, "False", &started, &now_text()),
         )
         .await?;
@@ -125,7 +145,13 @@ mod kube_node_watch {
         // KernelDeadlock=True ends it within a second or two, with that Node changed.
         let transition = now_text();
         let (answer, waited) = changed_while_watching(
-            node_watch::watch_pool_nodes(client, &beats, &listings, &watch(Some(&held_digest), 60)),
+            node_watch::watch_pool_nodes(
+                client,
+                &beats,
+                &listings,
+                &WatchMemory::default(),
+                &watch(Some(&held_digest), 60),
+            ),
             set_kernel_deadlock(client, &first, "True", &transition, &transition),
         )
         .await?;
@@ -205,7 +231,13 @@ mod kube_node_watch {
             since: Some(held.digest.clone()),
         };
         let (answer, waited) = changed_while_watching(
-            node_watch::watch_pool_nodes(client, &Beats::default(), &listings, &watch),
+            node_watch::watch_pool_nodes(
+                client,
+                &Beats::default(),
+                &listings,
+                &WatchMemory::default(),
+                &watch,
+            ),
             renew_lease(client, &stale),
         )
         .await?;
@@ -214,7 +246,111 @@ mod kube_node_watch {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn looks_after_the_first_list_nothing_and_see_what_changed_between_looks() -> TestResult {
+        let client = client().await?;
+        let run = Run::new("resume");
+        with_cleanup(&client, &run, resume_scenario(&client, &run)).await
+    }
+
+    async fn resume_scenario(client: &kube::Client, run: &Run) -> TestResult {
+        let pool_name = run.name("web");
+        let [first, second] = [run.name("a"), run.name("b")];
+        for name in [&first, &second] {
+            create_node(client, run, name, &pool_name, true).await?;
+        }
+        for name in [&first, &second] {
+            await_ready(client, name).await?;
+            await_lease(client, name).await?;
+        }
+        let started = now_text();
+        set_kernel_deadlock(client, &first, "False", &started, &started).await?;
+        let lists = Arc::new(AtomicUsize::new(0));
+        let counted = counting_lists(client, &lists);
+        let listings = ListingCache::default();
+        let memory = WatchMemory::default();
+        let watch = |since: Option<&str>, max_wait_secs| Since {
+            of: WatchPoolNodes {
+                pool: pool_name.clone(),
+                lease_timeout_secs: Some(60),
+                max_wait_secs,
+            },
+            since: since.map(str::to_owned),
+        };
+        let look = |since: Option<String>, max_wait_secs| {
+            let input = watch(since.as_deref(), max_wait_secs);
+            let (counted, listings, memory) = (&counted, &listings, &memory);
+            async move {
+                node_watch::watch_pool_nodes(counted, &Beats::default(), listings, memory, &input)
+                    .await
+            }
+        };
+
+        // The first look lists the Nodes and the Leases.
+        let (held, held_digest) = apply(None, look(None, 60).await?)?;
+        assert_eq!(lists.load(Ordering::SeqCst), 2, "the Nodes and the Leases");
+
+        // The next watches on from there: unchanged, and nothing listed.
+        let answer = look(Some(held_digest.clone()), 4).await?;
+        assert_eq!(answer, unchanged(&held_digest));
+        assert_eq!(lists.load(Ordering::SeqCst), 2, "nothing listed again");
+
+        // Between two looks the first Node gets a kernel deadlock and the second is deleted:
+        // the next look sees both at once, without a list, and holds what a list gives.
+        let transition = now_text();
+        set_kernel_deadlock(client, &first, "True", &transition, &transition).await?;
+        Api::<Node>::all(client.clone())
+            .delete(&second, &DeleteParams::default())
+            .await?;
+        let clock = Instant::now();
+        let answer = look(Some(held_digest.clone()), 60).await?;
+        assert!(clock.elapsed() < PROMPTLY, "{:?}", clock.elapsed());
+        let (mut now_held, now_digest) = apply(Some((&held_digest, &held)), answer)?;
+        // The replayed events are answered together when they arrive together; else the next
+        // look (watching on from where this one ended) answers the rest at once.
+        if now_held.iter().any(|node| node.name == second) {
+            let answer = look(Some(now_digest.clone()), 60).await?;
+            assert!(clock.elapsed() < PROMPTLY * 2, "{:?}", clock.elapsed());
+            now_held = apply(Some((&now_digest, &now_held)), answer)?.0;
+        }
+        assert_eq!(lists.load(Ordering::SeqCst), 2, "nothing listed again");
+        assert_eq!(kernel_deadlock(&now_held, &first).as_deref(), Some("True"));
+        let names: Vec<&str> = now_held.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, [first.as_str()], "the deleted Node is gone");
+        let listed = pool::list_pool_nodes(
+            client,
+            &ListPoolNodes {
+                pool: pool_name.clone(),
+                lease_timeout_secs: Some(60),
+            },
+        )
+        .await?;
+        assert_eq!(now_held, listed, "what a list gives");
+        Ok(())
+    }
+
     // ---- helpers ------------------------------------------------------------------------
+
+    /// `client`, counting in `lists` the lists it sends (GETs of a collection without `watch`).
+    fn counting_lists(client: &kube::Client, lists: &Arc<AtomicUsize>) -> kube::Client {
+        let real = client.clone();
+        let lists = Arc::clone(lists);
+        let counting = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let real = real.clone();
+            let is_list = request.method() == http::Method::GET
+                && (request.uri().path() == "/api/v1/nodes"
+                    || request
+                        .uri()
+                        .path()
+                        .ends_with("/namespaces/kube-node-lease/leases"))
+                && !request.uri().query().unwrap_or_default().contains("watch=");
+            if is_list {
+                lists.fetch_add(1, Ordering::SeqCst);
+            }
+            async move { real.send(request).await }
+        });
+        kube::Client::new(counting, "default")
+    }
 
     /// Starts `watching`, runs `change` after [`SETTLE`], and answers what the watch answered
     /// and how long after the change it did (from the start when it answered before).

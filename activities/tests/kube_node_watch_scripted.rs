@@ -1,6 +1,8 @@
 //! `kube.watch_pool_nodes` against a scripted apiserver, for what the real one does only when it
 //! chooses to: a watch answered with 410 Gone (its `resourceVersion` expired) lists again, and a
-//! watch the apiserver ends is started again from the last version seen (a bookmark's). The
+//! watch the apiserver ends is started again from the last version seen (a bookmark's); and for
+//! the requests a look makes: a look after another on the same worker lists nothing and watches
+//! from the version the last one ended at, and a resumed watch that fails lists instead. The
 //! rest of the watch's behaviour is tested against the real apiserver (`kube_node_watch.rs`).
 //!
 //! Run with `cargo test -p nodewright-activities --test kube_node_watch_scripted`; it needs no
@@ -11,7 +13,7 @@ mod kube_node_watch_scripted {
     use std::time::{Duration, Instant};
 
     use nodewright_activities::kube::drain::Heartbeat;
-    use nodewright_activities::kube::node_watch::{self, unchanged};
+    use nodewright_activities::kube::node_watch::{self, WatchMemory, unchanged};
     use nodewright_activities::kube::{WatchPoolNodes, client_from_config};
     use nodewright_activities::listing_cache::ListingCache;
     use nodewright_model::listing::{Since, apply};
@@ -84,10 +86,20 @@ mod kube_node_watch_scripted {
         client: &kube::Client,
         listings: &ListingCache<PoolNode>,
     ) -> TestResult<(Vec<PoolNode>, String)> {
+        first_look_keeping(client, listings, &WatchMemory::default()).await
+    }
+
+    /// [`first_look`], keeping the watch's state in `memory`.
+    async fn first_look_keeping(
+        client: &kube::Client,
+        listings: &ListingCache<PoolNode>,
+        memory: &WatchMemory,
+    ) -> TestResult<(Vec<PoolNode>, String)> {
         let whole = node_watch::watch_pool_nodes(
             client,
             &NoBeats,
             listings,
+            memory,
             &Since {
                 of: WatchPoolNodes {
                     pool: "web".to_owned(),
@@ -104,6 +116,201 @@ mod kube_node_watch_scripted {
 
     fn is_list(request: &Request) -> bool {
         !request.url.query_pairs().any(|(key, _)| key == "watch")
+    }
+
+    /// The versions the watches among `requests` started from, in order.
+    fn watched_from(requests: &[Request]) -> Vec<String> {
+        requests
+            .iter()
+            .filter(|r| !is_list(r))
+            .filter_map(|r| {
+                r.url
+                    .query_pairs()
+                    .find(|(key, _)| key == "resourceVersion")
+                    .map(|(_, value)| value.into_owned())
+            })
+            .collect()
+    }
+
+    fn kernel_deadlock(nodes: &[PoolNode]) -> Vec<(&str, &str)> {
+        nodes[0]
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_look_after_another_on_the_worker_lists_nothing_and_watches_on_from_its_version()
+    -> TestResult {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path(NODES))
+            .and(query_param_is_missing("watch"))
+            .respond_with(list(
+                "10",
+                vec![node("web-a", "10", "False", "2026-01-03T00:00:00Z")],
+            ))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(NODES))
+            .and(query_param("watch", "true"))
+            .and(query_param("labelSelector", SELECTOR))
+            .and(query_param("resourceVersion", "10"))
+            .respond_with(events(&[
+                json!({ "type": "MODIFIED",
+                        "object": node("web-a", "11", "False", "2026-01-03T00:00:40Z") }),
+                json!({ "type": "BOOKMARK", "object": {
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": { "resourceVersion": "15" } } }),
+            ]))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(NODES))
+            .and(query_param("watch", "true"))
+            .and(query_param("resourceVersion", "15"))
+            .respond_with(events(&[]))
+            .mount(&server)
+            .await;
+        let client = client(&server).await?;
+        let listings = ListingCache::default();
+        let memory = WatchMemory::default();
+        let (held, held_digest) = first_look_keeping(&client, &listings, &memory).await?;
+
+        // The second look starts from the first's list: no list, a watch from version 10.
+        let answer = node_watch::watch_pool_nodes(
+            &client,
+            &NoBeats,
+            &listings,
+            &memory,
+            &watch(&held_digest, 2),
+        )
+        .await?;
+        assert_eq!(answer, unchanged(&held_digest), "a heartbeat only");
+        let requests = server.received_requests().await.unwrap_or_default();
+        assert_eq!(
+            requests.iter().filter(|r| is_list(r)).count(),
+            1,
+            "the first look's"
+        );
+        let versions = watched_from(&requests);
+        assert_eq!(
+            versions.first().map(String::as_str),
+            Some("10"),
+            "{versions:?}"
+        );
+
+        // The third starts where the second ended (the bookmark's version) and sees the change
+        // made since.
+        server.reset().await;
+        Mock::given(method("GET"))
+            .and(path(NODES))
+            .and(query_param_is_missing("watch"))
+            .respond_with(list(
+                "30",
+                vec![node("web-a", "30", "True", "2026-01-03T00:01:00Z")],
+            ))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(NODES))
+            .and(query_param("watch", "true"))
+            .and(query_param("resourceVersion", "15"))
+            .respond_with(events(&[json!({ "type": "MODIFIED",
+                "object": node("web-a", "16", "True", "2026-01-03T00:01:00Z") })]))
+            .mount(&server)
+            .await;
+        let clock = Instant::now();
+        let answer = node_watch::watch_pool_nodes(
+            &client,
+            &NoBeats,
+            &listings,
+            &memory,
+            &watch(&held_digest, 30),
+        )
+        .await?;
+        assert!(
+            clock.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            clock.elapsed()
+        );
+        let (now_held, _) = apply(Some((&held_digest, &held)), answer)?;
+        assert_eq!(
+            kernel_deadlock(&now_held),
+            [("KernelDeadlock", "True"), ("Ready", "True")]
+        );
+        let requests = server.received_requests().await.unwrap_or_default();
+        assert_eq!(requests.iter().filter(|r| is_list(r)).count(), 0);
+        assert_eq!(watched_from(&requests), ["15"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_resumed_watch_that_fails_lists_instead_and_answers_the_new_list() -> TestResult {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path(NODES))
+            .and(query_param_is_missing("watch"))
+            .respond_with(list(
+                "10",
+                vec![node("web-a", "10", "False", "2026-01-03T00:00:00Z")],
+            ))
+            .up_to_n_times(1)
+            .with_priority(1)
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(NODES))
+            .and(query_param_is_missing("watch"))
+            .respond_with(list(
+                "30",
+                vec![node("web-a", "30", "True", "2026-01-03T00:01:00Z")],
+            ))
+            .with_priority(2)
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(NODES))
+            .and(query_param("watch", "true"))
+            .and(query_param("resourceVersion", "10"))
+            .respond_with(ResponseTemplate::new(500).set_body_json(json!({
+                "apiVersion": "v1", "kind": "Status", "status": "Failure",
+                "message": "etcdserver: mvcc: required revision has been compacted",
+                "reason": "InternalError", "code": 500 })))
+            .mount(&server)
+            .await;
+        let client = client(&server).await?;
+        let listings = ListingCache::default();
+        let memory = WatchMemory::default();
+        let (held, held_digest) = first_look_keeping(&client, &listings, &memory).await?;
+
+        let answer = node_watch::watch_pool_nodes(
+            &client,
+            &NoBeats,
+            &listings,
+            &memory,
+            &watch(&held_digest, 30),
+        )
+        .await?;
+        let (now_held, _) = apply(Some((&held_digest, &held)), answer)?;
+        assert_eq!(
+            kernel_deadlock(&now_held),
+            [("KernelDeadlock", "True"), ("Ready", "True")]
+        );
+        let requests = server.received_requests().await.unwrap_or_default();
+        assert_eq!(
+            watched_from(&requests),
+            ["10"],
+            "the resumed watch, refused"
+        );
+        assert_eq!(
+            requests.iter().filter(|r| is_list(r)).count(),
+            2,
+            "the first look's, and the list instead of the resumed watch"
+        );
+        Ok(())
     }
 
     #[tokio::test]
@@ -148,9 +355,14 @@ mod kube_node_watch_scripted {
         let (held, held_digest) = first_look(&client, &listings).await?;
 
         let clock = Instant::now();
-        let answer =
-            node_watch::watch_pool_nodes(&client, &NoBeats, &listings, &watch(&held_digest, 30))
-                .await?;
+        let answer = node_watch::watch_pool_nodes(
+            &client,
+            &NoBeats,
+            &listings,
+            &WatchMemory::default(),
+            &watch(&held_digest, 30),
+        )
+        .await?;
         assert!(
             clock.elapsed() < Duration::from_secs(5),
             "{:?}",
@@ -217,9 +429,14 @@ mod kube_node_watch_scripted {
         let (_, held_digest) = first_look(&client, &listings).await?;
 
         let clock = Instant::now();
-        let answer =
-            node_watch::watch_pool_nodes(&client, &NoBeats, &listings, &watch(&held_digest, 3))
-                .await?;
+        let answer = node_watch::watch_pool_nodes(
+            &client,
+            &NoBeats,
+            &listings,
+            &WatchMemory::default(),
+            &watch(&held_digest, 3),
+        )
+        .await?;
         assert!(clock.elapsed() >= Duration::from_secs(3), "{answer:?}");
         assert_eq!(answer, unchanged(&held_digest));
         let requests = server.received_requests().await.unwrap_or_default();

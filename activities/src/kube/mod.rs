@@ -56,6 +56,8 @@ pub struct KubeActivities {
     established: Arc<AtomicBool>,
     /// The pool listings sent lately, for answers "since" one of them.
     node_listings: crate::listing_cache::ListingCache<PoolNode>,
+    /// The states the Node watches ended with, for the next look to start from.
+    node_watches: node_watch::WatchMemory,
 }
 
 /// Builds the Kubernetes client nodewright uses from `config`, with kube's own retries off.
@@ -78,6 +80,7 @@ impl KubeActivities {
             identity: None,
             established: Arc::default(),
             node_listings: crate::listing_cache::ListingCache::default(),
+            node_watches: node_watch::WatchMemory::default(),
         }
     }
 
@@ -95,6 +98,7 @@ impl KubeActivities {
             identity: Some(identity),
             established,
             node_listings: crate::listing_cache::ListingCache::default(),
+            node_watches: node_watch::WatchMemory::default(),
         }
     }
 
@@ -481,13 +485,13 @@ impl KubeActivities {
 
     /// [`Self::list_pool_nodes_since`], answered as soon as the pool's Nodes differ from the list
     /// the workflow holds, or after `max_wait_secs` with "unchanged" (the held list's digest as
-    /// base and digest, no items). Lists once, then watches the Nodes (and, with a lease timeout,
-    /// the Leases of `kube-node-lease`) from that list; a Node status heartbeat changes nothing
-    /// the pool sees, so it never ends the wait (`node_watch`). Heartbeats every few seconds and
-    /// stops at once when cancelled.
+    /// base and digest, no items). Watches the Nodes (and, with a lease timeout, the Leases of
+    /// `kube-node-lease`) from the state the worker's previous look kept, or else from a list; a
+    /// Node status heartbeat changes nothing the pool sees, so it never ends the wait
+    /// (`node_watch`). Heartbeats every few seconds and stops at once when cancelled.
     ///
     /// # Idempotency
-    /// Read-only: a rerun lists and watches again.
+    /// Read-only: a rerun watches again (from the kept state, or a list).
     #[activity(name = "kube.watch_pool_nodes")]
     pub async fn watch_pool_nodes(
         self: Arc<Self>,
@@ -495,9 +499,15 @@ impl KubeActivities {
         input: Since<WatchPoolNodes>,
     ) -> Result<Listing<PoolNode>, ActivityError> {
         lifetime::until_cancelled(&ctx, async {
-            node_watch::watch_pool_nodes(&self.client, &ctx, &self.node_listings, &input)
-                .await
-                .map_err(Error::into_activity_error)
+            node_watch::watch_pool_nodes(
+                &self.client,
+                &ctx,
+                &self.node_listings,
+                &self.node_watches,
+                &input,
+            )
+            .await
+            .map_err(Error::into_activity_error)
         })
         .await
     }

@@ -2,33 +2,45 @@
 //! as soon as they differ from the list the workflow holds, or after a bounded wait.
 //!
 //! The point is cost: a pool controller looks at its Nodes again and again, and a steady pool of
-//! 200 Nodes must cost no requests beyond one list and one watch per look. So the Nodes are
-//! listed by the pool's label and watched from that list's `resourceVersion` ([`feed`]); with a
-//! lease timeout the Leases of `kube-node-lease` are too (a Lease cannot be selected by its
-//! Node's labels: the whole namespace is watched, its renewals kept by name), and staleness is
-//! judged again every few seconds from the renewals kept, without a request. Each change is
+//! 200 Nodes must cost no requests beyond one watch per look. So the Nodes are watched by the
+//! pool's label ([`feed`]); with a lease timeout the Leases of `kube-node-lease` are too (a Lease
+//! cannot be selected by its Node's labels: the whole namespace is watched, its renewals kept by
+//! name), and staleness is judged again every few seconds from the renewals kept, without a
+//! request. Each feed's state (the objects and the `resourceVersion` they are at) is kept in
+//! the worker ([`WatchMemory`]) when the look ends, and the next look of the same pool on that
+//! worker starts from it without a request and watches from its version ([`resume`]: only when
+//! it makes the list the workflow holds, at most 4 minutes after the apiserver gave the
+//! version); otherwise the look lists first, then watches from the list's version: a first look,
+//! a look on another worker or after a worker restart, a state too old. Each change is
 //! projected ([`view`]): a Node status heartbeat changes no projected field, so it never ends
 //! the wait; a condition's transition, a taint, a delete priority, a Node added or gone, or a
 //! Lease going stale does, at once.
 //!
 //! # Expected Flow
-//! 1. List the Nodes (and the Leases). A list other than the one held (or none held) answers at
-//!    once.
-//! 2. Watch; each event updates the view, and a list other than the one held answers.
+//! 1. Start from the kept states (no request) when [`resume`] allows it, else list the Nodes
+//!    (and the Leases). A list other than the one held (or none held) answers at once.
+//! 2. Watch; each event updates the view (with every change that already arrived, so a burst,
+//!    as a resumed watch replays, answers as one list), and a list other than the one held
+//!    answers.
 //! 3. Every [`HEARTBEAT_EVERY`]: heartbeat, and judge the Leases again.
 //! 4. After `max_wait_secs`: answer "unchanged" (the held list's digest as base and digest, no
 //!    items).
+//! 5. When the look ends (answered, failed or cancelled), each feed that did not fail keeps its
+//!    state for the next look.
 //!
-//! A 410 Gone lists again; a watch the apiserver ends is started again from the last version
-//! seen. Any other failure ends the look with its error (the workflow's retry looks again).
+//! A 410 Gone lists again, as does any failure of a resumed watch before its first event; a
+//! watch the apiserver ends is started again from the last version seen. Any other failure ends
+//! the look with its error (the workflow's retry looks again).
 
 mod feed;
+mod memory;
+mod resume;
 mod view;
 
 use std::time::Duration;
 
 use chrono::Utc;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -44,6 +56,7 @@ use super::error::{Error, Result};
 use super::node_lease::NODE_LEASE_NAMESPACE;
 use super::pool::pool_selector;
 use feed::{Change, FeedError, Scope, changes};
+pub use memory::WatchMemory;
 use view::{Awaited, PoolView};
 
 /// Watch the Nodes of a pool until they differ from the list held, or `max_wait_secs`.
@@ -63,15 +76,17 @@ pub struct WatchPoolNodes {
 /// Watches the pool's Nodes (see the module doc) and answers as `kube.list_pool_nodes_since`
 /// does, from `listings` (the worker's lists sent lately): the changes since the list held, the
 /// whole list, or, when nothing changed within `max_wait_secs`, "unchanged" ([`unchanged`]).
-/// Heartbeats through `heartbeat` every [`HEARTBEAT_EVERY`].
+/// Starts from and keeps its feeds' states in `memory` (the worker's). Heartbeats through
+/// `heartbeat` every [`HEARTBEAT_EVERY`].
 pub async fn watch_pool_nodes(
     client: &kube::Client,
     heartbeat: &impl Heartbeat,
     listings: &ListingCache<PoolNode>,
+    memory: &WatchMemory,
     input: &Since<WatchPoolNodes>,
 ) -> Result<Listing<PoolNode>> {
     let since = input.since.as_deref();
-    let nodes = match watch_until_changed(client, heartbeat, &input.of, since).await? {
+    let nodes = match watch_until_changed(client, heartbeat, memory, &input.of, since).await? {
         Looked::Changed(nodes) | Looked::Unchanged(nodes) => nodes,
     };
     Ok(answer(listings, since, nodes))
@@ -115,6 +130,7 @@ enum Looked {
 async fn watch_until_changed(
     client: &kube::Client,
     heartbeat: &impl Heartbeat,
+    memory: &WatchMemory,
     input: &WatchPoolNodes,
     since: Option<&str>,
 ) -> Result<Looked> {
@@ -122,14 +138,25 @@ async fn watch_until_changed(
     let wait_ends = tokio::time::Instant::now() + Duration::from_secs(input.max_wait_secs);
     let mut view = PoolView::new(input.lease_timeout_secs);
     let mut awaited = Awaited::new(since);
-    let mut node_changes = std::pin::pin!(changes(Scope {
+    let node_scope = Scope {
         api: Api::<Node>::all(client.clone()),
         labels: Some(pool_selector(&input.pool)),
-    }));
-    let mut lease_changes = std::pin::pin!(changes(Scope {
+    };
+    let lease_scope = Scope {
         api: Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE),
         labels: None,
-    }));
+    };
+    let starts = resume::starts(
+        memory,
+        &node_scope.key(),
+        &lease_scope.key(),
+        input.lease_timeout_secs,
+        since,
+        std::time::Instant::now(),
+        now(),
+    );
+    let mut node_changes = std::pin::pin!(changes(node_scope, starts.nodes, &memory.nodes));
+    let mut lease_changes = std::pin::pin!(changes(lease_scope, starts.leases, &memory.leases));
     let watch_leases = input.lease_timeout_secs.is_some();
     let mut ticks = tokio::time::interval_at(
         tokio::time::Instant::now() + HEARTBEAT_EVERY,
@@ -152,14 +179,29 @@ async fn watch_until_changed(
                 });
             }
         };
-        if may_have_changed
-            && view.is_complete()
-            && let Some(nodes) = awaited.answer(view.projected(now()))
-        {
+        if !(may_have_changed && view.is_complete()) {
+            continue;
+        }
+        // The changes that already arrived are applied before the list is looked at, so that
+        // a burst (a resumed watch replays every event since its version at once) answers as
+        // one list rather than as the first of its steps.
+        for _ in 0..ARRIVED_AT_MOST {
+            if let Some(change) = node_changes.next().now_or_never() {
+                on_node(&mut view, change, &input.pool)?;
+            } else if watch_leases && let Some(change) = lease_changes.next().now_or_never() {
+                on_lease(&mut view, change)?;
+            } else {
+                break;
+            }
+        }
+        if let Some(nodes) = awaited.answer(view.projected(now())) {
             return Ok(Looked::Changed(nodes));
         }
     }
 }
+
+/// How many changes that already arrived are applied at most before a list is looked at.
+const ARRIVED_AT_MOST: usize = 1000;
 
 /// Applies a change of the pool's Nodes; whether the pool's list may have changed.
 fn on_node(
