@@ -49,6 +49,9 @@ pub enum Disruption {
     ScaleDown,
     /// A sweep remediates a machine it judged broken.
     SweepRemediation,
+    /// A pool controller replaces a machine its health policy judged unhealthy (the last rung
+    /// of the remediation ladder).
+    HealthRemediation,
     /// An operator asked for this machine (`machine drain`, `machine delete`).
     #[default]
     Operator,
@@ -63,7 +66,10 @@ impl Disruption {
     pub fn is_voluntary(self) -> bool {
         matches!(
             self,
-            Self::RolloutReplacement | Self::ScaleDown | Self::SweepRemediation
+            Self::RolloutReplacement
+                | Self::ScaleDown
+                | Self::SweepRemediation
+                | Self::HealthRemediation
         )
     }
 
@@ -335,6 +341,7 @@ mod tests {
             (Disruption::RolloutReplacement, true),
             (Disruption::ScaleDown, true),
             (Disruption::SweepRemediation, true),
+            (Disruption::HealthRemediation, true),
             (Disruption::Operator, false),
             (Disruption::PastHardDeadline, false),
             (Disruption::MachineGone, false),

@@ -72,7 +72,10 @@ pub fn not_held_because(disruption: Disruption) -> &'static str {
         Disruption::Operator => "an operator's drain is not held by do-not-disrupt",
         Disruption::MachineGone => "the machine is gone or broken, nothing is left to protect",
         Disruption::PastHardDeadline => "the drain's hard deadline has passed",
-        Disruption::RolloutReplacement | Disruption::ScaleDown | Disruption::SweepRemediation => {
+        Disruption::RolloutReplacement
+        | Disruption::ScaleDown
+        | Disruption::SweepRemediation
+        | Disruption::HealthRemediation => {
             "a voluntary drain holds marked pods: this one was not held"
         }
     }

@@ -154,7 +154,7 @@ pub async fn start_delete(
 fn disruption_of(reason: VictimReason) -> Disruption {
     match reason {
         VictimReason::ScaleDown => Disruption::ScaleDown,
-        VictimReason::Unhealthy => Disruption::SweepRemediation,
+        VictimReason::Unhealthy => Disruption::HealthRemediation,
         VictimReason::VmGone => Disruption::MachineGone,
         VictimReason::PoolDeleted => Disruption::Operator,
     }
