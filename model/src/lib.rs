@@ -12,6 +12,7 @@ pub mod config;
 pub mod controller;
 pub mod disruption;
 pub mod drain;
+pub mod headroom;
 pub mod hooks;
 pub mod identity;
 pub mod input;
