@@ -196,8 +196,10 @@ mod arm_vm_power {
         }
     }
 
-    #[tokio::test]
-    async fn power_states_come_from_two_lists_whatever_the_number_of_vms() -> TestResult {
+    /// An emulator (lists paged by 2) with the pool web's VMs running, stopped and deallocated,
+    /// another pool's VM, an untagged VM, and a deallocated VM of the same name and tags as
+    /// web-run in another resource group of the subscription (not the pool's: ids differ).
+    async fn three_power_states() -> TestResult<Arm> {
         let arm = Arm::start(2).await?;
         for name in ["web-run", "web-off", "web-dealloc"] {
             arm.create_vm(GROUP, name, machine_tags("web", name))
@@ -206,8 +208,6 @@ mod arm_vm_power {
         arm.create_vm(GROUP, "db-1", machine_tags("db", "db-1"))
             .await?;
         arm.create_vm(GROUP, "stray", json!({})).await?;
-        // The same name and tags in another resource group of the subscription: joined by id,
-        // its power state is not the pool's VM's.
         arm.create_vm(OTHER_GROUP, "web-run", machine_tags("web", "web-run"))
             .await?;
         arm.power(GROUP, "web-off", "powerOff", "stopped").await?;
@@ -215,6 +215,12 @@ mod arm_vm_power {
             .await?;
         arm.power(OTHER_GROUP, "web-run", "deallocate", "deallocated")
             .await?;
+        Ok(arm)
+    }
+
+    #[tokio::test]
+    async fn power_states_come_from_two_lists_whatever_the_number_of_vms() -> TestResult {
+        let arm = three_power_states().await?;
 
         let plain = ListPoolVms {
             cluster: prod(),
@@ -279,21 +285,7 @@ mod arm_vm_power {
 
     #[tokio::test]
     async fn resource_graph_lists_the_pool_with_power_states_in_one_request() -> TestResult {
-        let arm = Arm::start(2).await?;
-        for name in ["web-run", "web-off", "web-dealloc"] {
-            arm.create_vm(GROUP, name, machine_tags("web", name))
-                .await?;
-        }
-        arm.create_vm(GROUP, "db-1", machine_tags("db", "db-1"))
-            .await?;
-        arm.create_vm(GROUP, "stray", json!({})).await?;
-        arm.create_vm(OTHER_GROUP, "web-run", machine_tags("web", "web-run"))
-            .await?;
-        arm.power(GROUP, "web-off", "powerOff", "stopped").await?;
-        arm.power(GROUP, "web-dealloc", "deallocate", "deallocated")
-            .await?;
-        arm.power(OTHER_GROUP, "web-run", "deallocate", "deallocated")
-            .await?;
+        let arm = three_power_states().await?;
 
         let input = ListPoolVms {
             cluster: prod(),
