@@ -134,7 +134,7 @@ pub fn node_status(machine: &MachineView, kubelet: &KubeletInfo) -> NodeStatus {
             kernel_version: "6.8.0-1021-azure".to_owned(),
             kube_proxy_version: String::new(),
             kubelet_version: kubelet.kubelet_version.clone(),
-            machine_id: format!("{id_hash:032x}"),
+            machine_id: machine_id(id_hash),
             operating_system: "linux".to_owned(),
             os_image: "Ubuntu 24.04.2 LTS".to_owned(),
             system_uuid: uuid_like(id_hash),
@@ -309,6 +309,17 @@ fn fnv1a(text: &str) -> u64 {
     })
 }
 
+/// An `/etc/machine-id`-shaped string from a hash: 32 lowercase hex digits, the first a letter
+/// other than `e`. kwok's node-initialize stage writes it into YAML unquoted, where all digits,
+/// or digits around one `e` (`12e45…`), read as a number: the stage then fails for ever and the
+/// Node never becomes Ready (one machine name in a few hundred did).
+fn machine_id(hash: u64) -> String {
+    const LEADS: [char; 5] = ['a', 'b', 'c', 'd', 'f'];
+    let hex = format!("{hash:016x}{:016x}", hash.rotate_left(41) ^ 0x9e37_79b9);
+    let lead = LEADS[usize::try_from(hash % 5).unwrap_or(0)];
+    format!("{lead}{}", &hex[1..])
+}
+
 /// A UUID-shaped string from a hash, for `systemUUID` and `bootID`: its dashes keep YAML from
 /// reading it as a number.
 fn uuid_like(hash: u64) -> String {
@@ -383,6 +394,23 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_machine_id_is_32_hex_digits_that_yaml_never_reads_as_a_number() {
+        for n in 0..20_000u64 {
+            let id = machine_id(fnv1a(&format!("/subscriptions/s/vms/m-{n}")));
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(
+                id.chars()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+                "{id}"
+            );
+            let first = id.chars().next().unwrap_or('0');
+            assert!(first.is_ascii_alphabetic() && first != 'e', "{id}");
+        }
+        // The hash whose old machine id was digits around one `e` gives a string now.
+        assert!(machine_id(0x0012_3456_7891_2e45).starts_with(|c: char| c.is_ascii_alphabetic()));
     }
 
     #[test]
