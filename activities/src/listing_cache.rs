@@ -26,13 +26,18 @@ impl<T> Default for ListingCache<T> {
 }
 
 impl<T: Keyed + Serialize + Clone + PartialEq> ListingCache<T> {
-    /// The list kept under `digest`, if it still is.
-    pub fn kept(&self, digest: &str) -> Option<Arc<Vec<T>>> {
-        let lists = match self.lists.lock() {
+    /// The lists, locked. A panic while holding the lock left them as they were: the entries
+    /// are whole.
+    fn lists(&self) -> std::sync::MutexGuard<'_, VecDeque<(String, Arc<Vec<T>>)>> {
+        match self.lists.lock() {
             Ok(lists) => lists,
             Err(poisoned) => poisoned.into_inner(),
-        };
-        lists
+        }
+    }
+
+    /// The list kept under `digest`, if it still is.
+    pub fn kept(&self, digest: &str) -> Option<Arc<Vec<T>>> {
+        self.lists()
             .iter()
             .find(|(d, _)| d == digest)
             .map(|(_, list)| Arc::clone(list))
@@ -43,11 +48,7 @@ impl<T: Keyed + Serialize + Clone + PartialEq> ListingCache<T> {
     pub fn answer(&self, since: Option<&str>, now: Vec<T>) -> Listing<T> {
         let now = sorted(now);
         let kept = Arc::new(now.clone());
-        let mut lists = match self.lists.lock() {
-            Ok(lists) => lists,
-            // A panic while holding the lock left it as it was: the entries are whole.
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut lists = self.lists();
         let base = since.and_then(|digest| {
             lists
                 .iter()

@@ -12,7 +12,6 @@ use std::time::Duration;
 use nodewright_activities::azure::machines::{ArmReadActivities, ListPoolVms, VmSource};
 use nodewright_activities::kube::{KubeActivities, ListPoolNodes, WatchPoolNodes};
 use nodewright_model::ClusterName;
-use nodewright_model::controller::unlisted_nodes;
 use nodewright_model::listing::{Listing, Since, apply};
 use nodewright_model::rollout::{PoolNode, PoolVm};
 use temporalio_sdk::{ActivityExecutionError, WorkflowContext};
@@ -32,23 +31,19 @@ fn lease_timeout_secs(ctx: &WorkflowContext<PoolControllerWorkflow>) -> Option<u
     })
 }
 
-/// Lists the pool's VMs (with their power states when `power_states`) as the changes since the
-/// list held, and keeps the result. With `by_graph`, from Azure Resource Graph (power states
-/// always), reading with a GET each of `expected` (Nodes without a listed VM) the index lacks.
-/// A listing that does not apply drops what is held (the next look asks for the whole list).
+/// Lists the pool's VMs (with their power states when `power_states`) from `source` as the
+/// changes since the list held, and keeps the result. From Resource Graph, each of `expected`
+/// (Nodes without a listed VM, `model::controller::unlisted_nodes`) the index lacks is read with
+/// a GET. A listing that does not apply drops what is held (the next look asks for the whole
+/// list).
 pub async fn list_vms(
     ctx: &mut WorkflowContext<PoolControllerWorkflow>,
     cluster: &ClusterName,
     pool: &str,
     power_states: bool,
-    by_graph: bool,
+    source: VmSource,
+    expected: Vec<String>,
 ) -> Result<(), String> {
-    let (source, expected) = if by_graph {
-        let (vms, nodes) = held(ctx);
-        (VmSource::ResourceGraph, unlisted_nodes(&vms, &nodes))
-    } else {
-        (VmSource::ResourceGroup, Vec::new())
-    };
     let since = ctx.state(|s| s.state.known_vms.as_ref().map(|(digest, _)| digest.clone()));
     let answer = ctx
         .execute_activity(

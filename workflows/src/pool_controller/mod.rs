@@ -11,12 +11,13 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use futures::FutureExt;
+use nodewright_activities::azure::machines::VmSource;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_model::controller::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, Creating, DeleteRequest,
     InFlight, Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd, RolloutOptions,
     RolloutOrder, ScaleRequest, SpecView, WorkKind, conditions, create_backoff, decide, join,
-    needs_power_states, push_action, should_start, zones_for_creates,
+    needs_power_states, push_action, should_start, unlisted_nodes, zones_for_creates,
 };
 use nodewright_model::limits::MAX_REPLICAS;
 use nodewright_model::pool::ValidPool;
@@ -386,9 +387,14 @@ async fn control(
         // Look: VMs once per interval (or after a child ended), Nodes once (then watched).
         if vms_due || at.saturating_sub(last_vm_look) >= secs(interval) {
             let (held_vms, held_nodes) = look::held(ctx);
-            let by_graph = ctx.patched(RESOURCE_GRAPH_PATCH);
-            let power_states = by_graph || needs_power_states(&held_vms, &held_nodes);
-            match look::list_vms(ctx, cluster, &pool.name, power_states, by_graph).await {
+            let (power_states, source, expected) = if ctx.patched(RESOURCE_GRAPH_PATCH) {
+                let expected = unlisted_nodes(&held_vms, &held_nodes);
+                (true, VmSource::ResourceGraph, expected)
+            } else {
+                let power_states = needs_power_states(&held_vms, &held_nodes);
+                (power_states, VmSource::ResourceGroup, Vec::new())
+            };
+            match look::list_vms(ctx, cluster, &pool.name, power_states, source, expected).await {
                 Ok(()) => {
                     last_vm_look = at;
                     // A VM now without a Ready Node is looked at again at once, with its power
