@@ -122,6 +122,16 @@ pub enum Error {
     /// A query of Azure Resource Graph failed.
     #[error("querying Azure Resource Graph failed")]
     QueryResourceGraph(#[source] CallError),
+    /// Reading what a create needs room in (a subnet's usages, the compute quotas, the SKUs)
+    /// failed.
+    #[error("reading {what} failed")]
+    ReadCapacity {
+        /// What was read (`the usages of virtual network vnet`).
+        what: String,
+        /// Why.
+        #[source]
+        source: CallError,
+    },
     /// Starting a VM action (`restart`, `redeploy`) failed.
     #[error("{action} of VM {name} failed")]
     VmAction {
@@ -292,7 +302,8 @@ impl Error {
             | Error::PutDisk { source, .. }
             | Error::PatchDisk { source, .. }
             | Error::DeleteDisk { source, .. }
-            | Error::PollOperation { source, .. } => Some(source),
+            | Error::PollOperation { source, .. }
+            | Error::ReadCapacity { source, .. } => Some(source),
             Error::VmAction { source, .. } => Some(source.as_ref()),
             Error::InvalidEndpoint { .. }
             | Error::BuildHttpClient(_)
@@ -338,6 +349,7 @@ impl Error {
             Error::GetVm { .. } => "GetVm",
             Error::ListVms(_) => "ListVms",
             Error::QueryResourceGraph(_) => "QueryResourceGraph",
+            Error::ReadCapacity { .. } => "ReadCapacity",
             Error::PutVm { .. } => "PutVm",
             Error::VmAction { .. } => "VmAction",
             Error::PatchVm { .. } => "PatchVm",

@@ -15,6 +15,7 @@ pub mod client;
 pub mod credential;
 pub mod disks;
 pub mod error;
+pub mod headroom;
 pub mod inventory;
 pub mod keyvault;
 pub mod machines;

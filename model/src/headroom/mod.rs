@@ -11,9 +11,14 @@
 //!
 //! Azure keeps five addresses of every subnet (network, gateway, two DNS, broadcast):
 //! [`AZURE_RESERVED_PER_SUBNET`]. Machines already started but whose NIC or VM ARM does not
-//! count yet (`pending`) take their share first.
+//! count yet (`pending`) take their share first. [`reading`] is what an activity read from ARM
+//! and [`reading::cut`] the whole decision for one batch (restricted zones and sizes too).
+
+pub mod reading;
 
 use serde::{Deserialize, Serialize};
+
+pub use reading::{Cut, HeadroomQuestion, HeadroomReading, Restriction, SkippedZone, cut};
 
 /// Addresses Azure reserves in every subnet: the first four and the last.
 pub const AZURE_RESERVED_PER_SUBNET: u64 = 5;
@@ -129,6 +134,19 @@ pub enum Limit {
         /// vCPUs the batch wanted.
         needed: u64,
     },
+    /// The VM size is not offered here: in the whole location, or in every zone the template
+    /// allows.
+    Restricted {
+        /// The VM size.
+        size: String,
+        /// The location.
+        location: String,
+        /// The zones restricted (empty: the whole location).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        zones: Vec<String>,
+        /// Azure's reason code (`NotAvailableForSubscription`, `QuotaId`).
+        reason: String,
+    },
 }
 
 impl Limit {
@@ -141,6 +159,33 @@ impl Limit {
             Self::Quota { name, free, needed } => {
                 format!("quota {name}: {free} free, {needed} needed")
             }
+            Self::Restricted {
+                size,
+                location,
+                zones,
+                reason,
+            } if zones.is_empty() => {
+                format!("size {size} is restricted in {location} ({reason})")
+            }
+            Self::Restricted {
+                size,
+                location,
+                zones,
+                reason,
+            } => format!(
+                "size {size} is restricted in every zone the template allows in {location} ({}: {reason})",
+                zones.join(", ")
+            ),
+        }
+    }
+
+    /// The condition reason that names this limit: `SubnetFull`, `QuotaExhausted` or
+    /// `SizeRestricted`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Subnet { .. } => "SubnetFull",
+            Self::Quota { .. } => "QuotaExhausted",
+            Self::Restricted { .. } => "SizeRestricted",
         }
     }
 }
