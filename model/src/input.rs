@@ -410,6 +410,52 @@ impl crate::controller::ControllerRequest {
     }
 }
 
+/// Checks the pools a preflight run is asked about: at most
+/// [`crate::preflight::MAX_PREFLIGHT_POOLS`], each by the rules of a pool file's name,
+/// replicas, placement (VM size, subnet, zones) and headroom buffer.
+///
+/// # Errors
+///
+/// [`InputError`] listing every value that breaks a rule.
+pub fn check_preflight_pools(pools: &[crate::preflight::PreflightPool]) -> Result<(), InputError> {
+    let mut problems = Problems::new(workflow_type::PREFLIGHT);
+    let max = crate::preflight::MAX_PREFLIGHT_POOLS;
+    if pools.len() > max {
+        problems.push(
+            "pools",
+            pools.len().to_string(),
+            format!("is more than {max} pool files"),
+            format!("give at most {max} --pool files per preflight run"),
+        );
+    }
+    for (index, pool) in pools.iter().take(max).enumerate() {
+        let field = format!("pools[{index}]");
+        problems.extend(received::pool_name(&format!("{field}.pool"), &pool.pool));
+        let most = limits::MAX_REPLICAS;
+        problems.count(
+            &format!("{field}.replicas"),
+            "spec.replicas",
+            pool.replicas,
+            0,
+            most,
+        );
+        problems.count(
+            &format!("{field}.surge"),
+            "spec.strategy.maxSurge",
+            pool.surge,
+            0,
+            most,
+        );
+        problems.extend(received::placement(
+            &format!("{field}.question"),
+            &pool.question,
+            &format!("{field}.headroom"),
+            &pool.buffer,
+        ));
+    }
+    problems.finish()
+}
+
 /// Checks a pool a running PoolController is handed (`pool apply`) with the rules of a pool
 /// file.
 ///

@@ -225,6 +225,13 @@ pub fn short(duration: Duration) -> String {
     }
 }
 
+/// The most subnet addresses a pool's headroom buffer keeps free (`spec.headroom.buffer.addresses`):
+/// a /16's usable addresses.
+pub const MAX_HEADROOM_BUFFER_ADDRESSES: u32 = 65_531;
+
+/// The most vCPUs a pool's headroom buffer keeps free (`spec.headroom.buffer.vcpus`).
+pub const MAX_HEADROOM_BUFFER_VCPUS: u32 = 100_000;
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

@@ -1,8 +1,13 @@
 //! `nodewright preflight [--pool FILE]...`: checks the pool files given, runs PreflightWorkflow
-//! and prints the report.
+//! and prints the report, with each pool's headroom (the subnet's free addresses, the vCPU
+//! quotas, the size's restrictions, and how many of its machines fit now).
 
 use std::time::Duration;
 
+use nodewright_model::headroom::HeadroomQuestion;
+use nodewright_model::pool::ValidPool;
+use nodewright_model::preflight::{PoolHeadroom, PreflightPool};
+use nodewright_model::rollout::Budget;
 use nodewright_model::text::quoted;
 use nodewright_model::{Operation, WorkflowId};
 use nodewright_workflows::{PreflightInput, PreflightWorkflow, search};
@@ -52,6 +57,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
             PreflightWorkflow::run,
             PreflightInput {
                 cluster: cluster.clone(),
+                pools: pools.iter().map(placement).collect(),
             },
             options,
         )
@@ -101,7 +107,137 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
                     pool.name, pool.template_hash
                 );
             }
+            for headroom in &report.headroom {
+                for line in headroom_lines(headroom) {
+                    println!("{line}");
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// Where `pool`'s machines go, for the run's input (nothing else of the template).
+fn placement(pool: &ValidPool) -> PreflightPool {
+    let strategy = &pool.strategy;
+    let budget = Budget::resolve(strategy.max_surge, strategy.max_unavailable, pool.replicas);
+    PreflightPool {
+        pool: pool.name.clone(),
+        replicas: pool.replicas,
+        surge: budget.surge,
+        question: HeadroomQuestion {
+            subnet_id: pool.template.subnet_id.clone(),
+            vm_size: pool.template.vm_size.clone(),
+            zones: pool.template.zones.clone(),
+        },
+        buffer: pool.headroom,
+    }
+}
+
+/// A pool's headroom in lines for people.
+fn headroom_lines(headroom: &PoolHeadroom) -> Vec<String> {
+    let mut lines = vec![format!("  headroom     pool {}", headroom.pool)];
+    let Some(reading) = &headroom.reading else {
+        let why = headroom.error.as_deref().unwrap_or("not read");
+        lines.push(format!("    could not be read: {why}"));
+        return lines;
+    };
+    match &reading.subnet {
+        Some(subnet) => lines.push(format!(
+            "    subnet {}: {} free of {} usable addresses",
+            subnet.name,
+            subnet.free(),
+            subnet.usable
+        )),
+        None => lines.push(
+            "    subnet: its virtual network's usages do not list it (not checked)".to_owned(),
+        ),
+    }
+    for quota in &reading.quotas {
+        lines.push(format!(
+            "    quota {}: {} free of {}",
+            quota.name,
+            quota.free(),
+            quota.limit
+        ));
+    }
+    lines.push(format!(
+        "    size: {} vCPUs per machine in {}",
+        reading.vcpus, reading.location
+    ));
+    if let Some(fit) = &headroom.fit {
+        for skipped in &fit.skipped {
+            lines.push(format!(
+                "    zone {} skipped: the size is restricted there ({})",
+                skipped.zone, skipped.reason
+            ));
+        }
+        let verdict = match &fit.limit {
+            None => format!(
+                "    fits: all {} machines at once (replicas and surge)",
+                headroom.wanted
+            ),
+            Some(limit) => format!(
+                "    fits: {} of {} machines at once (replicas and surge); {}",
+                fit.machines,
+                headroom.wanted,
+                limit.message()
+            ),
+        };
+        lines.push(verdict);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use nodewright_model::headroom::{Buffer, HeadroomReading, QuotaRoom, SubnetRoom};
+
+    use super::*;
+
+    #[test]
+    fn a_pools_headroom_reads_as_its_limits_and_what_fits() {
+        let pool = PreflightPool {
+            pool: "workers".to_owned(),
+            replicas: 4,
+            surge: 1,
+            question: HeadroomQuestion {
+                subnet_id: "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v/subnets/small".to_owned(),
+                vm_size: "Standard_D2s_v5".to_owned(),
+                zones: Vec::new(),
+            },
+            buffer: Buffer::default(),
+        };
+        let reading = HeadroomReading {
+            location: "westeurope".to_owned(),
+            subnet: Some(SubnetRoom {
+                name: "small".to_owned(),
+                usable: 3,
+                used: 0,
+            }),
+            quotas: vec![QuotaRoom {
+                name: "regional vCPUs".to_owned(),
+                limit: 100,
+                used: 10,
+            }],
+            vcpus: 2,
+            restrictions: Vec::new(),
+        };
+        let lines = headroom_lines(&PoolHeadroom::of(&pool, Ok(reading)));
+        assert_eq!(
+            lines,
+            [
+                "  headroom     pool workers",
+                "    subnet small: 3 free of 3 usable addresses",
+                "    quota regional vCPUs: 90 free of 100",
+                "    size: 2 vCPUs per machine in westeurope",
+                "    fits: 3 of 5 machines at once (replicas and surge); subnet small: 3 free addresses, 5 needed",
+            ]
+        );
+        let unread = headroom_lines(&PoolHeadroom::of(
+            &pool,
+            Err("403 AuthorizationFailed".to_owned()),
+        ));
+        assert_eq!(unread[1], "    could not be read: 403 AuthorizationFailed");
+    }
 }

@@ -27,6 +27,7 @@ async fn preflight_reports_the_real_apiserver_version() -> Result<()> {
                 PreflightWorkflow::run,
                 PreflightInput {
                     cluster: cluster.clone(),
+                    pools: Vec::new(),
                 },
                 WorkflowStartOptions::new(task_queue.clone(), workflow_id.clone()).build(),
             )

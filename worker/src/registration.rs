@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
+use nodewright_activities::azure::headroom::HeadroomActivities;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmWriteActivities};
 use nodewright_activities::azure::{ArmClient, KeyVaultClient};
 use nodewright_activities::kube::JoinTokens;
@@ -73,6 +74,10 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
             identity_established,
         ))
         .register_activities(ArmReadActivities::new(arm.clone()))
+        .register_activities(HeadroomActivities::new(
+            arm.clone(),
+            config.azure.location.clone(),
+        ))
         .register_activities(TemporalActivities::new(temporal))
         .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))
         .activity_inbound_interceptor(DeadlineGuard)

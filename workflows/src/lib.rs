@@ -10,6 +10,7 @@ pub mod cancellation;
 pub mod create_machine;
 pub mod delete_machine;
 pub mod drain_node;
+pub mod headroom;
 pub mod input;
 pub mod inspect_pool;
 pub mod orphan_sweep;

@@ -99,6 +99,18 @@ pub const PERMISSIONS: &[Permission] = &[
         "GET Microsoft.Network/locations/{l}/operationResults/{id} (Location)",
         "Microsoft.Network/locations/operationResults/read",
     ),
+    control(
+        "GET virtualNetworks/{name}/usages (headroom: the subnet's free addresses)",
+        "Microsoft.Network/virtualNetworks/read",
+    ),
+    control(
+        "GET Microsoft.Compute/locations/{l}/usages (headroom: the vCPU quotas; subscription scope)",
+        "Microsoft.Compute/locations/usages/read",
+    ),
+    control(
+        "GET Microsoft.Compute/skus (headroom: a size's vCPUs and restrictions; subscription scope)",
+        "Microsoft.Compute/skus/read",
+    ),
     Permission {
         request: "GET {vault}/secrets/{name}[/{version}] (Key Vault bootstrap)",
         action: "Microsoft.KeyVault/vaults/secrets/getSecret/action",
@@ -133,6 +145,13 @@ pub fn action_for(method: &str, path: &str) -> Option<&'static str> {
         ("GET", ["microsoft.network", "locations", _, "operationresults", _]) => {
             "Microsoft.Network/locations/operationResults/read"
         }
+        ("GET", ["microsoft.network", "virtualnetworks", _, "usages"]) => {
+            "Microsoft.Network/virtualNetworks/read"
+        }
+        ("GET", ["microsoft.compute", "locations", _, "usages"]) => {
+            "Microsoft.Compute/locations/usages/read"
+        }
+        ("GET", ["microsoft.compute", "skus"]) => "Microsoft.Compute/skus/read",
         (_, [namespace, kind, tail @ ..]) => {
             let resource = match (*namespace, *kind) {
                 ("microsoft.compute", "virtualmachines") => "Microsoft.Compute/virtualMachines",
@@ -285,6 +304,21 @@ mod tests {
                 "GET",
                 "/subscriptions/s/providers/Microsoft.Network/locations/westeurope/operationResults/1".into(),
                 "Microsoft.Network/locations/operationResults/read",
+            ),
+            (
+                "GET",
+                "/subscriptions/s/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v/usages".into(),
+                "Microsoft.Network/virtualNetworks/read",
+            ),
+            (
+                "GET",
+                "/subscriptions/s/providers/Microsoft.Compute/locations/westeurope/usages".into(),
+                "Microsoft.Compute/locations/usages/read",
+            ),
+            (
+                "GET",
+                "/subscriptions/s/providers/Microsoft.Compute/skus".into(),
+                "Microsoft.Compute/skus/read",
             ),
         ];
         for (method, path, action) in cases {

@@ -7,6 +7,7 @@
 //! lives here, table-tested, with property tests for the guarantees (never above maxUnhealthy,
 //! never more than maxInFlight, no overshoot, nothing acted on while paused or held).
 
+mod capacity;
 mod decide;
 mod health;
 mod machines;
@@ -17,6 +18,7 @@ pub mod status;
 mod timestamp;
 mod zones;
 
+pub use capacity::{CAPACITY_AVAILABLE, CapacityView, capacity_condition};
 pub use decide::{
     Allowance, Counts, Decision, Input, Mode, Step, Unhealthy, Victim, VictimReason, decide,
 };

@@ -214,18 +214,19 @@ mod tests {
     fn a_batch_is_cut_to_the_tightest_room_and_restricted_zones_are_skipped() {
         // (wanted, zones, free addresses, free vCPUs, restrictions, pending) →
         // (machines, zones used, skipped, message)
-        let table: [(
+        type Row<'a> = (
             u32,
-            &[&str],
+            &'a [&'a str],
             u64,
             u64,
             Vec<Restriction>,
             u32,
             u32,
-            &[&str],
-            &[&str],
-            Option<&str>,
-        ); 6] = [
+            &'a [&'a str],
+            &'a [&'a str],
+            Option<&'a str>,
+        );
+        let table: [Row<'_>; 6] = [
             (
                 10,
                 &["1", "2", "3"],

@@ -64,6 +64,32 @@ pub struct PoolSpec {
     /// one of the two.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_ready_seconds: Option<u32>,
+    /// What a batch of creates keeps free in the subnet and the vCPU quotas; unset: nothing
+    /// (see [`HeadroomSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<HeadroomSpec>,
+}
+
+/// `spec.headroom`: before each batch of creates nodewright reads the subnet's free addresses
+/// and the vCPU quotas and cuts the batch to what fits; this keeps some of both free.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeadroomSpec {
+    /// What is never taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<HeadroomBufferSpec>,
+}
+
+/// `spec.headroom.buffer`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeadroomBufferSpec {
+    /// Subnet addresses kept free (for other users of the subnet); default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<u32>,
+    /// vCPUs kept free in every quota that applies; default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpus: Option<u32>,
 }
 
 /// `spec.health`: when a machine is unhealthy and what a pool controller does about it. Every

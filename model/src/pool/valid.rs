@@ -32,6 +32,15 @@ pub struct ValidPool {
     /// never changes the template hash.
     #[serde(default)]
     pub health: crate::controller::HealthPolicy,
+    /// What a batch of creates keeps free (`spec.headroom.buffer`); none in inputs recorded
+    /// before it existed. Not part of the template.
+    #[serde(default, skip_serializing_if = "is_no_buffer")]
+    pub headroom: crate::headroom::Buffer,
+}
+
+/// Whether a buffer keeps nothing (left out of inputs, as before it existed).
+fn is_no_buffer(buffer: &crate::headroom::Buffer) -> bool {
+    *buffer == crate::headroom::Buffer::default()
 }
 
 /// How a rolling update replaces machines (Kubernetes Deployment semantics).

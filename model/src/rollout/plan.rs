@@ -208,6 +208,9 @@ pub enum Holdup {
     CanaryReached,
     /// The machines left to replace carry do-not-disrupt marks (the status lists them).
     DoNotDisrupt,
+    /// New machines are due but the subnet, a vCPU quota or the size's restrictions leave room
+    /// for none (the status's `capacity` names the limit); the rollout looks again.
+    Capacity,
 }
 
 /// What to do now.

@@ -229,6 +229,10 @@ pub struct RolloutStatus {
     /// Why the last plan started nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holdup: Option<Holdup>,
+    /// The limit that cut the last batch of creates, in words ("subnet workers: 2 free
+    /// addresses, 3 needed"); none when the batch fit or nothing was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<String>,
     /// `replicas`.
     pub desired: u32,
     /// The pool in numbers at the last look.
@@ -313,6 +317,7 @@ impl RolloutStatus {
             paused_because: None,
             stalled: None,
             holdup: None,
+            capacity: None,
             desired,
             counts: Counts::default(),
             strategy,

@@ -176,6 +176,7 @@ fn holdup(holdup: Holdup, pool: &str, machines: &[MachineView]) -> String {
         Holdup::DoNotDisrupt => format!(
             "the machines left to replace carry do-not-disrupt marks or wait out the back-off after a failed delete (see held); a marked one is looked at again {HOLD_RECHECK_SECS}s after it was held"
         ),
+        Holdup::Capacity => "no room for a new machine (see capacity); the rollout goes on by itself when room returns".to_owned(),
     }
 }
 
@@ -293,6 +294,9 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
             "  waiting      {}",
             holdup(why, pool, &status.machines)
         ));
+    }
+    if let Some(limit) = &status.capacity {
+        lines.push(format!("  capacity     {limit}"));
     }
     for (index, held) in status.held.iter().enumerate() {
         let label = if index == 0 { "held" } else { "" };
@@ -499,6 +503,7 @@ mod tests {
             paused_because: None,
             stalled: None,
             holdup: None,
+            capacity: None,
             desired: 6,
             counts: Counts {
                 total: 8,

@@ -1,6 +1,7 @@
 #![doc = include_str!("../../runbooks/pool_controller.md")]
 
 mod children;
+mod headroom;
 mod look;
 mod rollouts;
 mod state;
@@ -16,8 +17,8 @@ use nodewright_activities::kube::KubeActivities;
 use nodewright_model::controller::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, Creating, DeleteRequest,
     InFlight, Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd, RolloutOptions,
-    RolloutOrder, ScaleRequest, SpecView, WorkKind, conditions, create_backoff, decide, join,
-    needs_power_states, push_action, should_start, unlisted_nodes, zones_for_creates,
+    RolloutOrder, ScaleRequest, SpecView, WorkKind, capacity_condition, conditions, create_backoff,
+    decide, join, needs_power_states, push_action, should_start, unlisted_nodes, zones_for_creates,
 };
 use nodewright_model::limits::MAX_REPLICAS;
 use nodewright_model::pool::ValidPool;
@@ -435,7 +436,7 @@ async fn control(
         };
         let remediations = ctx.state(|s| s.state.remediations.clone());
         let max_unavailable = pool.strategy.max_unavailable.resolve(pool.replicas, false);
-        let decision = decide(&Input {
+        let mut decision = decide(&Input {
             replicas: pool.replicas,
             template_hash: &pool.template_hash,
             policy: &pool.health,
@@ -473,7 +474,15 @@ async fn control(
             }
         }
         let creates_after = ctx.state(|s| s.state.creates_after);
-        if decision.create > 0 && at >= creates_after {
+        let (create, allowed_zones) = if decision.create > 0 && at >= creates_after {
+            let fitted = headroom::fit_creates(ctx, &pool, &vms, &children, decision.create).await;
+            // The status counts the creates started, not those the headroom holds back.
+            decision.create = fitted.0;
+            fitted
+        } else {
+            (0, Vec::new())
+        };
+        if create > 0 {
             let mut taken: BTreeSet<String> = machines.iter().map(|m| m.name.clone()).collect();
             taken.extend(busy.iter().cloned());
             let before = children.len();
@@ -487,9 +496,9 @@ async fn control(
                 &decision.delete,
                 &creating,
                 &pool.template_hash,
-                decision.create,
+                create,
                 &pool.template.vm_size,
-                &pool.template.zones,
+                &allowed_zones,
             );
             let failed = start_creates(
                 ctx,
@@ -798,7 +807,7 @@ fn show(
     let phase = mode.phase();
     ctx.state_mut(|s| {
         let state = &mut s.state;
-        state.conditions = conditions(
+        let mut shown = conditions(
             &state.conditions,
             decision,
             progress,
@@ -806,6 +815,12 @@ fn show(
             pool.replicas,
             &when,
         );
+        shown.push(capacity_condition(
+            &state.conditions,
+            &state.capacity,
+            &when,
+        ));
+        state.conditions = shown;
         let counts = &decision.counts;
         state.status = Some(PoolStatusDocument {
             pool: pool.name.clone(),

@@ -2,7 +2,7 @@
 //! the status the `status` query answers, and the wake-up counter that ends a wait.
 
 use nodewright_model::controller::{
-    Action, Condition, DeleteRequest, PoolStatusDocument, Remediation, RolloutOptions,
+    Action, CapacityView, Condition, DeleteRequest, PoolStatusDocument, Remediation, RolloutOptions,
 };
 use nodewright_model::pool::ValidPool;
 use nodewright_model::rollout::{PoolHistory, PoolNode, PoolVm};
@@ -48,4 +48,6 @@ pub struct ControllerState {
     pub known_vms: Option<(String, Vec<PoolVm>)>,
     /// The pool's Nodes as last listed or watched, and that list's digest.
     pub known_nodes: Option<(String, Vec<PoolNode>)>,
+    /// What the last headroom check before a batch of creates found (`CapacityAvailable`).
+    pub capacity: CapacityView,
 }

@@ -2,6 +2,7 @@
 
 mod children;
 mod ending;
+mod headroom;
 mod hold;
 mod inherited;
 mod look;
@@ -243,6 +244,14 @@ async fn roll(
             let phase = ctx.state(|s| s.state.status.as_ref().map(|st| st.phase));
             hold_failed_deletes(ctx, machines, &running_machines(&children, &inherited), at);
             let decided = decide(ctx, request, machines, at);
+            // Only a progressing rollout starts creates: only it reads the headroom.
+            let decided = if phase.unwrap_or(RolloutPhase::Progressing) == RolloutPhase::Progressing
+            {
+                let creating = creating_machines(&children, &inherited);
+                headroom::fit_to_headroom(ctx, request, machines, &creating, decided, at).await
+            } else {
+                decided
+            };
             next_available_at = decided.next_available_at;
             record_look(ctx, request, machines, &decided.counts, decided.holdup, at);
             let in_flight = !children.is_empty() || !inherited.is_empty();
@@ -343,6 +352,17 @@ fn running<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec<Running<
 }
 
 /// The machines children in flight work on (this run's and those it inherited).
+/// The machines of the creates in flight (this run's and those it inherited).
+fn creating_machines<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec<&'a str> {
+    children
+        .iter()
+        .map(|c| &c.entry)
+        .chain(inherited.iter())
+        .filter(|entry| entry.kind == ChildKind::Create)
+        .map(|entry| entry.machine.as_str())
+        .collect()
+}
+
 fn running_machines<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec<&'a str> {
     children
         .iter()

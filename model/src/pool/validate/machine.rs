@@ -68,6 +68,19 @@ const SSH_KEY_PREFIXES: [&str; 3] = ["ssh-rsa ", "ssh-ed25519 ", "ecdsa-sha2-"];
 /// encoded string. The rule is stated on the text as written, before encoding.
 pub(super) const MAX_BOOTSTRAP_BYTES: usize = 65_535;
 
+/// Checks where a template's machines go (at `field`): its VM size, subnet and zones.
+pub(super) fn placement(
+    problems: &mut Problems,
+    field: &str,
+    vm_size_value: &str,
+    subnet: &str,
+    zone_list: &[String],
+) {
+    vm_size(problems, &format!("{field}.vmSize"), vm_size_value);
+    subnet_id(problems, &format!("{field}.subnetId"), subnet);
+    zones(problems, &format!("{field}.zones"), zone_list);
+}
+
 /// Checks every field of the template at `field` (`spec.template`).
 pub(super) fn check(problems: &mut Problems, field: &str, template: &MachineTemplate) {
     vm_size(problems, &format!("{field}.vmSize"), &template.vm_size);

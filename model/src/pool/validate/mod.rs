@@ -14,6 +14,7 @@ mod arm_id;
 mod azure;
 mod bootstrap;
 mod drain_rules;
+mod headroom;
 mod health;
 mod kube;
 mod machine;
@@ -112,6 +113,7 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
         );
     }
     let health = health::health(&mut problems, "spec.health", spec.health.as_ref());
+    let headroom = headroom::buffer(&mut problems, "spec.headroom", spec.headroom.as_ref());
     let drain = rollout::drain(&mut problems, "spec.drain", &spec.drain);
     let timeouts = rollout::timeouts(&mut problems, "spec.timeouts", &spec.timeouts);
     bootstrap::token(
@@ -133,6 +135,7 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
         drain,
         timeouts,
         health,
+        headroom,
     })
 }
 
@@ -155,7 +158,9 @@ fn check_pool_name(problems: &mut Problems, field: &str, name: &str) {
 pub(crate) mod received {
     use std::time::Duration;
 
-    use super::{FieldError, Problems, bootstrap, check_pool_name, health, machine, rollout};
+    use super::{
+        FieldError, Problems, bootstrap, check_pool_name, headroom, health, machine, rollout,
+    };
     use crate::limits::MAX_REPLICAS;
     use crate::pool::spec::MachineTemplate;
     use crate::pool::valid::{DrainPolicy, ValidPool};
@@ -178,6 +183,26 @@ pub(crate) mod received {
         let mut problems = Problems::default();
         machine::check(&mut problems, field, template);
         bootstrap::token(&mut problems, field, template, creation, creation_field);
+        problems.0
+    }
+
+    /// Where a batch of machines goes (at `field`): VM size, subnet and zones by the rules of
+    /// `spec.template`, and a headroom buffer by `spec.headroom`'s bounds (at `buffer_field`).
+    pub(crate) fn placement(
+        field: &str,
+        question: &crate::headroom::HeadroomQuestion,
+        buffer_field: &str,
+        buffer: &crate::headroom::Buffer,
+    ) -> Vec<FieldError> {
+        let mut problems = Problems::default();
+        machine::placement(
+            &mut problems,
+            field,
+            &question.vm_size,
+            &question.subnet_id,
+            &question.zones,
+        );
+        headroom::parsed_buffer(&mut problems, buffer_field, buffer);
         problems.0
     }
 
@@ -213,6 +238,7 @@ pub(crate) mod received {
         rollout::parsed_drain(&mut problems, &format!("{field}.drain"), &pool.drain);
         rollout::parsed_timeouts(&mut problems, &format!("{field}.timeouts"), &pool.timeouts);
         health::parsed_health(&mut problems, &format!("{field}.health"), &pool.health);
+        headroom::parsed_buffer(&mut problems, &format!("{field}.headroom"), &pool.headroom);
         bootstrap::token(
             &mut problems,
             &template_field,

@@ -43,6 +43,12 @@ fn with_rules(pool: &mut Pool, yaml: &str) {
     );
 }
 
+fn headroom(addresses: Option<u32>, vcpus: Option<u32>) -> crate::pool::spec::HeadroomSpec {
+    crate::pool::spec::HeadroomSpec {
+        buffer: Some(crate::pool::spec::HeadroomBufferSpec { addresses, vcpus }),
+    }
+}
+
 fn condition(type_: &str, status: &str, timeout: &str) -> UnhealthyConditionSpec {
     UnhealthyConditionSpec {
         type_: type_.to_owned(),
@@ -323,6 +329,9 @@ fn refuses_each_broken_rule_with_its_field() {
         ("accepts the whole ladder", |p| with_health(p, |h| h.remediation = Some(vec!["restart".into(), "redeploy".into(), "replace".into()])), "", ""),
         ("refuses a remediation timeout of 59s", |p| with_health(p, |h| h.remediation_timeout = Some("59s".into())), "spec.health.remediationTimeout", "is shorter than 1m"),
         ("refuses a remediation timeout over 6h", |p| with_health(p, |h| h.remediation_timeout = Some("6h 1s".into())), "spec.health.remediationTimeout", "is longer than 6h"),
+        ("accepts a headroom buffer", |p| p.spec.headroom = Some(headroom(Some(2), Some(8))), "", ""),
+        ("refuses a headroom buffer of more addresses than a /16 has", |p| p.spec.headroom = Some(headroom(Some(65_532), None)), "spec.headroom.buffer.addresses", "is more than 65531"),
+        ("refuses a headroom buffer of more than 100000 vCPUs", |p| p.spec.headroom = Some(headroom(None, Some(100_001))), "spec.headroom.buffer.vcpus", "is more than 100000"),
     ];
     for (case, change, field, problem) in cases {
         check(case, *change, field, problem);
@@ -378,6 +387,23 @@ fn the_reference_example_is_valid_and_means_what_its_comments_say() {
     );
     assert_eq!(pool.timeouts.creation, Duration::from_secs(20 * 60));
     assert_eq!(pool.timeouts.health, Duration::from_secs(10 * 60));
+}
+
+#[test]
+fn the_headroom_buffer_reads_as_written_and_defaults_to_nothing() {
+    assert_eq!(
+        valid(&workers()).headroom,
+        crate::headroom::Buffer::default()
+    );
+    let mut pool = workers();
+    pool.spec.headroom = Some(headroom(Some(2), None));
+    assert_eq!(
+        valid(&pool).headroom,
+        crate::headroom::Buffer {
+            addresses: 2,
+            vcpus: 0
+        }
+    );
 }
 
 #[test]
