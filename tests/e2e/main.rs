@@ -12,6 +12,7 @@ mod deadline;
 mod deployment;
 mod drain;
 mod encryption;
+mod headroom;
 mod hostile_inputs;
 mod image;
 mod isolation;

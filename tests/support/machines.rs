@@ -671,6 +671,94 @@ impl Sandbox {
         Ok(())
     }
 
+    /// PUTs `body` at the ARM `path` (with its `api-version` query) and waits until the
+    /// resource's `provisioningState` is `Succeeded`; returns the resource.
+    pub async fn arm_put(&self, path: &str, body: &Value) -> Result<Value> {
+        let response = self
+            .http
+            .put(self.url(path))
+            .bearer_auth(&self.stack.arm.token)
+            .json(body)
+            .send()
+            .await?;
+        let status = response.status();
+        let answer: Value = response.json().await?;
+        if !status.is_success() {
+            bail!("PUT {path}: {status}: {answer}");
+        }
+        crate::eventually(
+            &format!("{path} provisioned"),
+            Duration::from_secs(60),
+            Duration::from_millis(200),
+            || async {
+                let resource = self.get_json(path).await?;
+                Ok(
+                    (resource["properties"]["provisioningState"] == "Succeeded")
+                        .then_some(resource),
+                )
+            },
+        )
+        .await
+    }
+
+    /// DELETEs the ARM `path` (with its `api-version` query) and waits until a GET answers 404.
+    pub async fn arm_delete(&self, path: &str) -> Result<()> {
+        let response = self
+            .http
+            .delete(self.url(path))
+            .bearer_auth(&self.stack.arm.token)
+            .send()
+            .await?;
+        let status = response.status();
+        if !status.is_success() && status != reqwest::StatusCode::NOT_FOUND {
+            bail!("DELETE {path}: {status}: {}", response.text().await?);
+        }
+        crate::eventually(
+            &format!("{path} deleted"),
+            Duration::from_secs(60),
+            Duration::from_millis(200),
+            || async {
+                let answer = self
+                    .http
+                    .get(self.url(path))
+                    .bearer_auth(&self.stack.arm.token)
+                    .send()
+                    .await?;
+                Ok((answer.status() == reqwest::StatusCode::NOT_FOUND).then_some(()))
+            },
+        )
+        .await
+    }
+
+    /// GETs the ARM `path` (with its `api-version` query).
+    pub async fn arm_get(&self, path: &str) -> Result<Value> {
+        self.get_json(path).await
+    }
+
+    /// The quota limits in force (`GET /sandbox/quota`).
+    pub async fn quota(&self) -> Result<Value> {
+        self.get_json("/sandbox/quota").await
+    }
+
+    /// Replaces the quota limits (`PUT /sandbox/quota`).
+    pub async fn set_quota(&self, quota: &Value) -> Result<()> {
+        let response = self
+            .http
+            .put(self.url("/sandbox/quota"))
+            .bearer_auth(&self.stack.arm.token)
+            .json(quota)
+            .send()
+            .await?;
+        let status = response.status();
+        if !status.is_success() {
+            bail!(
+                "PUT /sandbox/quota {quota}: {status}: {}",
+                response.text().await?
+            );
+        }
+        Ok(())
+    }
+
     /// The ARM requests whose path contains `contains` (case-insensitive), oldest first.
     pub async fn requests(&self, contains: &str) -> Result<Vec<Value>> {
         let body = self

@@ -734,3 +734,69 @@ fn an_input_for_another_machine_or_pool_than_its_workflow_id_is_refused() {
         }
     }
 }
+
+#[test]
+fn a_preflight_run_checks_each_pools_placement_and_bounds() {
+    use crate::headroom::{Buffer, HeadroomQuestion};
+    use crate::preflight::{MAX_PREFLIGHT_POOLS, PreflightPool};
+    let valid = pool();
+    let one = PreflightPool {
+        pool: valid.name.clone(),
+        replicas: valid.replicas,
+        surge: 1,
+        question: HeadroomQuestion {
+            subnet_id: valid.template.subnet_id.clone(),
+            vm_size: valid.template.vm_size.clone(),
+            zones: valid.template.zones.clone(),
+        },
+        buffer: Buffer::default(),
+    };
+    let table: Vec<Row<'_, Vec<PreflightPool>>> = vec![
+        (
+            "no pools",
+            Box::new(|p: &mut Vec<PreflightPool>| p.clear()),
+            &[],
+        ),
+        (
+            "a bad pool name",
+            Box::new(|p| p[0].pool = "Not A Name".to_owned()),
+            &["pools[0].pool"],
+        ),
+        (
+            "too many replicas and surge",
+            Box::new(|p| {
+                p[0].replicas = 1001;
+                p[0].surge = 5000;
+            }),
+            &["pools[0].replicas", "pools[0].surge"],
+        ),
+        (
+            "a vnet id as subnet, a zone 4 and an empty size",
+            Box::new(|p| {
+                p[0].question.subnet_id =
+                    "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v".to_owned();
+                p[0].question.zones = vec!["4".to_owned()];
+                p[0].question.vm_size = String::new();
+            }),
+            &[
+                "pools[0].question.vmSize",
+                "pools[0].question.subnetId",
+                "pools[0].question.zones[0]",
+            ],
+        ),
+        (
+            "a buffer past its bound",
+            Box::new(|p| p[0].buffer.vcpus = 100_001),
+            &["pools[0].headroom.buffer.vcpus"],
+        ),
+        (
+            "more pools than a run checks",
+            Box::new(move |p| {
+                let first = p[0].clone();
+                p.resize(MAX_PREFLIGHT_POOLS + 1, first);
+            }),
+            &["pools"],
+        ),
+    ];
+    check(vec![one], |p| check_preflight_pools(p), table);
+}
