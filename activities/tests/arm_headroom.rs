@@ -189,6 +189,34 @@ mod arm_headroom {
     }
 
     #[tokio::test]
+    async fn without_the_networks_read_the_subnet_itself_is_read() -> TestResult {
+        let arm = Arm::start().await?;
+        arm.small_subnet_with(2).await?;
+        // A role assigned at the subnet's scope: the network's usages answer 403.
+        let answer = arm
+            .http
+            .post(format!("{}/sandbox/faults", arm.base))
+            .json(
+                &json!({"kind": "server_error", "status": 403, "code": "AuthorizationFailed",
+                          "operation": "vnet.usages"}),
+            )
+            .send()
+            .await?;
+        assert!(answer.status().is_success(), "{}", answer.text().await?);
+        let activities = HeadroomActivities::new(arm.client.clone(), "westeurope");
+        let reading = activities.read(&question(arm.subnet_id(), &[])).await?;
+        let subnet = reading.subnet.ok_or("the subnet's usage")?;
+        assert_eq!(
+            (subnet.name.as_str(), subnet.usable, subnet.used),
+            ("small", 3, 2)
+        );
+        let stats = arm.get("/sandbox/stats").await?;
+        assert_eq!(stats["by_operation"]["vnet.usages"]["403"], 1, "{stats}");
+        assert_eq!(stats["by_operation"]["subnet.get"]["200"], 1, "{stats}");
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_size_the_location_does_not_offer_is_restricted_and_an_unknown_subnet_unread()
     -> TestResult {
         let arm = Arm::start().await?;

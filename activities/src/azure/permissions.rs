@@ -104,6 +104,10 @@ pub const PERMISSIONS: &[Permission] = &[
         "Microsoft.Network/virtualNetworks/read",
     ),
     control(
+        "GET virtualNetworks/{name}/subnets/{subnet} (headroom, when the network's usages answer 403)",
+        "Microsoft.Network/virtualNetworks/subnets/read",
+    ),
+    control(
         "GET Microsoft.Compute/locations/{l}/usages (headroom: the vCPU quotas; subscription scope)",
         "Microsoft.Compute/locations/usages/read",
     ),
@@ -147,6 +151,9 @@ pub fn action_for(method: &str, path: &str) -> Option<&'static str> {
         }
         ("GET", ["microsoft.network", "virtualnetworks", _, "usages"]) => {
             "Microsoft.Network/virtualNetworks/read"
+        }
+        ("GET", ["microsoft.network", "virtualnetworks", _, "subnets", _]) => {
+            "Microsoft.Network/virtualNetworks/subnets/read"
         }
         ("GET", ["microsoft.compute", "locations", _, "usages"]) => {
             "Microsoft.Compute/locations/usages/read"
@@ -231,6 +238,26 @@ mod tests {
     /// Every URL the clients build (the same `resource_url` calls with the modules' own resource
     /// types and API versions), and the polling URLs real ARM returns.
     #[test]
+    fn the_headroom_reader_role_grants_exactly_the_subscription_scope_reads() {
+        let role: serde_json::Value =
+            serde_json::from_str(include_str!("../../../deploy/azure-role-headroom.json"))
+                .expect("azure-role-headroom.json is JSON");
+        let granted: BTreeSet<String> = role["Actions"]
+            .as_array()
+            .expect("an Actions list")
+            .iter()
+            .map(|action| action.as_str().expect("actions are strings").to_owned())
+            .collect();
+        let subscription_scope: BTreeSet<String> = PERMISSIONS
+            .iter()
+            .filter(|permission| permission.request.contains("subscription scope"))
+            .map(|permission| permission.action.to_owned())
+            .collect();
+        assert_eq!(granted, subscription_scope);
+        assert_eq!(subscription_scope.len(), 2);
+    }
+
+    #[test]
     fn every_request_the_client_makes_has_its_action_in_the_table() {
         let arm = ArmClient::new(
             ArmConfig::new(
@@ -309,6 +336,11 @@ mod tests {
                 "GET",
                 "/subscriptions/s/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v/usages".into(),
                 "Microsoft.Network/virtualNetworks/read",
+            ),
+            (
+                "GET",
+                "/subscriptions/s/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v/subnets/nodes".into(),
+                "Microsoft.Network/virtualNetworks/subnets/read",
             ),
             (
                 "GET",
