@@ -472,7 +472,7 @@ fn the_documented_health_section_reads_as_written_from_yaml() {
 }
 
 #[test]
-fn the_commented_health_section_of_the_example_is_valid_and_the_default() {
+fn the_commented_health_and_headroom_sections_of_the_example_are_valid() {
     let start = WORKERS_YAML
         .find("  # health:\n")
         .unwrap_or_else(|| panic!("the example documents spec.health"));
@@ -483,7 +483,8 @@ fn the_commented_health_section_of_the_example_is_valid_and_the_default() {
             Some(rest)
                 if rest.starts_with(' ')
                     || rest.starts_with("health:")
-                    || rest.starts_with("minReadySeconds:") =>
+                    || rest.starts_with("minReadySeconds:")
+                    || rest.starts_with("headroom:") =>
             {
                 format!("  {rest}\n")
             }
@@ -501,6 +502,14 @@ fn the_commented_health_section_of_the_example_is_valid_and_the_default() {
         }
     );
     assert_eq!(pool.strategy.min_ready, Duration::ZERO);
+    assert_eq!(
+        pool.headroom,
+        crate::headroom::Buffer {
+            addresses: 2,
+            vcpus: 8
+        },
+        "the commented headroom section reads as written"
+    );
 }
 
 #[test]
