@@ -225,6 +225,10 @@ pub fn short(duration: Duration) -> String {
     }
 }
 
+/// The longest soak (`spec.strategy.soak`): a day of watching one batch is already longer
+/// than any rollout should wait between batches.
+pub const MAX_SOAK: Duration = Duration::from_secs(24 * 3600);
+
 /// The most subnet addresses a pool's headroom buffer keeps free (`spec.headroom.buffer.addresses`):
 /// a /16's usable addresses.
 pub const MAX_HEADROOM_BUFFER_ADDRESSES: u32 = 65_531;

@@ -10,7 +10,7 @@
 //! | `Available` | available ≥ replicas − maxUnavailable (`MinimumReplicasAvailable`) | fewer (`MinimumReplicasUnavailable`) |
 //! | `Progressing` | deleting the pool (`Deleting`), rolling out (`RollingOut`), creating (`ScalingUp`), deleting machines (`ScalingDown`), remediating (`Remediating`): the first that holds | held by the surprise guard (`Held`), or nothing in progress (`Steady`) |
 //! | `RemediationAllowed` | unhealthy within maxUnhealthy (`WithinMaxUnhealthy`) | more (`TooManyUnhealthy`) |
-//! | `CapacityAvailable` | see [`super::capacity`] (`NotChecked`, `Fits`, a batch cut) | no room for a machine (`SubnetFull`, `QuotaExhausted`, `SizeRestricted`) |
+//! | `CapacityAvailable` | see [`super::CapacityView`] (`NotChecked`, `Fits`, a batch cut) | no room for a machine (`SubnetFull`, `QuotaExhausted`, `SizeRestricted`) |
 //!
 //! A condition keeps its `lastTransitionTime` while its status stays the same (its reason and
 //! message may change); a new status takes `now`.

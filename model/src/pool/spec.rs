@@ -430,6 +430,11 @@ pub struct Strategy {
     /// (Deployment's `minReadySeconds`; default 0: available as soon as its Node is Ready).
     #[serde(default)]
     pub min_ready_seconds: u32,
+    /// After each batch of new machines (the canary first) is available, how long it must stay
+    /// healthy before the rollout goes on (e.g. `10m`; unset: no soak). A new machine that
+    /// turns NotReady meanwhile pauses the rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<String>,
 }
 
 fn default_max_surge() -> IntOrPercent {
@@ -453,6 +458,7 @@ impl Default for Strategy {
             max_failures: default_max_failures(),
             progress_deadline: default_progress_deadline(),
             min_ready_seconds: 0,
+            soak: None,
         }
     }
 }

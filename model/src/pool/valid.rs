@@ -59,6 +59,10 @@ pub struct RolloutStrategy {
     /// recorded before it existed.
     #[serde(default)]
     pub min_ready: Duration,
+    /// How long each batch of new machines must stay healthy once available before the
+    /// rollout goes on (`spec.strategy.soak`); zero (none) in requests recorded before it.
+    #[serde(default, skip_serializing_if = "Duration::is_zero")]
+    pub soak: Duration,
 }
 
 impl RolloutStrategy {

@@ -25,6 +25,7 @@ pub mod revisions;
 pub mod round;
 pub mod shortage;
 pub mod signal;
+pub mod soak;
 pub mod status;
 pub mod zones;
 
@@ -63,6 +64,7 @@ pub use revisions::{
 pub use round::{AfterLook, Round, after_look, canary_target, to_clear_outdated, to_mark_outdated};
 pub use shortage::{Shortage, shortage_of};
 pub use signal::Signal;
+pub use soak::{Soak, SoakInput, SoakStep, soak_step};
 pub use status::{
     ChildFailure, ChildKind, InFlight, MachineView, RolloutStatus, StrategyView, Timings,
     fallback_strategy, made_progress,

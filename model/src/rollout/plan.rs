@@ -211,6 +211,9 @@ pub enum Holdup {
     /// New machines are due but the subnet, a vCPU quota or the size's restrictions leave room
     /// for none (the status's `capacity` names the limit); the rollout looks again.
     Capacity,
+    /// The last batch of new machines soaks (`strategy.soak`; the status's `soak` says until
+    /// when) before the rollout goes on.
+    Soak,
 }
 
 /// What to do now.

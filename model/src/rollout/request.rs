@@ -308,6 +308,7 @@ mod tests {
             max_failures: 3,
             progress_deadline: Duration::from_secs(600),
             min_ready: Duration::ZERO,
+            soak: Duration::ZERO,
         };
         let wider = StrategyChange {
             max_surge: Some(Amount::Percent(50)),

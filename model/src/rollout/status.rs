@@ -128,8 +128,14 @@ impl StrategyView {
     }
 }
 
+/// Whether a count or time is zero (left out of the status, as before it existed).
+fn is_zero(value: &i64) -> bool {
+    *value == 0
+}
+
 /// The strategy a rollout uses when it has none yet (before its first step): maxSurge 1,
-/// maxUnavailable 0, maxFailures 3, a progress deadline of 30 minutes, no minReadySeconds.
+/// maxUnavailable 0, maxFailures 3, a progress deadline of 30 minutes, no minReadySeconds, no
+/// soak.
 pub fn fallback_strategy() -> RolloutStrategy {
     RolloutStrategy {
         max_surge: Amount::Count(1),
@@ -137,6 +143,7 @@ pub fn fallback_strategy() -> RolloutStrategy {
         max_failures: 3,
         progress_deadline: std::time::Duration::from_secs(30 * 60),
         min_ready: std::time::Duration::ZERO,
+        soak: std::time::Duration::ZERO,
     }
 }
 
@@ -233,6 +240,13 @@ pub struct RolloutStatus {
     /// addresses, 3 needed"); none when the batch fit or nothing was created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<String>,
+    /// The soak under way (`strategy.soak`): the batch and until when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<crate::rollout::Soak>,
+    /// Every new machine available at or before this time (Unix seconds) has soaked (kept
+    /// through continue-as-new).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub soaked_through: i64,
     /// `replicas`.
     pub desired: u32,
     /// The pool in numbers at the last look.
@@ -318,6 +332,8 @@ impl RolloutStatus {
             stalled: None,
             holdup: None,
             capacity: None,
+            soak: None,
+            soaked_through: 0,
             desired,
             counts: Counts::default(),
             strategy,

@@ -177,6 +177,7 @@ fn holdup(holdup: Holdup, pool: &str, machines: &[MachineView]) -> String {
             "the machines left to replace carry do-not-disrupt marks or wait out the back-off after a failed delete (see held); a marked one is looked at again {HOLD_RECHECK_SECS}s after it was held"
         ),
         Holdup::Capacity => "no room for a new machine (see capacity); the rollout goes on by itself when room returns".to_owned(),
+        Holdup::Soak => "the last batch of new machines soaks (strategy.soak; see soak) before the rollout goes on".to_owned(),
     }
 }
 
@@ -297,6 +298,14 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
     }
     if let Some(limit) = &status.capacity {
         lines.push(format!("  capacity     {limit}"));
+    }
+    if let Some(soak) = &status.soak {
+        lines.push(format!(
+            "  soak         {} until {} ({} left)",
+            soak.machines.join(", "),
+            timestamp(soak.until),
+            span(since(now, soak.until))
+        ));
     }
     for (index, held) in status.held.iter().enumerate() {
         let label = if index == 0 { "held" } else { "" };
@@ -504,6 +513,8 @@ mod tests {
             stalled: None,
             holdup: None,
             capacity: None,
+            soak: None,
+            soaked_through: 0,
             desired: 6,
             counts: Counts {
                 total: 8,

@@ -17,5 +17,6 @@ mod min_ready;
 mod outdated_after_end;
 mod revisions;
 mod rollback_after_upgrade;
+pub(crate) mod soak;
 pub(crate) mod zone_balance;
 mod zones;

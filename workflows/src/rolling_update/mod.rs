@@ -8,6 +8,7 @@ mod inherited;
 mod look;
 mod restamp;
 mod retry;
+mod soak;
 mod state;
 mod status;
 
@@ -244,6 +245,7 @@ async fn roll(
             let phase = ctx.state(|s| s.state.status.as_ref().map(|st| st.phase));
             hold_failed_deletes(ctx, machines, &running_machines(&children, &inherited), at);
             let decided = decide(ctx, request, machines, at);
+            let decided = soak::soak_plan(ctx, request, machines, decided, at);
             // Only a progressing rollout starts creates: only it reads the headroom.
             let decided = if phase.unwrap_or(RolloutPhase::Progressing) == RolloutPhase::Progressing
             {

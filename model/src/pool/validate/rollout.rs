@@ -29,6 +29,10 @@ const PROGRESS_DEADLINE: Bounds = Bounds {
     min: Duration::from_secs(10),
     max: limits::MAX_PROGRESS_DEADLINE,
 };
+const SOAK: Bounds = Bounds {
+    min: SECOND,
+    max: limits::MAX_SOAK,
+};
 const DRAIN_TIMEOUT: Bounds = Bounds {
     min: SECOND,
     max: limits::MAX_DRAIN_TIMEOUT,
@@ -123,12 +127,16 @@ pub(super) fn strategy(
         min_ready,
         progress_deadline,
     );
+    let soak = strategy.soak.as_deref().map_or(Duration::ZERO, |written| {
+        duration(problems, &format!("{field}.soak"), written, SOAK, "10m")
+    });
     RolloutStrategy {
         max_surge: max_surge.unwrap_or(Amount::Count(0)),
         max_unavailable: max_unavailable.unwrap_or(Amount::Count(0)),
         max_failures: strategy.max_failures,
         progress_deadline,
         min_ready,
+        soak,
     }
 }
 
@@ -504,6 +512,14 @@ pub(super) fn parsed_strategy(problems: &mut Problems, field: &str, strategy: &R
         PROGRESS_DEADLINE,
         &defaults.progress_deadline,
     );
+    if strategy.soak > limits::MAX_SOAK {
+        problems.push(
+            format!("{field}.soak"),
+            format!("{}s", strategy.soak.as_secs()),
+            format!("is longer than {}", short(limits::MAX_SOAK)),
+            duration_fix(SOAK, "10m"),
+        );
+    }
     min_ready_problems(
         problems,
         MinReadyNames {
