@@ -7,7 +7,7 @@
 
 use jiff::Timestamp;
 use jiff::civil::DateTime;
-use jiff::tz::{AmbiguousOffset, TimeZone};
+use jiff::tz::{AmbiguousOffset, Offset, TimeZone};
 
 /// The instant (Unix seconds) at which the wall-clock time `local` of `zone` comes, by the
 /// rules above; `None` only outside the years jiff can represent.
@@ -17,16 +17,32 @@ pub fn instant_of(zone: &TimeZone, local: DateTime) -> Option<i64> {
         // `before` is the offset in force before the transition: the first occurrence.
         AmbiguousOffset::Fold { before, .. } => before.to_timestamp(local).ok()?,
         AmbiguousOffset::Gap { before, after } => {
-            // With the offset before the gap the time lies after the transition; the nearest
-            // transition before that instant is the end of the gap.
-            let past_the_gap = before.to_timestamp(local).ok()?;
-            match zone.preceding(past_the_gap).next() {
-                Some(transition) => transition.timestamp(),
-                None => after.to_timestamp(local).ok()?,
-            }
+            // With the offset after the gap the time reads as an instant before the transition,
+            // with the offset before it as one after: the transition lies between.
+            // (jiff's `TimeZone::preceding` skipped some rule-made transitions here, so the
+            // transition is found by bisection on the offset.)
+            let earlier = after.to_timestamp(local).ok()?.as_second();
+            let later = before.to_timestamp(local).ok()?.as_second();
+            return Some(first_instant_at(zone, after, earlier, later));
         }
     };
     Some(instant.as_second())
+}
+
+/// The first instant in `earlier..=later` at which `zone` is at `offset`, by bisection (at most
+/// 64 steps: a gap lasts hours): the end of a spring-forward gap.
+fn first_instant_at(zone: &TimeZone, offset: Offset, mut earlier: i64, mut later: i64) -> i64 {
+    for _ in 0..64 {
+        if later.saturating_sub(earlier) <= 1 {
+            break;
+        }
+        let middle = earlier + later.saturating_sub(earlier) / 2;
+        match Timestamp::from_second(middle) {
+            Ok(timestamp) if zone.to_offset(timestamp) == offset => later = middle,
+            _ => earlier = middle,
+        }
+    }
+    later
 }
 
 /// The wall-clock time of `zone` at `instant` (Unix seconds); `None` outside jiff's years.

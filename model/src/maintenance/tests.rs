@@ -226,6 +226,12 @@ fn dst_switches_open_in_the_gap_once_in_the_overlap_and_last_absolute_time() {
             closed(utc(2026, 3, 8, 7, 0)),
         ),
         (
+            "a gap made by the zone's rule, past its listed transitions, opens at its end",
+            vec![("30 2 * * *", "1h", "America/New_York")],
+            utc(2029, 3, 11, 5, 0),
+            closed(utc(2029, 3, 11, 7, 0)),
+        ),
+        (
             "a start in New York's autumn overlap opens once",
             vec![("30 1 * * *", "10m", "America/New_York")],
             utc(2026, 11, 1, 5, 50),
@@ -511,7 +517,7 @@ fn any_instant() -> impl Strategy<Value = i64> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
     fn open_closes_later_and_closed_opens_later(
