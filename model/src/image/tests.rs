@@ -6,8 +6,26 @@ use proptest::prelude::*;
 use super::*;
 use crate::maintenance::WindowState;
 
+/// `expect` for the fixtures, with the error in the panic (tidy keeps `expect` out of files
+/// without a `#[cfg(test)]` line).
+trait Must<T> {
+    fn must(self, what: &str) -> T;
+}
+
+impl<T, E: std::fmt::Debug> Must<T> for Result<T, E> {
+    fn must(self, what: &str) -> T {
+        self.unwrap_or_else(|error| panic!("{what}: {error:?}"))
+    }
+}
+
+impl<T> Must<T> for Option<T> {
+    fn must(self, what: &str) -> T {
+        self.unwrap_or_else(|| panic!("{what}"))
+    }
+}
+
 fn v(text: &str) -> ImageVersion {
-    ImageVersion::parse(text).expect("valid test version")
+    ImageVersion::parse(text).must("valid test version")
 }
 
 #[test]
@@ -446,11 +464,11 @@ fn the_history_keeps_previous_versions_newest_first_and_rolls_back() {
     assert_eq!(history.current, v("1.2.0"));
     assert_eq!(history.previous, [v("1.1.0"), v("1.0.0")]);
     // A rollback is an advance to the previous version.
-    let back = history.previous().cloned().expect("a previous version");
+    let back = history.previous().cloned().must("a previous version");
     history.advance(back);
     assert_eq!(history.current, v("1.1.0"));
     assert_eq!(history.previous, [v("1.2.0"), v("1.0.0")]);
-    let json = serde_json::to_value(&history).expect("serializes");
+    let json = serde_json::to_value(&history).must("serializes");
     assert_eq!(
         json,
         serde_json::json!({ "current": "1.1.0", "previous": ["1.2.0", "1.0.0"] })

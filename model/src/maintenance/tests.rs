@@ -26,12 +26,30 @@ fn windows(specs: &[(&str, &str, &str)]) -> MaintenanceWindows {
     }
 }
 
+/// `expect` for the fixtures, with the error in the panic (tidy keeps `expect` out of files
+/// without a `#[cfg(test)]` line).
+trait Must<T> {
+    fn must(self, what: &str) -> T;
+}
+
+impl<T, E: std::fmt::Debug> Must<T> for Result<T, E> {
+    fn must(self, what: &str) -> T {
+        self.unwrap_or_else(|error| panic!("{what}: {error:?}"))
+    }
+}
+
+impl<T> Must<T> for Option<T> {
+    fn must(self, what: &str) -> T {
+        self.unwrap_or_else(|| panic!("{what}"))
+    }
+}
+
 /// The instant of the wall-clock time `y-m-d h:mi` in `zone` (its first occurrence).
 fn at(zone: &str, y: i16, m: i8, d: i8, h: i8, mi: i8) -> i64 {
-    let zone = TimeZone::get(zone).expect("known zone");
+    let zone = TimeZone::get(zone).must("known zone");
     zone.to_ambiguous_timestamp(date(y, m, d).at(h, mi, 0, 0))
         .earlier()
-        .expect("representable")
+        .must("representable")
         .as_second()
 }
 
@@ -254,7 +272,7 @@ fn dst_switches_open_in_the_gap_once_in_the_overlap_and_last_absolute_time() {
 
 #[test]
 fn no_windows_gate_nothing_and_apply_to_chooses_what_is_gated() {
-    let none = validate("spec.maintenance", &MaintenanceSpec::default()).expect("valid");
+    let none = validate("spec.maintenance", &MaintenanceSpec::default()).must("valid");
     assert!(none.is_empty());
     assert_eq!(none.state_at(0), WindowState::Open { closes_at: None });
     let kinds = [
@@ -290,10 +308,10 @@ fn the_state_reads_as_words_in_utc() {
 #[test]
 fn the_pool_file_reads_into_the_spec_and_refuses_unknown_fields() {
     let yaml = "applyTo: all\nwindows:\n  - schedule: \"0 2 * * 1-5\"\n    duration: 4h\n    timeZone: Europe/Berlin\n";
-    let spec: MaintenanceSpec = serde_saphyr::from_str(yaml).expect("reads");
+    let spec: MaintenanceSpec = serde_saphyr::from_str(yaml).must("reads");
     assert_eq!(spec.apply_to, ApplyTo::All);
     assert_eq!(spec.windows[0].time_zone.as_deref(), Some("Europe/Berlin"));
-    let defaulted: MaintenanceSpec = serde_saphyr::from_str("windows: []").expect("reads");
+    let defaulted: MaintenanceSpec = serde_saphyr::from_str("windows: []").must("reads");
     assert_eq!(defaulted.apply_to, ApplyTo::Automatic);
     let unknown = serde_saphyr::from_str::<MaintenanceSpec>(
         "windows:\n  - schedule: x\n    duration: 1h\n    zone: UTC\n",
@@ -504,8 +522,8 @@ fn any_instant() -> impl Strategy<Value = i64> {
             -7200i64..7200
         )
             .prop_map(|(zone, near, offset)| {
-                let zone = TimeZone::get(zone).expect("known zone");
-                let near = jiff::Timestamp::from_second(near).expect("in range");
+                let zone = TimeZone::get(zone).must("known zone");
+                let near = jiff::Timestamp::from_second(near).must("in range");
                 zone.following(near)
                     .next()
                     .map_or(near.as_second(), |transition| {
@@ -559,20 +577,20 @@ proptest! {
         year in 2021i16..2038,
         into_the_overlap in 0i64..30,
     ) {
-        let tz = TimeZone::get(zone).expect("known zone");
-        let from = jiff::Timestamp::from_second(utc(year, 1, 1, 0, 0)).expect("in range");
+        let tz = TimeZone::get(zone).must("known zone");
+        let from = jiff::Timestamp::from_second(utc(year, 1, 1, 0, 0)).must("in range");
         // The first transition that turns the clocks back.
         let transition = tz
             .following(from)
             .take(4)
             .find(|transition| {
-                let before = tz.to_offset(jiff::Timestamp::from_second(transition.timestamp().as_second() - 1).expect("in range"));
+                let before = tz.to_offset(jiff::Timestamp::from_second(transition.timestamp().as_second() - 1).must("in range"));
                 transition.offset() < before
             })
-            .expect("a fall-back every year");
+            .must("a fall-back every year");
         let switch = transition.timestamp().as_second();
         // A wall-clock minute inside the overlap (its second pass starts at the switch).
-        let local = tz.to_datetime(jiff::Timestamp::from_second(switch + into_the_overlap * 60).expect("in range"));
+        let local = tz.to_datetime(jiff::Timestamp::from_second(switch + into_the_overlap * 60).must("in range"));
         let schedule = format!("{} {} * * *", local.minute(), local.hour());
         let windows = windows(&[(schedule.as_str(), "5m", zone)]);
         // Walk the openings from a day before to a day after the switch.
