@@ -290,6 +290,27 @@ fn no_windows_gate_nothing_and_apply_to_chooses_what_is_gated() {
 }
 
 #[test]
+fn instants_at_the_ends_of_time_answer_without_panicking() {
+    let windows = windows(&[("0 2 * * *", "1h", "Europe/Berlin")]);
+    for now in [
+        i64::MIN,
+        i64::MIN + 1,
+        -1,
+        0,
+        253_402_300_799,
+        i64::MAX - 1,
+        i64::MAX,
+    ] {
+        let state = windows.state_at(now);
+        assert!(!state.words().is_empty());
+    }
+    assert_eq!(
+        windows.state_at(i64::MAX),
+        WindowState::Closed { opens_at: None }
+    );
+}
+
+#[test]
 fn the_state_reads_as_words_in_utc() {
     assert_eq!(
         open(utc(2026, 11, 30, 6, 0)).words(),
