@@ -236,6 +236,30 @@ pub const MAX_HEADROOM_BUFFER_ADDRESSES: u32 = 65_531;
 /// The most vCPUs a pool's headroom buffer keeps free (`spec.headroom.buffer.vcpus`).
 pub const MAX_HEADROOM_BUFFER_VCPUS: u32 = 100_000;
 
+/// The most maintenance windows `spec.maintenance.windows` may hold: every look at the schedule
+/// searches each of them, and a pool needing more than 16 recurring windows has a schedule no
+/// person can read (one cron line covers weekday ranges and lists).
+pub const MAX_MAINTENANCE_WINDOWS: usize = 16;
+
+/// The longest `spec.maintenance.windows[].duration`: a week, the longest a recurring window can
+/// be and still close before a weekly schedule opens it again.
+pub const MAX_MAINTENANCE_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The longest `spec.maintenance.windows[].schedule` and `timeZone`, in bytes: a 5-field cron
+/// line with every list spelled out fits, and IANA names are at most about 30 characters.
+pub const MAX_MAINTENANCE_TEXT_LEN: usize = 128;
+
+/// The most previous image versions a pool keeps (`nodewright pool image NAME`, rollback to the
+/// previous version): the status stays small, and older versions are usually past end of life.
+pub const MAX_IMAGE_HISTORY: usize = 8;
+
+/// The most image versions one resolution looks at: a gallery image or marketplace SKU lists its
+/// versions; past this many the activity hands over the first ones only.
+pub const MAX_IMAGE_VERSIONS: usize = 4096;
+
+/// The longest image version text (`22.04.202411010`), in bytes.
+pub const MAX_IMAGE_VERSION_LEN: usize = 64;
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

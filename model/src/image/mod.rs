@@ -1,0 +1,18 @@
+//! Image versions, the pure side of resolving "latest" and of image updates: the order of
+//! versions, the pick of the newest eligible one from a listing, the image with a concrete
+//! version put in, `spec.imageUpdate` and its decision, and the pool's version history.
+
+mod candidate;
+mod history;
+mod policy;
+mod source;
+mod version;
+
+pub use candidate::{ListedVersion, pick_newest};
+pub use history::ImageHistory;
+pub use policy::{ImageAction, ImageUpdatePolicy, image_update};
+pub use source::{ImageRef, VersionLookup};
+pub use version::{ImageVersion, InvalidVersion};
+
+#[cfg(test)]
+mod tests;
