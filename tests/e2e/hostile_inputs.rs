@@ -246,6 +246,7 @@ async fn hostile_runs(
         observe_interval: DEFAULT_OBSERVE_INTERVAL,
         history_limit: DEFAULT_HISTORY_LIMIT,
         resume: None,
+        automatic: false,
     };
     let rollout_id = WorkflowId::for_subject(Operation::Rollout, &cluster, &pool.name);
     client

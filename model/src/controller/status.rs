@@ -78,6 +78,10 @@ pub struct PoolState {
     /// When the controller last looked, RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_at: Option<String>,
+    /// The maintenance windows (`spec.maintenance` with `applyTo: all`), in words: `open until
+    /// …` or `closed; opens …`; none when none gates the pool's disruptions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<String>,
 }
 
 /// Something the controller did.

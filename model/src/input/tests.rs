@@ -73,6 +73,7 @@ fn rollout() -> RolloutRequest {
         observe_interval: crate::rollout::DEFAULT_OBSERVE_INTERVAL,
         history_limit: crate::rollout::DEFAULT_HISTORY_LIMIT,
         resume: None,
+        automatic: false,
     }
 }
 

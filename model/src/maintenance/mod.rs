@@ -10,6 +10,7 @@
 //! its first occurrence; the duration is absolute time; overlapping or touching windows are one.
 
 mod cron;
+mod gate;
 mod local;
 mod schedule;
 mod spec;
@@ -18,6 +19,7 @@ mod validate;
 mod window;
 
 pub use cron::{CronError, CronSchedule};
+pub use gate::{Gate, gate};
 pub use local::utc_words;
 pub use schedule::MaintenanceWindows;
 pub use spec::{ApplyTo, DisruptionKind, MaintenanceSpec, WindowSpec};

@@ -68,6 +68,10 @@ pub struct PoolSpec {
     /// (see [`HeadroomSpec`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headroom: Option<HeadroomSpec>,
+    /// When nodewright may disrupt the pool's machines (recurring windows on a time zone);
+    /// unset: any time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<crate::maintenance::MaintenanceSpec>,
 }
 
 /// `spec.headroom`: before each batch of creates nodewright reads the subnet's free addresses

@@ -36,6 +36,10 @@ pub struct ValidPool {
     /// before it existed. Not part of the template.
     #[serde(default, skip_serializing_if = "is_no_buffer")]
     pub headroom: crate::headroom::Buffer,
+    /// When nodewright may disrupt the machines (`spec.maintenance`, checked); none: any time.
+    /// Not part of the template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<crate::maintenance::MaintenanceSpec>,
 }
 
 /// Whether a buffer keeps nothing (left out of inputs, as before it existed).

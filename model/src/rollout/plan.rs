@@ -214,6 +214,9 @@ pub enum Holdup {
     /// The last batch of new machines soaks (`strategy.soak`; the status's `soak` says until
     /// when) before the rollout goes on.
     Soak,
+    /// No maintenance window is open (`spec.maintenance`; the status's `window` says when the
+    /// next opens): machines in flight finish, nothing new starts.
+    MaintenanceWindow,
 }
 
 /// What to do now.

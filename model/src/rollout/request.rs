@@ -96,6 +96,10 @@ pub struct RolloutRequest {
     /// Set by continue-as-new: where the previous run left off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<Box<RolloutStatus>>,
+    /// Whether nodewright started this rollout by itself (an image update), not an operator:
+    /// `spec.maintenance` with `applyTo: automatic` gates only these.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub automatic: bool,
 }
 
 impl RolloutRequest {
@@ -362,6 +366,7 @@ mod tests {
             observe_interval: DEFAULT_OBSERVE_INTERVAL,
             history_limit: DEFAULT_HISTORY_LIMIT,
             resume: None,
+            automatic: false,
         };
         let table = [
             // (next_available_at after a look at 1000, wait in seconds)

@@ -122,7 +122,14 @@ pub fn soak_step(input: &SoakInput<'_>) -> SoakStep {
 
 /// `plan` while a soak holds: no create, only broken machines deleted; it waits with holdup
 /// `Soak` when nothing else is to be done, and looks again when the soak ends (`until`).
-pub fn hold(mut plan: Plan, until: Option<i64>) -> Plan {
+pub fn hold(plan: Plan, until: Option<i64>) -> Plan {
+    hold_as(plan, Holdup::Soak, until)
+}
+
+/// `plan` held for `why` (a soak, a closed maintenance window): no create, only broken
+/// machines deleted; the holdup is `why` when nothing else is to be done, and the rollout
+/// looks again at `until`.
+pub fn hold_as(mut plan: Plan, why: Holdup, until: Option<i64>) -> Plan {
     if plan.done {
         return plan;
     }
@@ -134,7 +141,7 @@ pub fn hold(mut plan: Plan, until: Option<i64>) -> Plan {
         .holdup
         .is_none_or(|h| matches!(h, Holdup::Budget | Holdup::CanaryReached));
     if plan.delete.is_empty() && replaced {
-        plan.holdup = Some(Holdup::Soak);
+        plan.holdup = Some(why);
     }
     if let Some(until) = until {
         plan.next_available_at = Some(plan.next_available_at.map_or(until, |at| at.min(until)));

@@ -240,6 +240,10 @@ pub struct RolloutStatus {
     /// addresses, 3 needed"); none when the batch fit or nothing was created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<String>,
+    /// The maintenance windows that gate this rollout, in words (`closed; opens 2026-11-30
+    /// 02:00 UTC`); none when none gates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
     /// The soak under way (`strategy.soak`): the batch and until when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soak: Option<crate::rollout::Soak>,
@@ -332,6 +336,7 @@ impl RolloutStatus {
             stalled: None,
             holdup: None,
             capacity: None,
+            window: None,
             soak: None,
             soaked_through: 0,
             desired,

@@ -178,6 +178,7 @@ fn holdup(holdup: Holdup, pool: &str, machines: &[MachineView]) -> String {
         ),
         Holdup::Capacity => "no room for a new machine (see capacity); the rollout goes on by itself when room returns".to_owned(),
         Holdup::Soak => "the last batch of new machines soaks (strategy.soak; see soak) before the rollout goes on".to_owned(),
+        Holdup::MaintenanceWindow => "no maintenance window is open (see window): machines in flight finish, nothing new starts until the next one opens".to_owned(),
     }
 }
 
@@ -298,6 +299,9 @@ pub fn status_lines(status: &RolloutStatus, now: i64) -> Vec<String> {
     }
     if let Some(limit) = &status.capacity {
         lines.push(format!("  capacity     {limit}"));
+    }
+    if let Some(window) = &status.window {
+        lines.push(format!("  window       {window}"));
     }
     if let Some(soak) = &status.soak {
         lines.push(format!(
@@ -484,6 +488,9 @@ pub fn controller_lines(
             ));
         }
     }
+    if let Some(window) = &status.maintenance {
+        lines.push(format!("  window      {window}"));
+    }
     for unhealthy in &status.unhealthy {
         lines.push(format!(
             "  unhealthy   {}: {}",
@@ -513,6 +520,7 @@ mod tests {
             stalled: None,
             holdup: None,
             capacity: None,
+            window: None,
             soak: None,
             soaked_through: 0,
             desired: 6,

@@ -142,6 +142,7 @@ pub async fn begin(
         observe_interval: *knobs.observe_interval,
         history_limit: knobs.history_limit,
         resume: None,
+        automatic: false,
     };
     request.check()?;
     let handle = client

@@ -18,5 +18,6 @@ mod outdated_after_end;
 mod revisions;
 mod rollback_after_upgrade;
 pub(crate) mod soak;
+pub(crate) mod window;
 pub(crate) mod zone_balance;
 mod zones;

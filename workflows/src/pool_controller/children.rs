@@ -182,6 +182,7 @@ pub async fn start_rollout(
         observe_interval: observe,
         history_limit: nodewright_model::rollout::DEFAULT_HISTORY_LIMIT,
         resume: None,
+        automatic: false,
     };
     let to = if options.rollback { "back to" } else { "to" };
     let canary = options

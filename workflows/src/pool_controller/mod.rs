@@ -20,7 +20,9 @@ use nodewright_model::controller::{
     RolloutOrder, ScaleRequest, SpecView, WorkKind, capacity_condition, conditions, create_backoff,
     decide, join, needs_power_states, push_action, should_start, unlisted_nodes, zones_for_creates,
 };
+use nodewright_model::controller::{Victim, VictimReason};
 use nodewright_model::limits::MAX_REPLICAS;
+use nodewright_model::maintenance::{DisruptionKind, gate};
 use nodewright_model::pool::ValidPool;
 use nodewright_model::rollout::TemplateRecord;
 use nodewright_model::{ClusterName, Operation, workflow_type};
@@ -462,7 +464,29 @@ async fn control(
         // Act.
         let stamp = now(ctx).timestamp_millis().div_euclid(1000);
         let busy: BTreeSet<String> = children.iter().map(|c| c.machine.clone()).collect();
-        for victim in decision.delete.iter().filter(|v| !busy.contains(&v.name)) {
+        // Maintenance windows (`applyTo: all`): a scale-down and a rollout wait for one.
+        let scale_down = gate(pool.maintenance.as_ref(), DisruptionKind::ScaleDown, at);
+        let rollout_gate = gate(
+            pool.maintenance.as_ref(),
+            DisruptionKind::OperatorRollout,
+            at,
+        );
+        let window_words = scale_down.words();
+        let window_changed = ctx.state_mut(|s| {
+            let changed = s.state.window != window_words;
+            s.state.window.clone_from(&window_words);
+            changed
+        });
+        if window_changed && let Some(words) = &window_words {
+            note(ctx, format!("maintenance window {words}"));
+        }
+        let waits_for_window =
+            |v: &&Victim| v.reason == VictimReason::ScaleDown && !scale_down.allows();
+        for victim in decision
+            .delete
+            .iter()
+            .filter(|v| !busy.contains(&v.name) && !waits_for_window(v))
+        {
             note(
                 ctx,
                 format!("deleting machine {} ({})", victim.name, victim.reason),
@@ -548,6 +572,7 @@ async fn control(
         if rollout.is_none()
             && mode == Mode::Active
             && spec_unchanged
+            && rollout_gate.allows()
             && should_start(
                 decision.start_rollout,
                 order.is_some(),
@@ -841,6 +866,7 @@ fn show(
                 conditions: state.conditions.clone(),
                 phase: phase.to_owned(),
                 observed_at: Some(when.clone()),
+                maintenance: state.window.clone(),
             },
         });
     });

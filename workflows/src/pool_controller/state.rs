@@ -50,4 +50,6 @@ pub struct ControllerState {
     pub known_nodes: Option<(String, Vec<PoolNode>)>,
     /// What the last headroom check before a batch of creates found (`CapacityAvailable`).
     pub capacity: CapacityView,
+    /// The maintenance windows' state in words, when they gate the pool's disruptions.
+    pub window: Option<String>,
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use nodewright_model::capacity::mark_exhausted;
-use nodewright_model::rollout::{Holdup, ObservedMachine, Plan, RolloutRequest};
+use nodewright_model::rollout::{Holdup, Plan, RolloutRequest};
 use temporalio_sdk::WorkflowContext;
 
 use super::state::HasRollout;
@@ -19,12 +19,11 @@ use crate::headroom::{Batch, cut_batch};
 const HEADROOM_PATCH: &str = "rollout-checks-headroom";
 
 /// `decided` with its creates cut to the headroom. `creating` are the machines of the creates
-/// in flight (this run's and inherited ones): those whose VM `observed` lacks are pending, not
-/// yet counted by ARM. `at` is now, Unix seconds.
+/// in flight (this run's and inherited ones): those whose VM the last listing lacks are
+/// pending, not yet counted by ARM. `at` is now, Unix seconds.
 pub async fn fit_to_headroom<W: HasRollout>(
     ctx: &mut WorkflowContext<W>,
     request: &RolloutRequest,
-    observed: &[ObservedMachine],
     creating: &[&str],
     mut decided: Plan,
     at: i64,
@@ -32,8 +31,15 @@ pub async fn fit_to_headroom<W: HasRollout>(
     if decided.create == 0 || !ctx.patched(HEADROOM_PATCH) {
         return decided;
     }
-    let listed: BTreeSet<&str> = observed.iter().map(|m| m.name.as_str()).collect();
-    let pending = creating.iter().filter(|m| !listed.contains(*m)).count();
+    // The VMs as listed: the observed machines also hold the creates in flight without a VM.
+    let listed: BTreeSet<String> = ctx.state(|s| {
+        s.rollout()
+            .known_vms
+            .as_ref()
+            .map(|(_, vms)| vms.iter().map(|vm| vm.name.clone()).collect())
+            .unwrap_or_default()
+    });
+    let pending = creating.iter().filter(|m| !listed.contains(**m)).count();
     let template = &request.pool.template;
     let batch = Batch {
         template,

@@ -11,6 +11,7 @@ mod retry;
 mod soak;
 mod state;
 mod status;
+mod window;
 
 use nodewright_model::workflow_type;
 use std::collections::BTreeSet;
@@ -246,11 +247,12 @@ async fn roll(
             hold_failed_deletes(ctx, machines, &running_machines(&children, &inherited), at);
             let decided = decide(ctx, request, machines, at);
             let decided = soak::soak_plan(ctx, request, machines, decided, at);
+            let decided = window::gate_plan(ctx, request, decided, at);
             // Only a progressing rollout starts creates: only it reads the headroom.
             let decided = if phase.unwrap_or(RolloutPhase::Progressing) == RolloutPhase::Progressing
             {
                 let creating = creating_machines(&children, &inherited);
-                headroom::fit_to_headroom(ctx, request, machines, &creating, decided, at).await
+                headroom::fit_to_headroom(ctx, request, &creating, decided, at).await
             } else {
                 decided
             };

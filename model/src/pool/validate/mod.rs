@@ -114,6 +114,7 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
     }
     let health = health::health(&mut problems, "spec.health", spec.health.as_ref());
     let headroom = headroom::buffer(&mut problems, "spec.headroom", spec.headroom.as_ref());
+    maintenance(&mut problems, "spec.maintenance", spec.maintenance.as_ref());
     let drain = rollout::drain(&mut problems, "spec.drain", &spec.drain);
     let timeouts = rollout::timeouts(&mut problems, "spec.timeouts", &spec.timeouts);
     bootstrap::token(
@@ -136,7 +137,22 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
         timeouts,
         health,
         headroom,
+        maintenance: spec.maintenance.clone(),
     })
+}
+
+/// The rules of `spec.maintenance` (at `field`): every window's schedule, duration and time
+/// zone (`crate::maintenance::validate`).
+fn maintenance(
+    problems: &mut Problems,
+    field: &str,
+    spec: Option<&crate::maintenance::MaintenanceSpec>,
+) {
+    if let Some(Err(found)) = spec.map(|spec| crate::maintenance::validate(field, spec)) {
+        for problem in found {
+            problems.push(problem.field, problem.value, problem.problem, problem.fix);
+        }
+    }
 }
 
 /// The pool name follows the cluster name's rules (a DNS label of at most 40 characters).
@@ -239,6 +255,11 @@ pub(crate) mod received {
         rollout::parsed_timeouts(&mut problems, &format!("{field}.timeouts"), &pool.timeouts);
         health::parsed_health(&mut problems, &format!("{field}.health"), &pool.health);
         headroom::parsed_buffer(&mut problems, &format!("{field}.headroom"), &pool.headroom);
+        super::maintenance(
+            &mut problems,
+            &format!("{field}.maintenance"),
+            pool.maintenance.as_ref(),
+        );
         bootstrap::token(
             &mut problems,
             &template_field,

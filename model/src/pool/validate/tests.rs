@@ -43,6 +43,21 @@ fn with_rules(pool: &mut Pool, yaml: &str) {
     );
 }
 
+fn window(
+    schedule: &str,
+    duration: &str,
+    zone: Option<&str>,
+) -> crate::maintenance::MaintenanceSpec {
+    crate::maintenance::MaintenanceSpec {
+        apply_to: crate::maintenance::ApplyTo::All,
+        windows: vec![crate::maintenance::WindowSpec {
+            schedule: schedule.to_owned(),
+            duration: duration.to_owned(),
+            time_zone: zone.map(str::to_owned),
+        }],
+    }
+}
+
 fn headroom(addresses: Option<u32>, vcpus: Option<u32>) -> crate::pool::spec::HeadroomSpec {
     crate::pool::spec::HeadroomSpec {
         buffer: Some(crate::pool::spec::HeadroomBufferSpec { addresses, vcpus }),
@@ -332,6 +347,10 @@ fn refuses_each_broken_rule_with_its_field() {
         ("accepts a soak of 10m", |p| p.spec.strategy.soak = Some("10m".into()), "", ""),
         ("refuses a soak over 24h", |p| p.spec.strategy.soak = Some("25h".into()), "spec.strategy.soak", "is longer than 24h"),
         ("refuses a soak that is not a duration", |p| p.spec.strategy.soak = Some("soon".into()), "spec.strategy.soak", "is not a duration"),
+        ("accepts a maintenance window", |p| p.spec.maintenance = Some(window("0 2 * * 1-5", "4h", Some("Europe/Berlin"))), "", ""),
+        ("refuses an unknown time zone", |p| p.spec.maintenance = Some(window("0 2 * * *", "4h", Some("Mars/Olympus"))), "spec.maintenance.windows[0].timeZone", ""),
+        ("refuses a window of more than 7 days", |p| p.spec.maintenance = Some(window("0 2 * * *", "8d", None)), "spec.maintenance.windows[0].duration", ""),
+        ("refuses a schedule that never opens", |p| p.spec.maintenance = Some(window("0 0 30 2 *", "1h", None)), "spec.maintenance.windows[0].schedule", ""),
         ("accepts a headroom buffer", |p| p.spec.headroom = Some(headroom(Some(2), Some(8))), "", ""),
         ("refuses a headroom buffer of more addresses than a /16 has", |p| p.spec.headroom = Some(headroom(Some(65_532), None)), "spec.headroom.buffer.addresses", "is more than 65531"),
         ("refuses a headroom buffer of more than 100000 vCPUs", |p| p.spec.headroom = Some(headroom(None, Some(100_001))), "spec.headroom.buffer.vcpus", "is more than 100000"),
