@@ -494,7 +494,7 @@ fn the_documented_health_section_reads_as_written_from_yaml() {
 }
 
 #[test]
-fn the_commented_health_and_headroom_sections_of_the_example_are_valid() {
+fn the_commented_sections_of_the_example_are_valid() {
     let start = WORKERS_YAML
         .find("  # health:\n")
         .unwrap_or_else(|| panic!("the example documents spec.health"));
@@ -506,7 +506,8 @@ fn the_commented_health_and_headroom_sections_of_the_example_are_valid() {
                 if rest.starts_with(' ')
                     || rest.starts_with("health:")
                     || rest.starts_with("minReadySeconds:")
-                    || rest.starts_with("headroom:") =>
+                    || rest.starts_with("headroom:")
+                    || rest.starts_with("maintenance:") =>
             {
                 format!("  {rest}\n")
             }
@@ -531,6 +532,11 @@ fn the_commented_health_and_headroom_sections_of_the_example_are_valid() {
             vcpus: 8
         },
         "the commented headroom section reads as written"
+    );
+    let maintenance = pool.maintenance.unwrap_or_else(|| panic!("the maintenance section"));
+    assert_eq!(
+        (maintenance.apply_to, maintenance.windows.len()),
+        (crate::maintenance::ApplyTo::Automatic, 1)
     );
 }
 
