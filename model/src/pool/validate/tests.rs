@@ -533,7 +533,9 @@ fn the_commented_sections_of_the_example_are_valid() {
         },
         "the commented headroom section reads as written"
     );
-    let maintenance = pool.maintenance.unwrap_or_else(|| panic!("the maintenance section"));
+    let maintenance = pool
+        .maintenance
+        .unwrap_or_else(|| panic!("the maintenance section"));
     assert_eq!(
         (maintenance.apply_to, maintenance.windows.len()),
         (crate::maintenance::ApplyTo::Automatic, 1)
