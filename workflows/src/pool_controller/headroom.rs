@@ -61,16 +61,15 @@ pub async fn fit_creates(
                     ),
                 );
             }
-            for skipped in &cut.skipped {
-                if changed {
-                    note(
-                        ctx,
-                        format!(
-                            "zone {} skipped: {} is restricted there ({})",
-                            skipped.zone, pool.template.vm_size, skipped.reason
-                        ),
-                    );
-                }
+            let skipped = if changed { cut.skipped.as_slice() } else { &[] };
+            for zone in skipped {
+                note(
+                    ctx,
+                    format!(
+                        "zone {} skipped: {} is restricted there ({})",
+                        zone.zone, pool.template.vm_size, zone.reason
+                    ),
+                );
             }
             (cut.machines, cut.zones)
         }
