@@ -257,6 +257,13 @@ pub const MAX_IMAGE_HISTORY: usize = 8;
 /// versions; past this many the activity hands over the first ones only.
 pub const MAX_IMAGE_VERSIONS: usize = 4096;
 
+/// The shortest and longest `spec.imageUpdate.checkInterval`: how often a pool controller lists
+/// its image's versions. Ten seconds is for trying it out (one ARM read a check); a week still
+/// finds a monthly image in time.
+pub const MIN_IMAGE_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// See [`MIN_IMAGE_CHECK_INTERVAL`].
+pub const MAX_IMAGE_CHECK_INTERVAL: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// The longest image version text (`22.04.202411010`), in bytes.
 pub const MAX_IMAGE_VERSION_LEN: usize = 64;
 

@@ -29,6 +29,10 @@ pub const TAG_CREATION_ENDED: &str = "nodewright.io-creation-ended";
 /// the Node of its machine; removing the tag lets the sweep judge the resource again.
 pub const TAG_KEPT: &str = "nodewright.io-kept";
 
+/// Tag (VMs): the image version the machine was made from (a marketplace or gallery image;
+/// Azure refuses `/` in tag names, hence the `-`).
+pub const TAG_IMAGE_VERSION: &str = "nodewright.io-image-version";
+
 /// Tag (VMs only): the pool's drain settings the machine was created with
 /// ([`crate::drain::policy_to_tag`]), the trusted baseline the Node's drain-policy annotation is
 /// bounded by. Only writers of ARM tags can change it; a Node cannot.
@@ -52,6 +56,8 @@ pub const LABEL_POOL: &str = "nodewright.io/pool";
 pub const LABEL_MACHINE: &str = "nodewright.io/machine";
 /// Node label: the template hash.
 pub const LABEL_TEMPLATE: &str = "nodewright.io/template";
+/// Node label: the image version the machine was made from (an image with versions).
+pub const LABEL_IMAGE_VERSION: &str = "nodewright.io/image-version";
 /// Node annotation: the machine's delete priority, a whole number (lower goes first when its pool
 /// scales down; as Cluster API's `cluster.x-k8s.io/delete-machine` and MCM's machine priority).
 pub const ANNOTATION_DELETE_PRIORITY: &str = "nodewright.io/delete-priority";
@@ -71,6 +77,8 @@ pub struct Ownership<'a> {
     pub created: &'a str,
     /// The create's deadline (creation time plus the creation timeout), RFC 3339.
     pub creation_deadline: &'a str,
+    /// The concrete image version the machine is made from, if its image has versions.
+    pub image_version: Option<&'a str>,
 }
 
 impl Ownership<'_> {
@@ -87,6 +95,9 @@ impl Ownership<'_> {
         ] {
             tags.insert(name.to_owned(), value.to_owned());
         }
+        if let Some(version) = self.image_version {
+            tags.insert(TAG_IMAGE_VERSION.to_owned(), version.to_owned());
+        }
         tags
     }
 
@@ -99,6 +110,9 @@ impl Ownership<'_> {
             (LABEL_TEMPLATE, self.template),
         ] {
             labels.insert(name.to_owned(), value.to_owned());
+        }
+        if let Some(version) = self.image_version {
+            labels.insert(LABEL_IMAGE_VERSION.to_owned(), version.to_owned());
         }
         labels
     }
@@ -200,6 +214,7 @@ mod tests {
             template: "7f3a9c",
             created: "2026-11-21T03:00:00Z",
             creation_deadline: "2026-11-21T03:20:00Z",
+            image_version: None,
         }
     }
 

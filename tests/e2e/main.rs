@@ -15,6 +15,7 @@ mod encryption;
 mod headroom;
 mod hostile_inputs;
 mod image;
+mod image_updates;
 mod isolation;
 mod keyvault;
 mod kubernetes_smoke;

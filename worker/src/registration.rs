@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use nodewright_activities::azure::headroom::HeadroomActivities;
+use nodewright_activities::azure::images::ImageActivities;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmWriteActivities};
 use nodewright_activities::azure::{ArmClient, KeyVaultClient};
 use nodewright_activities::kube::JoinTokens;
@@ -75,6 +76,10 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         ))
         .register_activities(ArmReadActivities::new(arm.clone()))
         .register_activities(HeadroomActivities::new(
+            arm.clone(),
+            config.azure.location.clone(),
+        ))
+        .register_activities(ImageActivities::new(
             arm.clone(),
             config.azure.location.clone(),
         ))

@@ -132,6 +132,15 @@ pub enum Error {
         #[source]
         source: CallError,
     },
+    /// Listing an image's versions failed.
+    #[error("listing the versions of {image} failed")]
+    ListImageVersions {
+        /// The image (`gallery image /subscriptions/…`).
+        image: String,
+        /// Why.
+        #[source]
+        source: CallError,
+    },
     /// Starting a VM action (`restart`, `redeploy`) failed.
     #[error("{action} of VM {name} failed")]
     VmAction {
@@ -303,7 +312,8 @@ impl Error {
             | Error::PatchDisk { source, .. }
             | Error::DeleteDisk { source, .. }
             | Error::PollOperation { source, .. }
-            | Error::ReadCapacity { source, .. } => Some(source),
+            | Error::ReadCapacity { source, .. }
+            | Error::ListImageVersions { source, .. } => Some(source),
             Error::VmAction { source, .. } => Some(source.as_ref()),
             Error::InvalidEndpoint { .. }
             | Error::BuildHttpClient(_)
@@ -350,6 +360,7 @@ impl Error {
             Error::ListVms(_) => "ListVms",
             Error::QueryResourceGraph(_) => "QueryResourceGraph",
             Error::ReadCapacity { .. } => "ReadCapacity",
+            Error::ListImageVersions { .. } => "ListImageVersions",
             Error::PutVm { .. } => "PutVm",
             Error::VmAction { .. } => "VmAction",
             Error::PatchVm { .. } => "PatchVm",

@@ -16,6 +16,7 @@ pub mod credential;
 pub mod disks;
 pub mod error;
 pub mod headroom;
+pub mod images;
 pub mod inventory;
 pub mod keyvault;
 pub mod machines;

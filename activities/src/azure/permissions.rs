@@ -115,6 +115,22 @@ pub const PERMISSIONS: &[Permission] = &[
         "GET Microsoft.Compute/skus (headroom: a size's vCPUs and restrictions; subscription scope)",
         "Microsoft.Compute/skus/read",
     ),
+    control(
+        "GET galleries/{g}/images/{i}/versions (image resolution: a gallery image's versions)",
+        "Microsoft.Compute/galleries/images/versions/read",
+    ),
+    control(
+        "GET Microsoft.Compute/locations/{l}/publishers/{p}/artifacttypes/vmimage/offers/{o}/skus/{s}/versions (image resolution: a marketplace image's versions; subscription scope)",
+        "Microsoft.Compute/locations/publishers/artifacttypes/offers/skus/versions/read",
+    ),
+    control(
+        "GET Microsoft.Compute/locations/{l}/sharedGalleries/{g}/images/{i}/versions (image resolution: a direct shared gallery image's versions; subscription scope)",
+        "Microsoft.Compute/locations/sharedGalleries/images/versions/read",
+    ),
+    control(
+        "GET Microsoft.Compute/locations/{l}/communityGalleries/{g}/images/{i}/versions (image resolution: a community gallery image's versions; subscription scope)",
+        "Microsoft.Compute/locations/communityGalleries/images/versions/read",
+    ),
     Permission {
         request: "GET {vault}/secrets/{name}[/{version}] (Key Vault bootstrap)",
         action: "Microsoft.KeyVault/vaults/secrets/getSecret/action",
@@ -159,6 +175,52 @@ pub fn action_for(method: &str, path: &str) -> Option<&'static str> {
             "Microsoft.Compute/locations/usages/read"
         }
         ("GET", ["microsoft.compute", "skus"]) => "Microsoft.Compute/skus/read",
+        ("GET", ["microsoft.compute", "galleries", _, "images", _, "versions"]) => {
+            "Microsoft.Compute/galleries/images/versions/read"
+        }
+        (
+            "GET",
+            [
+                "microsoft.compute",
+                "locations",
+                _,
+                "publishers",
+                _,
+                "artifacttypes",
+                _,
+                "offers",
+                _,
+                "skus",
+                _,
+                "versions",
+            ],
+        ) => "Microsoft.Compute/locations/publishers/artifacttypes/offers/skus/versions/read",
+        (
+            "GET",
+            [
+                "microsoft.compute",
+                "locations",
+                _,
+                "sharedgalleries",
+                _,
+                "images",
+                _,
+                "versions",
+            ],
+        ) => "Microsoft.Compute/locations/sharedGalleries/images/versions/read",
+        (
+            "GET",
+            [
+                "microsoft.compute",
+                "locations",
+                _,
+                "communitygalleries",
+                _,
+                "images",
+                _,
+                "versions",
+            ],
+        ) => "Microsoft.Compute/locations/communityGalleries/images/versions/read",
         (_, [namespace, kind, tail @ ..]) => {
             let resource = match (*namespace, *kind) {
                 ("microsoft.compute", "virtualmachines") => "Microsoft.Compute/virtualMachines",
@@ -254,7 +316,7 @@ mod tests {
             .map(|permission| permission.action.to_owned())
             .collect();
         assert_eq!(granted, subscription_scope);
-        assert_eq!(subscription_scope.len(), 2);
+        assert_eq!(subscription_scope.len(), 5);
     }
 
     #[test]
@@ -351,6 +413,26 @@ mod tests {
                 "GET",
                 "/subscriptions/s/providers/Microsoft.Compute/skus".into(),
                 "Microsoft.Compute/skus/read",
+            ),
+            (
+                "GET",
+                "/subscriptions/s/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/node/versions".into(),
+                "Microsoft.Compute/galleries/images/versions/read",
+            ),
+            (
+                "GET",
+                "/subscriptions/s/providers/Microsoft.Compute/locations/westeurope/publishers/Canonical/artifacttypes/vmimage/offers/ubuntu-24_04-lts/skus/server/versions".into(),
+                "Microsoft.Compute/locations/publishers/artifacttypes/offers/skus/versions/read",
+            ),
+            (
+                "GET",
+                "/subscriptions/s/providers/Microsoft.Compute/locations/westeurope/sharedGalleries/abc-team/Images/ubuntu/versions".into(),
+                "Microsoft.Compute/locations/sharedGalleries/images/versions/read",
+            ),
+            (
+                "GET",
+                "/subscriptions/s/providers/Microsoft.Compute/locations/westeurope/communityGalleries/pub-1/Images/ubuntu/versions".into(),
+                "Microsoft.Compute/locations/communityGalleries/images/versions/read",
             ),
         ];
         for (method, path, action) in cases {

@@ -2,11 +2,13 @@
 //! describe node` and `kubectl events` show what it refused (e.g. a drain-policy annotation
 //! bounded by the pool's settings).
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
 use kube::api::PostParams;
+use nodewright_model::identity::IDENTITY_CONFIG_MAP;
+use nodewright_model::ownership::LABEL_POOL;
 use serde::{Deserialize, Serialize};
 
 use crate::kube::error::{Error, Result};
@@ -68,10 +70,7 @@ pub async fn record_node_event(client: &kube::Client, input: &NodeEvent) -> Resu
             });
         }
     };
-    let instance = std::env::var("HOSTNAME")
-        .ok()
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "nodewright-worker".to_owned());
+    let instance = instance();
     let event = Event {
         metadata: ObjectMeta {
             name: Some(input.name.clone()),
@@ -104,6 +103,86 @@ pub async fn record_node_event(client: &kube::Client, input: &NodeEvent) -> Resu
             source,
         }),
     }
+}
+
+/// Record a Normal Event about a pool: Kubernetes has no object for a pool, so the Event is
+/// `regarding` the cluster's identity ConfigMap, in its namespace, and names the pool in its
+/// note (`kubectl events -n nodewright` lists it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolEvent {
+    /// The pool.
+    pub pool: String,
+    /// The Event's name: the same for every attempt (see [`NodeEvent::name`]).
+    pub name: String,
+    /// `reason`, e.g. `NewerImageAvailable`.
+    pub reason: String,
+    /// `action`, e.g. `CheckImage`.
+    pub action: String,
+    /// `note`, for people.
+    pub note: String,
+}
+
+/// Creates the Normal Event `input.name` about a pool in `namespace`, regarding the identity
+/// ConfigMap there; an Event of that name already there is an earlier attempt's.
+pub async fn record_pool_event(
+    client: &kube::Client,
+    namespace: &str,
+    input: &PoolEvent,
+) -> Result<EventRecorded> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    // The uid only links the Event to the object; without it the Event still lists.
+    let uid = config_maps
+        .get_opt(IDENTITY_CONFIG_MAP)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|found| found.metadata.uid);
+    let event = Event {
+        metadata: ObjectMeta {
+            name: Some(input.name.clone()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(std::collections::BTreeMap::from([(
+                LABEL_POOL.to_owned(),
+                input.pool.clone(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        type_: Some("Normal".to_owned()),
+        reason: Some(input.reason.clone()),
+        action: Some(cut(&input.action, MAX_SHORT_BYTES)),
+        note: Some(cut(&input.note, MAX_NOTE_BYTES)),
+        reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
+        reporting_instance: Some(cut(&instance(), MAX_SHORT_BYTES)),
+        regarding: Some(ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("ConfigMap".to_owned()),
+            namespace: Some(namespace.to_owned()),
+            name: Some(IDENTITY_CONFIG_MAP.to_owned()),
+            uid,
+            ..ObjectReference::default()
+        }),
+        ..Event::default()
+    };
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    match events.create(&PostParams::default(), &event).await {
+        Ok(_) => Ok(EventRecorded::Created),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(EventRecorded::Already),
+        Err(source) => Err(Error::CreateEvent {
+            name: format!("pool {}", input.pool),
+            event: input.name.clone(),
+            source,
+        }),
+    }
+}
+
+/// The worker's name as Events report it.
+fn instance() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "nodewright-worker".to_owned())
 }
 
 /// `text` cut on a character boundary to at most `max` bytes (the last character `…` when cut).

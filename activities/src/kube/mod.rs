@@ -37,7 +37,7 @@ pub use drain::{
     PodAction, PodDeletion, PrepareDrain, PreparedNode, Reattached, RestoreNode,
 };
 pub use error::{Error, Result};
-pub use events::{EventRecorded, NodeEvent};
+pub use events::{EventRecorded, NodeEvent, PoolEvent};
 pub use join_token::{DeleteBootstrapToken, JoinTokens, TokenDeleted};
 pub use node_watch::WatchPoolNodes;
 pub use nodes::{AwaitNode, MachineNode, NodeChange, NodeMetadata, NodeTaint, NodeWait};
@@ -601,6 +601,23 @@ impl KubeActivities {
         input: NodeEvent,
     ) -> Result<EventRecorded, ActivityError> {
         events::record_node_event(&self.client, &input)
+            .await
+            .map_err(Error::into_activity_error)
+    }
+
+    /// Records a Normal Event about a pool (regarding the identity ConfigMap), e.g. a newer
+    /// image version under `imageUpdate: notify`.
+    ///
+    /// # Idempotency
+    /// The Event's name comes from the workflow (the same on every attempt): one already there
+    /// is an earlier attempt's, reported as such.
+    #[activity(name = "kube.record_pool_event")]
+    pub async fn record_pool_event(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: PoolEvent,
+    ) -> Result<EventRecorded, ActivityError> {
+        events::record_pool_event(&self.client, self.identity_namespace(), &input)
             .await
             .map_err(Error::into_activity_error)
     }

@@ -27,7 +27,7 @@ pub use machines::{Machine, Work, WorkKind, join, needs_power_states, unlisted_n
 pub use remediation::Remediation;
 pub use request::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, DEFAULT_HISTORY_LIMIT,
-    DEFAULT_OBSERVE_INTERVAL, DeleteRequest, ScaleRequest, create_backoff,
+    DEFAULT_OBSERVE_INTERVAL, DeleteRequest, ImageOrder, ScaleRequest, create_backoff,
 };
 pub use rollouts::{
     InFlight, RolloutEnd, RolloutOptions, RolloutOrder, Steer, should_start, steer,

@@ -95,6 +95,21 @@ pub struct Carried {
     /// The pool's templates as the last rollout left them.
     #[serde(default)]
     pub history: crate::rollout::PoolHistory,
+    /// The pool's image versions (an image written without a concrete version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<crate::image::PoolImage>,
+}
+
+/// `pool image pin|unpin|update`: what an operator asks of the pool's image versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ImageOrder {
+    /// Hold the image at its current version: `spec.imageUpdate` moves it no more.
+    Pin,
+    /// Let `spec.imageUpdate` move it again.
+    Unpin,
+    /// Roll to the newest eligible version the last check found, now (an operator's rollout).
+    Update,
 }
 
 /// `pool apply` to a running controller: the pool as it should be from now on.
@@ -149,7 +164,8 @@ pub struct Changes {
     /// The template hash before and after, when it changes (a rollout will start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<(String, String)>,
-    /// Other settings that change (strategy, drain, timeouts, health), by name.
+    /// Other settings that change (strategy, drain, timeouts, health, headroom, maintenance,
+    /// imageUpdate), by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub settings: Vec<String>,
 }
@@ -169,6 +185,15 @@ impl Changes {
         }
         if before.health != after.health {
             settings.push("health".to_owned());
+        }
+        if before.headroom != after.headroom {
+            settings.push("headroom".to_owned());
+        }
+        if before.maintenance != after.maintenance {
+            settings.push("maintenance".to_owned());
+        }
+        if before.image_update != after.image_update {
+            settings.push("imageUpdate".to_owned());
         }
         Self {
             replicas: (before.replicas != after.replicas)
@@ -221,6 +246,20 @@ pub fn create_backoff(failures: u32) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_setting_a_file_can_change_is_named() {
+        let before = crate::pool::from_yaml(include_str!("../../../examples/pools/workers.yaml"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut after = before.clone();
+        after.headroom.vcpus = 4;
+        after.image_update.policy = crate::image::ImageUpdatePolicy::Pinned;
+        after.maintenance = Some(crate::maintenance::MaintenanceSpec::default());
+        let changes = Changes::between(&before, &after);
+        assert_eq!(changes.settings, ["headroom", "maintenance", "imageUpdate"]);
+        assert!(changes.replicas.is_none() && changes.template.is_none());
+        assert!(Changes::between(&before, &before).is_empty());
+    }
+
     use super::*;
 
     #[test]

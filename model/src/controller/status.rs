@@ -82,6 +82,9 @@ pub struct PoolState {
     /// …` or `closed; opens …`; none when none gates the pool's disruptions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<String>,
+    /// The image's versions (an image the file names without a concrete version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<crate::image::ImageStatus>,
 }
 
 /// Something the controller did.

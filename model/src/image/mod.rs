@@ -5,12 +5,16 @@
 mod candidate;
 mod history;
 mod policy;
+mod pool_image;
 mod source;
 mod version;
 
 pub use candidate::{ListedVersion, pick_newest};
 pub use history::ImageHistory;
-pub use policy::{ImageAction, ImageUpdatePolicy, image_update};
+pub use policy::{
+    DEFAULT_CHECK_INTERVAL, ImageAction, ImageUpdate, ImageUpdatePolicy, image_update,
+};
+pub use pool_image::{ImageStatus, PoolImage, for_lookup};
 pub use source::{ImageRef, VersionLookup};
 pub use version::{ImageVersion, InvalidVersion};
 

@@ -23,6 +23,58 @@ pub enum ImageUpdatePolicy {
     Pinned,
 }
 
+/// `spec.imageUpdate` checked: the policy and how often the versions are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageUpdate {
+    /// What a newer version does.
+    #[serde(default)]
+    pub policy: ImageUpdatePolicy,
+    /// How often the versions are listed.
+    #[serde(default = "default_check_interval")]
+    pub check_interval: std::time::Duration,
+}
+
+/// How often a pool controller lists its image's versions unless `checkInterval` says.
+pub const DEFAULT_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+fn default_check_interval() -> std::time::Duration {
+    DEFAULT_CHECK_INTERVAL
+}
+
+impl Default for ImageUpdate {
+    fn default() -> Self {
+        Self {
+            policy: ImageUpdatePolicy::default(),
+            check_interval: DEFAULT_CHECK_INTERVAL,
+        }
+    }
+}
+
+impl ImageUpdate {
+    /// Whether this is the default (left out of inputs, as before it existed).
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// [`check_interval`](Self::check_interval) in whole seconds (at least one).
+    pub fn check_secs(&self) -> i64 {
+        i64::try_from(self.check_interval.as_secs())
+            .unwrap_or(i64::MAX)
+            .max(1)
+    }
+}
+
+impl std::fmt::Display for ImageUpdatePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::Notify => "notify",
+            Self::Pinned => "pinned",
+        })
+    }
+}
+
 /// What to do about the pool's image version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ImageAction {

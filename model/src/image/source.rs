@@ -28,8 +28,10 @@ pub enum ImageRef {
     Id(String),
 }
 
-/// Where the versions of an image that asks for resolution are listed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the versions of an image are listed: the marketplace SKU or the gallery image
+/// definition it is a version of.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum VersionLookup {
     /// The marketplace SKU's versions.
     Marketplace {
@@ -46,6 +48,20 @@ pub enum VersionLookup {
         /// The image definition's id.
         image_id: String,
     },
+}
+
+impl std::fmt::Display for VersionLookup {
+    /// `marketplace Canonical:ubuntu-24_04-lts:server` or `gallery image <id>`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Marketplace {
+                publisher,
+                offer,
+                sku,
+            } => write!(f, "marketplace image {publisher}:{offer}:{sku}"),
+            Self::Gallery { image_id } => write!(f, "gallery image {image_id}"),
+        }
+    }
 }
 
 /// A gallery image id cut at its parts.
@@ -110,6 +126,12 @@ impl ImageRef {
         if !self.needs_resolution() {
             return None;
         }
+        self.lookup()
+    }
+
+    /// Where the versions of the image (whatever version it names) are listed: `None` for an
+    /// id that is no gallery image (a managed image has no versions).
+    pub fn lookup(&self) -> Option<VersionLookup> {
         match self {
             Self::Marketplace {
                 publisher,

@@ -15,6 +15,7 @@
 mod amount;
 pub mod credentials;
 mod hash;
+mod image;
 mod parse;
 pub mod spec;
 mod valid;

@@ -72,6 +72,23 @@ pub struct PoolSpec {
     /// unset: any time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<crate::maintenance::MaintenanceSpec>,
+    /// What a pool controller does when a newer version of the image appears (for an image
+    /// written without a concrete version); unset: `notify`, checked hourly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_update: Option<ImageUpdateSpec>,
+}
+
+/// `spec.imageUpdate`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImageUpdateSpec {
+    /// `auto` (roll to a newer version inside the maintenance windows), `notify` (the default:
+    /// status and an Event say a newer version exists) or `pinned` (neither).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::image::ImageUpdatePolicy>,
+    /// How often the image's versions are listed (default `1h`, from `10s` to `7d`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_interval: Option<String>,
 }
 
 /// `spec.headroom`: before each batch of creates nodewright reads the subnet's free addresses

@@ -40,6 +40,11 @@ pub struct ValidPool {
     /// Not part of the template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<crate::maintenance::MaintenanceSpec>,
+    /// What a pool controller does when a newer version of the image appears
+    /// (`spec.imageUpdate`); the default (`notify`, hourly) in inputs recorded before it
+    /// existed. Not part of the template.
+    #[serde(default, skip_serializing_if = "crate::image::ImageUpdate::is_default")]
+    pub image_update: crate::image::ImageUpdate,
 }
 
 /// Whether a buffer keeps nothing (left out of inputs, as before it existed).

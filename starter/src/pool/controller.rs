@@ -100,7 +100,7 @@ fn not_running(pool: &str) -> CliError {
 
 /// The client, workflow ID and UI link of the running controller of `pool`; refused (exit 3)
 /// when none runs.
-async fn running_controller(
+pub(super) async fn running_controller(
     settings: &Settings,
     pool: &str,
 ) -> Result<(Client, WorkflowId, String), CliError> {
@@ -216,7 +216,7 @@ fn print_changes(
 
 /// Runs an update on the running controller of `pool`; a change its validator refuses is
 /// invalid input (exit 2) with the controller's reason.
-async fn run_update<T, F, Fut>(
+pub(super) async fn run_update<T, F, Fut>(
     client: &Client,
     workflow_id: &WorkflowId,
     pool: &str,

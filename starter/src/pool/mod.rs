@@ -12,6 +12,7 @@ mod controller;
 mod flags;
 mod follow;
 mod history;
+mod image;
 mod render;
 mod revisions;
 mod rollback;
@@ -66,6 +67,10 @@ pub enum PoolCommand {
     /// Show a pool's machines as a worker sees them in Azure and Kubernetes (InspectPool), and
     /// the rollout under way, if any.
     Status(StatusArgs),
+    /// Show the image versions a pool's controller follows (current, newest, previous, policy),
+    /// or with a subcommand pin, unpin or update them.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+    Image(image::ImageArgs),
     /// Check a pool file without starting anything: every problem with its field and fix, and a
     /// warning when its inline bootstrap looks like it holds a credential.
     Validate(ValidateArgs),
@@ -249,6 +254,7 @@ pub async fn run(
             revisions::run(settings, output, &args.pool, args.timeout).await
         }
         PoolCommand::Status(args) => status::pool(settings, output, &args.pool, args.timeout).await,
+        PoolCommand::Image(args) => image::run(settings, output, args).await,
         PoolCommand::Validate(args) => validate(output, &args.pool),
     }
 }
@@ -328,6 +334,23 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<PoolCommand, clap::Error> {
         Cli::try_parse_from(std::iter::once("pool").chain(args.iter().copied())).map(|c| c.command)
+    }
+
+    #[test]
+    fn pool_image_shows_or_steers_by_subcommand() {
+        for args in [
+            &["image", "web"][..],
+            &["image", "pin", "web"],
+            &["image", "unpin", "web"],
+            &["image", "update", "web"],
+        ] {
+            assert!(matches!(parse(args), Ok(PoolCommand::Image(_))), "{args:?}");
+        }
+        assert!(parse(&["image"]).is_err(), "image needs the pool's name");
+        assert!(
+            parse(&["image", "pin"]).is_err(),
+            "pin needs the pool's name"
+        );
     }
 
     #[test]

@@ -491,6 +491,9 @@ pub fn controller_lines(
     if let Some(window) = &status.maintenance {
         lines.push(format!("  window      {window}"));
     }
+    if let Some(image) = &status.image {
+        lines.push(format!("  image       {}", image.message));
+    }
     for unhealthy in &status.unhealthy {
         lines.push(format!(
             "  unhealthy   {}: {}",

@@ -208,6 +208,7 @@ impl Fleet {
             template: &self.pool.template_hash,
             created: &created,
             creation_deadline: &deadline,
+            image_version: None,
         };
         let mut tags = ownership.tags(&self.pool.template.tags);
         let workflow_id = WorkflowId::for_subject(Operation::Create, &self.cluster, machine);
@@ -230,6 +231,7 @@ impl Fleet {
             template: &self.pool.template_hash,
             created: &created,
             creation_deadline: &created,
+            image_version: None,
         };
         let settings = policy_to_annotation(&self.pool.drain);
         NodeMetadata {

@@ -31,6 +31,12 @@ pub(super) async fn create(
     let writes = arm_write_task_queue(ctx.task_queue());
     let created_at = rfc3339(started);
     let deadline_text = rfc3339(deadline);
+    let image_version = request
+        .template
+        .image
+        .to_ref()
+        .and_then(|image| image.version())
+        .map(|version| version.to_string());
     let ownership = Ownership {
         cluster: &request.cluster,
         pool: &request.pool,
@@ -38,6 +44,7 @@ pub(super) async fn create(
         template: &request.template_hash,
         created: &created_at,
         creation_deadline: &deadline_text,
+        image_version: image_version.as_deref(),
     };
     let mut tags = ownership.tags(&request.template.tags);
     // Which run made the VM and NIC: a retry adopts them, another create refuses them.

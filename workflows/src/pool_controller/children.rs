@@ -163,7 +163,9 @@ fn disruption_of(reason: VictimReason) -> Disruption {
 /// Starts the RollingUpdate of `pool` to its template (`rollout/<cluster>/<pool>`) as
 /// `options` say, from the pool's templates `history`, looking at the pool every `observe`;
 /// returns the future of its end, or why it could not start and whether that is because
-/// someone else's rollout of the pool runs.
+/// someone else's rollout of the pool runs. `automatic`: nodewright started it by itself (an
+/// image update), so the maintenance windows gate it like one.
+#[allow(clippy::too_many_arguments)]
 pub async fn start_rollout(
     ctx: &mut WorkflowContext<PoolControllerWorkflow>,
     cluster: &ClusterName,
@@ -171,6 +173,7 @@ pub async fn start_rollout(
     options: &RolloutOptions,
     history: &PoolHistory,
     observe: std::time::Duration,
+    automatic: bool,
 ) -> Result<Pin<Box<dyn Future<Output = RolloutEnd>>>, (String, bool)> {
     let workflow_id = WorkflowId::for_subject(Operation::Rollout, cluster, &pool.name);
     let request = RolloutRequest {
@@ -182,7 +185,7 @@ pub async fn start_rollout(
         observe_interval: observe,
         history_limit: nodewright_model::rollout::DEFAULT_HISTORY_LIMIT,
         resume: None,
-        automatic: false,
+        automatic,
     };
     let to = if options.rollback { "back to" } else { "to" };
     let canary = options

@@ -2,6 +2,7 @@
 
 mod children;
 mod headroom;
+mod image;
 mod look;
 mod rollouts;
 mod state;
@@ -16,9 +17,10 @@ use nodewright_activities::azure::machines::VmSource;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_model::controller::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, Creating, DeleteRequest,
-    InFlight, Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd, RolloutOptions,
-    RolloutOrder, ScaleRequest, SpecView, WorkKind, capacity_condition, conditions, create_backoff,
-    decide, join, needs_power_states, push_action, should_start, unlisted_nodes, zones_for_creates,
+    ImageOrder, InFlight, Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd,
+    RolloutOptions, RolloutOrder, ScaleRequest, SpecView, WorkKind, capacity_condition, conditions,
+    create_backoff, decide, join, needs_power_states, push_action, should_start, unlisted_nodes,
+    zones_for_creates,
 };
 use nodewright_model::controller::{Victim, VictimReason};
 use nodewright_model::limits::MAX_REPLICAS;
@@ -121,11 +123,21 @@ impl PoolControllerWorkflow {
         let Some(current) = self.state.pool.as_ref() else {
             return Changes::default();
         };
-        let changes = Changes::between(current, &request.pool);
+        // Both at the version followed, so the hashes are those the machines carry.
+        let held = self.state.image.as_ref();
+        let changes = Changes::between(
+            &image::in_force(current, held),
+            &image::in_force(&request.pool, held),
+        );
         if !request.dry_run && !changes.is_empty() {
             if changes.template.is_some() {
+                let in_force = image::in_force(current, self.state.image.as_ref());
                 let history = std::mem::take(&mut self.state.history);
-                self.state.history = history.or_running(running(current));
+                self.state.history = history.or_running(running(&in_force));
+                // An operator's change: its rollout is not the image update's.
+                if let Some(image) = self.state.image.as_mut() {
+                    image.updated_to = None;
+                }
             }
             self.state.pool = Some(request.pool);
             self.state.wakeups += 1;
@@ -222,7 +234,8 @@ impl PoolControllerWorkflow {
                 if order.rollback {
                     to.replicas = current.replicas;
                 }
-                Changes::between(current, &to)
+                let held = state.image.as_ref();
+                Changes::between(&image::in_force(current, held), &image::in_force(&to, held))
             })
             .unwrap_or_default();
         state.order = Some(RolloutOptions {
@@ -238,7 +251,9 @@ impl PoolControllerWorkflow {
             known
         };
         state.history = match state.pool.as_ref() {
-            Some(current) => history.or_running(running(current)),
+            Some(current) => {
+                history.or_running(running(&image::in_force(current, state.image.as_ref())))
+            }
             None => history,
         };
         // A rollback changes the template, not the size: the replicas stay the controller's
@@ -248,6 +263,14 @@ impl PoolControllerWorkflow {
             && let Some(current) = state.pool.as_ref()
         {
             pool.replicas = current.replicas;
+            // A revision at a version of the image the file follows: the file's image stays
+            // written as it is, and the version rolled back to is pinned.
+            if let Some(held) = state.image.as_mut()
+                && let Some(version) = image::rolled_back_to(current, &pool, held)
+            {
+                held.roll_back_to(version);
+                pool = pool.with_image_of(current);
+            }
         }
         state.held_template = None;
         state.pool = Some(pool);
@@ -277,6 +300,62 @@ impl PoolControllerWorkflow {
     pub fn delete(&mut self, _ctx: &mut SyncWorkflowContext<Self>, request: DeleteRequest) {
         self.state.deleting = Some(request);
         self.state.wakeups += 1;
+    }
+
+    /// Refuses an order for a pool whose image has no versions followed, and an update when no
+    /// newer version was found.
+    #[update_validator(image)]
+    fn validate_image(&self, _ctx: &WorkflowContextView, order: &ImageOrder) -> Result<(), Error> {
+        let pool = self.current()?;
+        let Some(held) = self.state.image.as_ref() else {
+            return Err(format!(
+                "pool {} follows no image versions: its image names a concrete version (or is a managed image, or is not resolved yet); write version: latest or a gallery image id without /versions/... to follow them",
+                pool.name
+            )
+            .into());
+        };
+        if *order == ImageOrder::Update
+            && held
+                .newest
+                .as_ref()
+                .is_none_or(|newest| newest <= held.current())
+        {
+            return Err(format!(
+                "pool {} runs version {}, the newest eligible one the last check found; nothing to update to",
+                pool.name,
+                held.current()
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// `pool image pin|unpin|update`; returns the version the pool's template runs after it.
+    #[update(name = "image")]
+    pub fn image(&mut self, _ctx: &mut SyncWorkflowContext<Self>, order: ImageOrder) -> String {
+        let Some(held) = self.state.image.as_mut() else {
+            return String::new();
+        };
+        match order {
+            ImageOrder::Pin => held.pinned = true,
+            ImageOrder::Unpin => held.pinned = false,
+            ImageOrder::Update => {
+                if let Some(newest) = held.newest.clone() {
+                    // The template running now is the one a rollback goes back to.
+                    if let Some(current) = self.state.pool.as_ref() {
+                        let running_now = image::in_force(current, Some(held));
+                        let history = std::mem::take(&mut self.state.history);
+                        self.state.history = history.or_running(running(&running_now));
+                    }
+                    held.history.advance(newest);
+                    held.updated_to = None;
+                    self.state.held_template = None;
+                }
+            }
+        }
+        // The status shows it at the next look (at once: the wait wakes up).
+        self.state.wakeups += 1;
+        held.current().to_string()
     }
 
     /// The pool's spec and status, Kubernetes style.
@@ -345,6 +424,7 @@ fn begin(ctx: &mut WorkflowContext<PoolControllerWorkflow>, request: &Controller
         state.order = carried.order;
         state.held_template = carried.held_template;
         state.history = carried.history;
+        state.image = carried.image;
     });
     ctx.upsert_search_attributes([
         search::CLUSTER.value_set(request.cluster.to_string()),
@@ -370,9 +450,10 @@ async fn control(
     let mut phase_shown = String::new();
     loop {
         let at = now(ctx).timestamp();
-        let pool = ctx
+        let written = ctx
             .state(|s| s.state.pool.clone())
             .unwrap_or_else(|| request.pool.clone());
+        let pool = written.clone();
         if cancellation::requested(ctx) {
             note(ctx, "the controller was cancelled: the machines are kept as they are, runs in flight go on".to_owned());
             return Finish::Canceled(Box::new(result(ctx, &pool, "cancelled")));
@@ -425,11 +506,22 @@ async fn control(
         let seen_vms = ctx.state(|s| s.state.known_vms.is_some());
         let machines = join(&vms, &nodes, &work_of(&children));
 
-        // Decide.
+        // The image: resolved to one version, and followed as `spec.imageUpdate` says.
         let paused = ctx.state(|s| s.state.paused);
+        let (pool, unresolved) = if ctx.patched(IMAGE_PATCH) {
+            let may_roll = rollout.is_none() && !paused && deleting.is_none();
+            match image::follow(ctx, &written, at, may_roll).await {
+                Some(resolved) => (resolved, false),
+                None => (pool, true),
+            }
+        } else {
+            (pool, false)
+        };
+
+        // Decide.
         let mode = if deleting.is_some() {
             Mode::Deleting
-        } else if paused || !seen_vms {
+        } else if paused || !seen_vms || unresolved {
             Mode::Paused
         } else if rollout.is_some() || at < ctx.state(|s| s.state.foreign_rollout_until) {
             Mode::RollingOut
@@ -466,11 +558,14 @@ async fn control(
         let busy: BTreeSet<String> = children.iter().map(|c| c.machine.clone()).collect();
         // Maintenance windows (`applyTo: all`): a scale-down and a rollout wait for one.
         let scale_down = gate(pool.maintenance.as_ref(), DisruptionKind::ScaleDown, at);
-        let rollout_gate = gate(
-            pool.maintenance.as_ref(),
-            DisruptionKind::OperatorRollout,
-            at,
-        );
+        // A rollout to the version `imageUpdate: auto` moved to is an automatic one.
+        let automatic = ctx.state(|s| s.state.image.as_ref().is_some_and(|i| i.automatic()));
+        let rollout_kind = if automatic {
+            DisruptionKind::AutomaticRollout
+        } else {
+            DisruptionKind::OperatorRollout
+        };
+        let rollout_gate = gate(pool.maintenance.as_ref(), rollout_kind, at);
         let window_words = scale_down.words();
         let window_changed = ctx.state_mut(|s| {
             let changed = s.state.window != window_words;
@@ -559,7 +654,11 @@ async fn control(
             steer_rollout(ctx, cluster, &pool, flight, deleting.is_some()).await;
         }
         let (order, held, spec_now) = ctx.state(|s| {
-            let spec_now = s.state.pool.as_ref().map(|p| p.template_hash.clone());
+            let spec_now = s
+                .state
+                .pool
+                .as_ref()
+                .map(|p| image::in_force(p, s.state.image.as_ref()).template_hash);
             (
                 s.state.order.clone(),
                 s.state.held_template.clone(),
@@ -584,7 +683,9 @@ async fn control(
             let history = ctx.state(|s| s.state.history.clone());
             // The rollout looks as often as the controller, at most every 15 s (its default).
             let observe = interval.min(nodewright_model::rollout::DEFAULT_OBSERVE_INTERVAL);
-            match start_rollout(ctx, cluster, &pool, &options, &history, observe).await {
+            let started =
+                start_rollout(ctx, cluster, &pool, &options, &history, observe, automatic).await;
+            match started {
                 Ok(end) => {
                     let to = if options.rollback { "back to" } else { "to" };
                     note(
@@ -628,7 +729,7 @@ async fn control(
         );
 
         if children.is_empty() && rollout.is_none() && continue_as_new_due(ctx, request) {
-            return Finish::ContinueAsNew(Box::new(next_run(ctx, request, &pool)));
+            return Finish::ContinueAsNew(Box::new(next_run(ctx, request, &written)));
         }
 
         // Wait. The Node watch is the timer too: it answers "unchanged" at the next VM listing
@@ -706,6 +807,10 @@ const LOOK_ON_NODE_CHANGE_PATCH: &str = "controller-looks-on-node-change";
 /// The patch that lists the VMs with one Azure Resource Graph query (power states included)
 /// instead of the resource group's list; runs recorded before it used the list.
 const RESOURCE_GRAPH_PATCH: &str = "controller-lists-by-resource-graph";
+
+/// The patch that resolves and follows the pool's image (`image::follow`); runs recorded before
+/// it made every machine from the image as written.
+const IMAGE_PATCH: &str = "controller-resolves-images";
 
 /// How long the loop waits after a Node watch failed before it watches again.
 const WATCH_RETRY: Duration = Duration::from_secs(5);
@@ -867,6 +972,12 @@ fn show(
                 phase: phase.to_owned(),
                 observed_at: Some(when.clone()),
                 maintenance: state.window.clone(),
+                image: state.image.as_ref().map(|image| {
+                    image.status(
+                        &pool.image_update,
+                        state.image_words.clone().unwrap_or_default(),
+                    )
+                }),
             },
         });
     });
@@ -940,6 +1051,7 @@ fn next_run(
         order: s.state.order.clone(),
         held_template: s.state.held_template.clone(),
         history: s.state.history.clone(),
+        image: s.state.image.clone(),
     });
     let paused = ctx.state(|s| s.state.paused);
     ControllerRequest {

@@ -4,6 +4,7 @@
 use nodewright_model::controller::{
     Action, CapacityView, Condition, DeleteRequest, PoolStatusDocument, Remediation, RolloutOptions,
 };
+use nodewright_model::image::PoolImage;
 use nodewright_model::pool::ValidPool;
 use nodewright_model::rollout::{PoolHistory, PoolNode, PoolVm};
 
@@ -52,4 +53,8 @@ pub struct ControllerState {
     pub capacity: CapacityView,
     /// The maintenance windows' state in words, when they gate the pool's disruptions.
     pub window: Option<String>,
+    /// The pool's image versions (an image written without a concrete version).
+    pub image: Option<PoolImage>,
+    /// The image's state in words, for the status.
+    pub image_words: Option<String>,
 }

@@ -46,6 +46,29 @@ pub(super) const GALLERY_IMAGE_VERSION: &[Segment] = &[
     Name,
 ];
 
+/// `/subscriptions/<guid>/resourceGroups/<rg>/providers/Microsoft.Compute/galleries/<g>/images/<i>`:
+/// an image definition, whose newest version nodewright resolves.
+pub(super) const GALLERY_IMAGE: &[Segment] = &[
+    Fixed("subscriptions"),
+    Subscription,
+    Fixed("resourceGroups"),
+    Name,
+    Fixed("providers"),
+    Fixed("Microsoft.Compute"),
+    Fixed("galleries"),
+    Name,
+    Fixed("images"),
+    Name,
+];
+
+/// `/CommunityGalleries/<public gallery name>/Images/<i>`: an image definition.
+pub(super) const COMMUNITY_GALLERY_DEFINITION: &[Segment] =
+    &[Fixed("CommunityGalleries"), Name, Fixed("Images"), Name];
+
+/// `/SharedGalleries/<gallery unique name>/Images/<i>`: an image definition.
+pub(super) const SHARED_GALLERY_DEFINITION: &[Segment] =
+    &[Fixed("SharedGalleries"), Name, Fixed("Images"), Name];
+
 /// `/subscriptions/<guid>/resourceGroups/<rg>/providers/Microsoft.Compute/images/<name>`.
 pub(super) const MANAGED_IMAGE: &[Segment] = &[
     Fixed("subscriptions"),

@@ -133,7 +133,8 @@ fn check_key(problems: &mut Problems, field: &str, what: &str, key: &str, kubele
             quoted(key),
             problem("uses the prefix nodewright.io/, which nodewright keeps for its own"),
             "choose another prefix (e.g. example.com/role); nodewright itself sets \
-             nodewright.io/pool, nodewright.io/machine and nodewright.io/template",
+             nodewright.io/pool, nodewright.io/machine, nodewright.io/template and \
+             nodewright.io/image-version",
         );
     } else if kubelet_rules
         && (is_in_domain(prefix, "kubernetes.io") || is_in_domain(prefix, "k8s.io"))

@@ -172,13 +172,17 @@ fn image(problems: &mut Problems, field: &str, image: &ImageSource) {
     }
 }
 
-/// A gallery image version, a managed image, or a community or shared gallery image version.
+/// A gallery image version or definition (whose newest version is resolved), a managed image,
+/// or a community or shared gallery image version or definition.
 fn image_id(problems: &mut Problems, field: &str, id: &str) {
-    const SHAPES: [&[Segment]; 4] = [
+    const SHAPES: [&[Segment]; 7] = [
         arm_id::GALLERY_IMAGE_VERSION,
+        arm_id::GALLERY_IMAGE,
         arm_id::MANAGED_IMAGE,
         arm_id::COMMUNITY_GALLERY_IMAGE,
+        arm_id::COMMUNITY_GALLERY_DEFINITION,
         arm_id::SHARED_GALLERY_IMAGE,
+        arm_id::SHARED_GALLERY_DEFINITION,
     ];
     if !SHAPES.iter().any(|shape| arm_id::matches(id, shape)) {
         problems.push(
@@ -186,10 +190,10 @@ fn image_id(problems: &mut Problems, field: &str, id: &str) {
             quoted(id),
             "is not the ARM id of an image",
             "use /subscriptions/<subscription>/resourceGroups/<group>/providers/Microsoft.Compute/\
-             galleries/<gallery>/images/<image>/versions/<version>, \
-             .../providers/Microsoft.Compute/images/<image>, \
-             /CommunityGalleries/<gallery>/Images/<image>/Versions/<version> or \
-             /SharedGalleries/<gallery>/Images/<image>/Versions/<version>",
+             galleries/<gallery>/images/<image>[/versions/<version>] (without a version: \
+             the newest, resolved once), .../providers/Microsoft.Compute/images/<image>, \
+             /CommunityGalleries/<gallery>/Images/<image>[/Versions/<version>] or \
+             /SharedGalleries/<gallery>/Images/<image>[/Versions/<version>]",
         );
     }
 }

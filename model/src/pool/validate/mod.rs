@@ -16,6 +16,7 @@ mod bootstrap;
 mod drain_rules;
 mod headroom;
 mod health;
+mod image_update;
 mod kube;
 mod machine;
 mod rollout;
@@ -115,6 +116,12 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
     let health = health::health(&mut problems, "spec.health", spec.health.as_ref());
     let headroom = headroom::buffer(&mut problems, "spec.headroom", spec.headroom.as_ref());
     maintenance(&mut problems, "spec.maintenance", spec.maintenance.as_ref());
+    let image_update = image_update::image_update(
+        &mut problems,
+        "spec.imageUpdate",
+        spec.image_update.as_ref(),
+        &spec.template,
+    );
     let drain = rollout::drain(&mut problems, "spec.drain", &spec.drain);
     let timeouts = rollout::timeouts(&mut problems, "spec.timeouts", &spec.timeouts);
     bootstrap::token(
@@ -138,6 +145,7 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
         health,
         headroom,
         maintenance: spec.maintenance.clone(),
+        image_update,
     })
 }
 
@@ -175,7 +183,8 @@ pub(crate) mod received {
     use std::time::Duration;
 
     use super::{
-        FieldError, Problems, bootstrap, check_pool_name, headroom, health, machine, rollout,
+        FieldError, Problems, bootstrap, check_pool_name, headroom, health, image_update, machine,
+        rollout,
     };
     use crate::limits::MAX_REPLICAS;
     use crate::pool::spec::MachineTemplate;
@@ -259,6 +268,11 @@ pub(crate) mod received {
             &mut problems,
             &format!("{field}.maintenance"),
             pool.maintenance.as_ref(),
+        );
+        image_update::parsed(
+            &mut problems,
+            &format!("{field}.imageUpdate"),
+            &pool.image_update,
         );
         bootstrap::token(
             &mut problems,

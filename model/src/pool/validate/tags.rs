@@ -6,15 +6,16 @@ use std::collections::BTreeMap;
 use super::{Problems, entry, quoted};
 use crate::ownership::{
     MAX_TAG_VALUE_CHARS, TAG_CLUSTER, TAG_CREATE_RUN, TAG_CREATED, TAG_CREATION_DEADLINE,
-    TAG_CREATION_ENDED, TAG_DRAIN, TAG_KEPT, TAG_MACHINE, TAG_POOL, TAG_TEMPLATE,
+    TAG_CREATION_ENDED, TAG_DRAIN, TAG_IMAGE_VERSION, TAG_KEPT, TAG_MACHINE, TAG_POOL,
+    TAG_TEMPLATE,
 };
 
 /// Tags Azure allows on one resource.
 const MAX_AZURE_TAGS: usize = 50;
 /// The tags nodewright adds to the resources it creates: ownership and the create run on every
 /// one, the drain settings on the VM, and the kept marker with the create's end on a machine a
-/// failed create keeps (`--keep-on-failure`).
-const OWNERSHIP_TAGS: [&str; 10] = [
+/// failed create keeps (`--keep-on-failure`), and the image version.
+const OWNERSHIP_TAGS: [&str; 11] = [
     TAG_CLUSTER,
     TAG_POOL,
     TAG_MACHINE,
@@ -25,6 +26,7 @@ const OWNERSHIP_TAGS: [&str; 10] = [
     TAG_DRAIN,
     TAG_CREATION_ENDED,
     TAG_KEPT,
+    TAG_IMAGE_VERSION,
 ];
 /// Tags a pool may set itself.
 const MAX_USER_TAGS: usize = MAX_AZURE_TAGS - OWNERSHIP_TAGS.len();
@@ -119,12 +121,12 @@ mod tests {
 
     proptest! {
         #[test]
-        fn accepts_up_to_40_plain_tags(count in 0usize..=60) {
+        fn accepts_up_to_39_plain_tags(count in 0usize..=60) {
             let tags: BTreeMap<String, String> =
                 (0..count).map(|i| (format!("tag{i}"), format!("v{i}"))).collect();
             let mut problems = Problems::default();
             check(&mut problems, "tags", &tags);
-            prop_assert_eq!(problems.0.is_empty(), count <= 40);
+            prop_assert_eq!(problems.0.is_empty(), count <= 39);
         }
 
         #[test]

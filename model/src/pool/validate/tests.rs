@@ -9,10 +9,11 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::controller::{HealthPolicy, Rung, UnhealthyCondition};
+use crate::image::ImageUpdatePolicy;
 use crate::machine_name::MachineName;
 use crate::pool::{
-    Amount, BootstrapSecretRef, BootstrapTokenSpec, HealthSpec, ImageSource, IntOrPercent,
-    TaintSpec, UnhealthyConditionSpec, parse,
+    Amount, BootstrapSecretRef, BootstrapTokenSpec, HealthSpec, ImageSource, ImageUpdateSpec,
+    IntOrPercent, TaintSpec, UnhealthyConditionSpec, parse,
 };
 
 const WORKERS_YAML: &str = include_str!("../../../../examples/pools/workers.yaml");
@@ -172,6 +173,14 @@ fn refuses_each_broken_rule_with_its_field() {
         ("refuses an image name instead of an id", |p| p.spec.template.image = ImageSource { id: Some("ubuntu".into()), ..ImageSource::default() }, "spec.template.image.id", "is not the ARM id of an image"),
         ("refuses an id and a marketplace reference", |p| p.spec.template.image.id = Some("/CommunityGalleries/g/Images/i/Versions/1".into()), "spec.template.image", "sets both id and a marketplace reference"),
         ("refuses no image", |p| p.spec.template.image = ImageSource::default(), "spec.template.image", "names no image"),
+        // imageUpdate.
+        ("accepts imageUpdate auto on latest", |p| p.spec.image_update = Some(ImageUpdateSpec { policy: Some(ImageUpdatePolicy::Auto), check_interval: Some("30m".into()) }), "", ""),
+        ("accepts imageUpdate auto on a gallery image without a version", |p| { p.spec.template.image = ImageSource { id: Some("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/ubuntu".into()), ..ImageSource::default() }; p.spec.image_update = Some(ImageUpdateSpec { policy: Some(ImageUpdatePolicy::Auto), check_interval: None }); }, "", ""),
+        ("refuses imageUpdate auto on a concrete version", |p| { p.spec.template.image.version = Some("24.04.202411030".into()); p.spec.image_update = Some(ImageUpdateSpec { policy: Some(ImageUpdatePolicy::Auto), check_interval: None }); }, "spec.imageUpdate.policy", "needs an image written without a concrete version"),
+        ("accepts imageUpdate pinned on a concrete version", |p| { p.spec.template.image.version = Some("24.04.202411030".into()); p.spec.image_update = Some(ImageUpdateSpec { policy: Some(ImageUpdatePolicy::Pinned), check_interval: None }); }, "", ""),
+        ("refuses a check interval of 5s", |p| p.spec.image_update = Some(ImageUpdateSpec { policy: None, check_interval: Some("5s".into()) }), "spec.imageUpdate.checkInterval", "is shorter than 10s"),
+        ("refuses a check interval of 8 days", |p| p.spec.image_update = Some(ImageUpdateSpec { policy: None, check_interval: Some("8d".into()) }), "spec.imageUpdate.checkInterval", "is longer than 7d"),
+        ("refuses a check interval that is no duration", |p| p.spec.image_update = Some(ImageUpdateSpec { policy: None, check_interval: Some("hourly".into()) }), "spec.imageUpdate.checkInterval", "is not a duration"),
         ("refuses a marketplace reference without its offer", |p| p.spec.template.image.offer = None, "spec.template.image.offer", "is missing"),
         ("refuses an empty marketplace version", |p| p.spec.template.image.version = Some(" ".into()), "spec.template.image.version", "is empty"),
         // osDisk.
@@ -218,8 +227,8 @@ fn refuses_each_broken_rule_with_its_field() {
         ("accepts one key with two effects", |p| p.spec.template.taints = vec![taint("gpu", "a", "NoSchedule"), taint("gpu", "a", "NoExecute")], "", ""),
         ("refuses a nodewright taint", |p| p.spec.template.taints = vec![taint("nodewright.io/x", "", "NoSchedule")], "spec.template.taints[0].key", "uses the prefix nodewright.io/"),
         // tags.
-        ("accepts 40 tags", |p| p.spec.template.tags = (0..40).map(|i| (format!("t{i}"), String::new())).collect(), "", ""),
-        ("refuses 41 tags", |p| p.spec.template.tags = (0..41).map(|i| (format!("t{i}"), String::new())).collect(), "spec.template.tags", "has more than 40 tags"),
+        ("accepts 39 tags", |p| p.spec.template.tags = (0..39).map(|i| (format!("t{i}"), String::new())).collect(), "", ""),
+        ("refuses 40 tags", |p| p.spec.template.tags = (0..40).map(|i| (format!("t{i}"), String::new())).collect(), "spec.template.tags", "has more than 39 tags"),
         ("refuses a tag name with a slash", |p| { p.spec.template.tags.insert("team/owner".into(), "x".into()); }, "spec.template.tags[\"team/owner\"]", "name contains '/'"),
         ("refuses a tag name with a percent sign", |p| { p.spec.template.tags.insert("cost%".into(), "x".into()); }, "spec.template.tags[\"cost%\"]", "name contains '%'"),
         ("refuses an empty tag name", |p| { p.spec.template.tags.insert(String::new(), "x".into()); }, "spec.template.tags[\"\"]", "name is empty"),
@@ -507,7 +516,8 @@ fn the_commented_sections_of_the_example_are_valid() {
                     || rest.starts_with("health:")
                     || rest.starts_with("minReadySeconds:")
                     || rest.starts_with("headroom:")
-                    || rest.starts_with("maintenance:") =>
+                    || rest.starts_with("maintenance:")
+                    || rest.starts_with("imageUpdate:") =>
             {
                 format!("  {rest}\n")
             }
@@ -539,6 +549,14 @@ fn the_commented_sections_of_the_example_are_valid() {
     assert_eq!(
         (maintenance.apply_to, maintenance.windows.len()),
         (crate::maintenance::ApplyTo::Automatic, 1)
+    );
+    assert_eq!(
+        pool.image_update,
+        crate::image::ImageUpdate {
+            policy: ImageUpdatePolicy::Auto,
+            check_interval: Duration::from_secs(3600),
+        },
+        "the commented imageUpdate section reads as written"
     );
 }
 
