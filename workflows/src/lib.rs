@@ -11,6 +11,7 @@ pub mod create_machine;
 pub mod delete_machine;
 pub mod drain_node;
 pub mod headroom;
+pub mod image;
 pub mod input;
 pub mod inspect_pool;
 pub mod orphan_sweep;

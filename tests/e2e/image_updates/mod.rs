@@ -3,9 +3,11 @@
 //! VM's tag and Node's label carries; a version published later is rolled to (`auto`, window
 //! open), waited for (`auto`, window closed), only reported (`notify`: status and an Event) or
 //! left (`pinned`, `pool image pin`); a machine created after a newer version was published
-//! still gets the revision's version; a rollback goes back to the previous version and pins it.
+//! still gets the revision's version; a rollback goes back to the previous version and pins it;
+//! a rollout without a controller resolves the version before its first step.
 
 mod auto;
+mod rollout;
 mod window;
 
 use std::collections::BTreeMap;
@@ -72,6 +74,18 @@ impl Gallery {
         sandbox: &Sandbox,
         version: &str,
     ) -> Result<()> {
+        self.publish_with(stack, sandbox, version, json!({})).await
+    }
+
+    /// Publishes `version` with `profile` as its `publishingProfile` (e.g.
+    /// `excludeFromLatest`, `endOfLifeDate`).
+    pub(crate) async fn publish_with(
+        &mut self,
+        stack: &Stack,
+        sandbox: &Sandbox,
+        version: &str,
+        profile: serde_json::Value,
+    ) -> Result<()> {
         let builder = format!(
             "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines/image-builder",
             stack.arm.subscription_id, stack.arm.resource_group
@@ -80,7 +94,7 @@ impl Gallery {
             .arm_put(
                 &at(&format!("{}/versions/{version}", self.definition)),
                 &json!({"location": stack.arm.location, "properties": {
-                    "publishingProfile": {},
+                    "publishingProfile": profile,
                     "storageProfile": {"source": {"virtualMachineId": builder}}}}),
             )
             .await?;

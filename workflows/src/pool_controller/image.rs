@@ -5,9 +5,9 @@
 //! version. Every `spec.imageUpdate.checkInterval` the versions are listed again; a newer one
 //! is rolled to (`auto`, inside the maintenance windows), reported in the status and an Event
 //! (`notify`), or left (`pinned`, or `pool image pin`).
-use nodewright_activities::azure::images::ImageActivities;
+
 use nodewright_activities::kube::{KubeActivities, PoolEvent};
-use nodewright_model::image::{ImageAction, PoolImage, VersionLookup, for_lookup, pick_newest};
+use nodewright_model::image::{ImageAction, PoolImage, VersionLookup, for_lookup};
 use nodewright_model::maintenance::{DisruptionKind, Gate, gate};
 use nodewright_model::pool::ValidPool;
 use temporalio_sdk::WorkflowContext;
@@ -85,38 +85,25 @@ async fn check(
     mut held: Option<PoolImage>,
     now: i64,
 ) -> Option<PoolImage> {
-    let listed = ctx
-        .execute_activity(
-            ImageActivities::list_image_versions,
-            lookup.clone(),
-            activity_options::read(),
-        )
-        .await;
-    match listed {
-        Ok(versions) => {
-            let newest = pick_newest(&versions, now);
-            match (held.as_mut(), newest) {
-                (Some(image), newest) => image.checked(newest, now),
-                (None, Some(version)) => {
-                    note(ctx, format!("{lookup} resolved to version {version}"));
-                    held = Some(PoolImage::resolved(lookup.clone(), version, now));
-                }
-                (None, None) => note(
-                    ctx,
-                    format!(
-                        "{lookup} has no eligible version (of {} listed: excluded from latest, past end of life, not provisioned or deprecated); looking again",
-                        versions.len()
-                    ),
-                ),
+    match crate::image::newest(ctx, lookup, now).await {
+        Ok(found) => match (held.as_mut(), found.version) {
+            (Some(image), newest) => image.checked(newest, now),
+            (None, Some(version)) => {
+                note(ctx, format!("{lookup} resolved to version {version}"));
+                held = Some(PoolImage::resolved(lookup.clone(), version, now));
             }
-        }
-        Err(error) => {
-            note(
+            (None, None) => note(
                 ctx,
                 format!(
-                    "could not list the versions of {lookup} ({}); looking again",
-                    activity_failure_text(&error)
+                    "{lookup} has no eligible version (of {} listed: excluded from latest, past end of life, not provisioned, not replicated here or deprecated); looking again",
+                    found.listed
                 ),
+            ),
+        },
+        Err(reason) => {
+            note(
+                ctx,
+                format!("could not list the versions of {lookup} ({reason}); looking again"),
             );
             // Looked at: the next check comes after the interval, not at every look.
             if let Some(image) = held.as_mut() {

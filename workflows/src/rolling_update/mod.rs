@@ -4,6 +4,7 @@ mod children;
 mod ending;
 mod headroom;
 mod hold;
+mod image;
 mod inherited;
 mod look;
 mod restamp;
@@ -76,6 +77,7 @@ impl RollingUpdateWorkflow {
             },
             request.check(),
         )?;
+        let request = image::resolved(ctx, request).await?;
         announce(ctx, &request).await;
         let scope = ctx
             .execute_activity(
