@@ -121,6 +121,10 @@ pub struct Input<'a> {
     pub mode: Mode,
     /// Now, Unix seconds.
     pub now: i64,
+    /// `spec.maintenance` with `applyTo: all` and no window open: when the next one opens, in
+    /// words. No remediation starts or moves on meanwhile (a machine whose VM is gone is still
+    /// replaced); `None` when a window is open or none gates remediation.
+    pub remediation_window_closed: Option<&'a str>,
 }
 
 /// What to do now, and what to report.
@@ -213,6 +217,10 @@ pub struct Unhealthy {
 pub struct Allowance {
     /// Allowed.
     pub allowed: bool,
+    /// Not allowed because no maintenance window is open (`applyTo: all`), not because of
+    /// maxUnhealthy.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub window_closed: bool,
     /// E.g. `2 of 3 machines unhealthy, more than maxUnhealthy 40% (1); remediating none`.
     pub message: String,
 }
@@ -587,7 +595,20 @@ fn allowance(input: &Input<'_>, counted: u32, unhealthy: u32) -> Allowance {
              ({threshold}); remediating none"
         )
     };
-    Allowance { allowed, message }
+    if allowed && let Some(window) = input.remediation_window_closed {
+        return Allowance {
+            allowed: false,
+            window_closed: true,
+            message: format!(
+                "{unhealthy} of {total} machines unhealthy; no maintenance window is open ({window}): remediating none until one opens"
+            ),
+        };
+    }
+    Allowance {
+        allowed,
+        window_closed: false,
+        message,
+    }
 }
 
 /// The earliest instant after `now` seen so far.

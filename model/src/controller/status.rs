@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | `Available` | available ≥ replicas − maxUnavailable (`MinimumReplicasAvailable`) | fewer (`MinimumReplicasUnavailable`) |
 //! | `Progressing` | deleting the pool (`Deleting`), rolling out (`RollingOut`), creating (`ScalingUp`), deleting machines (`ScalingDown`), remediating (`Remediating`): the first that holds | held by the surprise guard (`Held`), or nothing in progress (`Steady`) |
-//! | `RemediationAllowed` | unhealthy within maxUnhealthy (`WithinMaxUnhealthy`) | more (`TooManyUnhealthy`) |
+//! | `RemediationAllowed` | unhealthy within maxUnhealthy (`WithinMaxUnhealthy`) | more (`TooManyUnhealthy`), or no maintenance window open with `applyTo: all` (`MaintenanceWindowClosed`) |
 //! | `CapacityAvailable` | see [`super::CapacityView`] (`NotChecked`, `Fits`, a batch cut) | no room for a machine (`SubnetFull`, `QuotaExhausted`, `SizeRestricted`) |
 //!
 //! A condition keeps its `lastTransitionTime` while its status stays the same (its reason and
@@ -212,6 +212,12 @@ pub fn conditions(
     let allowance = &decision.remediation_allowed;
     let remediation_condition = if allowance.allowed {
         ("True", "WithinMaxUnhealthy", allowance.message.clone())
+    } else if allowance.window_closed {
+        (
+            "False",
+            "MaintenanceWindowClosed",
+            allowance.message.clone(),
+        )
     } else {
         ("False", "TooManyUnhealthy", allowance.message.clone())
     };

@@ -50,6 +50,12 @@ async fn scenario(
     super::common::cli(stack, task_queue, &["pool", "pause", pool])
         .await?
         .expect_code(0)?;
+    // The pause is taken only once the controller shows it: a resume sent in the same workflow
+    // task would undo it before any look.
+    await_status(stack, task_queue, pool, "the controller paused", UP, |d| {
+        d.status.phase == "Paused"
+    })
+    .await?;
     vm_action(stack, &a, "powerOff").await?;
     vm_action(stack, &b, "powerOff").await?;
     super::common::cli(stack, task_queue, &["pool", "resume", pool])

@@ -14,3 +14,4 @@ mod never_registered;
 mod replicas;
 mod rollouts;
 mod scale;
+mod window;

@@ -6,38 +6,32 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use nodewright_model::controller::PoolStatusDocument;
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{KillableWorker, Sandbox};
-use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
 
-use super::{Gallery, all_at, gallery_pool_file, versions};
-use crate::controller::common::{apply, await_status, cli, delete_pool};
+use super::{Case, Kept, all_at, gallery_pool_file, versions};
+use crate::controller::common::{apply, await_status, cli};
 
 /// Checks every 10 s; a window open at every minute for an hour is always open.
 const SPEC: &str = "  imageUpdate:\n    policy: auto\n    checkInterval: 10s\n  maintenance:\n    windows:\n      - { schedule: \"* * * * *\", duration: 1h }\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_rolls_to_a_published_version_a_pin_holds_and_a_rollback_goes_back() -> Result<()> {
-    let stack = Stack::load()?;
-    let sandbox = Sandbox::new(&stack)?;
-    let task_queue = unique_task_queue("ima");
-    let pool = format!("ima{}", unique_suffix());
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let mut gallery = Gallery::create(&stack, &sandbox, &format!("ima{}", unique_suffix())).await?;
-    let outcome = scenario(&stack, &sandbox, &task_queue, &pool, &mut gallery).await;
-    delete_pool(&stack, &task_queue, &pool).await;
-    gallery.remove(&sandbox).await;
-    outcome.with_context(|| format!("worker log:\n{}", worker.log_tail()))
+    let mut case = Case::start("ima").await?;
+    let outcome = scenario(&mut case).await;
+    case.end(outcome, Kept::ByController).await
 }
 
-async fn scenario(
-    stack: &Stack,
-    sandbox: &Sandbox,
-    task_queue: &str,
-    pool: &str,
-    gallery: &mut Gallery,
-) -> Result<()> {
+async fn scenario(case: &mut Case) -> Result<()> {
+    let Case {
+        stack,
+        sandbox,
+        task_queue,
+        pool,
+        gallery,
+        ..
+    } = case;
+    let (stack, sandbox, task_queue, pool) =
+        (&*stack, &*sandbox, task_queue.as_str(), pool.as_str());
     gallery.publish(stack, sandbox, "1.0.0").await?;
     let file = gallery_pool_file(stack, pool, 1, gallery, SPEC)?;
     apply(stack, task_queue, &file).await?;

@@ -13,7 +13,7 @@ mod window;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
@@ -21,10 +21,65 @@ use nodewright_model::ownership::{
     LABEL_IMAGE_VERSION, LABEL_POOL, TAG_CLUSTER, TAG_IMAGE_VERSION, TAG_POOL,
 };
 use nodewright_tests::Stack;
-use nodewright_tests::machines::Sandbox;
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::{KillableWorker, Sandbox};
+use nodewright_tests::temporal_worker::unique_task_queue;
 use serde_json::json;
 
-use crate::controller::common::controller_pool_file;
+use crate::controller::common::{controller_pool_file, delete_pool};
+use crate::rollout::common::clean_up_pool;
+
+/// What each test of this module runs with: a worker on its own task queue, a pool name and a
+/// gallery of its own.
+pub(crate) struct Case {
+    pub stack: Stack,
+    pub sandbox: Sandbox,
+    pub task_queue: String,
+    pub pool: String,
+    pub gallery: Gallery,
+    worker: KillableWorker,
+}
+
+/// How a case's pool is removed at its end.
+#[derive(Clone, Copy)]
+pub(crate) enum Kept {
+    /// `pool delete --wait` (a controller keeps it).
+    ByController,
+    /// Its rollout terminated and its machines deleted.
+    ByRollouts,
+}
+
+impl Case {
+    /// Starts a worker and makes a gallery; `prefix` names the task queue, pool and gallery.
+    pub(crate) async fn start(prefix: &str) -> Result<Self> {
+        let stack = Stack::load()?;
+        let sandbox = Sandbox::new(&stack)?;
+        let task_queue = unique_task_queue(prefix);
+        let pool = format!("{prefix}{}", unique_suffix());
+        let worker = KillableWorker::start(&stack, &task_queue)?;
+        let gallery =
+            Gallery::create(&stack, &sandbox, &format!("{prefix}{}", unique_suffix())).await?;
+        Ok(Self {
+            stack,
+            sandbox,
+            task_queue,
+            pool,
+            gallery,
+            worker,
+        })
+    }
+
+    /// Removes the pool and the gallery whatever `outcome` was, and returns it with the
+    /// worker's log when it failed.
+    pub(crate) async fn end(self, outcome: Result<()>, kept: Kept) -> Result<()> {
+        match kept {
+            Kept::ByController => delete_pool(&self.stack, &self.task_queue, &self.pool).await,
+            Kept::ByRollouts => clean_up_pool(&self.stack, &self.task_queue, &self.pool).await,
+        }
+        self.gallery.remove(&self.sandbox).await;
+        outcome.with_context(|| format!("worker log:\n{}", self.worker.log_tail()))
+    }
+}
 
 /// The gallery API version the tests write with.
 const GALLERY_API: &str = "2023-07-03";

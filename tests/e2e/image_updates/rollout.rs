@@ -4,38 +4,31 @@
 //! version (tag and label), and the template it rolled to names it. A definition with no
 //! version starts nothing: the rollout fails `ImageUnresolved`, and no VM is made.
 
-use anyhow::{Context, Result, ensure};
-use nodewright_tests::Stack;
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{KillableWorker, Sandbox};
-use nodewright_tests::temporal_worker::unique_task_queue;
+use anyhow::{Result, ensure};
 use serde_json::json;
 
-use super::{Gallery, all_at, gallery_pool_file, versions};
+use super::{Case, Kept, all_at, gallery_pool_file, versions};
 use crate::controller::common::cli;
-use crate::rollout::common::{clean_up_pool, pool_machines, roll};
+use crate::rollout::common::{pool_machines, roll};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_resolves_the_image_once_and_refuses_one_without_versions() -> Result<()> {
-    let stack = Stack::load()?;
-    let sandbox = Sandbox::new(&stack)?;
-    let task_queue = unique_task_queue("imr");
-    let pool = format!("imr{}", unique_suffix());
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let mut gallery = Gallery::create(&stack, &sandbox, &format!("imr{}", unique_suffix())).await?;
-    let outcome = scenario(&stack, &sandbox, &task_queue, &pool, &mut gallery).await;
-    clean_up_pool(&stack, &task_queue, &pool).await;
-    gallery.remove(&sandbox).await;
-    outcome.with_context(|| format!("worker log:\n{}", worker.log_tail()))
+    let mut case = Case::start("imr").await?;
+    let outcome = scenario(&mut case).await;
+    case.end(outcome, Kept::ByRollouts).await
 }
 
-async fn scenario(
-    stack: &Stack,
-    sandbox: &Sandbox,
-    task_queue: &str,
-    pool: &str,
-    gallery: &mut Gallery,
-) -> Result<()> {
+async fn scenario(case: &mut Case) -> Result<()> {
+    let Case {
+        stack,
+        sandbox,
+        task_queue,
+        pool,
+        gallery,
+        ..
+    } = case;
+    let (stack, sandbox, task_queue, pool) =
+        (&*stack, &*sandbox, task_queue.as_str(), pool.as_str());
     let file = gallery_pool_file(stack, pool, 2, gallery, "")?;
 
     // No version yet: nothing starts.

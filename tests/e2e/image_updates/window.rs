@@ -4,33 +4,23 @@
 //! exists, and `pool image update` rolls to it (an operator's rollout, which a window for
 //! automatic rollouts does not hold). Switched to `pinned`, a newer version changes nothing.
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 use nodewright_model::ownership::LABEL_POOL;
+use nodewright_tests::eventually;
 use nodewright_tests::identity::namespace_for;
-use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{KillableWorker, Sandbox};
-use nodewright_tests::temporal_worker::unique_task_queue;
-use nodewright_tests::{Stack, eventually};
 
 use super::auto::{await_image, await_versions, image_is};
-use super::{Gallery, all_at, gallery_pool_file, versions};
-use crate::controller::common::{apply, cli, delete_pool};
+use super::{Case, Kept, all_at, gallery_pool_file, versions};
+use crate::controller::common::{apply, cli};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_window_holds_an_update_notify_reports_it_and_pinned_ignores_it() -> Result<()> {
-    let stack = Stack::load()?;
-    let sandbox = Sandbox::new(&stack)?;
-    let task_queue = unique_task_queue("imw");
-    let pool = format!("imw{}", unique_suffix());
-    let worker = KillableWorker::start(&stack, &task_queue)?;
-    let mut gallery = Gallery::create(&stack, &sandbox, &format!("imw{}", unique_suffix())).await?;
-    let outcome = scenario(&stack, &sandbox, &task_queue, &pool, &mut gallery).await;
-    delete_pool(&stack, &task_queue, &pool).await;
-    gallery.remove(&sandbox).await;
-    outcome.with_context(|| format!("worker log:\n{}", worker.log_tail()))
+    let mut case = Case::start("imw").await?;
+    let outcome = scenario(&mut case).await;
+    case.end(outcome, Kept::ByController).await
 }
 
 /// `spec` lines: `policy`, checked every 10 s, and a daily hour-long window opening twelve
@@ -45,13 +35,17 @@ fn spec(policy: &str) -> Result<String> {
     ))
 }
 
-async fn scenario(
-    stack: &Stack,
-    sandbox: &Sandbox,
-    task_queue: &str,
-    pool: &str,
-    gallery: &mut Gallery,
-) -> Result<()> {
+async fn scenario(case: &mut Case) -> Result<()> {
+    let Case {
+        stack,
+        sandbox,
+        task_queue,
+        pool,
+        gallery,
+        ..
+    } = case;
+    let (stack, sandbox, task_queue, pool) =
+        (&*stack, &*sandbox, task_queue.as_str(), pool.as_str());
     gallery.publish(stack, sandbox, "1.0.0").await?;
     let auto = gallery_pool_file(stack, pool, 1, gallery, &spec("auto")?)?;
     apply(stack, task_queue, &auto).await?;

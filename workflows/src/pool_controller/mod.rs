@@ -530,6 +530,12 @@ async fn control(
         };
         let remediations = ctx.state(|s| s.state.remediations.clone());
         let max_unavailable = pool.strategy.max_unavailable.resolve(pool.replicas, false);
+        // Maintenance windows (`applyTo: all`): no remediation starts or moves on outside one.
+        let remediation_gate = gate(pool.maintenance.as_ref(), DisruptionKind::Remediation, at);
+        let remediation_closed = (!remediation_gate.allows())
+            .then(|| remediation_gate.words())
+            .flatten()
+            .filter(|_| ctx.patched(REMEDIATION_WINDOW_PATCH));
         let mut decision = decide(&Input {
             replicas: pool.replicas,
             template_hash: &pool.template_hash,
@@ -541,6 +547,7 @@ async fn control(
             remediations: &remediations,
             mode,
             now: at,
+            remediation_window_closed: remediation_closed.as_deref(),
         });
         if deleting.is_some() && machines.is_empty() && children.is_empty() && rollout.is_none() {
             note(
@@ -811,6 +818,10 @@ const RESOURCE_GRAPH_PATCH: &str = "controller-lists-by-resource-graph";
 /// The patch that resolves and follows the pool's image (`image::follow`); runs recorded before
 /// it made every machine from the image as written.
 const IMAGE_PATCH: &str = "controller-resolves-images";
+
+/// The patch that holds remediation while no maintenance window is open (`applyTo: all`),
+/// asked only then; runs recorded before it remediated at any time.
+const REMEDIATION_WINDOW_PATCH: &str = "controller-windows-gate-remediation";
 
 /// How long the loop waits after a Node watch failed before it watches again.
 const WATCH_RETRY: Duration = Duration::from_secs(5);

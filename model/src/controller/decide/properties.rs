@@ -211,6 +211,7 @@ fn decide_case(case: &Case) -> Decision {
         remediations: &case.remediations,
         mode: case.mode,
         now: NOW,
+        remediation_window_closed: None,
     })
 }
 

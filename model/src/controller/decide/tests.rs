@@ -59,6 +59,7 @@ struct Pool {
     remediations: Vec<Remediation>,
     mode: Mode,
     now: i64,
+    window_closed: Option<&'static str>,
 }
 
 impl Pool {
@@ -72,6 +73,7 @@ impl Pool {
             remediations: Vec::new(),
             mode: Mode::Active,
             now: NOW,
+            window_closed: None,
         }
     }
 
@@ -87,6 +89,7 @@ impl Pool {
             remediations: &self.remediations,
             mode: self.mode,
             now: self.now,
+            remediation_window_closed: self.window_closed,
         })
     }
 }
@@ -126,6 +129,12 @@ fn with_priority(mut machine: Machine, priority: i64) -> Machine {
         node.delete_priority = Some(priority);
     }
     machine
+}
+
+/// `pool` with `applyTo: all` and no maintenance window open.
+fn closed(mut pool: Pool) -> Pool {
+    pool.window_closed = Some("closed; opens 2026-11-30 01:00 UTC");
+    pool
 }
 
 fn rolled(mut pool: Pool, mode: Mode) -> Pool {
@@ -201,6 +210,12 @@ fn decides_each_rule_of_the_module_documentation() {
         ("another template starts a rollout, and scale happens in the same decision",
             Pool::new(3, vec![ready("p-a", "old", 1_000), healthy("p-b")]), with_rollout(acts(1, &[], &[]))),
         ("a create in flight does not start a rollout", Pool::new(2, vec![healthy("p-a"), creating("p-b", 9_900)]), acts(0, &[], &[])),
+        ("no maintenance window open: an unhealthy machine is not remediated",
+            closed(Pool::new(3, vec![deadlocked("p-a"), healthy("p-b"), healthy("p-c")])), acts(0, &[], &[])),
+        ("no maintenance window open: a rung does not move on",
+            closed(restart_first(Pool { remediations: vec![remediation("p-a", 0, 9_400)], ..Pool::new(3, vec![deadlocked("p-a"), healthy("p-b"), healthy("p-c")]) })), acts(0, &[], &[])),
+        ("no maintenance window open: a machine whose VM is gone is still replaced",
+            closed(Pool::new(3, vec![healthy("p-a"), healthy("p-b"), node_only("p-c")])), acts(1, &[("p-c", VmGone)], &[])),
     ];
     for (case, pool, expected) in &cases {
         check(case, pool, expected);
@@ -360,10 +375,24 @@ fn the_allowance_gives_the_counts() {
             decision.remediation_allowed,
             Allowance {
                 allowed,
+                window_closed: false,
                 message: message.to_owned()
             }
         );
     }
+    let held = closed(Pool::new(
+        3,
+        vec![deadlocked("p-a"), healthy("p-b"), healthy("p-c")],
+    ))
+    .decide();
+    assert_eq!(
+        held.remediation_allowed,
+        Allowance {
+            allowed: false,
+            window_closed: true,
+            message: "1 of 3 machines unhealthy; no maintenance window is open (closed; opens 2026-11-30 01:00 UTC): remediating none until one opens".to_owned()
+        }
+    );
 }
 
 #[test]

@@ -16,6 +16,7 @@ fn decision(available: u32, allowed: bool) -> Decision {
         unhealthy: Vec::new(),
         remediation_allowed: Allowance {
             allowed,
+            window_closed: false,
             message: "m".to_owned(),
         },
         counts: Counts {
@@ -195,4 +196,20 @@ fn the_document_is_camel_case_json() {
     assert!(json["status"].get("observedAt").is_none());
     let back: PoolStatusDocument = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(back, document);
+}
+
+#[test]
+fn a_closed_maintenance_window_holds_remediation_with_its_own_reason() {
+    let mut held = decision(3, false);
+    held.remediation_allowed.window_closed = true;
+    let conditions = conditions(&[], &held, Progress::default(), 0, 3, NOW);
+    assert_eq!(
+        shown(&conditions)[2],
+        (
+            "RemediationAllowed",
+            "False",
+            "MaintenanceWindowClosed",
+            NOW
+        )
+    );
 }
