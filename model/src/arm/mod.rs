@@ -1,8 +1,10 @@
 //! The Azure Resource Manager contract as pure decisions: what a failure means for a retrying
-//! caller, and what a poll of an async operation says about its state.
+//! caller, what a poll of an async operation says about its state, and when to poll next
+//! (`poll_schedule`).
 
 mod failure;
 mod operation;
+pub mod poll_schedule;
 
 pub use failure::{
     ArmFailure, DEFAULT_RETRY_AFTER, Disposition, operation_code_disposition, parse_retry_after,
