@@ -28,8 +28,9 @@ pub enum OperationKind {
 }
 
 impl OperationKind {
-    /// How long Azure usually takes for this kind (the realistic latency profile of the
-    /// sandbox uses the same figures).
+    /// How long Azure usually takes for this kind (issue 25's figures: a create about 90 s, a
+    /// delete about 5 minutes). The sandbox's realistic profile differs today (its VM delete
+    /// takes 30–60 s) and must agree before the schedule is used.
     pub fn usual(self) -> Duration {
         Duration::from_secs(match self {
             Self::VmCreate => 90,
