@@ -5,8 +5,8 @@ use nodewright_activities::azure::images::ImageActivities;
 use nodewright_model::image::{ImageVersion, VersionLookup, pick_newest};
 use temporalio_sdk::WorkflowContext;
 
-use crate::activity_options;
 use crate::progress::activity_failure_text;
+use crate::{activity_options, cancellation};
 
 /// What a listing found.
 pub struct Newest {
@@ -27,7 +27,9 @@ pub async fn newest<W>(
         .execute_activity(
             ImageActivities::list_image_versions,
             lookup.clone(),
-            activity_options::read(),
+            // A read: let it answer after a cancellation request, so the caller ends the way it
+            // ends every run (a rollout Canceled with its result, a controller at its next look).
+            cancellation::shielded(activity_options::read()),
         )
         .await
         .map_err(|error| activity_failure_text(&error))?;

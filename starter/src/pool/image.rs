@@ -8,7 +8,7 @@ use nodewright_model::image::ImageStatus;
 use nodewright_workflows::PoolControllerWorkflow;
 use temporalio_client::WorkflowExecuteUpdateOptions;
 
-use super::controller::{run_update, running_controller, running_status};
+use super::controller::{controller_id, run_update, running_controller, running_status};
 use super::flags;
 use crate::{CliError, Output, settings::Settings};
 
@@ -65,7 +65,8 @@ pub async fn run(settings: &Settings, output: Output, args: ImageArgs) -> Result
 /// `pool image NAME`.
 async fn show(settings: &Settings, output: Output, pool: &str) -> Result<(), CliError> {
     let pool = flags::pool_name(pool)?;
-    let (client, workflow_id, _) = running_controller(settings, pool).await?;
+    let client = settings.temporal().connect().await?;
+    let workflow_id = controller_id(&settings.cluster()?, pool);
     let document = match running_status(&client, &workflow_id).await? {
         Some(Ok(document)) => document,
         Some(Err(reason)) => {
@@ -75,7 +76,7 @@ async fn show(settings: &Settings, output: Output, pool: &str) -> Result<(), Cli
         }
         None => {
             return Err(CliError::RunFailed(format!(
-                "no controller of pool {pool} is running"
+                "no controller of pool {pool} is running; start one with `nodewright pool apply -f FILE`"
             )));
         }
     };

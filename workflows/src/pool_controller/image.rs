@@ -19,24 +19,6 @@ use crate::progress::{activity_failure_text, rfc3339};
 /// The reason of the Event that says a newer version exists.
 const EVENT_NEWER_IMAGE: &str = "NewerImageAvailable";
 
-/// The pool the controller acts on: `written` with its image at the version `image` holds, or
-/// `written` itself when its image names a concrete version (or has none); `None` while an image
-/// that asks for resolution is not resolved yet.
-pub fn resolved(written: &ValidPool, image: Option<&PoolImage>) -> Option<ValidPool> {
-    if !written.image_needs_resolution() {
-        return Some(written.clone());
-    }
-    let lookup = written.image()?.lookup()?;
-    let image = image.filter(|held| held.lookup == lookup)?;
-    written.at_image_version(image.current())
-}
-
-/// [`resolved`], or `written` as it is when nothing is resolved (runs before the patch hold no
-/// image): what the update handlers take as the pool in force.
-pub fn in_force(written: &ValidPool, image: Option<&PoolImage>) -> ValidPool {
-    resolved(written, image).unwrap_or_else(|| written.clone())
-}
-
 /// Resolves and follows `written`'s image at `now`; `may_roll`: no rollout runs and the
 /// controller acts, so an update may start one. Returns the pool to act on, `None` while the
 /// image is not resolved (nothing is created then).
@@ -70,7 +52,7 @@ pub async fn follow(
             "{lookup}: not resolved yet; no machine is made until a version is found"
         )),
     };
-    let pool = resolved(written, held.as_ref());
+    let pool = written.at_followed_version(held.as_ref());
     ctx.state_mut(|s| {
         s.state.image = held;
         s.state.image_words = words;
@@ -181,12 +163,8 @@ fn record_running(
     written: &ValidPool,
     image: &PoolImage,
 ) {
-    if let Some(running) = written.at_image_version(image.current()) {
-        ctx.state_mut(|s| {
-            let history = std::mem::take(&mut s.state.history);
-            s.state.history = history.or_running(super::running(&running));
-        });
-    }
+    let running = written.in_force(Some(image));
+    ctx.state_mut(|s| s.state.remember_running(&running));
 }
 
 /// Records the Event that a newer version exists (a failure is noted, not retried: the status
@@ -227,20 +205,4 @@ async fn notify(
             ),
         );
     }
-}
-
-/// The version a rollback to `to` (a revision's pool) goes back to, when `written` (the pool in
-/// force, as its file says) follows `held`'s image and `to` runs a concrete version of it.
-pub fn rolled_back_to(
-    written: &ValidPool,
-    to: &ValidPool,
-    held: &PoolImage,
-) -> Option<nodewright_model::image::ImageVersion> {
-    if !written.image_needs_resolution() || to.image_needs_resolution() {
-        return None;
-    }
-    let image = to.image()?;
-    (image.lookup()? == held.lookup)
-        .then(|| image.version())
-        .flatten()
 }

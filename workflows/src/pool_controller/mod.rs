@@ -125,15 +125,11 @@ impl PoolControllerWorkflow {
         };
         // Both at the version followed, so the hashes are those the machines carry.
         let held = self.state.image.as_ref();
-        let changes = Changes::between(
-            &image::in_force(current, held),
-            &image::in_force(&request.pool, held),
-        );
+        let changes = Changes::between(&current.in_force(held), &request.pool.in_force(held));
         if !request.dry_run && !changes.is_empty() {
             if changes.template.is_some() {
-                let in_force = image::in_force(current, self.state.image.as_ref());
-                let history = std::mem::take(&mut self.state.history);
-                self.state.history = history.or_running(running(&in_force));
+                let in_force = current.in_force(self.state.image.as_ref());
+                self.state.remember_running(&in_force);
                 // An operator's change: its rollout is not the image update's.
                 if let Some(image) = self.state.image.as_mut() {
                     image.updated_to = None;
@@ -235,7 +231,7 @@ impl PoolControllerWorkflow {
                     to.replicas = current.replicas;
                 }
                 let held = state.image.as_ref();
-                Changes::between(&image::in_force(current, held), &image::in_force(&to, held))
+                Changes::between(&current.in_force(held), &to.in_force(held))
             })
             .unwrap_or_default();
         state.order = Some(RolloutOptions {
@@ -251,9 +247,7 @@ impl PoolControllerWorkflow {
             known
         };
         state.history = match state.pool.as_ref() {
-            Some(current) => {
-                history.or_running(running(&image::in_force(current, state.image.as_ref())))
-            }
+            Some(current) => history.or_running(running(&current.in_force(state.image.as_ref()))),
             None => history,
         };
         // A rollback changes the template, not the size: the replicas stay the controller's
@@ -266,7 +260,7 @@ impl PoolControllerWorkflow {
             // A revision at a version of the image the file follows: the file's image stays
             // written as it is, and the version rolled back to is pinned.
             if let Some(held) = state.image.as_mut()
-                && let Some(version) = image::rolled_back_to(current, &pool, held)
+                && let Some(version) = current.rolled_back_version(&pool, held)
             {
                 held.roll_back_to(version);
                 pool = pool.with_image_of(current);
@@ -333,7 +327,18 @@ impl PoolControllerWorkflow {
     /// `pool image pin|unpin|update`; returns the version the pool's template runs after it.
     #[update(name = "image")]
     pub fn image(&mut self, _ctx: &mut SyncWorkflowContext<Self>, order: ImageOrder) -> String {
-        let Some(held) = self.state.image.as_mut() else {
+        let state = &mut self.state;
+        if order == ImageOrder::Update {
+            // The template running now is the one a rollback goes back to.
+            let running_now = state
+                .pool
+                .as_ref()
+                .map(|current| current.in_force(state.image.as_ref()));
+            if let Some(running_now) = running_now {
+                state.remember_running(&running_now);
+            }
+        }
+        let Some(held) = state.image.as_mut() else {
             return String::new();
         };
         match order {
@@ -341,20 +346,14 @@ impl PoolControllerWorkflow {
             ImageOrder::Unpin => held.pinned = false,
             ImageOrder::Update => {
                 if let Some(newest) = held.newest.clone() {
-                    // The template running now is the one a rollback goes back to.
-                    if let Some(current) = self.state.pool.as_ref() {
-                        let running_now = image::in_force(current, Some(held));
-                        let history = std::mem::take(&mut self.state.history);
-                        self.state.history = history.or_running(running(&running_now));
-                    }
                     held.history.advance(newest);
                     held.updated_to = None;
-                    self.state.held_template = None;
+                    state.held_template = None;
                 }
             }
         }
         // The status shows it at the next look (at once: the wait wakes up).
-        self.state.wakeups += 1;
+        state.wakeups += 1;
         held.current().to_string()
     }
 
@@ -665,7 +664,7 @@ async fn control(
                 .state
                 .pool
                 .as_ref()
-                .map(|p| image::in_force(p, s.state.image.as_ref()).template_hash);
+                .map(|p| p.in_force(s.state.image.as_ref()).template_hash);
             (
                 s.state.order.clone(),
                 s.state.held_template.clone(),

@@ -6,7 +6,7 @@ use nodewright_model::controller::{
 };
 use nodewright_model::image::PoolImage;
 use nodewright_model::pool::ValidPool;
-use nodewright_model::rollout::{PoolHistory, PoolNode, PoolVm};
+use nodewright_model::rollout::{PoolHistory, PoolNode, PoolVm, TemplateRecord};
 
 /// What the controller keeps beside its history.
 #[derive(Default)]
@@ -57,4 +57,17 @@ pub struct ControllerState {
     pub image: Option<PoolImage>,
     /// The image's state in words, for the status.
     pub image_words: Option<String>,
+}
+
+impl ControllerState {
+    /// Records `running` (the pool in force before its template changes) as the history's
+    /// current template when none is recorded: the rollout's result then names it, and `pool
+    /// rollback` can go back to it.
+    pub fn remember_running(&mut self, running: &ValidPool) {
+        let history = std::mem::take(&mut self.history);
+        self.history = history.or_running(TemplateRecord {
+            template_hash: running.template_hash.clone(),
+            template: running.template.clone(),
+        });
+    }
 }
