@@ -6,6 +6,7 @@
 
 #[cfg(test)]
 mod scripted_arm {
+    use nodewright_model::arm::poll_schedule::OperationKind;
     use std::time::{Duration, Instant};
 
     use nodewright_activities::azure::inventory::{
@@ -124,7 +125,12 @@ mod scripted_arm {
                 retry_after: Some(Duration::ZERO)
             }
         );
-        assert_eq!(arm.wait(&handle, WAIT).await.expect("succeeds"), None);
+        assert_eq!(
+            arm.wait(&handle, OperationKind::VmCreate, WAIT)
+                .await
+                .expect("succeeds"),
+            None
+        );
         let sent = requests(&server).await;
         assert_eq!(
             sent.len(),
@@ -170,7 +176,7 @@ mod scripted_arm {
             .expect("a handle");
 
         let error = arm
-            .wait(&handle, WAIT)
+            .wait(&handle, OperationKind::VmCreate, WAIT)
             .await
             .expect_err("the operation failed");
         assert!(matches!(error, Error::OperationFailed { .. }), "{error:?}");
@@ -213,7 +219,9 @@ mod scripted_arm {
         };
         assert_eq!(handle.protocol, PollProtocol::Location);
         assert_eq!(handle.url, location);
-        arm.wait(&handle, WAIT).await.expect("finishes")
+        arm.wait(&handle, OperationKind::VmDelete, WAIT)
+            .await
+            .expect("finishes")
     }
 
     #[tokio::test]
@@ -249,15 +257,19 @@ mod scripted_arm {
         let Deletion::Started(handle) = arm.delete_disk("d-1").await.expect("accepted") else {
             panic!("a 202 with Location is a started delete");
         };
-        assert_eq!(handle.first_delay(), Duration::from_secs(1));
+        assert_eq!(handle.retry_after_seconds, Some(1));
 
         let started = Instant::now();
-        arm.wait(&handle, WAIT).await.expect("finishes");
+        arm.wait(&handle, OperationKind::VmCreate, WAIT)
+            .await
+            .expect("finishes");
         assert!(
             started.elapsed() >= Duration::from_secs(1),
             "waited Retry-After before polling"
         );
-        let timed_out = arm.wait(&handle, Duration::from_millis(500)).await;
+        let timed_out = arm
+            .wait(&handle, OperationKind::VmCreate, Duration::from_millis(500))
+            .await;
         assert!(
             matches!(timed_out, Err(Error::WaitTimedOut { .. })),
             "{timed_out:?}"
@@ -289,7 +301,7 @@ mod scripted_arm {
         let Deletion::Started(handle) = arm.delete_disk("d-1").await.expect("accepted") else {
             panic!("a 202 with Location is a started delete");
         };
-        let waited = arm.wait(&handle, WAIT).await;
+        let waited = arm.wait(&handle, OperationKind::Disk, WAIT).await;
         assert!(
             matches!(waited, Err(Error::WaitTimedOut { .. })),
             "{waited:?}"
@@ -723,7 +735,10 @@ mod scripted_arm {
             .await
             .expect("accepted");
         let handle = submitted.operation.expect("a Location to poll");
-        let result = arm.wait(&handle, WAIT).await.expect("done");
+        let result = arm
+            .wait(&handle, OperationKind::VmAction, WAIT)
+            .await
+            .expect("done");
         assert_eq!(result, Some(json!({ "dataDisks": [] })));
 
         let sent = requests(&server).await;

@@ -15,6 +15,7 @@
 
 #[cfg(test)]
 mod arm_pool {
+    use nodewright_model::arm::poll_schedule::OperationKind;
     use std::collections::HashMap;
     use std::panic::AssertUnwindSafe;
     use std::path::PathBuf;
@@ -229,14 +230,18 @@ mod arm_pool {
             run.remember(name);
             let submitted = self.arm.put_vm(name, &body).await?;
             if let Some(operation) = &submitted.operation {
-                self.arm.wait(operation, OPERATION_WAIT).await?;
+                self.arm
+                    .wait(operation, OperationKind::VmCreate, OPERATION_WAIT)
+                    .await?;
             }
             Ok(())
         }
 
         async fn delete_vm(&self, name: &str) -> TestResult {
             if let Deletion::Started(operation) = self.arm.delete_vm(name, false).await? {
-                self.arm.wait(&operation, OPERATION_WAIT).await?;
+                self.arm
+                    .wait(&operation, OperationKind::VmDelete, OPERATION_WAIT)
+                    .await?;
             }
             Ok(())
         }

@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use nodewright_activities::azure::OperationKind;
 use nodewright_activities::azure::{ArmClient, ArmConfig, Credential, Deletion};
 use nodewright_sandbox::arm::{Emulator, EmulatorConfig, LatencyProfile, app};
 use serde_json::{Value, json};
@@ -174,7 +175,7 @@ async fn create_then_delete(base: &str) -> Result<()> {
         }}]},
     }))?;
     if let Some(operation) = arm.put_nic("life-nic", &nic).await?.operation {
-        arm.wait(&operation, wait).await?;
+        arm.wait(&operation, OperationKind::Nic, wait).await?;
     }
     let vm = serde_json::from_value(json!({
         "location": "westeurope",
@@ -187,11 +188,11 @@ async fn create_then_delete(base: &str) -> Result<()> {
         },
     }))?;
     if let Some(operation) = arm.put_vm("life", &vm).await?.operation {
-        arm.wait(&operation, wait).await?;
+        arm.wait(&operation, OperationKind::VmCreate, wait).await?;
     }
     arm.get_vm("life").await?;
     if let Deletion::Started(operation) = arm.delete_vm("life", false).await? {
-        arm.wait(&operation, wait).await?;
+        arm.wait(&operation, OperationKind::VmDelete, wait).await?;
     }
     Ok(())
 }

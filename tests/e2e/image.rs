@@ -19,6 +19,7 @@ use anyhow::{Context, Result, ensure};
 use base64::Engine;
 use kube::config::Kubeconfig;
 use nodewright_activities::azure::{ArmClient, Deletion, Submitted};
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::machine::CreatedMachine;
 use nodewright_tests::documents::ResultDocument;
 use nodewright_tests::images::{Container, Images};
@@ -290,7 +291,7 @@ async fn drive_sandbox_container(
     );
     match arm.delete_nic(&name).await? {
         Deletion::Started(operation) => {
-            arm.wait(&operation, WAIT).await?;
+            arm.wait(&operation, OperationKind::Nic, WAIT).await?;
         }
         Deletion::Deleted | Deletion::AlreadyGone => {}
     }
@@ -308,7 +309,7 @@ async fn drive_sandbox_container(
 
 async fn finish<T>(arm: &ArmClient, submitted: Submitted<T>) -> Result<()> {
     if let Some(operation) = submitted.operation {
-        arm.wait(&operation, WAIT).await?;
+        arm.wait(&operation, OperationKind::VmCreate, WAIT).await?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use nodewright_activities::azure::virtual_machines::VirtualMachine;
 use nodewright_activities::azure::{ArmClient, Deletion, Submitted};
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_tests::kube_objects::{
     create_bound_disk_claim, create_namespace, is_node_ready, unique_suffix,
 };
@@ -174,7 +175,8 @@ async fn create_machine(scope: &ArmScope, arm: &ArmClient, name: &str) -> Result
 /// Waits for a write's async operation, when ARM started one.
 async fn finish<T>(arm: &ArmClient, submitted: Submitted<T>) -> Result<()> {
     if let Some(operation) = submitted.operation {
-        arm.wait(&operation, OPERATION_WAIT).await?;
+        arm.wait(&operation, OperationKind::VmCreate, OPERATION_WAIT)
+            .await?;
     }
     Ok(())
 }
@@ -333,7 +335,8 @@ async fn watch_the_move(
 
 async fn delete_vm(arm: &ArmClient, name: &str) -> Result<()> {
     if let Deletion::Started(operation) = arm.delete_vm(name, false).await? {
-        arm.wait(&operation, OPERATION_WAIT).await?;
+        arm.wait(&operation, OperationKind::VmDelete, OPERATION_WAIT)
+            .await?;
     }
     Ok(())
 }
@@ -379,7 +382,8 @@ async fn delete_disk(arm: &ArmClient, name: &str) -> Result<()> {
         || async {
             match arm.delete_disk(name).await {
                 Ok(Deletion::Started(operation)) => {
-                    arm.wait(&operation, OPERATION_WAIT).await?;
+                    arm.wait(&operation, OperationKind::Disk, OPERATION_WAIT)
+                        .await?;
                     Ok(Some(()))
                 }
                 Ok(_) => Ok(Some(())),

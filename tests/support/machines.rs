@@ -658,6 +658,23 @@ impl Sandbox {
         Ok(())
     }
 
+    /// The emulator's latency profile (`instant`, `short`, `realistic`).
+    pub async fn latency(&self) -> Result<String> {
+        let body: Value = self
+            .http
+            .get(self.url("/sandbox/latency"))
+            .bearer_auth(&self.stack.arm.token)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        body["profile"]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("GET /sandbox/latency answered {body}"))
+    }
+
     /// Sets the emulator's latency profile (`instant`, `short`, `realistic`) for every
     /// operation started from now on.
     pub async fn set_latency(&self, profile: &str) -> Result<()> {

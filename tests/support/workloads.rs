@@ -63,6 +63,7 @@ use kube::Api;
 use kube::api::{DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use nodewright_activities::azure::disks::Disk;
 use nodewright_activities::azure::{ArmClient, Deletion};
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::ownership::LABEL_POOL;
 use serde_json::{Value, json};
 
@@ -1015,7 +1016,7 @@ pub async fn create_csi_disk(
         match arm.put_disk(name, &disk).await {
             Ok(submitted) => {
                 if let Some(operation) = submitted.operation {
-                    arm.wait(&operation, ARM_WAIT).await?;
+                    arm.wait(&operation, OperationKind::Disk, ARM_WAIT).await?;
                 }
                 break;
             }
@@ -1043,7 +1044,7 @@ pub async fn delete_disk(arm: &ArmClient, name: &str) -> Result<()> {
         || async {
             match arm.delete_disk(name).await {
                 Ok(Deletion::Started(operation)) => {
-                    arm.wait(&operation, ARM_WAIT).await?;
+                    arm.wait(&operation, OperationKind::Disk, ARM_WAIT).await?;
                     Ok(Some(()))
                 }
                 Ok(Deletion::Deleted | Deletion::AlreadyGone) => Ok(Some(())),

@@ -273,6 +273,17 @@ impl ArmClient {
         url: Url,
         body: Option<Value>,
     ) -> Result<Answer, CallError> {
+        self.send_with_headers(method, url, body, &[]).await
+    }
+
+    /// [`Self::send`] with `headers` added to the request (e.g. `If-None-Match: *`).
+    pub(crate) async fn send_with_headers(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Result<Answer, CallError> {
         if url.origin() != self.endpoint.origin() {
             return Err(CallError::ForeignUrl {
                 url: url.to_string(),
@@ -289,6 +300,9 @@ impl ArmClient {
             .bearer_auth(token.secret())
             .header(CORRELATION_ID_HEADER, correlation_id.as_str())
             .header(ACCEPT, "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         if let Some(body) = &body {
             request = request.json(body);
         }
@@ -330,8 +344,21 @@ impl ArmClient {
         url: Url,
         body: &B,
     ) -> Result<Submitted<T>, CallError> {
+        self.write_with_headers(method, url, body, &[]).await
+    }
+
+    /// [`Self::write`] with `headers` added to the request.
+    pub(crate) async fn write_with_headers<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        body: &B,
+        headers: &[(&str, &str)],
+    ) -> Result<Submitted<T>, CallError> {
         let body = serde_json::to_value(body).map_err(CallError::Encode)?;
-        let answer = self.send(method, url, Some(body)).await?;
+        let answer = self
+            .send_with_headers(method, url, Some(body), headers)
+            .await?;
         let resource = if answer.status == 202 {
             None
         } else {
@@ -432,6 +459,7 @@ impl ArmClient {
             protocol,
             url: self.returned_url(value)?.to_string(),
             retry_after_seconds,
+            accepted_at: Some(chrono::Utc::now()),
         }))
     }
 }

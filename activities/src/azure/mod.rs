@@ -32,5 +32,6 @@ pub use client::{ArmClient, ArmConfig, DEFAULT_ENDPOINT, Deletion, Submitted};
 pub use credential::{Credential, CredentialKind, DEFAULT_SCOPE};
 pub use error::{CallError, Error, Result};
 pub use keyvault::{KeyVaultClient, KeyVaultError};
-pub use operation::{OperationHandle, PollProtocol, Progress};
+pub use nodewright_model::arm::poll_schedule::OperationKind;
+pub use operation::{OperationHandle, PollClock, PollProtocol, Progress};
 pub use resource::{Properties, Resource, SubResource};

@@ -7,16 +7,16 @@
 
 use std::time::{Duration, Instant};
 
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::arm::{
-    DEFAULT_RETRY_AFTER, OperationState, parse_retry_after, state_from_location_poll,
-    state_from_operation_body,
+    OperationState, parse_retry_after, state_from_location_poll, state_from_operation_body,
 };
 use reqwest::Method;
 use serde_json::Value;
 
 use super::client::{ArmClient, RETRY_AFTER_HEADER};
 use super::error::{CallError, Error, Result};
-use super::operation::{OperationHandle, PollProtocol, Progress};
+use super::operation::{OperationHandle, PollClock, PollProtocol, Progress};
 
 impl ArmClient {
     /// Polls `handle` once. An operation that ended `Failed` or `Canceled` is
@@ -62,17 +62,20 @@ impl ArmClient {
         }
     }
 
-    /// Polls `handle` until it finishes, sleeping `Retry-After` (else 60 s) before each poll,
-    /// for at most `max_wait`. For tools and tests: activities poll once per attempt or
-    /// heartbeat instead, so that a worker restart loses nothing.
+    /// Polls `handle`, an operation of `kind`, until it finishes, for at most `max_wait`;
+    /// [`PollClock`] says when (`Retry-After` when ARM sends it, else the kind's schedule). For
+    /// short operations inside one activity attempt (a NIC, a disk's tags) and for tools: the
+    /// long waits of a VM poll with heartbeats, so that a worker restart loses nothing.
     pub async fn wait(
         &self,
         handle: &OperationHandle,
+        kind: OperationKind,
         max_wait: Duration,
     ) -> Result<Option<Value>> {
         let started = Instant::now();
-        let mut delay = handle.first_delay();
+        let mut clock = PollClock::new(kind, handle);
         loop {
+            let delay = clock.next_delay();
             // Saturating: a `Retry-After` near `u64::MAX` seconds must time out, not overflow.
             if started.elapsed().saturating_add(delay) > max_wait {
                 return Err(Error::WaitTimedOut {
@@ -83,7 +86,7 @@ impl ArmClient {
             tokio::time::sleep(delay).await;
             match self.poll_once(handle).await? {
                 Progress::Succeeded { result } => return Ok(result),
-                running => delay = running.delay().unwrap_or(DEFAULT_RETRY_AFTER),
+                running => clock.heard(&running),
             }
         }
     }

@@ -1,5 +1,4 @@
-//! When to poll an ARM operation next (issue 25's first part; not yet used by the activities,
-//! which still poll every few seconds).
+//! When to poll an ARM operation next; the activities' `PollClock` follows it.
 //!
 //! Azure's own `Retry-After` on the operation's response is followed when it comes (bounded to
 //! 1 s..[`MAX_RETRY_AFTER_POLL`]). Without it the schedule is per kind of operation: nothing is
@@ -19,6 +18,8 @@ pub enum OperationKind {
     VmCreate,
     /// DELETE of a VM (with its OS disk when `deleteOption` says so).
     VmDelete,
+    /// PATCH of a VM that changes no disk or power state (its tags).
+    VmUpdate,
     /// A VM action: restart, redeploy, attach or detach of data disks.
     VmAction,
     /// PUT or DELETE of a NIC.
@@ -28,13 +29,14 @@ pub enum OperationKind {
 }
 
 impl OperationKind {
-    /// How long Azure usually takes for this kind (issue 25's figures: a create about 90 s, a
-    /// delete about 5 minutes). The sandbox's realistic profile differs today (its VM delete
-    /// takes 30–60 s) and must agree before the schedule is used.
+    /// How long Azure usually takes for this kind (a create about 90 s, a delete with its OS
+    /// disk and NIC about 5 minutes). The sandbox's `realistic` latency profile draws its
+    /// durations around these (`sandbox/src/arm/latency.rs`).
     pub fn usual(self) -> Duration {
         Duration::from_secs(match self {
             Self::VmCreate => 90,
             Self::VmDelete => 300,
+            Self::VmUpdate => 15,
             Self::VmAction => 60,
             Self::Nic => 3,
             Self::Disk => 10,
@@ -100,6 +102,7 @@ mod tests {
         let table = [
             (OperationKind::VmCreate, 90, 3),
             (OperationKind::VmDelete, 300, 4),
+            (OperationKind::VmUpdate, 15, 2),
             (OperationKind::VmAction, 60, 3),
             (OperationKind::Nic, 3, 2),
             (OperationKind::Disk, 10, 2),
@@ -135,7 +138,8 @@ mod tests {
         #[test]
         fn past_its_early_part_a_completion_is_noticed_within_the_latency_bound(
             kind in prop::sample::select(vec![
-                OperationKind::VmCreate, OperationKind::VmDelete, OperationKind::VmAction,
+                OperationKind::VmCreate, OperationKind::VmDelete, OperationKind::VmUpdate,
+                OperationKind::VmAction,
                 OperationKind::Nic, OperationKind::Disk,
             ]),
             ends_ms in 0u64..3_600_000,

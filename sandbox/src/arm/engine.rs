@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::completion;
 use super::faults::{FaultKind, FaultSet, Target};
-use super::latency::{self, Latency, Step};
+use super::latency::{Latency, Step};
 use super::quota::QuotaConfig;
 use super::state::{self, Action, Kind, OpError, OpStatus, Operation, State};
 
@@ -100,6 +100,7 @@ impl Core {
                 .map(|r| r.id)
         };
         let duration = self.latency.sample_max(&spec.steps);
+        let retry_after = self.latency.profile.retry_after(spec.kind.provider());
         let op = Operation {
             id: uuid::Uuid::new_v4().to_string(),
             name: spec.name.to_owned(),
@@ -122,7 +123,8 @@ impl Core {
             waits_for: Vec::new(),
             created: spec.created,
             fingerprint: spec.fingerprint,
-            retry_after: latency::retry_after(duration),
+            retry_after: retry_after.accepted,
+            poll_retry_after: retry_after.running,
         };
         let touched = std::iter::once(&op.resource)
             .chain(&op.attach)

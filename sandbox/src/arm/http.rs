@@ -247,7 +247,9 @@ pub fn accepted(
     if location && let Ok(v) = HeaderValue::from_str(&links.location) {
         headers.insert(header::LOCATION, v);
     }
-    headers.insert(header::RETRY_AFTER, HeaderValue::from(links.retry_after));
+    if let Some(seconds) = links.retry_after {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
     response
 }
 

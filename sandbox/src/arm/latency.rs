@@ -85,7 +85,7 @@ impl LatencyProfile {
             Self::Realistic => match step {
                 VmCreate => (60.0, 120.0),
                 VmUpdate => (5.0, 20.0),
-                VmDelete => (30.0, 60.0),
+                VmDelete => (240.0, 360.0),
                 VmPower => (20.0, 60.0),
                 DiskCreate => (2.0, 6.0),
                 DiskUpdate => (2.0, 5.0),
@@ -138,13 +138,37 @@ impl Latency {
     }
 }
 
-/// `Retry-After` seconds for an operation expected to take `expected`: 0 when instant, otherwise
-/// a quarter of it, at least 1 and at most 15.
-pub fn retry_after(expected: Duration) -> u64 {
-    if expected.is_zero() {
-        return 0;
+/// The `Retry-After` seconds an operation's answers carry (`None`: no header): on the write
+/// that accepted it, and on each poll while it runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetryAfter {
+    /// On the accepting write (201/202).
+    pub accepted: Option<u64>,
+    /// On a status or `Location` poll while the operation runs.
+    pub running: Option<u64>,
+}
+
+impl LatencyProfile {
+    /// What `provider`'s operations ask clients to wait, as Azure's providers answer:
+    /// Microsoft.Compute sends no `Retry-After` on VM and disk operations (clients keep their
+    /// own schedule), the network provider asks for 1 s on the write and 10 s on each poll while
+    /// the operation runs. `short` asks for 1 s everywhere, so that end-to-end tests notice their
+    /// sub-second operations quickly; `instant` for 0.
+    pub fn retry_after(self, provider: &str) -> RetryAfter {
+        let both = |seconds| RetryAfter {
+            accepted: Some(seconds),
+            running: Some(seconds),
+        };
+        match self {
+            Self::Instant => both(0),
+            Self::Short => both(1),
+            Self::Realistic if provider.eq_ignore_ascii_case("Microsoft.Network") => RetryAfter {
+                accepted: Some(1),
+                running: Some(10),
+            },
+            Self::Realistic => RetryAfter::default(),
+        }
     }
-    (expected.as_secs_f64() / 4.0).ceil().clamp(1.0, 15.0) as u64
 }
 
 #[cfg(test)]
@@ -176,7 +200,22 @@ mod tests {
         for step in STEPS {
             assert_eq!(latency.sample(step), Duration::ZERO);
         }
-        assert_eq!(retry_after(Duration::ZERO), 0);
+        assert_eq!(
+            LatencyProfile::Instant
+                .retry_after("Microsoft.Compute")
+                .running,
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn realistic_retry_after_is_azures_per_provider() {
+        let compute = LatencyProfile::Realistic.retry_after("Microsoft.Compute");
+        assert_eq!(compute, RetryAfter::default());
+        let network = LatencyProfile::Realistic.retry_after("Microsoft.Network");
+        assert_eq!((network.accepted, network.running), (Some(1), Some(10)));
+        let short = LatencyProfile::Short.retry_after("Microsoft.Compute");
+        assert_eq!((short.accepted, short.running), (Some(1), Some(1)));
     }
 
     #[test]
@@ -207,12 +246,6 @@ mod tests {
                 let d = Latency { profile, scale }.sample(step).as_secs_f64();
                 prop_assert!(d >= low * scale - 1e-9 && d <= high * scale + 1e-9);
             }
-        }
-
-        #[test]
-        fn retry_after_is_small_and_positive_for_real_work(ms in 1u64..1_000_000) {
-            let r = retry_after(Duration::from_millis(ms));
-            prop_assert!((1..=15).contains(&r));
         }
     }
 }

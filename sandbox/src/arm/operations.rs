@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use super::emulator::Emulator;
 use super::error::ArmError;
 use super::http::{Ctx, accepted, json_response};
-use super::state::{Action, Kind, OpError, OpStatus, State};
+use super::state::{Action, Kind, Links, OpError, OpStatus, State};
 use super::{disks, networks, virtual_machines};
 
 /// The polling routes.
@@ -37,10 +37,10 @@ async fn status(
     let op = em.read(|core| core.state.operations.get(&id).cloned());
     let op = op.ok_or_else(|| ArmError::ResourceNotFound(format!("operations/{id}")))?;
     let mut response = json_response(StatusCode::OK, op.body(), None);
-    if op.status == OpStatus::InProgress {
-        response
-            .headers_mut()
-            .insert("retry-after", op.retry_after.into());
+    if op.status == OpStatus::InProgress
+        && let Some(seconds) = op.poll_retry_after
+    {
+        response.headers_mut().insert("retry-after", seconds.into());
     }
     Ok(response)
 }
@@ -62,12 +62,13 @@ async fn result(
     let (op, body) =
         found.ok_or_else(|| ArmError::ResourceNotFound(format!("operationResults/{id}")))?;
     match op.status {
-        OpStatus::InProgress => Ok(accepted(
-            StatusCode::ACCEPTED,
-            None,
-            &op.links(&ctx.base),
-            false,
-        )),
+        OpStatus::InProgress => {
+            let links = Links {
+                retry_after: op.poll_retry_after,
+                ..op.links(&ctx.base)
+            };
+            Ok(accepted(StatusCode::ACCEPTED, None, &links, false))
+        }
         OpStatus::Failed | OpStatus::Canceled => {
             let error = op.error.unwrap_or(OpError {
                 code: "Canceled".into(),

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::machine::{CreatedMachine, DeletedMachine, Outcome};
 use nodewright_model::ownership::{TAG_CLUSTER, TAG_MACHINE};
 use nodewright_tests::Stack;
@@ -194,7 +195,8 @@ async fn an_os_disk_whose_tags_are_refused_warns_keeps_the_machine_and_delete_fi
         )
         .await?;
     if let Some(operation) = &patched.operation {
-        arm.wait(operation, Duration::from_secs(60)).await?;
+        arm.wait(operation, OperationKind::VmUpdate, Duration::from_secs(60))
+            .await?;
     }
 
     let deleted = CliResult::run(

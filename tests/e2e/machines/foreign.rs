@@ -2,6 +2,8 @@
 //! cluster's makes the create fail (NotOwned), the create's own NIC is removed, and neither that
 //! VM nor its Node is deleted or cordoned, by the create's compensation or by a delete.
 
+use nodewright_model::arm::poll_schedule::OperationKind;
+
 use anyhow::{Context, Result, ensure};
 use nodewright_activities::azure::{ArmClient, Submitted};
 use nodewright_tests::machines::{
@@ -16,7 +18,8 @@ use super::unique_pool;
 
 async fn finish<T>(arm: &ArmClient, submitted: Submitted<T>) -> Result<()> {
     if let Some(operation) = submitted.operation {
-        arm.wait(&operation, Duration::from_secs(60)).await?;
+        arm.wait(&operation, OperationKind::VmCreate, Duration::from_secs(60))
+            .await?;
     }
     Ok(())
 }
@@ -110,7 +113,8 @@ async fn a_vm_of_the_same_name_that_is_not_ours_is_never_touched() -> Result<()>
     if let nodewright_activities::azure::Deletion::Started(operation) =
         arm.delete_vm(&machine, false).await?
     {
-        arm.wait(&operation, Duration::from_secs(60)).await?;
+        arm.wait(&operation, OperationKind::VmDelete, Duration::from_secs(60))
+            .await?;
     }
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(kube.clone());
     let _ = nodes.delete(&machine, &Default::default()).await;

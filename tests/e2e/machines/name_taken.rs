@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use nodewright_activities::azure::{ArmClient, Submitted};
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::machine::{Step, StepState};
 use nodewright_tests::Stack;
 use nodewright_tests::machines::{
@@ -20,7 +21,8 @@ use super::unique_pool;
 
 async fn finish<T>(arm: &ArmClient, submitted: Submitted<T>) -> Result<()> {
     if let Some(operation) = submitted.operation {
-        arm.wait(&operation, Duration::from_secs(60)).await?;
+        arm.wait(&operation, OperationKind::VmCreate, Duration::from_secs(60))
+            .await?;
     }
     Ok(())
 }
@@ -153,7 +155,8 @@ async fn a_name_taken_by_another_create_is_not_adopted_and_nothing_of_it_is_touc
     if let nodewright_activities::azure::Deletion::Started(operation) =
         arm.delete_vm(&machine, false).await?
     {
-        arm.wait(&operation, Duration::from_secs(60)).await?;
+        arm.wait(&operation, OperationKind::VmDelete, Duration::from_secs(60))
+            .await?;
     }
     let kube = stack.kube_client().await?;
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(kube);

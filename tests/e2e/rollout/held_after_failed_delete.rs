@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::ownership::TAG_MACHINE;
 use nodewright_model::rollout::{ChildKind, RolloutPhase, retry::backoff_secs};
 use nodewright_tests::Stack;
@@ -149,7 +150,8 @@ async fn set_machine_tag(stack: &Stack, vm: &str, machine: &str) -> Result<()> {
     tags.insert(TAG_MACHINE.to_owned(), machine.to_owned());
     let submitted = arm.patch_vm(vm, &json!({ "tags": tags })).await?;
     if let Some(operation) = submitted.operation {
-        arm.wait(&operation, Duration::from_secs(60)).await?;
+        arm.wait(&operation, OperationKind::VmAction, Duration::from_secs(60))
+            .await?;
     }
     let tags = arm.get_vm(vm).await?.tags;
     ensure!(

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use nodewright_activities::azure::ArmClient;
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::ownership::{TAG_CREATION_DEADLINE, TAG_CREATION_ENDED, TAG_KEPT};
 use nodewright_model::sweep::SweepPhase;
 use nodewright_tests::Stack;
@@ -141,21 +142,25 @@ async fn release(arm: &ArmClient, machine: &str) -> Result<()> {
     vm.tags.remove(TAG_KEPT);
     let submitted = arm.put_vm(machine, &vm).await?;
     if let Some(operation) = &submitted.operation {
-        arm.wait(operation, wait).await.context("VM tag removal")?;
+        arm.wait(operation, OperationKind::VmUpdate, wait)
+            .await
+            .context("VM tag removal")?;
     }
     let nic_name = format!("{machine}-nic");
     let mut nic = arm.get_nic(&nic_name).await?;
     nic.tags.remove(TAG_KEPT);
     let submitted = arm.put_nic(&nic_name, &nic).await?;
     if let Some(operation) = &submitted.operation {
-        arm.wait(operation, wait).await.context("NIC tag removal")?;
+        arm.wait(operation, OperationKind::Nic, wait)
+            .await
+            .context("NIC tag removal")?;
     }
     let disk_name = format!("{machine}-osdisk");
     let mut disk = arm.get_disk(&disk_name).await?;
     disk.tags.remove(TAG_KEPT);
     let submitted = arm.put_disk(&disk_name, &disk).await?;
     if let Some(operation) = &submitted.operation {
-        arm.wait(operation, wait)
+        arm.wait(operation, OperationKind::Disk, wait)
             .await
             .context("disk tag removal")?;
     }

@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use nodewright_model::ClusterName;
+use nodewright_model::arm::poll_schedule::OperationKind;
 use serde::{Deserialize, Serialize};
 use temporalio_sdk::activities::ActivityContext;
 
 use super::error::MachineError;
-use super::wait::heartbeat;
+use super::wait::{heartbeat, sleep_heartbeating};
 use super::{check_owned, is_gone};
 use crate::azure::virtual_machines::{AttachDetachDataDisks, DataDiskToDetach, VirtualMachine};
-use crate::azure::{ArmClient, OperationHandle, Progress};
+use crate::azure::{ArmClient, OperationHandle, PollClock, Progress};
 
 /// How often disks are read while waiting.
 const DISK_POLL_INTERVAL: Duration = Duration::from_secs(2);
@@ -158,7 +159,9 @@ pub(super) async fn await_force_detach(
 ) -> Result<DisksReleased, MachineError> {
     let deadline = input.deadline;
     if let Some(handle) = &input.operation {
+        let mut clock = PollClock::new(OperationKind::VmAction, handle);
         loop {
+            sleep_heartbeating(ctx, clock.next_delay(), Some(deadline)).await;
             heartbeat(ctx).await;
             match client.poll_once(handle).await {
                 Ok(Progress::Succeeded { .. }) => break,
@@ -166,8 +169,7 @@ pub(super) async fn await_force_detach(
                     if Utc::now() >= deadline {
                         break;
                     }
-                    let delay = running.delay().unwrap_or(DISK_POLL_INTERVAL);
-                    tokio::time::sleep(delay.min(DISK_POLL_INTERVAL * 5)).await;
+                    clock.heard(&running);
                 }
                 Err(error) if is_gone(&error) => break,
                 // A detach that ended `Failed` retryably: what the VM still holds is read below

@@ -13,6 +13,7 @@ mod error;
 pub mod pool;
 pub mod pool_graph;
 pub mod power;
+mod recent_reads;
 mod tags;
 pub mod types;
 mod wait;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 
 use nodewright_model::ClusterName;
 use nodewright_model::arm::Disposition;
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::listing::{Listing, Since};
 use nodewright_model::machine::adoption::{Existing, decide_existing, name_taken};
 use nodewright_model::machine::create::may_adopt;
@@ -46,6 +48,7 @@ pub use types::*;
 
 use crate::azure::inventory::{InventoryPage, ListInventoryPage, list_inventory_page};
 use crate::azure::virtual_machines::VirtualMachine;
+use crate::azure::virtual_machines::client::is_already_there;
 use crate::azure::{ArmClient, Deletion, Error as ArmError};
 use crate::kube::bootstrap::BootstrapSource;
 use crate::kube::join_token::JoinTokens;
@@ -68,6 +71,8 @@ pub struct ArmReadActivities {
     client: ArmClient,
     /// The pool listings sent lately, for answers "since" one of them.
     vm_listings: crate::listing_cache::ListingCache<PoolVm>,
+    /// The VM the owner read GOT, for the drain-tag read that follows it.
+    recent_vms: recent_reads::RecentVmReads,
 }
 
 impl ArmWriteActivities {
@@ -102,6 +107,7 @@ impl ArmReadActivities {
         Self {
             client,
             vm_listings: crate::listing_cache::ListingCache::default(),
+            recent_vms: recent_reads::RecentVmReads::default(),
         }
     }
 }
@@ -391,7 +397,9 @@ impl ArmWriteActivities {
             .map_err(|e| MachineError::Unexpected(format!("building the NIC body: {e}")))?;
         let submitted = self.client.put_nic(&name, &body).await?;
         if let Some(operation) = &submitted.operation {
-            self.client.wait(operation, SHORT_OPERATION_WAIT).await?;
+            self.client
+                .wait(operation, OperationKind::Nic, SHORT_OPERATION_WAIT)
+                .await?;
         }
         let id = submitted
             .resource
@@ -404,6 +412,20 @@ impl ArmWriteActivities {
         &self,
         input: &BeginVmCreate,
     ) -> Result<VmCreateStarted, MachineError> {
+        // A first send creates only (`If-None-Match: *`): no GET before it. Azure answers 412
+        // when the VM exists (an earlier attempt's, or a name taken), and the look below decides.
+        if !input.resend {
+            let body = self.vm_body(input).await?;
+            match self.client.create_vm(&input.machine, &body).await {
+                Ok(submitted) => {
+                    return Ok(VmCreateStarted::Started {
+                        operation: submitted.operation,
+                    });
+                }
+                Err(error) if is_already_there(&error) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
         match self.client.get_vm(&input.machine).await {
             Ok(existing) => {
                 check_adoptable(
@@ -429,7 +451,16 @@ impl ArmWriteActivities {
             Err(error) if is_gone(&error) => {}
             Err(error) => return Err(error.into()),
         }
-        // Read now, held only in this activity's memory and the PUT below.
+        let body = self.vm_body(input).await?;
+        let submitted = self.client.put_vm(&input.machine, &body).await?;
+        Ok(VmCreateStarted::Started {
+            operation: submitted.operation,
+        })
+    }
+
+    /// The VM's body, with the bootstrap text read (and its placeholders filled) only now, held
+    /// only in this activity's memory and the PUT.
+    async fn vm_body(&self, input: &BeginVmCreate) -> Result<VirtualMachine, MachineError> {
         let bootstrap = self.bootstrap.text(&input.template).await?;
         // Fill placeholders: the machine's join token, minted (or found again) only now.
         let bootstrap = self
@@ -444,7 +475,7 @@ impl ArmWriteActivities {
             .await?;
         // The template's taints where the text asks for them (`--register-with-taints`).
         let bootstrap = bootstrap.map(|text| registration::fill(&text, &input.template.taints));
-        let body = body::vm_body(
+        body::vm_body(
             &self.location,
             &input.machine,
             &input.template,
@@ -453,11 +484,7 @@ impl ArmWriteActivities {
             input.zone.as_deref(),
             &input.tags,
         )
-        .map_err(|e| MachineError::Unexpected(format!("building the VM body: {e}")))?;
-        let submitted = self.client.put_vm(&input.machine, &body).await?;
-        Ok(VmCreateStarted::Started {
-            operation: submitted.operation,
-        })
+        .map_err(|e| MachineError::Unexpected(format!("building the VM body: {e}")))
     }
 
     async fn tag_os_disk_inner(&self, input: &TagOsDisk) -> Result<bool, MachineError> {
@@ -478,7 +505,9 @@ impl ArmWriteActivities {
         tags.extend(input.tags.clone());
         let submitted = self.client.patch_disk_tags(&input.disk, &tags).await?;
         if let Some(operation) = &submitted.operation {
-            self.client.wait(operation, SHORT_OPERATION_WAIT).await?;
+            self.client
+                .wait(operation, OperationKind::Disk, SHORT_OPERATION_WAIT)
+                .await?;
         }
         Ok(true)
     }
@@ -572,7 +601,9 @@ impl ArmWriteActivities {
             Deletion::Deleted => Ok(LeftoverDeleted::Deleted),
             Deletion::AlreadyGone => Ok(LeftoverDeleted::AlreadyGone),
             Deletion::Started(operation) => {
-                self.client.wait(&operation, SHORT_OPERATION_WAIT).await?;
+                self.client
+                    .wait(&operation, OperationKind::Disk, SHORT_OPERATION_WAIT)
+                    .await?;
                 Ok(LeftoverDeleted::Deleted)
             }
         }
@@ -712,14 +743,19 @@ impl ArmReadActivities {
     /// create; a Node cannot write it), only from a VM with this cluster's and machine's tags.
     ///
     /// # Idempotency
-    /// Read-only: one GET of the VM.
+    /// Read-only: one GET of the VM, or none when this worker's owner read GOT it a moment ago
+    /// (`recent_reads`).
     #[activity(name = "azure.read_drain_tag")]
     pub async fn read_drain_tag(
         self: Arc<Self>,
         _ctx: ActivityContext,
         input: ReadDrainTag,
     ) -> Result<DrainTag, ActivityError> {
-        let vm = match self.client.get_vm(&input.machine).await {
+        let read = match self.recent_vms.take(&input.machine) {
+            Some(vm) => Ok(vm),
+            None => self.client.get_vm(&input.machine).await,
+        };
+        let vm = match read {
             Ok(vm) => vm,
             Err(error) if is_gone(&error) => return Ok(DrainTag::NoVm),
             Err(error) => return Err(MachineError::from(error).into_activity_error()),
@@ -760,6 +796,7 @@ impl ArmReadActivities {
             Err(error) if is_gone(&error) => return Ok(VmOwnerTags::NoVm),
             Err(error) => return Err(MachineError::from(error).into_activity_error()),
         };
+        self.recent_vms.keep(&input.machine, &vm);
         let tag = |name: &str| {
             vm.tags
                 .get(name)

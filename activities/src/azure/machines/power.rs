@@ -17,6 +17,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use nodewright_model::ClusterName;
+use nodewright_model::arm::poll_schedule::OperationKind;
 use serde::{Deserialize, Serialize};
 use temporalio_sdk::activities::ActivityContext;
 
@@ -110,7 +111,9 @@ pub async fn finish(
     max_wait: Duration,
 ) -> Result<VmActionDone, MachineError> {
     if let Some(handle) = operation {
-        client.wait(handle, max_wait).await?;
+        client
+            .wait(handle, OperationKind::VmAction, max_wait)
+            .await?;
     }
     Ok(VmActionDone {
         machine: input.machine.clone(),

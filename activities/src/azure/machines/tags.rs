@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::machine::{nic_name, os_disk_name};
 use nodewright_model::ownership::TAG_DRAIN;
 use serde_json::json;
@@ -44,7 +45,9 @@ pub(super) async fn tag_machine(
     if let Found::ToTag(tags) = &found {
         let submitted = client.patch_vm(&vm_name, &json!({ "tags": tags })).await?;
         if let Some(operation) = &submitted.operation {
-            client.wait(operation, SHORT_OPERATION_WAIT).await?;
+            client
+                .wait(operation, OperationKind::VmUpdate, SHORT_OPERATION_WAIT)
+                .await?;
         }
     }
     record(&mut result, found, format!("VM {vm_name}"));
@@ -65,7 +68,9 @@ pub(super) async fn tag_machine(
         nic.tags = tags.clone();
         let submitted = client.put_nic(&nic_name, &nic).await?;
         if let Some(operation) = &submitted.operation {
-            client.wait(operation, SHORT_OPERATION_WAIT).await?;
+            client
+                .wait(operation, OperationKind::Nic, SHORT_OPERATION_WAIT)
+                .await?;
         }
     }
     record(&mut result, found, format!("NIC {nic_name}"));
@@ -86,7 +91,9 @@ pub(super) async fn tag_machine(
         // PATCH replaces the tags object whole: `tags` holds the disk's own and ours.
         let submitted = client.patch_disk_tags(&disk_name, tags).await?;
         if let Some(operation) = &submitted.operation {
-            client.wait(operation, SHORT_OPERATION_WAIT).await?;
+            client
+                .wait(operation, OperationKind::Disk, SHORT_OPERATION_WAIT)
+                .await?;
         }
     }
     record(&mut result, found, format!("disk {disk_name}"));
@@ -115,7 +122,9 @@ pub(super) async fn retag_drain(
             Found::ToTag(tags) => {
                 let submitted = client.patch_vm(machine, &json!({ "tags": tags })).await?;
                 if let Some(operation) = &submitted.operation {
-                    client.wait(operation, SHORT_OPERATION_WAIT).await?;
+                    client
+                        .wait(operation, OperationKind::VmUpdate, SHORT_OPERATION_WAIT)
+                        .await?;
                 }
                 result.tagged.push(machine.clone());
             }

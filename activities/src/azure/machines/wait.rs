@@ -3,81 +3,83 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::arm::{Disposition, operation_code_disposition};
 use temporalio_sdk::activities::ActivityContext;
 
 use super::error::MachineError;
 use super::is_gone;
 use super::types::{AwaitDeletion, AwaitVm, VmProvisioned};
-use crate::azure::{ArmClient, Error as ArmError, OperationHandle, Progress};
+use crate::azure::{ArmClient, Error as ArmError, OperationHandle, PollClock, Progress};
 
-/// How often a VM is polled when ARM gave no operation to poll.
+/// How often a VM is read when ARM gave no operation to poll (an adopted VM, a delete without
+/// an operation).
 const VM_POLL_INTERVAL: Duration = Duration::from_secs(3);
 /// The longest sleep between heartbeats.
 const MAX_SLEEP: Duration = Duration::from_secs(10);
 
-/// Waits for the VM's provisioning to end or the deadline.
+/// Waits for the VM's provisioning to end or the deadline: polls the create's operation when
+/// [`PollClock`] says (Azure's `Retry-After`, else near a create's usual duration, then within
+/// the latency bound), then confirms on the VM itself.
 pub(super) async fn await_vm(
     client: &ArmClient,
     ctx: &ActivityContext,
     input: &AwaitVm,
 ) -> Result<VmProvisioned, MachineError> {
     let deadline = input.deadline;
-    let mut operation = input.operation.clone();
+    if let Some(handle) = &input.operation {
+        let mut clock = PollClock::new(OperationKind::VmCreate, handle);
+        loop {
+            sleep_heartbeating(ctx, clock.next_delay(), Some(deadline)).await;
+            if Utc::now() >= deadline {
+                return Ok(VmProvisioned::TimedOut {
+                    provisioning_state: None,
+                });
+            }
+            heartbeat(ctx).await;
+            match poll(client, handle, &input.machine).await {
+                Ok(Poll::Running(progress)) => clock.heard(&progress),
+                // The operation ended well: confirm on the VM itself (it also gives the id).
+                Ok(Poll::Succeeded) => break,
+                Err(error) => return retryable_failure(error),
+            }
+        }
+    }
     loop {
         heartbeat(ctx).await;
-        let delay = match &operation {
-            Some(handle) => match poll(client, handle, &input.machine).await {
-                Ok(Poll::Running(delay)) => delay,
-                Err(error) => return retryable_failure(error),
-                // The operation ended well: confirm on the VM itself (it also gives the id).
-                Ok(Poll::Succeeded) => {
-                    operation = None;
-                    Duration::ZERO
-                }
-            },
-            None => {
-                let vm = client.get_vm_with_instance_view(&input.machine).await?;
-                match vm.properties.provisioning_state.as_deref() {
-                    state if is_succeeded(state) => {
-                        let os_disk = vm
-                            .properties
-                            .storage_profile
-                            .as_ref()
-                            .and_then(|s| s.os_disk.as_ref())
-                            .and_then(|d| d.name.clone());
-                        let vm_id = vm.id.ok_or_else(|| {
-                            MachineError::Unexpected(format!("VM {} has no id", input.machine))
-                        })?;
-                        return Ok(VmProvisioned::Succeeded { vm_id, os_disk });
-                    }
-                    state if is_failed(state) => {
-                        return retryable_failure(provisioning_failed_from_vm(&input.machine, &vm));
-                    }
-                    state => {
-                        if Utc::now() >= deadline {
-                            return Ok(VmProvisioned::TimedOut {
-                                provisioning_state: state.map(str::to_owned),
-                            });
-                        }
-                        VM_POLL_INTERVAL
-                    }
+        let vm = client.get_vm_with_instance_view(&input.machine).await?;
+        match vm.properties.provisioning_state.as_deref() {
+            state if is_succeeded(state) => {
+                let os_disk = vm
+                    .properties
+                    .storage_profile
+                    .as_ref()
+                    .and_then(|s| s.os_disk.as_ref())
+                    .and_then(|d| d.name.clone());
+                let vm_id = vm.id.ok_or_else(|| {
+                    MachineError::Unexpected(format!("VM {} has no id", input.machine))
+                })?;
+                return Ok(VmProvisioned::Succeeded { vm_id, os_disk });
+            }
+            state if is_failed(state) => {
+                return retryable_failure(provisioning_failed_from_vm(&input.machine, &vm));
+            }
+            state => {
+                if Utc::now() >= deadline {
+                    return Ok(VmProvisioned::TimedOut {
+                        provisioning_state: state.map(str::to_owned),
+                    });
                 }
             }
-        };
-        sleep_until_next(delay, deadline).await;
-        if Utc::now() >= deadline && operation.is_some() {
-            return Ok(VmProvisioned::TimedOut {
-                provisioning_state: None,
-            });
         }
+        sleep_until_next(VM_POLL_INTERVAL, deadline).await;
     }
 }
 
 /// What one poll of a creation's operation found.
 enum Poll {
-    /// It runs: poll again after this delay.
-    Running(Duration),
+    /// It runs: what the poll answered, for the clock.
+    Running(Progress),
     /// It ended well.
     Succeeded,
 }
@@ -112,9 +114,7 @@ async fn poll(
     machine: &str,
 ) -> Result<Poll, MachineError> {
     match client.poll_once(handle).await {
-        Ok(progress @ Progress::Running { .. }) => {
-            Ok(Poll::Running(progress.delay().unwrap_or(VM_POLL_INTERVAL)))
-        }
+        Ok(progress @ Progress::Running { .. }) => Ok(Poll::Running(progress)),
         Ok(Progress::Succeeded { .. }) => Ok(Poll::Succeeded),
         Err(ArmError::OperationFailed { source, .. }) => Err(MachineError::ProvisioningFailed {
             machine: machine.to_owned(),
@@ -158,21 +158,22 @@ fn provisioning_failed_from_vm(
     }
 }
 
-/// Waits until a VM deletion's operation ends, or the VM answers 404.
+/// Waits until a VM deletion's operation ends (polled when [`PollClock`] says), or, without
+/// an operation, until the VM answers 404.
 pub(super) async fn await_vm_deletion(
     client: &ArmClient,
     ctx: &ActivityContext,
     input: &AwaitDeletion,
 ) -> Result<(), MachineError> {
     if let Some(handle) = &input.operation {
+        let mut clock = PollClock::new(OperationKind::VmDelete, handle);
         loop {
+            sleep_heartbeating(ctx, clock.next_delay(), None).await;
             heartbeat(ctx).await;
             match client.poll_once(handle).await {
-                Ok(progress @ Progress::Running { .. }) => {
-                    let delay = progress.delay().unwrap_or(VM_POLL_INTERVAL);
-                    tokio::time::sleep(delay.min(MAX_SLEEP)).await;
-                }
-                Ok(Progress::Succeeded { .. }) => break,
+                Ok(progress @ Progress::Running { .. }) => clock.heard(&progress),
+                // Azure ends a VM's DELETE `Succeeded` once the VM is gone: no GET to confirm.
+                Ok(Progress::Succeeded { .. }) => return Ok(()),
                 Err(ArmError::OperationFailed { source, .. })
                     if operation_code_disposition(&source.code) == Disposition::Retryable =>
                 {
@@ -214,11 +215,32 @@ fn is_succeeded(state: Option<&str>) -> bool {
     state.is_some_and(|state| state.trim().eq_ignore_ascii_case("Succeeded"))
 }
 
-/// Sleeps `delay` (the server's `Retry-After`), but never past the deadline and never longer
-/// than [`MAX_SLEEP`] without a heartbeat.
+/// Sleeps `delay`, but never past the deadline and never longer than [`MAX_SLEEP`] without a
+/// heartbeat.
 async fn sleep_until_next(delay: Duration, deadline: DateTime<Utc>) {
     let left = (deadline - Utc::now()).to_std().unwrap_or(Duration::ZERO);
     tokio::time::sleep(delay.min(left).min(MAX_SLEEP)).await;
+}
+
+/// Sleeps `delay` (until the next poll of an operation) in pieces of at most [`MAX_SLEEP`],
+/// heartbeating between them, and never past `deadline` when there is one.
+pub(super) async fn sleep_heartbeating(
+    ctx: &ActivityContext,
+    delay: Duration,
+    deadline: Option<DateTime<Utc>>,
+) {
+    let wake = tokio::time::Instant::now() + delay;
+    loop {
+        let mut left = wake.saturating_duration_since(tokio::time::Instant::now());
+        if let Some(deadline) = deadline {
+            left = left.min((deadline - Utc::now()).to_std().unwrap_or(Duration::ZERO));
+        }
+        if left.is_zero() {
+            return;
+        }
+        tokio::time::sleep(left.min(MAX_SLEEP)).await;
+        heartbeat(ctx).await;
+    }
 }
 
 /// Records a heartbeat; a failure to record one is not the activity's failure (the next one

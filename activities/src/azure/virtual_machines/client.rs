@@ -61,6 +61,23 @@ impl ArmClient {
             })
     }
 
+    /// Creates the VM `name` only if there is none: `If-None-Match: *`, which Azure answers
+    /// 412 `PreconditionFailed` (see [`is_already_there`]) when a VM of that name exists, so a
+    /// create needs no GET first.
+    pub async fn create_vm(
+        &self,
+        name: &str,
+        vm: &VirtualMachine,
+    ) -> Result<Submitted<VirtualMachine>> {
+        let url = self.resource_url(RESOURCE_TYPE, &[name], API_VERSION);
+        self.write_with_headers(Method::PUT, url, vm, &[("If-None-Match", "*")])
+            .await
+            .map_err(|source| Error::PutVm {
+                name: name.to_owned(),
+                source,
+            })
+    }
+
     /// Updates the VM `name` with a partial body (JSON merge: arrays are replaced whole).
     pub async fn patch_vm<B: Serialize>(
         &self,
@@ -161,4 +178,12 @@ impl ArmClient {
 /// The PATCH body that sets `storageProfile.dataDisks` to `disks`.
 pub fn data_disks_patch(disks: &[DataDisk]) -> Value {
     json!({ "properties": { "storageProfile": { "dataDisks": disks } } })
+}
+
+/// Whether a create-only write ([`ArmClient::create_vm`]) found the resource there already
+/// (412 `PreconditionFailed`).
+pub fn is_already_there(error: &Error) -> bool {
+    error
+        .arm_failure()
+        .is_some_and(|failure| failure.status == 412 && !failure.operation_failed)
 }

@@ -103,12 +103,17 @@ pub struct Operation {
     pub created: Vec<String>,
     /// Identifies the request, so an identical repeated PUT gets the same operation.
     pub fingerprint: Option<String>,
-    /// `Retry-After` seconds for polls.
-    pub retry_after: u64,
+    /// `Retry-After` seconds of the answer that accepted it (none: no header).
+    #[serde(default)]
+    pub retry_after: Option<u64>,
+    /// `Retry-After` seconds of each poll's answer while it runs (none: no header).
+    #[serde(default)]
+    pub poll_retry_after: Option<u64>,
 }
 
 impl Operation {
-    /// The polling URLs of this operation, absolute under `base` (`http://host`).
+    /// The polling URLs of this operation, absolute under `base` (`http://host`), with the
+    /// accepting answer's `Retry-After`.
     pub fn links(&self, base: &str) -> Links {
         let prefix = format!(
             "{base}/subscriptions/{}/providers/{}/locations/{}",
@@ -153,6 +158,6 @@ pub struct Links {
     pub async_operation: String,
     /// The `Location` URL.
     pub location: String,
-    /// `Retry-After` seconds.
-    pub retry_after: u64,
+    /// `Retry-After` seconds, if the answer carries one.
+    pub retry_after: Option<u64>,
 }
