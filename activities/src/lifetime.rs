@@ -47,3 +47,17 @@ pub async fn beat(ctx: &ActivityContext) {
         );
     }
 }
+
+/// Tells Temporal that a waiting activity is alive; the activity's [`ActivityContext`] in
+/// production, anything else (a counter) in tests, which cannot build a context.
+pub trait Heartbeat {
+    /// Records one heartbeat. A failure to record is logged, never fatal: the wait goes on and
+    /// Temporal's heartbeat timeout decides.
+    fn beat(&self) -> impl Future<Output = ()> + Send;
+}
+
+impl Heartbeat for ActivityContext {
+    async fn beat(&self) {
+        beat(self).await;
+    }
+}

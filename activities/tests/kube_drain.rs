@@ -437,9 +437,11 @@ mod kube_drain {
         };
         assert_eq!(drain::evict_pod(client, &action).await?, Eviction::Accepted);
         let beats = Beats::default();
+        // Through a watch of the Node's pods.
         let wait = AwaitPodsGone {
             pods: vec![pod.clone()],
             deadline: in_seconds(60),
+            node: Some(node.clone()),
         };
         let pending = drain::await_pods_gone(client, &beats, &wait).await?;
         assert!(pending.is_done(), "{pending:?}");
@@ -544,9 +546,11 @@ mod kube_drain {
             drain::delete_pod(client, &action).await?,
             PodDeletion::Deleted
         );
+        // As a wait scheduled before the Node was named: each pod read.
         let wait = AwaitPodsGone {
             pods: vec![pod],
             deadline: in_seconds(30),
+            node: None,
         };
         assert!(
             drain::await_pods_gone(client, &Beats::default(), &wait)

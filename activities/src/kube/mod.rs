@@ -6,6 +6,7 @@ pub mod disruption;
 pub mod drain;
 mod error;
 pub mod events;
+pub mod follow;
 pub mod identity;
 mod inspect;
 pub mod join_token;
@@ -162,7 +163,8 @@ impl KubeActivities {
             .map_err(Error::into_activity_error)
     }
 
-    /// Waits until the machine's Node registers with the VM's providerID, or the deadline.
+    /// Waits until the machine's Node registers with the VM's providerID, or the deadline: the
+    /// Node followed through a watch (`kube::follow`), read every 30 s besides.
     ///
     /// # Idempotency
     /// Read-only; a rerun waits again.
@@ -180,7 +182,8 @@ impl KubeActivities {
         .await
     }
 
-    /// Waits until the machine's Node is Ready, or the deadline.
+    /// Waits until the machine's Node is Ready, or the deadline (followed as
+    /// [`Self::await_node_registered`] follows it).
     ///
     /// # Idempotency
     /// Read-only; a rerun waits again.
@@ -318,8 +321,9 @@ impl KubeActivities {
             .map_err(Error::into_activity_error)
     }
 
-    /// Waits, heartbeating each second, until every pod is absent or has another UID, or the
-    /// deadline; returns the pods still there.
+    /// Waits, heartbeating, until every pod is absent or has another UID, or the deadline;
+    /// returns the pods still there. The Node's pods are followed through a watch
+    /// (`kube::follow`); a wait scheduled without the Node reads each pod every second.
     ///
     /// # Idempotency
     /// Read-only; a rerun waits again.

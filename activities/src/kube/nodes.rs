@@ -3,9 +3,7 @@
 //! only when its providerID names the machine's VM.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use chrono::Utc;
 use k8s_openapi::api::core::v1::{Node, Taint as KubeTaint};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -19,13 +17,11 @@ use serde_json::{Value, json};
 use temporalio_sdk::activities::ActivityContext;
 
 use super::error::{Error, Result};
+use super::follow::{Followed, follow_object};
 use super::node_spec::{Found, is_labelled_machine, taints, update_node};
 
 /// The field manager of nodewright's server-side applies.
 pub const FIELD_MANAGER: &str = "nodewright";
-
-/// How often a Node is read while waiting.
-const NODE_POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Wait for a machine's Node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,7 +133,8 @@ async fn get(api: &Api<Node>, name: &str) -> Result<Option<Node>> {
 }
 
 /// Waits until the Node registers with the VM's providerID (`ready == false`) or is also Ready
-/// (`ready == true`), heartbeating, until the deadline.
+/// (`ready == true`), heartbeating, until the deadline: the Node followed through a watch
+/// (`follow::follow_object`), not read every few seconds.
 pub async fn await_node(
     client: &kube::Client,
     ctx: &ActivityContext,
@@ -145,34 +142,52 @@ pub async fn await_node(
     ready: bool,
 ) -> Result<NodeWait> {
     let api: Api<Node> = Api::all(client.clone());
-    let deadline = input.deadline;
-    loop {
-        crate::lifetime::beat(ctx).await;
-        let last_seen = match get(&api, &input.node).await? {
-            None => "no Node registered".to_owned(),
-            Some(node) => match provider_id(&node) {
-                Some(id) if provider_id_names_vm(id, &input.vm_id) => {
-                    if !ready || is_ready(&node) {
-                        return Ok(NodeWait::Reached {
-                            provider_id: id.to_owned(),
-                        });
-                    }
-                    "the Node is registered but not Ready".to_owned()
-                }
-                Some(other) if !other.is_empty() => {
-                    return Err(Error::ForeignNode {
-                        name: input.node.clone(),
-                        found: Some(other.to_owned()),
-                        expected: format!("azure://{}", input.vm_id),
-                    });
-                }
-                _ => "the Node has no providerID yet".to_owned(),
-            },
-        };
-        if Utc::now() >= deadline {
-            return Ok(NodeWait::TimedOut { last_seen });
+    let followed = follow_object(
+        &api,
+        &input.node,
+        ctx,
+        input.deadline,
+        |node| judge_node(node, input, ready),
+        || get(&api, &input.node),
+    )
+    .await?;
+    Ok(match followed {
+        Followed::Done(reached) => reached,
+        Followed::TimedOut(node) => NodeWait::TimedOut {
+            last_seen: describe(node.values().next()),
+        },
+    })
+}
+
+/// Whether the wait is over for the Node as seen: reached (registered with the VM's
+/// providerID, and Ready when asked), or a foreign Node of the name (an error); none: wait on.
+fn judge_node(node: Option<&Node>, input: &AwaitNode, ready: bool) -> Result<Option<NodeWait>> {
+    let Some(node) = node else {
+        return Ok(None);
+    };
+    match provider_id(node) {
+        Some(id) if provider_id_names_vm(id, &input.vm_id) => {
+            Ok((!ready || is_ready(node)).then(|| NodeWait::Reached {
+                provider_id: id.to_owned(),
+            }))
         }
-        tokio::time::sleep(NODE_POLL_INTERVAL).await;
+        Some(other) if !other.is_empty() => Err(Error::ForeignNode {
+            name: input.node.clone(),
+            found: Some(other.to_owned()),
+            expected: format!("azure://{}", input.vm_id),
+        }),
+        _ => Ok(None),
+    }
+}
+
+/// What a wait that timed out saw last, for the failure message.
+fn describe(node: Option<&Node>) -> String {
+    match node {
+        None => "no Node registered".to_owned(),
+        Some(node) if provider_id(node).is_some_and(|id| !id.is_empty()) => {
+            "the Node is registered but not Ready".to_owned()
+        }
+        Some(_) => "the Node has no providerID yet".to_owned(),
     }
 }
 

@@ -171,6 +171,7 @@ pub(super) async fn await_gone(
                 AwaitPodsGone {
                     pods: pending.clone(),
                     deadline,
+                    node: Some(state.request.node.clone()),
                 },
                 activity_options::wait(look),
             )

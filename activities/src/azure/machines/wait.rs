@@ -5,6 +5,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use nodewright_model::arm::poll_schedule::OperationKind;
 use nodewright_model::arm::{Disposition, operation_code_disposition};
+use nodewright_model::machine::os_disk_name;
 use temporalio_sdk::activities::ActivityContext;
 
 use super::error::MachineError;
@@ -20,7 +21,7 @@ const MAX_SLEEP: Duration = Duration::from_secs(10);
 
 /// Waits for the VM's provisioning to end or the deadline: polls the create's operation when
 /// [`PollClock`] says (Azure's `Retry-After`, else near a create's usual duration, then within
-/// the latency bound), then confirms on the VM itself.
+/// the latency bound); without an operation (an adopted VM) reads the VM every few seconds.
 pub(super) async fn await_vm(
     client: &ArmClient,
     ctx: &ActivityContext,
@@ -39,12 +40,20 @@ pub(super) async fn await_vm(
             heartbeat(ctx).await;
             match poll(client, handle, &input.machine).await {
                 Ok(Poll::Running(progress)) => clock.heard(&progress),
-                // The operation ended well: confirm on the VM itself (it also gives the id).
-                Ok(Poll::Succeeded) => break,
+                // The create ended well: the VM is the body that was PUT, its OS disk named as
+                // the body names it, its id this worker's scope's (ARM ids compare
+                // case-insensitively), so no GET is needed to confirm.
+                Ok(Poll::Succeeded) => {
+                    return Ok(VmProvisioned::Succeeded {
+                        vm_id: client.vm_id(&input.machine),
+                        os_disk: Some(os_disk_name(&input.machine)),
+                    });
+                }
                 Err(error) => return retryable_failure(error),
             }
         }
     }
+    // No operation (an adopted VM): the VM itself says.
     loop {
         heartbeat(ctx).await;
         let vm = client.get_vm_with_instance_view(&input.machine).await?;

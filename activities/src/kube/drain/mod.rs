@@ -7,6 +7,7 @@
 //! in what order, when to force) are `nodewright_model::drain`'s.
 
 mod evict;
+mod listing;
 mod node;
 mod pods;
 mod volumes;
@@ -16,12 +17,12 @@ use nodewright_model::drain::{NodeHealth, PdbFacts, PodFacts, PodRef};
 use serde::{Deserialize, Serialize};
 
 pub use evict::{delete_pod, evict_pod};
+pub(crate) use listing::pods_on_node;
 pub use node::{
     FIELD_MANAGER, TERMINATING_MESSAGE, TERMINATING_REASON, node_health, prepare_node,
     restore_node, uncordon_node,
 };
 pub use pods::list_node_pods;
-pub(crate) use pods::pods_on_node;
 pub use volumes::{
     await_volumes_detached, await_volumes_reattached, delete_node_volume_attachments,
 };
@@ -161,6 +162,10 @@ pub enum PodDeletion {
 pub struct AwaitPodsGone {
     /// The pods (a pod counts as gone when absent or when its UID changed).
     pub pods: Vec<PodRef>,
+    /// The Node they are bound to: the Node's pods are followed through one watch. Absent in
+    /// waits scheduled before it existed, which read each pod every second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// Give up at this instant (RFC 3339, workflow clock).
     pub deadline: chrono::DateTime<chrono::Utc>,
 }

@@ -11,17 +11,14 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kube::Api;
-use kube::api::ListParams;
 use nodewright_model::disruption::marking_annotation;
 use nodewright_model::drain::{ANNOTATION_MIRROR_POD, PodFacts, VolumeFacts};
 
+use super::listing::pods_on_node;
 use super::node::node_health;
 use super::volumes::list_attachments;
 use super::{ListNodePods, NodePods};
 use crate::kube::error::{Error, Result};
-
-/// How many objects one list page holds.
-const PAGE_SIZE: u32 = 500;
 
 /// Lists every pod bound to the Node (`spec.nodeName`, all namespaces) with its volumes
 /// resolved PVC → PV → CSI driver and handle, whether each attaches (each CSIDriver read once
@@ -97,26 +94,6 @@ async fn namespace_labels(
         labels.insert(name.to_owned(), read);
     }
     Ok(labels)
-}
-
-/// Every pod with `spec.nodeName == node`, page by page.
-pub(crate) async fn pods_on_node(client: &kube::Client, node: &str) -> Result<Vec<Pod>> {
-    let api: Api<Pod> = Api::all(client.clone());
-    let mut params = ListParams::default()
-        .fields(&format!("spec.nodeName={node}"))
-        .limit(PAGE_SIZE);
-    let mut pods = Vec::new();
-    loop {
-        let page = api.list(&params).await.map_err(|source| Error::ListPods {
-            node: node.to_owned(),
-            source,
-        })?;
-        pods.extend(page.items);
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(pods),
-        }
-    }
 }
 
 /// Reads claims, volumes and CSIDrivers once per listing, however many pods share them.

@@ -9,30 +9,18 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use nodewright_model::drain::PodRef;
-use temporalio_sdk::activities::ActivityContext;
 
+use super::listing::pods_on_node;
 use super::{AwaitPodsGone, Pending};
 use crate::kube::error::{Error, Result};
+use crate::kube::follow::{Followed, Objects, follow, key_of};
+pub use crate::lifetime::Heartbeat;
 
 /// How often a drain wait looks again.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How many pods are read at once while waiting for them to go.
 const CONCURRENT_READS: usize = 8;
-
-/// Tells Temporal that a waiting activity is alive; the activity's [`ActivityContext`] in
-/// production, anything else (a counter) in tests, which cannot build a context.
-pub trait Heartbeat {
-    /// Records one heartbeat. A failure to record is logged, never fatal: the wait goes on and
-    /// Temporal's heartbeat timeout decides.
-    fn beat(&self) -> impl Future<Output = ()> + Send;
-}
-
-impl Heartbeat for ActivityContext {
-    async fn beat(&self) {
-        crate::lifetime::beat(self).await;
-    }
-}
 
 /// Looks with `observe` until `done` accepts what it saw or `deadline` passes, heartbeating
 /// before each look and sleeping [`POLL_INTERVAL`] (never past the deadline) between looks.
@@ -58,13 +46,18 @@ where
     }
 }
 
-/// Waits until every pod of `input` is absent or has another UID, heartbeating each second,
-/// until the deadline; returns the `namespace/name` keys still present then.
+/// Waits until every pod of `input` is absent or has another UID, heartbeating, until the
+/// deadline; returns the `namespace/name` keys still present then. With the Node named, its pods
+/// are followed through one watch (`kube::follow`, a LIST of them every 30 s besides); without,
+/// each pod is read every second.
 pub async fn await_pods_gone(
     client: &kube::Client,
     heartbeat: &impl Heartbeat,
     input: &AwaitPodsGone,
 ) -> Result<Pending> {
+    if let Some(node) = &input.node {
+        return await_pods_gone_from(client, heartbeat, node, input).await;
+    }
     let deadline = input.deadline;
     let pending = poll_until(
         heartbeat,
@@ -74,6 +67,51 @@ pub async fn await_pods_gone(
     )
     .await?;
     Ok(Pending { pending })
+}
+
+/// [`await_pods_gone`] through a watch of `node`'s pods.
+async fn await_pods_gone_from(
+    client: &kube::Client,
+    heartbeat: &impl Heartbeat,
+    node: &str,
+    input: &AwaitPodsGone,
+) -> Result<Pending> {
+    let api: Api<Pod> = Api::all(client.clone());
+    let selector = format!("spec.nodeName={node}");
+    let followed = follow(
+        &api,
+        &selector,
+        heartbeat,
+        input.deadline,
+        |on_node| {
+            let pending = still_here(&input.pods, on_node);
+            Ok(pending.is_empty().then_some(pending))
+        },
+        || async {
+            let pods = pods_on_node(client, node).await?;
+            Ok(pods.into_iter().map(|pod| (key_of(&pod), pod)).collect())
+        },
+    )
+    .await?;
+    Ok(Pending {
+        pending: match followed {
+            Followed::Done(pending) => pending,
+            Followed::TimedOut(on_node) => still_here(&input.pods, &on_node),
+        },
+    })
+}
+
+/// The keys of the `wanted` pods among the Node's pods `on_node` (same name and UID).
+fn still_here(wanted: &[PodRef], on_node: &Objects<Pod>) -> Vec<String> {
+    wanted
+        .iter()
+        .filter(|pod| {
+            on_node
+                .get(&pod.key())
+                .is_some_and(|found| is_same_pod(found, pod))
+        })
+        .map(PodRef::key)
+        .collect()
 }
 
 /// The keys of the pods in `pods` still present (same name and UID).
