@@ -70,30 +70,11 @@ const COLLECT_EVERY: Duration = Duration::from_secs(15);
 const WORKER_LOG_FILTER: &str = "info,kube_client=debug";
 
 fn main() -> ExitCode {
-    if !std::env::args().any(|argument| argument == "--bench") {
-        println!(
-            "controller_steady_state: not run (it needs the local stack and about 10 minutes); \
-             run it with `cargo bench -p nodewright-tests --bench controller_steady_state`"
-        );
-        return ExitCode::SUCCESS;
-    }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("controller_steady_state FAILED: no tokio runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("\ncontroller_steady_state FAILED: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    nodewright_tests::bench::main(
+        "controller_steady_state",
+        "the local stack and about 10 minutes",
+        run(),
+    )
 }
 
 async fn run() -> Result<()> {

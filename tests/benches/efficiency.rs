@@ -39,30 +39,7 @@ const MACHINES_VARIABLE: &str = "NODEWRIGHT_BENCH_MACHINES";
 const DEFAULT_MACHINES: usize = 4;
 
 fn main() -> ExitCode {
-    if !std::env::args().any(|argument| argument == "--bench") {
-        println!(
-            "efficiency: not run (it needs the local stack and about 10 minutes); run it with \
-             `dev/bench` or `cargo bench -p nodewright-tests --bench efficiency`"
-        );
-        return ExitCode::SUCCESS;
-    }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("efficiency FAILED: no tokio runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("\nefficiency FAILED: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    nodewright_tests::bench::main("efficiency", "the local stack and about 10 minutes", run())
 }
 
 async fn run() -> Result<()> {

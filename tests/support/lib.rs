@@ -8,6 +8,7 @@
 
 pub mod admission;
 pub mod api_proxy;
+pub mod bench;
 pub mod binaries;
 pub mod codec;
 pub mod documents;
