@@ -189,6 +189,9 @@ mod kube_node_watch {
             &renewed.to_rfc3339_opts(SecondsFormat::Micros, true),
         )
         .await?;
+        // The fresh Node settled (kwok has set its conditions) before the list the watch holds:
+        // otherwise kwok's first status write is a change the watch answers before the renewal.
+        await_ready(client, &fresh).await?;
         await_lease(client, &fresh).await?;
 
         let list = ListPoolNodes {
