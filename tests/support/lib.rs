@@ -17,6 +17,7 @@ pub mod images;
 pub mod kube_objects;
 pub mod machines;
 pub mod poll;
+pub mod sandbox_admin;
 pub mod secrets;
 pub mod stack;
 pub mod temporal_server;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use nodewright_tests::Stack;
+use nodewright_tests::sandbox_admin::get_json;
 use nodewright_tests::stack::{describe_workflow, kubectl};
 use serde_json::Value;
 
@@ -211,29 +212,6 @@ fn difference(start: &Counts, end: &Counts) -> Counts {
         })
         .filter(|(_, delta)| *delta > 0.0)
         .collect()
-}
-
-async fn get_json(
-    http: &reqwest::Client,
-    stack: &Stack,
-    path: &str,
-    query: &[(&str, String)],
-    what: &str,
-) -> Result<Value> {
-    let url = format!("{}{path}", stack.arm.endpoint.trim_end_matches('/'));
-    let response = http
-        .get(&url)
-        .query(query)
-        .bearer_auth(&stack.arm.token)
-        .send()
-        .await
-        .with_context(|| format!("reading {what} at {url}"))?;
-    let status = response.status();
-    let body: Value = response.json().await?;
-    if !status.is_success() {
-        bail!("reading {what}: {status}: {body}");
-    }
-    Ok(body)
 }
 
 /// `{"by_operation":{"vm.list":{"200":3}}}` → `vm.list: 3`.

@@ -2,9 +2,10 @@
 //! request of one subscription with its time and path, and the operation resources the polls
 //! asked about.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use nodewright_tests::Stack;
+use nodewright_tests::sandbox_admin::get_json;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -65,20 +66,6 @@ impl RequestLog {
     }
 
     async fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Value> {
-        let url = format!("{}{path}", self.stack.arm.endpoint.trim_end_matches('/'));
-        let response = self
-            .http
-            .get(&url)
-            .query(query)
-            .bearer_auth(&self.stack.arm.token)
-            .send()
-            .await
-            .with_context(|| format!("reading {url}"))?;
-        let status = response.status();
-        let body: Value = response.json().await?;
-        if !status.is_success() {
-            bail!("reading {url}: {status}: {body}");
-        }
-        Ok(body)
+        get_json(&self.http, &self.stack, path, query, "the sandbox").await
     }
 }
