@@ -35,6 +35,7 @@ mod kube_drain {
     use kube::Api;
     use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
+    use nodewright_activities::kube::cache::ClusterCache;
     use nodewright_activities::kube::drain::{self, Heartbeat};
     use nodewright_activities::kube::events::record_node_event;
     use nodewright_activities::kube::{
@@ -319,7 +320,15 @@ mod kube_drain {
         })
         .await?;
 
-        let listed = drain::list_node_pods(client, &ListNodePods { node: node.clone() }).await?;
+        let listed = drain::list_node_pods(
+            client,
+            None,
+            &ListNodePods {
+                node: node.clone(),
+                from_mirror: false,
+            },
+        )
+        .await?;
         assert!(listed.node_found);
         assert_eq!(
             listed.health.ready.as_ref().map(|c| c.status.as_str()),
@@ -406,8 +415,10 @@ mod kube_drain {
 
         let gone = drain::list_node_pods(
             client,
+            None,
             &ListNodePods {
                 node: run.name("absent"),
+                from_mirror: false,
             },
         )
         .await?;
@@ -434,8 +445,12 @@ mod kube_drain {
         let action = PodAction {
             pod: pod.clone(),
             grace_period_seconds: None,
+            node: None,
         };
-        assert_eq!(drain::evict_pod(client, &action).await?, Eviction::Accepted);
+        assert_eq!(
+            drain::evict_pod(client, None, &action).await?,
+            Eviction::Accepted
+        );
         let beats = Beats::default();
         // Through a watch of the Node's pods.
         let wait = AwaitPodsGone {
@@ -446,7 +461,10 @@ mod kube_drain {
         let pending = drain::await_pods_gone(client, &beats, &wait).await?;
         assert!(pending.is_done(), "{pending:?}");
         assert!(beats.count() >= 1);
-        assert_eq!(drain::evict_pod(client, &action).await?, Eviction::Gone);
+        assert_eq!(
+            drain::evict_pod(client, None, &action).await?,
+            Eviction::Gone
+        );
         assert_eq!(drain::delete_pod(client, &action).await?, PodDeletion::Gone);
         Ok(())
     }
@@ -484,8 +502,10 @@ mod kube_drain {
         let action = PodAction {
             pod: first.clone(),
             grace_period_seconds: None,
+            node: None,
         };
-        let Eviction::Blocked { pdb, message } = drain::evict_pod(client, &action).await? else {
+        let Eviction::Blocked { pdb, message } = drain::evict_pod(client, None, &action).await?
+        else {
             return Err("the eviction was not blocked".into());
         };
         let pdb = pdb.ok_or("no budget reported")?;
@@ -505,6 +525,52 @@ mod kube_drain {
             .get("web-1")
             .await?;
         assert!(still.metadata.deletion_timestamp.is_none());
+
+        // The same, read through a worker's mirrors once they are in sync: the refusal names
+        // the same budget, and the look at the Node answers from them alone (its client
+        // reaches no apiserver) what the apiserver answers.
+        let cache = ClusterCache::default();
+        eventually("the worker's mirrors to be in sync", || async {
+            let synced = [
+                cache.node_and_pods(client, &node).is_some(),
+                cache.namespaces(client).is_some(),
+                cache.budget(client, &namespace, "web").is_some(),
+            ];
+            Ok(synced.iter().all(|s| *s).then_some(()))
+        })
+        .await?;
+        assert_eq!(cache.mirrored_nodes(), 1);
+        let from_node = PodAction {
+            node: Some(node.clone()),
+            ..action.clone()
+        };
+        let Eviction::Blocked { pdb: mirrored, .. } =
+            drain::evict_pod(client, Some(&cache), &from_node).await?
+        else {
+            return Err("the eviction was not blocked".into());
+        };
+        assert_eq!(mirrored.map(|p| p.key()), Some(format!("{namespace}/web")));
+        let direct = drain::list_node_pods(
+            client,
+            None,
+            &ListNodePods {
+                node: node.clone(),
+                from_mirror: false,
+            },
+        )
+        .await?;
+        let unreachable = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse()?))?;
+        let looked = drain::list_node_pods(
+            &unreachable,
+            Some(&cache),
+            &ListNodePods {
+                node,
+                from_mirror: true,
+            },
+        )
+        .await?;
+        assert_eq!(looked, direct);
+        assert_eq!(looked.pods.len(), 2);
         Ok(())
     }
 
@@ -527,8 +593,12 @@ mod kube_drain {
                 ..pod.clone()
             },
             grace_period_seconds: None,
+            node: None,
         };
-        assert_eq!(drain::evict_pod(client, &stranger).await?, Eviction::Gone);
+        assert_eq!(
+            drain::evict_pod(client, None, &stranger).await?,
+            Eviction::Gone
+        );
         assert_eq!(
             drain::delete_pod(client, &stranger).await?,
             PodDeletion::Gone
@@ -541,6 +611,7 @@ mod kube_drain {
         let action = PodAction {
             pod: pod.clone(),
             grace_period_seconds: None,
+            node: None,
         };
         assert_eq!(
             drain::delete_pod(client, &action).await?,
@@ -614,9 +685,10 @@ mod kube_drain {
             },
             "not attached yet, and attached on the old node only"
         );
-        set_attached(client, &run.name("va-3")).await?;
         create_attachment(client, run, &run.name("va-5"), &new, &pv_b, true, false).await?;
+        let attach = tokio::spawn(attach_later(client.clone(), run.name("va-3")));
         let waited = drain::await_volumes_reattached(client, &beats, &input(30)).await?;
+        attach.await??;
         assert_eq!(
             waited,
             Reattached {
@@ -630,6 +702,11 @@ mod kube_drain {
     async fn release_later(client: kube::Client, name: String) -> TestResult {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         remove_finalizers(&client, &name).await
+    }
+
+    async fn attach_later(client: kube::Client, name: String) -> TestResult {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        set_attached(&client, &name).await
     }
 
     #[tokio::test]

@@ -1,9 +1,12 @@
-//! Waiting on objects through a watch instead of reads every few seconds: one named object, or
-//! the objects a field selector picks (a Node's pods). Their state comes from kube-runtime's watcher (a list, then a watch from its
-//! `resourceVersion`; it watches again after a disconnect from the last version it saw and lists
-//! again when that version expired, so no change is missed), a read (GET or LIST) re-reads them
-//! every [`SAFETY_READ`] in case the watch is failing, and the wait heartbeats at least every
-//! [`HEARTBEAT`].
+//! Waiting on objects through a watch instead of reads every few seconds: one named object, the
+//! objects a field selector picks (a Node's pods), or all of a kind (VolumeAttachments, which
+//! have no field selector for their node, filtered by the judge). Their state comes from
+//! kube-runtime's watcher (a list, page by page, then a watch from its `resourceVersion`; it
+//! watches again after a disconnect from the last version it saw and lists again when that
+//! version expired, so no change is missed), a read (GET or LIST) re-reads them every
+//! [`SAFETY_READ`] in case the watch is failing, and the wait heartbeats at least every
+//! [`HEARTBEAT`]. A wait that reaches its deadline before anything was seen reads the objects
+//! once, so that a timed-out wait reports what is there, never an empty guess.
 //!
 //! A watch that keeps failing (the apiserver refusing `watch`, a proxy cutting streams) makes
 //! the wait slower, never wrong: every [`SAFETY_READ`] the read decides as a poll would.
@@ -23,7 +26,7 @@ use serde::de::DeserializeOwned;
 use super::error::Result;
 use crate::lifetime::Heartbeat;
 
-/// How often the object is read with a GET besides the watch.
+/// How often the objects are read (a GET or LIST) besides the watch.
 pub const SAFETY_READ: Duration = Duration::from_secs(30);
 /// The longest wait between two heartbeats.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
@@ -33,7 +36,8 @@ pub const HEARTBEAT: Duration = Duration::from_secs(5);
 pub enum Followed<K, T> {
     /// The judge accepted the object's state (or its absence) with this.
     Done(T),
-    /// The deadline came first; the objects as last seen (none known yet: empty).
+    /// The deadline came first; the objects as last seen (read at the deadline when nothing was
+    /// seen before).
     TimedOut(Objects<K>),
 }
 
@@ -124,9 +128,10 @@ where
     .await
 }
 
-/// Follows the objects of `api` that `field_selector` picks until `judge` accepts them (called
-/// each time they are known to have changed, and after every [`SAFETY_READ`]) or `deadline`
-/// passes; `read` is the safety re-read (a GET or LIST of the same objects).
+/// Follows the objects of `api` that `field_selector` picks (all of them when it is empty) until
+/// `judge` accepts them (called each time they are known to have changed, and after every
+/// [`SAFETY_READ`]) or `deadline` passes; `read` is the safety re-read (a GET or LIST of the
+/// same objects, every page of it), also made at the deadline when nothing was seen yet.
 pub async fn follow<K, T, Read, ReadFuture>(
     api: &Api<K>,
     field_selector: &str,
@@ -140,7 +145,10 @@ where
     Read: Fn() -> ReadFuture,
     ReadFuture: Future<Output = Result<Objects<K>>>,
 {
-    let config = watcher::Config::default().fields(field_selector);
+    let mut config = watcher::Config::default();
+    if !field_selector.is_empty() {
+        config = config.fields(field_selector);
+    }
     let mut events = watcher::watcher(api.clone(), config)
         .default_backoff()
         .boxed();
@@ -153,12 +161,15 @@ where
     let mut warned = false;
     loop {
         heartbeat.beat().await;
+        let left = (deadline - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+        if left.is_zero() && !latest.known {
+            latest.set(read().await?);
+        }
         if latest.known
             && let Some(done) = judge(&latest.objects)?
         {
             return Ok(Followed::Done(done));
         }
-        let left = (deadline - Utc::now()).to_std().unwrap_or(Duration::ZERO);
         if left.is_zero() {
             return Ok(Followed::TimedOut(latest.objects));
         }
@@ -222,6 +233,63 @@ mod tests {
         assert_eq!(keys(&latest), ["shop/b", "shop/c"]);
         latest.apply(Event::Delete(pod("b")));
         assert_eq!(keys(&latest), ["shop/c"]);
+    }
+
+    struct Beats;
+
+    impl Heartbeat for Beats {
+        async fn beat(&self) {}
+    }
+
+    /// A client whose every request fails: the watcher never answers.
+    fn unreachable() -> kube::Client {
+        let refuse = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("unreachable"))
+        });
+        kube::Client::new(refuse, "default")
+    }
+
+    #[tokio::test]
+    async fn a_wait_at_its_deadline_with_nothing_seen_reads_once() {
+        let api: Api<Pod> = Api::all(unreachable());
+        let reads = std::sync::atomic::AtomicUsize::new(0);
+        let past = Utc::now() - chrono::Duration::seconds(5);
+        let followed = follow(
+            &api,
+            "",
+            &Beats,
+            past,
+            |pods| Ok(pods.is_empty().then_some(())),
+            || async {
+                reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(Objects::from([("shop/a".to_owned(), pod("a"))]))
+            },
+        )
+        .await;
+        assert!(
+            matches!(&followed, Ok(Followed::TimedOut(pods)) if pods.contains_key("shop/a")),
+            "what the read found, not an empty guess: {followed:?}"
+        );
+        assert_eq!(reads.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn a_read_at_the_deadline_can_end_the_wait() {
+        let api: Api<Pod> = Api::all(unreachable());
+        let past = Utc::now() - chrono::Duration::seconds(5);
+        let followed = follow(
+            &api,
+            "spec.nodeName=n-1",
+            &Beats,
+            past,
+            |pods| Ok(pods.is_empty().then_some("gone")),
+            || async { Ok(Objects::new()) },
+        )
+        .await;
+        assert!(
+            matches!(followed, Ok(Followed::Done("gone"))),
+            "{followed:?}"
+        );
     }
 
     #[test]

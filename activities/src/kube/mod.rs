@@ -1,6 +1,7 @@
 //! Kubernetes activities, over `kube` and `k8s-openapi`.
 
 pub mod bootstrap;
+pub mod cache;
 mod cordon_mark;
 pub mod disruption;
 pub mod drain;
@@ -59,6 +60,8 @@ pub struct KubeActivities {
     node_listings: crate::listing_cache::ListingCache<PoolNode>,
     /// The states the Node watches ended with, for the next look to start from.
     node_watches: node_watch::WatchMemory,
+    /// The pods, Nodes, Namespaces and budgets the drains read, one watch per kind.
+    cache: cache::ClusterCache,
 }
 
 /// Builds the Kubernetes client nodewright uses from `config`, with kube's own retries off.
@@ -82,6 +85,7 @@ impl KubeActivities {
             established: Arc::default(),
             node_listings: crate::listing_cache::ListingCache::default(),
             node_watches: node_watch::WatchMemory::default(),
+            cache: cache::ClusterCache::default(),
         }
     }
 
@@ -100,6 +104,7 @@ impl KubeActivities {
             established,
             node_listings: crate::listing_cache::ListingCache::default(),
             node_watches: node_watch::WatchMemory::default(),
+            cache: cache::ClusterCache::default(),
         }
     }
 
@@ -284,7 +289,7 @@ impl KubeActivities {
         _ctx: ActivityContext,
         input: ListNodePods,
     ) -> Result<NodePods, ActivityError> {
-        drain::list_node_pods(&self.client, &input)
+        drain::list_node_pods(&self.client, Some(&self.cache), &input)
             .await
             .map_err(Error::into_activity_error)
     }
@@ -301,7 +306,7 @@ impl KubeActivities {
         _ctx: ActivityContext,
         input: PodAction,
     ) -> Result<Eviction, ActivityError> {
-        drain::evict_pod(&self.client, &input)
+        drain::evict_pod(&self.client, Some(&self.cache), &input)
             .await
             .map_err(Error::into_activity_error)
     }

@@ -26,6 +26,7 @@ mod progress;
 mod purpose;
 mod report;
 mod request;
+mod rounds;
 mod rules;
 mod settings;
 mod stamp;
@@ -69,6 +70,7 @@ pub use request::{
     AnnotationError, DrainRequest, DrainResume, DrainedNode, policy_from_annotation,
     policy_to_annotation, salvage_policy,
 };
+pub use rounds::{LONGEST_ROUND, MAX_ROUND_FACTOR, RoundPause};
 pub use rules::{
     DecidedBy, DrainBehavior, DrainRule, DrainRuleSpec, DrainTier, LABEL_CAPI_DRAIN, LABEL_DRAIN,
     LabelRequirement, LabelSelector, MAX_RULE_ORDER, MIN_RULE_ORDER, PodDecision, RuleSelector,

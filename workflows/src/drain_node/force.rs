@@ -70,6 +70,7 @@ pub(super) async fn force_drain(
             PodAction {
                 pod: pod.clone(),
                 grace_period_seconds: None,
+                node: None,
             },
             cancellation::shielded(activity_options::kube_write()),
         )

@@ -1,6 +1,7 @@
 //! Step 5, the parallel lane: the pods without persistent volumes are evicted all at once,
-//! those a PodDisruptionBudget blocks again every PDB retry interval; and the evictions and
-//! waits for pods to go that the volume lane shares.
+//! those a PodDisruptionBudget blocks again after each round's pause (`rounds`: the PDB retry
+//! interval, growing while the budgets do not move); and the evictions and waits for pods to go
+//! that the volume lane shares.
 
 use std::time::Duration;
 
@@ -14,9 +15,10 @@ use nodewright_model::machine::Step;
 use temporalio_sdk::workflows::join_all;
 
 use super::looks::Looks;
+use super::rounds::{Rounds, refusing_budget};
 use super::state::{
-    Ctx, Drain, answer_of, eviction_grace, force_due, history_is_long, list_pods, note_local_data,
-    pause, wait_deadline, with_status,
+    Ctx, Drain, answer_of, eviction_grace, force_due, history_is_long, list_pods_from,
+    note_local_data, pause, wait_deadline, with_status,
 };
 use crate::progress::{StepFailed, begin, done, fact, now};
 use crate::{activity_options, cancellation};
@@ -32,6 +34,7 @@ pub(super) async fn evict_without_volumes(
     let mut leaving: Vec<PodRef> = plan.terminating.clone();
     let mut to_evict: Vec<PodRef> = plan.without_volumes.clone();
     let mut rounds = 0u32;
+    let mut pace = Rounds::new(state.policy.pdb_retry_interval);
     loop {
         cancellation::guard(ctx, Step::EvictPods)?;
         if let Some(reason) = force_due(ctx, state) {
@@ -43,6 +46,7 @@ pub(super) async fn evict_without_volumes(
             .map(|pod| PodAction {
                 pod: pod.clone(),
                 grace_period_seconds: eviction_grace(ctx, pod),
+                node: Some(state.request.node.clone()),
             })
             .collect();
         let attempts = actions.into_iter().map(|action| {
@@ -55,8 +59,10 @@ pub(super) async fn evict_without_volumes(
         });
         let outcomes = join_all(attempts).await;
         let mut blocked = Vec::new();
+        let mut budgets = Vec::new();
         for (pod, outcome) in to_evict.iter().zip(outcomes) {
             let outcome = outcome.map_err(|e| StepFailed::from_activity(Step::EvictPods, &e))?;
+            budgets.extend(refusing_budget(&outcome).cloned());
             let answer = answer_of(&outcome);
             record_eviction(ctx, pod, &answer);
             match after_eviction(&answer) {
@@ -90,10 +96,12 @@ pub(super) async fn evict_without_volumes(
             RoundEnd::RetryAfterPause => {}
         }
         rounds = rounds.saturating_add(1);
-        pause(ctx, state.policy.pdb_retry_interval).await;
+        let wait = pace.pause_after(ctx, &budgets);
+        pause(ctx, wait).await;
         // Pods may have left meanwhile (deleted by someone, rescheduled): evict only those
         // still here, and look at the node's health again.
-        let listed = list_pods(ctx, state, Step::EvictPods).await?;
+        let from_mirror = pace.look_in_mirrors(ctx);
+        let listed = list_pods_from(ctx, state, Step::EvictPods, from_mirror).await?;
         state.health = listed.health.clone();
         let present = |pod: &PodRef| listed.pods.iter().any(|p| p.uid == pod.uid);
         for pod in blocked.iter().chain(&leaving).filter(|p| !present(p)) {
@@ -110,9 +118,11 @@ pub(super) async fn evict_without_volumes(
     }
 }
 
-/// Asks for one eviction of `pod`, records its answer and says what becomes of the pod.
+/// Asks for one eviction of `pod` from `node`, records its answer and says what becomes of the
+/// pod.
 pub(super) async fn evict(
     ctx: &mut Ctx,
+    node: &str,
     pod: &PodRef,
     step: Step,
 ) -> Result<AfterEviction, StepFailed> {
@@ -122,6 +132,7 @@ pub(super) async fn evict(
             PodAction {
                 pod: pod.clone(),
                 grace_period_seconds: eviction_grace(ctx, pod),
+                node: Some(node.to_owned()),
             },
             cancellation::shielded(activity_options::kube_write()),
         )

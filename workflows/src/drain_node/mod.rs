@@ -20,6 +20,7 @@ mod completion;
 mod force;
 mod lanes;
 mod looks;
+mod rounds;
 mod settings;
 mod state;
 mod tiers;

@@ -246,11 +246,23 @@ pub(super) async fn list_pods(
     state: &Drain,
     step: Step,
 ) -> Result<NodePods, StepFailed> {
+    list_pods_from(ctx, state, step, false).await
+}
+
+/// [`list_pods`], from the worker's mirrors when `from_mirror` (the looks between eviction
+/// rounds) and they are in sync.
+pub(super) async fn list_pods_from(
+    ctx: &mut Ctx,
+    state: &Drain,
+    step: Step,
+    from_mirror: bool,
+) -> Result<NodePods, StepFailed> {
     let budget = left(ctx).unwrap_or_default();
     ctx.execute_activity(
         KubeActivities::list_node_pods,
         ListNodePods {
             node: state.request.node.clone(),
+            from_mirror,
         },
         activity_options::read_within(budget),
     )

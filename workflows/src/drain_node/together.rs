@@ -2,7 +2,8 @@
 //! rounds (`model::drain::round_evictions`): each round evicts every pod without volumes that
 //! is due and the next pod with volumes, whose volumes are then followed (detach here, attach
 //! elsewhere) before the next one moves; a pod a PodDisruptionBudget (or another refusal) holds
-//! back is passed over and asked again every PDB retry interval until the deadline.
+//! back is passed over and asked again after each round's pause (`rounds`: the PDB retry
+//! interval, growing while the budgets do not move) until the deadline.
 
 use chrono::{DateTime, Utc};
 use nodewright_activities::kube::KubeActivities;
@@ -15,9 +16,10 @@ use nodewright_model::machine::Step;
 use temporalio_sdk::workflows::join_all;
 
 use super::lanes::await_gone;
+use super::rounds::{Rounds, refusing_budget};
 use super::state::{
-    Ctx, Drain, answer_of, eviction_grace, force_due, history_is_long, list_pods, note_local_data,
-    pause, with_status,
+    Ctx, Drain, answer_of, eviction_grace, force_due, history_is_long, list_pods_from,
+    note_local_data, pause, with_status,
 };
 use super::volumes::{Followed, follow};
 use crate::progress::{StepFailed, begin, done, fact, later, now};
@@ -74,8 +76,10 @@ pub(super) async fn drain_lanes(
         }))
         .collect();
     let (mut moved, mut unconfirmed) = (0usize, 0usize);
-    // When the refused pods may be asked again.
+    // When the refused pods may be asked again, and the pause that led there.
     let mut retry_at: Option<DateTime<Utc>> = None;
+    let mut pace = Rounds::new(state.policy.pdb_retry_interval);
+    let mut retry_pause = state.policy.pdb_retry_interval;
     let mut rounds = 0u32;
     loop {
         cancellation::guard(ctx, Step::EvictPods)?;
@@ -96,15 +100,18 @@ pub(super) async fn drain_lanes(
                 PodAction {
                     pod: pod.clone(),
                     grace_period_seconds: eviction_grace(ctx, pod),
+                    node: Some(state.request.node.clone()),
                 },
                 cancellation::shielded(activity_options::kube_write()),
             )
         });
         let outcomes = join_all(attempts).await;
         let mut refused_now = false;
+        let mut budgets = Vec::new();
         for (&i, outcome) in picked.iter().zip(outcomes) {
             let step = step_of(&members[i]);
             let outcome = outcome.map_err(|e| StepFailed::from_activity(step, &e))?;
+            budgets.extend(refusing_budget(&outcome).cloned());
             let answer = answer_of(&outcome);
             let key = members[i].pod.key();
             with_status(ctx, |status| status.record_eviction(&key, &answer));
@@ -123,7 +130,8 @@ pub(super) async fn drain_lanes(
             };
         }
         if asked_refused || (refused_now && retry_at.is_none()) {
-            retry_at = Some(later(now(ctx), state.policy.pdb_retry_interval));
+            retry_pause = pace.pause_after(ctx, &budgets);
+            retry_at = Some(later(now(ctx), retry_pause));
         }
         // The volume lane: the pod with volumes leaving now, its volumes followed.
         let moving = members
@@ -180,10 +188,11 @@ pub(super) async fn drain_lanes(
             continue;
         }
         rounds = rounds.saturating_add(1);
-        pause(ctx, state.policy.pdb_retry_interval).await;
+        pause(ctx, retry_pause).await;
         // Pods may have left meanwhile (deleted by someone, rescheduled): ask only those still
         // here, and look at the node's health again.
-        let listed = list_pods(ctx, state, Step::EvictPods).await?;
+        let from_mirror = pace.look_in_mirrors(ctx);
+        let listed = list_pods_from(ctx, state, Step::EvictPods, from_mirror).await?;
         state.health = listed.health.clone();
         for member in members.iter_mut().filter(|m| m.stage != LaneStage::Gone) {
             if !listed.pods.iter().any(|p| p.uid == member.pod.uid) {

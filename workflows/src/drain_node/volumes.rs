@@ -45,7 +45,7 @@ pub(super) async fn move_volumes(
                 done(ctx, Step::MoveVolumes, format!("interrupted: {reason}"));
                 return Ok(LaneEnd::Forced(reason));
             }
-            match evict(ctx, &volume_pod.pod, Step::MoveVolumes).await? {
+            match evict(ctx, &state.request.node, &volume_pod.pod, Step::MoveVolumes).await? {
                 AfterEviction::Leaving => {
                     state.result.evicted.push(key.clone());
                     note_local_data(ctx, state, plan, &key);

@@ -3,6 +3,7 @@
 //! never hit.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::{Eviction as EvictionBody, PodDisruptionBudget};
@@ -14,7 +15,11 @@ use nodewright_model::drain::{NO_ANSWER, PdbFacts, PodRef, is_not_permitted, is_
 
 use super::wait::is_same_pod;
 use super::{Eviction, PodAction, PodDeletion};
+use crate::kube::cache::ClusterCache;
 use crate::kube::error::{Error, Result};
+
+/// The `type` of the cause that names the budget in an eviction's 429 (`policyv1.DisruptionBudgetCause`).
+const DISRUPTION_BUDGET_CAUSE: &str = "DisruptionBudget";
 
 /// Asks for the pod's eviction with a UID precondition.
 ///
@@ -24,10 +29,18 @@ use crate::kube::error::{Error, Result};
 /// its code, reason and message (the budgets named for a refusal for several budgets): the
 /// drain decides what it means.
 ///
+/// A 429 costs no further request when the worker's mirrors (`cache`) are in sync: the pod is
+/// looked up in its Node's (the input's `node`), the budget the refusal names (its
+/// `DisruptionBudget` cause) in the budgets'.
+///
 /// The body is posted as a typed `policy/v1` Eviction rather than through kube's
 /// `Api::evict`, whose body spells the field `delete_options` (the API's is `deleteOptions`),
 /// so the apiserver would drop the precondition.
-pub async fn evict_pod(client: &kube::Client, input: &PodAction) -> Result<Eviction> {
+pub async fn evict_pod(
+    client: &kube::Client,
+    cache: Option<&ClusterCache>,
+    input: &PodAction,
+) -> Result<Eviction> {
     let pod = &input.pod;
     let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
     let asked = api
@@ -41,7 +54,9 @@ pub async fn evict_pod(client: &kube::Client, input: &PodAction) -> Result<Evict
     match asked {
         Ok(_) => Ok(Eviction::Accepted),
         Err(kube::Error::Api(status)) if is_gone(&status) => Ok(Eviction::Gone),
-        Err(kube::Error::Api(status)) if status.code == 429 => blocked(client, pod, status).await,
+        Err(kube::Error::Api(status)) if status.code == 429 => {
+            blocked(client, cache, input.node.as_deref(), pod, status).await
+        }
         // The worker may not evict (RBAC): the drain fails at once, naming the verb.
         Err(kube::Error::Api(status))
             if is_not_permitted(status.code, &status.reason, &status.message) =>
@@ -165,8 +180,57 @@ fn is_uid_precondition(message: &str) -> bool {
     message.contains("UID") && message.to_ascii_lowercase().contains("precondition")
 }
 
-/// The answer to a 429: the pod is gone after all, or blocked by the budget that selects it.
-async fn blocked(client: &kube::Client, pod: &PodRef, status: Box<Status>) -> Result<Eviction> {
+/// The answer to a 429: the pod is gone after all (the name may now be another pod's), or
+/// blocked by the budget the refusal names; a 429 naming none (the apiserver's own throttling,
+/// or an older apiserver) is blocked by the budget that selects the pod, listed.
+async fn blocked(
+    client: &kube::Client,
+    cache: Option<&ClusterCache>,
+    node: Option<&str>,
+    pod: &PodRef,
+    status: Box<Status>,
+) -> Result<Eviction> {
+    let Some(found) = this_pod(client, cache, node, pod).await? else {
+        return Ok(Eviction::Gone);
+    };
+    let pdb = match budget_named(&status) {
+        Some(name) => named_budget(client, cache, &pod.namespace, name).await?,
+        None => {
+            let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &pod.namespace);
+            let listed = budgets
+                .list(&ListParams::default())
+                .await
+                .map_err(|source| Error::ListPdbs {
+                    namespace: pod.namespace.clone(),
+                    source,
+                })?;
+            let labels = found.metadata.labels.clone().unwrap_or_default();
+            budget_for(&listed.items, &labels).map(pdb_facts)
+        }
+    };
+    Ok(Eviction::Blocked {
+        pdb,
+        message: status.message,
+    })
+}
+
+/// The pod of `pod`'s UID, when it is still there: from the mirror of its Node (`node`, when
+/// known) when it holds that very pod, else (not in sync, not seen yet, or another UID under
+/// the name) read from the apiserver.
+async fn this_pod(
+    client: &kube::Client,
+    cache: Option<&ClusterCache>,
+    node: Option<&str>,
+    pod: &PodRef,
+) -> Result<Option<Arc<Pod>>> {
+    let mirrored = cache
+        .zip(node)
+        .and_then(|(cache, node)| cache.pod_on(client, node, &pod.namespace, &pod.name))
+        .flatten()
+        .filter(|found| is_same_pod(found, pod));
+    if mirrored.is_some() {
+        return Ok(mirrored);
+    }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
     let found = pods
         .get_opt(&pod.name)
@@ -175,22 +239,44 @@ async fn blocked(client: &kube::Client, pod: &PodRef, status: Box<Status>) -> Re
             pod: pod.key(),
             source,
         })?;
-    let Some(found) = found.filter(|found| is_same_pod(found, pod)) else {
-        return Ok(Eviction::Gone);
-    };
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &pod.namespace);
-    let listed = budgets
-        .list(&ListParams::default())
+    Ok(found.filter(|found| is_same_pod(found, pod)).map(Arc::new))
+}
+
+/// The facts of budget `namespace/name`: from the mirror when it is in sync, else read (none
+/// when it is gone).
+async fn named_budget(
+    client: &kube::Client,
+    cache: Option<&ClusterCache>,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<PdbFacts>> {
+    if let Some(mirrored) = cache.and_then(|cache| cache.budget(client, namespace, name)) {
+        return Ok(mirrored.map(|budget| pdb_facts(&budget)));
+    }
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), namespace);
+    let found = budgets
+        .get_opt(name)
         .await
         .map_err(|source| Error::ListPdbs {
-            namespace: pod.namespace.clone(),
+            namespace: namespace.to_owned(),
             source,
         })?;
-    let labels = found.metadata.labels.unwrap_or_default();
-    Ok(Eviction::Blocked {
-        pdb: budget_for(&listed.items, &labels).map(pdb_facts),
-        message: status.message,
-    })
+    Ok(found.as_ref().map(pdb_facts))
+}
+
+/// The budget a 429 names in its `DisruptionBudget` cause: every message of the apiserver's
+/// eviction begins "The disruption budget NAME …" ("needs 2 healthy pods and has 2 currently",
+/// "is still being processed by the server", "does not allow evicting pods currently").
+pub(super) fn budget_named(status: &Status) -> Option<&str> {
+    status
+        .details
+        .as_ref()?
+        .causes
+        .iter()
+        .filter(|cause| cause.reason == DISRUPTION_BUDGET_CAUSE)
+        .find_map(|cause| cause.message.strip_prefix("The disruption budget "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|name| !name.is_empty())
 }
 
 /// The budget among `budgets` that selects a pod with `labels`: one allowing no disruption
@@ -354,6 +440,49 @@ mod tests {
             trimmed["deleteOptions"],
             json!({ "preconditions": { "uid": "u-1" }, "gracePeriodSeconds": 12 })
         );
+    }
+
+    #[test]
+    fn a_refusal_names_its_budget_in_its_cause() {
+        let refusal = |reason: &str, message: &str| -> Status {
+            serde_json::from_value(json!({
+                "code": 429,
+                "details": { "causes": [ { "reason": reason, "message": message } ] },
+            }))
+            .unwrap_or_default()
+        };
+        let table = [
+            (
+                refusal(
+                    "DisruptionBudget",
+                    "The disruption budget web-pdb needs 2 healthy pods and has 2 currently",
+                ),
+                Some("web-pdb"),
+            ),
+            (
+                refusal(
+                    "DisruptionBudget",
+                    "The disruption budget web is still being processed by the server.",
+                ),
+                Some("web"),
+            ),
+            (
+                refusal(
+                    "DisruptionBudget",
+                    "The disruption budget db does not allow evicting pods currently",
+                ),
+                Some("db"),
+            ),
+            (refusal("DisruptionBudget", "something else"), None),
+            (
+                refusal("FieldValueInvalid", "The disruption budget web needs 2"),
+                None,
+            ),
+            (Status::default(), None),
+        ];
+        for (status, expected) in table {
+            assert_eq!(budget_named(&status), expected, "{status:?}");
+        }
     }
 
     #[test]

@@ -101,6 +101,10 @@ pub struct NodePods {
 pub struct ListNodePods {
     /// The Node.
     pub node: String,
+    /// Whether the worker's mirrors may answer (the looks between eviction rounds); the plan
+    /// and the last look read the apiserver.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_mirror: bool,
 }
 
 /// Evict (or delete) one pod, by UID.
@@ -113,6 +117,9 @@ pub struct PodAction {
     /// hard deadline, when that is shorter (see `model::drain::trimmed_grace`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_period_seconds: Option<u64>,
+    /// The Node the pod is drained from, whose mirror a refused eviction reads the pod in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// How an eviction request ended.

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kube::Api;
+use kube::runtime::reflector::ObjectRef;
 use nodewright_model::disruption::marking_annotation;
 use nodewright_model::drain::{ANNOTATION_MIRROR_POD, PodFacts, VolumeFacts};
 
@@ -18,24 +19,30 @@ use super::listing::pods_on_node;
 use super::node::node_health;
 use super::volumes::list_attachments;
 use super::{ListNodePods, NodePods};
+use crate::kube::cache::ClusterCache;
 use crate::kube::error::{Error, Result};
 
 /// Lists every pod bound to the Node (`spec.nodeName`, all namespaces) with its volumes
 /// resolved PVC → PV → CSI driver and handle, whether each attaches (each CSIDriver read once
 /// per listing; the VolumeAttachments listed once, when any claim is bound) and its access
 /// modes, and reads the Node's health.
-pub async fn list_node_pods(client: &kube::Client, input: &ListNodePods) -> Result<NodePods> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node = nodes
-        .get_opt(&input.node)
-        .await
-        .map_err(|source| Error::GetNode {
-            name: input.node.clone(),
-            source,
-        })?;
-    let pods = pods_on_node(client, &input.node).await?;
+///
+/// A listing asked for `fromMirror` takes the Node, its pods and their Namespaces from the
+/// worker's mirrors (`cache`) when they are in sync, and reads the apiserver otherwise; the
+/// volumes are always read.
+pub async fn list_node_pods(
+    client: &kube::Client,
+    cache: Option<&ClusterCache>,
+    input: &ListNodePods,
+) -> Result<NodePods> {
+    let mirrored = cache
+        .filter(|_| input.from_mirror)
+        .and_then(|cache| mirrored(client, cache, &input.node));
+    let (node, pods, namespace_labels) = match mirrored {
+        Some(objects) => objects,
+        None => read(client, &input.node).await?,
+    };
     let mut volumes = VolumeResolver::new(client);
-    let namespace_labels = namespace_labels(client, &pods).await?;
     let mut facts = Vec::with_capacity(pods.len());
     for pod in &pods {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
@@ -64,6 +71,43 @@ pub async fn list_node_pods(client: &kube::Client, input: &ListNodePods) -> Resu
         health: node.as_ref().map(node_health).unwrap_or_default(),
         pods: facts,
     })
+}
+
+/// The Node (when it exists), its pods and the labels of their Namespaces.
+type NodeObjects = (
+    Option<Node>,
+    Vec<Pod>,
+    BTreeMap<String, BTreeMap<String, String>>,
+);
+
+/// The Node, its pods and their Namespaces' labels, read from the apiserver.
+async fn read(client: &kube::Client, node: &str) -> Result<NodeObjects> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let found = nodes.get_opt(node).await.map_err(|source| Error::GetNode {
+        name: node.to_owned(),
+        source,
+    })?;
+    let pods = pods_on_node(client, node).await?;
+    let labels = namespace_labels(client, &pods).await?;
+    Ok((found, pods, labels))
+}
+
+/// The same from the worker's mirrors, when they are in sync and the Node is there.
+fn mirrored(client: &kube::Client, cache: &ClusterCache, node: &str) -> Option<NodeObjects> {
+    let (found, pods) = cache.node_and_pods(client, node)?;
+    let namespaces = cache.namespaces(client)?;
+    let mut labels = BTreeMap::new();
+    for pod in &pods {
+        let Some(name) = pod.metadata.namespace.as_deref() else {
+            continue;
+        };
+        let read = namespaces
+            .get(&ObjectRef::new(name))
+            .and_then(|namespace| namespace.metadata.labels.clone())
+            .unwrap_or_default();
+        labels.insert(name.to_owned(), read);
+    }
+    Some((Some(found), pods, labels))
 }
 
 /// The labels of every namespace the `pods` are in, each read once (a namespace gone meanwhile

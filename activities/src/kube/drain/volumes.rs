@@ -2,62 +2,98 @@
 //! volumes are detached here and attached on another node, and in force mode delete the Node's
 //! VolumeAttachments so the attach/detach controller lets go of them.
 //!
-//! VolumeAttachments have no field selector for `spec.nodeName`, so each look lists them all
-//! (page by page) and filters.
+//! The waits follow the VolumeAttachments through one watch (`kube::follow`: a list, then a
+//! watch from its `resourceVersion`, a LIST every 30 s besides, a heartbeat at least every 5 s).
+//! VolumeAttachments have no field selector for `spec.nodeName`, so the watch and every list
+//! take them all (page by page) and the waits filter them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use chrono::{DateTime, Utc};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 
-use super::wait::{Heartbeat, poll_until};
+use super::wait::Heartbeat;
 use super::{AwaitVolumes, NodeAttachments, Pending, Reattached};
 use crate::kube::error::{Error, Result};
+use crate::kube::follow::{Followed, Objects, follow, key_of};
 
 /// How many VolumeAttachments one list page holds.
 const PAGE_SIZE: u32 = 500;
 
 /// Waits until none of the PVs has a VolumeAttachment on the Node (one being deleted still
-/// counts), heartbeating each second, until the deadline; returns the PVs still attached then.
+/// counts), following the VolumeAttachments through a watch and heartbeating, until the
+/// deadline; returns the PVs still attached then.
 pub async fn await_volumes_detached(
     client: &kube::Client,
     heartbeat: &impl Heartbeat,
     input: &AwaitVolumes,
 ) -> Result<Pending> {
-    let deadline = input.deadline;
-    let observe = move || async move {
-        let attachments = list_attachments(client).await?;
-        Ok(attached_here(
-            &attachments,
-            &input.node,
-            &input.persistent_volumes,
-        ))
-    };
-    let pending = poll_until(heartbeat, deadline, observe, Vec::is_empty).await?;
+    let pending = follow_attachments(
+        client,
+        heartbeat,
+        input.deadline,
+        |attachments| attached_here(attachments.values(), &input.node, &input.persistent_volumes),
+        Vec::is_empty,
+    )
+    .await?;
     Ok(Pending { pending })
 }
 
-/// Waits until each PV has an attached VolumeAttachment on another node, heartbeating each
-/// second, until the deadline; returns where each attached and the PVs still waited for.
+/// Waits until each PV has an attached VolumeAttachment on another node, following the
+/// VolumeAttachments through a watch and heartbeating, until the deadline; returns where each
+/// attached and the PVs still waited for.
 pub async fn await_volumes_reattached(
     client: &kube::Client,
     heartbeat: &impl Heartbeat,
     input: &AwaitVolumes,
 ) -> Result<Reattached> {
-    let deadline = input.deadline;
-    let observe = move || async move {
-        let attachments = list_attachments(client).await?;
-        Ok(attached_elsewhere(
-            &attachments,
-            &input.node,
-            &input.persistent_volumes,
-        ))
-    };
-    poll_until(heartbeat, deadline, observe, |seen: &Reattached| {
-        seen.pending.is_empty()
-    })
+    follow_attachments(
+        client,
+        heartbeat,
+        input.deadline,
+        |attachments| {
+            attached_elsewhere(attachments.values(), &input.node, &input.persistent_volumes)
+        },
+        |seen: &Reattached| seen.pending.is_empty(),
+    )
     .await
+}
+
+/// Follows every VolumeAttachment (`kube::follow`, no field selector; the safety read is
+/// [`list_attachments`]) until what `observe` makes of them is `done` or `deadline` passes;
+/// returns the last observation.
+async fn follow_attachments<T>(
+    client: &kube::Client,
+    heartbeat: &impl Heartbeat,
+    deadline: DateTime<Utc>,
+    observe: impl Fn(&Objects<VolumeAttachment>) -> T,
+    done: impl Fn(&T) -> bool,
+) -> Result<T> {
+    let api: Api<VolumeAttachment> = Api::all(client.clone());
+    let followed = follow(
+        &api,
+        "",
+        heartbeat,
+        deadline,
+        |attachments| {
+            let seen = observe(attachments);
+            Ok(done(&seen).then_some(seen))
+        },
+        || async {
+            let attachments = list_attachments(client).await?;
+            Ok(attachments
+                .into_iter()
+                .map(|attachment| (key_of(&attachment), attachment))
+                .collect())
+        },
+    )
+    .await?;
+    Ok(match followed {
+        Followed::Done(seen) => seen,
+        Followed::TimedOut(attachments) => observe(&attachments),
+    })
 }
 
 /// Deletes every VolumeAttachment on the Node (MCM's `DelVolumesAttachments`, force mode);
@@ -107,27 +143,27 @@ fn is_attached(attachment: &VolumeAttachment) -> bool {
 
 /// The PVs among `wanted` with a VolumeAttachment on `node`, whatever its state (one being
 /// deleted or not yet attached still holds the volume), in `wanted`'s order.
-pub(super) fn attached_here(
-    attachments: &[VolumeAttachment],
+pub(super) fn attached_here<'a>(
+    attachments: impl IntoIterator<Item = &'a VolumeAttachment>,
     node: &str,
     wanted: &[String],
 ) -> Vec<String> {
+    let here: BTreeSet<&str> = attachments
+        .into_iter()
+        .filter(|attachment| attachment.spec.node_name == node)
+        .filter_map(persistent_volume)
+        .collect();
     wanted
         .iter()
-        .filter(|pv| {
-            attachments.iter().any(|attachment| {
-                attachment.spec.node_name == node
-                    && persistent_volume(attachment) == Some(pv.as_str())
-            })
-        })
+        .filter(|pv| here.contains(pv.as_str()))
         .cloned()
         .collect()
 }
 
 /// For each PV among `wanted`, the node of an attached VolumeAttachment not on `node`; the
 /// others are pending.
-pub(super) fn attached_elsewhere(
-    attachments: &[VolumeAttachment],
+pub(super) fn attached_elsewhere<'a>(
+    attachments: impl IntoIterator<Item = &'a VolumeAttachment>,
     node: &str,
     wanted: &[String],
 ) -> Reattached {

@@ -1,5 +1,5 @@
-//! Bounded, heartbeating waits: the polling loop every drain wait shares, and the wait for
-//! evicted pods to disappear.
+//! Bounded, heartbeating waits: the polling loop of the drain waits that cannot follow a watch,
+//! and the wait for evicted pods to disappear.
 
 use std::future::Future;
 use std::time::Duration;
