@@ -48,6 +48,7 @@ use nodewright_tests::identity::await_identity_recorded;
 use nodewright_tests::machines::{KillableWorker, cli};
 use nodewright_tests::stack::{kubectl, temporal_cli};
 use nodewright_tests::temporal_worker::unique_task_queue;
+use nodewright_tests::worker_meters::ensure_requests_logged;
 
 use fleet::Fleet;
 use meters::{ArmLog, Reading, Subject, Window};
@@ -220,7 +221,7 @@ impl Session {
         self.worker = Some(worker);
         await_identity_recorded(&self.fleet.stack.cluster).await?;
         tokio::time::sleep(SETTLE).await;
-        meters::ensure_requests_logged(&self.worker()?.log_text())?;
+        ensure_requests_logged(&self.worker()?.log_text())?;
         let mut arm_log = ArmLog::new(&self.fleet.stack)?;
         arm_log.collect().await?;
 

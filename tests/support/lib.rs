@@ -23,6 +23,7 @@ pub mod stack;
 pub mod temporal_server;
 pub mod temporal_worker;
 pub mod timeline;
+pub mod worker_meters;
 pub mod worker_process;
 pub mod workloads;
 

@@ -119,6 +119,11 @@ impl KillableWorker {
         })
     }
 
+    /// Where the log is written: `target/e2e-logs/<log name>.log`.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
     /// The whole log file.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

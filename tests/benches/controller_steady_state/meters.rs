@@ -4,10 +4,11 @@
 //! - ARM: the sandbox's request log filtered by the benchmark's own subscription (every request
 //!   of its worker carries it in the path: the worker's alone, though the stack is shared), and
 //!   `/sandbox/stats` (the whole sandbox, every client of the shared stack);
-//! - the apiserver: the worker's own requests, from its log (kube-client logs each request at
-//!   debug level with its method and URL), and `/metrics`' `apiserver_request_total` for Nodes
-//!   and Leases (the whole apiserver: kwok's heartbeats, other tests);
-//! - the worker's CPU time (`/proc/<pid>/stat`, utime + stime);
+//! - the apiserver: the worker's own requests, from its log
+//!   ([`nodewright_tests::worker_meters::apiserver_requests`]), and `/metrics`'
+//!   `apiserver_request_total` for Nodes and Leases (the whole apiserver: kwok's heartbeats,
+//!   other tests);
+//! - the worker's CPU time ([`nodewright_tests::worker_meters::cpu_seconds`]);
 //! - the controller's history length (`temporal workflow describe`).
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use anyhow::{Context, Result, bail};
 use nodewright_tests::Stack;
 use nodewright_tests::sandbox_admin::get_json;
 use nodewright_tests::stack::{describe_workflow, kubectl};
+use nodewright_tests::worker_meters::{apiserver_requests, cpu_seconds};
 use serde_json::Value;
 
 /// Counts by name (an ARM operation, or `VERB resource` for the apiserver).
@@ -185,7 +187,7 @@ impl Window {
             minutes,
             arm_own: per_minute(arm_log.between(start.arm_seq, end.arm_seq)),
             arm_all: per_minute(difference(&start.arm_all, &end.arm_all)),
-            kube_own: per_minute(logged_requests(log_part)),
+            kube_own: per_minute(apiserver_requests(log_part)),
             apiserver: difference(&start.apiserver, &end.apiserver)
                 .into_iter()
                 .map(|(k, v)| (k, v / (minutes * 60.0)))
@@ -308,80 +310,6 @@ fn samples(metrics: &str, name: &str) -> Vec<(BTreeMap<String, String>, f64)> {
         .collect()
 }
 
-/// Fails unless `log` (the worker's, after its start) shows at least one apiserver request (its
-/// start checks the cluster identity): without, the worker's own apiserver figures would read
-/// zero whatever it does (a kube-client that logs its requests differently).
-pub fn ensure_requests_logged(log: &str) -> Result<()> {
-    if logged_requests(log).is_empty() {
-        bail!(
-            "the worker's log shows none of its apiserver requests (kube-client's debug line \
-             \"requesting\" with http.method and http.url), so they cannot be counted; the log \
-             starts:\n{}",
-            log.lines().take(10).collect::<Vec<_>>().join("\n")
-        );
-    }
-    Ok(())
-}
-
-/// The worker's apiserver requests in `log` (its JSON lines): kube-client's debug event
-/// `requesting`, inside its `HTTP` span with `http.method` and `http.url`; by `VERB resource`.
-fn logged_requests(log: &str) -> Counts {
-    let mut counts = Counts::new();
-    for line in log.lines().filter(|line| line.contains("\"requesting\"")) {
-        let Ok(event) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let span = &event["span"];
-        let (Some(method), Some(url)) = (span["http.method"].as_str(), span["http.url"].as_str())
-        else {
-            continue;
-        };
-        *counts.entry(classify(method, url)).or_default() += 1.0;
-    }
-    counts
-}
-
-/// `GET /api/v1/nodes?watch=true&…` → `WATCH nodes`; a GET of a collection is a LIST.
-fn classify(method: &str, url: &str) -> String {
-    let path_and_query = url.split_once("://").map_or(url, |(_, rest)| {
-        rest.find('/').map_or("/", |slash| &rest[slash..])
-    });
-    let (path, query) = path_and_query
-        .split_once('?')
-        .unwrap_or((path_and_query, ""));
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    // /api/v1/<resource>[/<name>] or /apis/<group>/<version>[/namespaces/<ns>]/<resource>[/<name>]
-    let rest: &[&str] = match segments.first() {
-        Some(&"api") => segments.get(2..).unwrap_or_default(),
-        Some(&"apis") => segments.get(3..).unwrap_or_default(),
-        _ => &[],
-    };
-    let rest = match rest {
-        ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
-        other => other,
-    };
-    let (resource, named) = match rest {
-        [] => (path.to_owned(), false),
-        [resource] => ((*resource).to_owned(), false),
-        [resource, _name, sub @ ..] => {
-            let resource = if sub.is_empty() {
-                (*resource).to_owned()
-            } else {
-                format!("{resource}/{}", sub.join("/"))
-            };
-            (resource, true)
-        }
-    };
-    let watch = query.split('&').any(|pair| pair == "watch=true");
-    let verb = match method {
-        "GET" if watch => "WATCH",
-        "GET" if named => "GET",
-        "GET" => "LIST",
-        other => other,
-    };
-    format!("{verb} {resource}")
-}
-
 /// The controller's current run id and history length.
 async fn history_length(stack: &Stack, workflow_id: &str) -> Result<(String, u64)> {
     let described = describe_workflow(stack, workflow_id).await?;
@@ -395,35 +323,4 @@ async fn history_length(stack: &Stack, workflow_id: &str) -> Result<(String, u64
         .or_else(|| length.as_str().and_then(|text| text.parse().ok()))
         .with_context(|| format!("historyLength is not a number: {length}"))?;
     Ok((run_id.to_owned(), length))
-}
-
-/// utime + stime of process `pid`, in seconds.
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat (has the worker exited?)"))?;
-    // Fields after the command's closing parenthesis start at field 3 (state); utime and
-    // stime are fields 14 and 15.
-    let after = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .context("no ')' in /proc/<pid>/stat")?;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let tick = |index: usize| -> Result<f64> {
-        fields
-            .get(index)
-            .and_then(|field| field.parse::<f64>().ok())
-            .with_context(|| format!("field {} of /proc/{pid}/stat", index + 3))
-    };
-    Ok((tick(11)? + tick(12)?) / clock_ticks_per_second())
-}
-
-/// `getconf CLK_TCK`, 100 when it cannot be read (Linux's USER_HZ everywhere).
-fn clock_ticks_per_second() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|output| String::from_utf8(output.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100.0)
 }
