@@ -7,13 +7,15 @@
 //!
 //! Variables:
 //!
-//! - `NODEWRIGHT_BENCH_ROWS`: the rows to measure, comma-separated, of `machine-life`, `drains`
-//!   and `waiting-drains` (default: all three); the others print "not measured in this run".
+//! - `NODEWRIGHT_BENCH_ROWS`: the rows to measure, comma-separated, of `machine-life`, `drains`,
+//!   `waiting-drains` and `rollouts` (default: all four); the others print "not measured in this
+//!   run".
 //! - `NODEWRIGHT_BENCH_MACHINES`: machines created and deleted at once by the machine-life row
 //!   (1-8, default 4).
 //! - `NODEWRIGHT_BENCH_DRAINS`: drains of the `drains` row (default 200).
 //! - `NODEWRIGHT_BENCH_WAITING_DRAINS`: drains of the `waiting-drains` row (default 1000).
 //! - `NODEWRIGHT_BENCH_WINDOW_SECONDS`: the measured window of both drain rows (default 120).
+//! - `NODEWRIGHT_BENCH_ROLLOUT_MACHINES`: the pool of the `rollouts` row (1-1000, default 200).
 //!
 //! # Expected Flow
 //! 1. Check the stack answers and the binaries exist.
@@ -22,7 +24,10 @@
 //!    had is put back right after the row, also after a failure; the other rows leave the
 //!    profile alone), then the two rows of [`drains`]: `drains` (N drains on one worker all
 //!    waiting on one PodDisruptionBudget: the worker's apiserver requests per second and CPU)
-//!    and `waiting-drains` (the same with 1,000 drains: the worker's RSS and CPU).
+//!    and `waiting-drains` (the same with 1,000 drains: the worker's RSS and CPU); then
+//!    [`rollouts`] with the sandbox at its `short` latencies (set only when it is at another
+//!    profile, and put back): a pool's first rollout and its replacement rollout (maxSurge 10%,
+//!    5 ARM writes/s) against their write floors, and the worker's RSS.
 //! 3. Print every row of the issue's table: the figure measured in this run, its target, and the
 //!    rows not measured (yet, or in this run) said so; then each measured row's details.
 //!
@@ -42,6 +47,8 @@ mod drains;
 mod machine_life;
 #[path = "efficiency/request_log.rs"]
 mod request_log;
+#[path = "efficiency/rollouts.rs"]
+mod rollouts;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -63,11 +70,13 @@ const DRAINS_VARIABLE: &str = "NODEWRIGHT_BENCH_DRAINS";
 const WAITING_DRAINS_VARIABLE: &str = "NODEWRIGHT_BENCH_WAITING_DRAINS";
 /// The variable that sets the drain rows' window, in seconds.
 const WINDOW_VARIABLE: &str = "NODEWRIGHT_BENCH_WINDOW_SECONDS";
+/// The variable that sets the machines of the `rollouts` row's pool.
+const ROLLOUT_MACHINES_VARIABLE: &str = "NODEWRIGHT_BENCH_ROLLOUT_MACHINES";
 /// The most drains a drain row makes (Nodes, pods and runs on the shared stack).
 const MAX_DRAINS: usize = 5000;
 
 /// The rows the benchmark can measure, by their name in [`ROWS_VARIABLE`].
-const ROWS: [&str; 3] = ["machine-life", "drains", "waiting-drains"];
+const ROWS: [&str; 4] = ["machine-life", "drains", "waiting-drains", "rollouts"];
 
 fn main() -> ExitCode {
     nodewright_tests::bench::main("efficiency", "the local stack and about 25 minutes", run())
@@ -91,6 +100,7 @@ async fn run() -> Result<()> {
         drains: number(WAITING_DRAINS_VARIABLE, 1000, 1..=MAX_DRAINS as u64)?.try_into()?,
         window,
     };
+    let rollout_machines: usize = number(ROLLOUT_MACHINES_VARIABLE, 200, 1..=1000)?.try_into()?;
     let stack = Stack::load()?;
     for name in ["nodewright-worker", "nodewright"] {
         binary(name).context("the benchmark runs the workspace's binaries")?;
@@ -127,6 +137,16 @@ async fn run() -> Result<()> {
         None
     };
 
+    let rollouts = if measured("rollouts") {
+        Some(
+            rollouts::measure(&stack, &sandbox, rollout_machines)
+                .await
+                .context("the row rollouts")?,
+        )
+    } else {
+        None
+    };
+
     let not_in_this_run = format!("not measured in this run ({ROWS_VARIABLE})");
     println!("\n## Efficiency (issue 25), measured {}", machine_note());
     println!("\n| figure | measured | target |");
@@ -149,18 +169,27 @@ async fn run() -> Result<()> {
             .as_ref()
             .map_or_else(|| not_in_this_run.clone(), drains::Waiting::memory_summary)
     );
-    for (figure, target) in [
+    for (figure, cell_of, target) in [
         (
             "200-machine replacement rollout, maxSurge 10%, 5 ARM writes/s",
-            "<= 1.15x the write floor",
+            rollouts::Rollouts::replacement_summary as fn(&rollouts::Rollouts) -> String,
+            "<= 1.15x the write floor (1.46x before)",
         ),
         (
             "200-machine first rollout (creates only)",
-            "<= 1.05x the write floor",
+            rollouts::Rollouts::first_summary,
+            "<= 1.05x the write floor (1.10x before)",
         ),
-        ("worker RSS during a 200-machine rollout", "keep (102 MB)"),
+        (
+            "worker RSS during a 200-machine rollout",
+            rollouts::Rollouts::rss_summary,
+            "keep (102 MB)",
+        ),
     ] {
-        println!("| {figure} | not measured yet (issue 25, next slices) | {target} |");
+        let cell = rollouts
+            .as_ref()
+            .map_or_else(|| not_in_this_run.clone(), cell_of);
+        println!("| {figure} | {cell} | {target} |");
     }
     println!();
     if let Some(life) = &life {
@@ -168,6 +197,9 @@ async fn run() -> Result<()> {
     }
     for row in [&pdb, &waiting].into_iter().flatten() {
         row.print_details();
+    }
+    if let Some(rollouts) = &rollouts {
+        rollouts.print_details();
     }
     Ok(())
 }
