@@ -257,9 +257,16 @@ async fn joiner_scenario(
             "volumes.kubernetes.io/controller-managed-attach-detach",
             "true",
         ),
-        ("node.alpha.kubernetes.io/ttl", "0"),
     ] {
         ensure_eq(key, annotations.get(key).map(String::as_str), Some(value))?;
+    }
+    // kube-controller-manager's TTL controller annotates every Node it sees; its value steps
+    // with the cluster's size (0 s up to 100 Nodes, then 15, 30, 60, 300), so any step will do.
+    let ttl = annotations
+        .get("node.alpha.kubernetes.io/ttl")
+        .map(String::as_str);
+    if !matches!(ttl, Some("0" | "15" | "30" | "60" | "300")) {
+        bail!("node.alpha.kubernetes.io/ttl is {ttl:?}, not a step of the TTL controller");
     }
     let status = node.status.clone().unwrap_or_default();
     let capacity = status.capacity.unwrap_or_default();

@@ -160,6 +160,32 @@ pub fn temporal_cli() -> Result<PathBuf> {
     stack_tool("NODEWRIGHT_TEMPORAL_CLI")
 }
 
+/// Terminates the latest run of `workflow_id` (`temporal workflow terminate`) for `reason`: the
+/// clean-up of a test or benchmark. An error says why not (no CLI, no run, a run already ended).
+pub async fn terminate_workflow(stack: &Stack, workflow_id: &str, reason: &str) -> Result<()> {
+    let mut command = std::process::Command::new(temporal_cli()?);
+    command.args([
+        "workflow",
+        "terminate",
+        "--workflow-id",
+        workflow_id,
+        "--reason",
+        reason,
+        "--address",
+        &stack.temporal_address,
+        "--namespace",
+        &stack.temporal_namespace,
+    ]);
+    let output = tokio::task::spawn_blocking(move || command.output()).await??;
+    if !output.status.success() {
+        bail!(
+            "terminating {workflow_id}: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
 /// `temporal workflow describe --output json` of the latest run of `workflow_id`.
 pub async fn describe_workflow(stack: &Stack, workflow_id: &str) -> Result<serde_json::Value> {
     workflow_json(stack, "describe", workflow_id, &[]).await

@@ -1157,23 +1157,8 @@ async fn clean_up(scene: &Scene, sandbox: &Sandbox) {
 
 /// Terminates the workflow `workflow_id` if it still runs, quietly.
 async fn terminate(stack: &Stack, workflow_id: &str) {
-    let Ok(cli) = temporal_cli() else {
-        return;
-    };
-    let mut command = std::process::Command::new(&cli);
-    command.args([
-        "workflow",
-        "terminate",
-        "--workflow-id",
-        workflow_id,
-        "--reason",
-        "efficiency benchmark clean-up",
-        "--address",
-        &stack.temporal_address,
-        "--namespace",
-        &stack.temporal_namespace,
-    ]);
-    let _ = tokio::task::spawn_blocking(move || command.output()).await;
+    let reason = "efficiency benchmark clean-up";
+    let _ = nodewright_tests::stack::terminate_workflow(stack, workflow_id, reason).await;
 }
 
 /// Deletes every VM of the pool left (`machine delete --skip-drain --wait`,

@@ -272,23 +272,7 @@ pub(crate) fn ensure_bounds(
 
 /// Terminates the workflow `workflow_id` if it still runs (cleanup after a failure), quietly.
 pub(crate) async fn terminate(stack: &Stack, workflow_id: &str) {
-    let Ok(cli) = nodewright_tests::stack::temporal_cli() else {
-        return;
-    };
-    let mut command = std::process::Command::new(&cli);
-    command.args([
-        "workflow",
-        "terminate",
-        "--workflow-id",
-        workflow_id,
-        "--reason",
-        "e2e cleanup",
-        "--address",
-        &stack.temporal_address,
-        "--namespace",
-        &stack.temporal_namespace,
-    ]);
-    let _ = tokio::task::spawn_blocking(move || command.output()).await;
+    let _ = nodewright_tests::stack::terminate_workflow(stack, workflow_id, "e2e cleanup").await;
 }
 
 /// Ends what a test leaves behind, whether it passed or not: its rollout terminated (children

@@ -338,7 +338,25 @@ async fn roll(
         if let Some((index, outcome)) = finished {
             let child = children.remove(index);
             child_finished(ctx, request, child.entry, outcome);
+            if ctx.patched(BOOK_ALL_FINISHED_PATCH) {
+                book_finished_too(ctx, request, &mut children);
+            }
         }
+    }
+}
+
+/// Books every other child whose end reached this workflow task, so that one look plans for
+/// all of them (before, each finished child cost a look of its own: with hundreds of machines
+/// the looks, not the write budget, paced the rollout). The ends are those the workflow task
+/// brought, polled in order, so replays agree.
+fn book_finished_too(
+    ctx: &mut WorkflowContext<RollingUpdateWorkflow>,
+    request: &RolloutRequest,
+    children: &mut Vec<Child>,
+) {
+    while let Some((index, outcome)) = first_finished(children).now_or_never() {
+        let child = children.remove(index);
+        child_finished(ctx, request, child.entry, outcome);
     }
 }
 
@@ -357,7 +375,6 @@ fn running<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec<Running<
         .collect()
 }
 
-/// The machines children in flight work on (this run's and those it inherited).
 /// The machines of the creates in flight (this run's and those it inherited).
 fn creating_machines<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec<&'a str> {
     children
@@ -369,6 +386,7 @@ fn creating_machines<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Ve
         .collect()
 }
 
+/// The machines children in flight work on (this run's and those it inherited).
 fn running_machines<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec<&'a str> {
     children
         .iter()
@@ -376,6 +394,10 @@ fn running_machines<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec
         .chain(inherited.iter().map(|entry| entry.machine.as_str()))
         .collect()
 }
+
+/// Patch marker of [`book_finished_too`]: runs recorded before it booked one finished child per
+/// look.
+const BOOK_ALL_FINISHED_PATCH: &str = "rollout-books-every-finished-child";
 
 /// Patch marker: a run due to continue as new does so with children in flight, which the next
 /// run finds again by their IDs (runs recorded before it waited for every child to end).

@@ -93,6 +93,22 @@ async fn refused(client: &kube::Client, pod: &PodRef, status: &Status) -> Result
     })
 }
 
+/// Every PodDisruptionBudget of `namespace`, read from the apiserver.
+async fn namespace_budgets(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Vec<PodDisruptionBudget>> {
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), namespace);
+    let listed = budgets
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListPdbs {
+            namespace: namespace.to_owned(),
+            source,
+        })?;
+    Ok(listed.items)
+}
+
 /// The `namespace/name` of every budget that selects `pod` (none when it is gone).
 async fn budgets_selecting(client: &kube::Client, pod: &PodRef) -> Result<Vec<String>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
@@ -106,17 +122,9 @@ async fn budgets_selecting(client: &kube::Client, pod: &PodRef) -> Result<Vec<St
     let Some(found) = found.filter(|found| is_same_pod(found, pod)) else {
         return Ok(Vec::new());
     };
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &pod.namespace);
-    let listed = budgets
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| Error::ListPdbs {
-            namespace: pod.namespace.clone(),
-            source,
-        })?;
+    let listed = namespace_budgets(client, &pod.namespace).await?;
     let labels = found.metadata.labels.unwrap_or_default();
     Ok(listed
-        .items
         .iter()
         .filter(|budget| selects(budget, &labels))
         .map(|budget| pdb_facts(budget).key())
@@ -196,16 +204,9 @@ async fn blocked(
     let pdb = match budget_named(&status) {
         Some(name) => named_budget(client, cache, &pod.namespace, name).await?,
         None => {
-            let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &pod.namespace);
-            let listed = budgets
-                .list(&ListParams::default())
-                .await
-                .map_err(|source| Error::ListPdbs {
-                    namespace: pod.namespace.clone(),
-                    source,
-                })?;
+            let listed = namespace_budgets(client, &pod.namespace).await?;
             let labels = found.metadata.labels.clone().unwrap_or_default();
-            budget_for(&listed.items, &labels).map(pdb_facts)
+            budget_for(&listed, &labels).map(pdb_facts)
         }
     };
     Ok(Eviction::Blocked {
