@@ -2,7 +2,8 @@
 //! waiting for its children, which run on (ParentClosePolicy Abandon); this run finds them again
 //! by their workflow IDs and run IDs (the carried status's `in_flight`), asks Temporal at each
 //! look how they are (`temporal.workflow_ends`) and books each that ended as a child of its own
-//! (`model::rollout::inherited`). On cancellation it asks them to cancel
+//! (`model::rollout::inherited`); while the run waits between looks, one ask waits for the first
+//! of them to end ([`ask_for_an_end`]). On cancellation it asks them to cancel
 //! (`temporal.cancel_workflows`), as Temporal does for children of its own, and waits for their
 //! ends within bounds (`model::rollout::CancelWait`).
 
@@ -12,7 +13,7 @@ use nodewright_activities::temporal::{TemporalActivities, Workflows};
 use nodewright_model::rollout::{
     CancelWait, ChildEnd, InFlight, RunEnd, cancel_not_confirmed, run_ids,
 };
-use temporalio_sdk::{ActivityOptions, WorkflowContext};
+use temporalio_sdk::{ActivityExecutionError, ActivityOptions, CancellableFuture, WorkflowContext};
 
 use super::state::HasRollout;
 use super::status::note;
@@ -144,6 +145,34 @@ async fn ask<W: HasRollout>(
             );
             None
         }
+    }
+}
+
+/// While the loop waits: one ask of how the `inherited` children are that answers as soon as one
+/// of them has ended (or after `wait`), so that the run books them and plans again at once
+/// instead of at its next look. The loop cancels it when something else woke it first.
+pub fn ask_for_an_end<'a, W: HasRollout>(
+    ctx: &'a WorkflowContext<W>,
+    inherited: &[InFlight],
+    wait: Duration,
+) -> impl CancellableFuture<Output = Result<Vec<Option<RunEnd>>, ActivityExecutionError>> + 'a {
+    ctx.execute_activity(
+        TemporalActivities::workflow_ends,
+        workflows(inherited, "", wait),
+        activity_options::wait(wait),
+    )
+}
+
+/// The children of `inherited` that ended by an answer of [`ask_for_an_end`], with their ends
+/// as booked; none when the ask failed or answered for a different number of children (the
+/// look that follows asks again and notes a failure).
+pub fn booked_by(
+    inherited: &mut Vec<InFlight>,
+    answer: Result<Vec<Option<RunEnd>>, ActivityExecutionError>,
+) -> Vec<(InFlight, ChildEnd)> {
+    match answer {
+        Ok(ends) if ends.len() == inherited.len() => booked(inherited, ends),
+        _ => Vec::new(),
     }
 }
 

@@ -16,18 +16,20 @@ mod window;
 
 use nodewright_model::workflow_type;
 use std::collections::BTreeSet;
+use std::future::Future;
 
 use futures::FutureExt;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope};
 use nodewright_model::rollout::{
-    AfterLook, ChildKind, InFlight, RolloutOutcome, RolloutPhase, RolloutRequest, RolloutResult,
-    RolloutStatus, Round, Running, Signal, StrategyChange, StrategyView, after_look,
+    AfterLook, ChildEnd, ChildKind, InFlight, RolloutOutcome, RolloutPhase, RolloutRequest,
+    RolloutResult, RolloutStatus, Round, RunEnd, Running, Signal, StrategyChange, StrategyView,
+    after_look,
 };
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::select;
 use temporalio_sdk::{
-    ContinueAsNewOptions, SyncWorkflowContext, WorkflowContext, WorkflowContextView,
-    WorkflowResult, WorkflowTermination,
+    ActivityExecutionError, CancellableFuture, ContinueAsNewOptions, SyncWorkflowContext,
+    WorkflowContext, WorkflowContextView, WorkflowResult, WorkflowTermination,
 };
 
 use self::children::{Child, child_finished, first_finished, show_in_flight, start_children};
@@ -330,19 +332,59 @@ async fn roll(
 
         let seen = ctx.state(|s| s.state.wakeups);
         let interval = request.wait_after_look(at, next_available_at);
-        let finished = select! {
-            done = first_finished(&mut children).fuse() => Some(done),
-            _ = ctx.wait_condition(move |s: &RollingUpdateWorkflow| s.state.wakeups != seen) => None,
-            _ = ctx.timer(interval) => None,
+        let mut ask = (!inherited.is_empty() && ctx.patched(INHERITED_ENDS_PATCH))
+            .then(|| Box::pin(inherited::ask_for_an_end(ctx, &inherited, interval)));
+        let woke = select! {
+            done = first_finished(&mut children).fuse() => Woke::Child(done),
+            answer = answer_of(ask.as_mut()).fuse() => Woke::Inherited(Box::new(answer)),
+            _ = ctx.wait_condition(move |s: &RollingUpdateWorkflow| s.state.wakeups != seen) => Woke::Other,
+            _ = ctx.timer(interval) => Woke::Other,
         };
-        if let Some((index, outcome)) = finished {
+        // The ask for an inherited end: its answer if it came in this workflow task too,
+        // otherwise it is cancelled (the next wait asks again).
+        let (woke, answer) = match (woke, ask.as_mut()) {
+            (Woke::Inherited(answer), _) => (None, Some(*answer)),
+            (woke, Some(ask)) => {
+                let answer = ask.as_mut().now_or_never();
+                if answer.is_none() {
+                    ask.cancel();
+                }
+                (Some(woke), answer)
+            }
+            (woke, None) => (Some(woke), None),
+        };
+        drop(ask);
+        if let Some(Woke::Child((index, outcome))) = woke {
             let child = children.remove(index);
             child_finished(ctx, request, child.entry, outcome);
             if ctx.patched(BOOK_ALL_FINISHED_PATCH) {
                 book_finished_too(ctx, request, &mut children);
             }
         }
+        if let Some(answer) = answer {
+            for (entry, outcome) in inherited::booked_by(&mut inherited, answer) {
+                child_finished(ctx, request, entry, outcome);
+            }
+        }
     }
+}
+
+/// The answer of the ask for an inherited child's end, when there is one (else never).
+async fn answer_of<F: Future + Unpin>(ask: Option<&mut F>) -> F::Output {
+    match ask {
+        Some(ask) => ask.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What ended the wait between two looks.
+enum Woke {
+    /// A child of this run ended (its index and end).
+    Child((usize, ChildEnd)),
+    /// The ask for an inherited child's end answered.
+    Inherited(Box<Result<Vec<Option<RunEnd>>, ActivityExecutionError>>),
+    /// A signal or update, or the look's interval.
+    Other,
 }
 
 /// Books every other child whose end reached this workflow task, so that one look plans for
@@ -394,6 +436,12 @@ fn running_machines<'a>(children: &'a [Child], inherited: &'a [InFlight]) -> Vec
         .chain(inherited.iter().map(|entry| entry.machine.as_str()))
         .collect()
 }
+
+/// Patch marker: while a run waits between looks with children inherited from the run before,
+/// one ask waits for the first of them to end (`inherited::next_end`); runs recorded before it
+/// noticed their ends only at a look (a run that had just continued as new, its budget full of
+/// inherited children, sat idle until its next look).
+const INHERITED_ENDS_PATCH: &str = "rollout-awaits-inherited-ends";
 
 /// Patch marker of [`book_finished_too`]: runs recorded before it booked one finished child per
 /// look.
