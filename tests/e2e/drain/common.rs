@@ -200,7 +200,8 @@ pub(crate) async fn drain_document(
     Ok(doc)
 }
 
-/// Polls [`drain_document`] until `done` holds; the error shows the last answer.
+/// Polls `machine status` until it shows the machine's drain and `done` holds; the error shows
+/// the last answer.
 pub(crate) async fn wait_drain(
     stack: &Stack,
     task_queue: &str,
@@ -210,13 +211,25 @@ pub(crate) async fn wait_drain(
     done: impl Fn(&DrainStatusDocument) -> bool,
 ) -> Result<DrainStatusDocument> {
     let deadline = tokio::time::Instant::now() + timeout;
+    let expected = format!("drain/{}/{machine}", stack.cluster);
     loop {
-        let doc = drain_document(stack, task_queue, machine).await?;
-        if done(&doc) {
+        let doc: DrainStatusDocument = cli(
+            stack,
+            task_queue,
+            &["machine", "status", machine, "--output", "json"],
+        )
+        .await?
+        .expect_code(0)?
+        .parse()?;
+        // Until the drain has started, `machine status` shows the machine's latest other run
+        // (its create): a wait begun beside `machine drain` keeps asking.
+        if doc.workflow_id == expected && done(&doc) {
             return Ok(doc);
         }
         if tokio::time::Instant::now() >= deadline {
-            bail!("timed out after {timeout:?} waiting for {what}; last status: {doc}");
+            bail!(
+                "timed out after {timeout:?} waiting for {what} of {expected}; last status: {doc}"
+            );
         }
         tokio::time::sleep(POLL).await;
     }
