@@ -180,6 +180,23 @@ pub(crate) fn drain_pool_file(
 
 pub(super) use nodewright_tests::machines::cli;
 
+/// `machine status NAME --output json`, typed as `T`: the machine's latest create, drain or
+/// delete run.
+pub(crate) async fn machine_status<T: serde::de::DeserializeOwned>(
+    stack: &Stack,
+    task_queue: &str,
+    machine: &str,
+) -> Result<T> {
+    cli(
+        stack,
+        task_queue,
+        &["machine", "status", machine, "--output", "json"],
+    )
+    .await?
+    .expect_code(0)?
+    .parse()
+}
+
 /// `machine status NAME --output json` of a machine whose latest run is its drain, typed: a
 /// field the drain's status requires that is missing or renamed fails here.
 pub(crate) async fn drain_document(
@@ -187,14 +204,7 @@ pub(crate) async fn drain_document(
     task_queue: &str,
     machine: &str,
 ) -> Result<DrainStatusDocument> {
-    let doc: DrainStatusDocument = cli(
-        stack,
-        task_queue,
-        &["machine", "status", machine, "--output", "json"],
-    )
-    .await?
-    .expect_code(0)?
-    .parse()?;
+    let doc: DrainStatusDocument = machine_status(stack, task_queue, machine).await?;
     let expected = format!("drain/{}/{machine}", stack.cluster);
     ensure!(doc.workflow_id == expected, "status of {expected}: {doc}");
     Ok(doc)
@@ -213,14 +223,7 @@ pub(crate) async fn wait_drain(
     let deadline = tokio::time::Instant::now() + timeout;
     let expected = format!("drain/{}/{machine}", stack.cluster);
     loop {
-        let doc: DrainStatusDocument = cli(
-            stack,
-            task_queue,
-            &["machine", "status", machine, "--output", "json"],
-        )
-        .await?
-        .expect_code(0)?
-        .parse()?;
+        let doc: DrainStatusDocument = machine_status(stack, task_queue, machine).await?;
         // Until the drain has started, `machine status` shows the machine's latest other run
         // (its create): a wait begun beside `machine drain` keeps asking.
         if doc.workflow_id == expected && done(&doc) {

@@ -24,7 +24,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::common::{cli, create_machines, delete_machines, drain_document, drain_pool_file};
+use super::common::{
+    cli, create_machines, delete_machines, drain_document, drain_pool_file, machine_status,
+};
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright_model::drain::{ANNOTATION_DRAIN_POLICY, DrainedNode, LocalDataPod, PodState};
@@ -439,14 +441,7 @@ async fn deletion(
     );
 
     // The status: the delete's drain step counts them, the drain part names them.
-    let doc: MachineStatusDocument = cli(
-        stack,
-        task_queue,
-        &["machine", "status", machine, "--output", "json"],
-    )
-    .await?
-    .expect_code(0)?
-    .parse()?;
+    let doc: MachineStatusDocument = machine_status(stack, task_queue, machine).await?;
     let shown_doc = shown(&doc);
     ensure!(
         doc.workflow_id == format!("delete/{}/{machine}", stack.cluster)

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use super::common::{DrainScene, cli, create_machines};
+use super::common::{DrainScene, cli, create_machines, machine_status};
 use anyhow::{Context, Result, bail, ensure};
 use chrono::{DateTime, Utc};
 use nodewright_model::drain::{DrainMode, DrainStatus, PodState, VolumeState};
@@ -338,14 +338,7 @@ async fn deletes_drain(
     task_queue: &str,
     machine: &str,
 ) -> Result<(String, DrainStatus)> {
-    let doc: MachineStatusDocument = cli(
-        stack,
-        task_queue,
-        &["machine", "status", machine, "--output", "json"],
-    )
-    .await?
-    .expect_code(0)?
-    .parse()?;
+    let doc: MachineStatusDocument = machine_status(stack, task_queue, machine).await?;
     let expected = format!("delete/{}/{machine}", stack.cluster);
     ensure!(
         doc.workflow_id == expected,

@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use std::future::Future;
 
 use futures::FutureExt;
+use futures::future::FusedFuture;
 use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope};
 use nodewright_model::rollout::{
     AfterLook, ChildEnd, ChildKind, InFlight, RolloutOutcome, RolloutPhase, RolloutRequest,
@@ -344,6 +345,8 @@ async fn roll(
         // otherwise it is cancelled (the next wait asks again).
         let (woke, answer) = match (woke, ask.as_mut()) {
             (Woke::Inherited(answer), _) => (None, Some(*answer)),
+            // A failed ask already ended (it is not polled again).
+            (woke, Some(ask)) if ask.is_terminated() => (Some(woke), None),
             (woke, Some(ask)) => {
                 let answer = ask.as_mut().now_or_never();
                 if answer.is_none() {
@@ -369,10 +372,18 @@ async fn roll(
     }
 }
 
-/// The answer of the ask for an inherited child's end, when there is one (else never).
-async fn answer_of<F: Future + Unpin>(ask: Option<&mut F>) -> F::Output {
+/// The answer of the ask for an inherited child's end, when there is one and it succeeded; never
+/// otherwise (a failed ask does not wake the loop, which would only ask again at once: the
+/// look after the wait asks too, and notes the failure).
+async fn answer_of<T, E, F>(ask: Option<&mut F>) -> Result<T, E>
+where
+    F: Future<Output = Result<T, E>> + Unpin,
+{
     match ask {
-        Some(ask) => ask.await,
+        Some(ask) => match ask.await {
+            Ok(answer) => Ok(answer),
+            Err(_) => std::future::pending().await,
+        },
         None => std::future::pending().await,
     }
 }
