@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use temporalio_common::RetryPolicy;
+use nodewright_model::arm::WriteStage;
+use temporalio_common::{Priority, RetryPolicy};
 use temporalio_sdk::{ActivityCloseTimeouts, ActivityOptions};
 
 /// A running wait must heartbeat at least this often; a lost worker's wait is retried on
@@ -55,29 +56,40 @@ pub fn kube_write() -> ActivityOptions {
 /// An ARM write on the rate-limited ARM-write task queue `queue`: 3 minutes an attempt (a NIC
 /// or disk write waits for its own short operation), retried with backoff (2 s doubling to
 /// 60 s, or ARM's `Retry-After`) for up to 15 minutes. The write heartbeats, so a lost worker's
-/// write is retried on another after [`HEARTBEAT_TIMEOUT`], not after 3 minutes.
-pub fn arm_write(queue: &str) -> ActivityOptions {
+/// write is retried on another after [`HEARTBEAT_TIMEOUT`], not after 3 minutes. When writes
+/// are backlogged, `stage` decides which leave first (`model::arm::WriteStage`).
+pub fn arm_write(queue: &str, stage: WriteStage) -> ActivityOptions {
     ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
         schedule_to_close: Duration::from_secs(15 * 60),
         start_to_close: Duration::from_secs(180),
     })
     .heartbeat_timeout(HEARTBEAT_TIMEOUT)
     .task_queue(queue.to_owned())
+    .priority(write_priority(stage))
     .retry_policy(backoff(Duration::from_secs(2), Duration::from_secs(60)))
     .build()
 }
 
 /// A cleanup ARM write (compensation, deletion): like [`arm_write`] but allowed an hour, since
 /// giving up leaves something behind.
-pub fn arm_cleanup_write(queue: &str) -> ActivityOptions {
+pub fn arm_cleanup_write(queue: &str, stage: WriteStage) -> ActivityOptions {
     ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
         schedule_to_close: Duration::from_secs(60 * 60),
         start_to_close: Duration::from_secs(180),
     })
     .heartbeat_timeout(HEARTBEAT_TIMEOUT)
     .task_queue(queue.to_owned())
+    .priority(write_priority(stage))
     .retry_policy(backoff(Duration::from_secs(2), Duration::from_secs(60)))
     .build()
+}
+
+/// The task priority of an ARM write at `stage`; only its key is set, so fairness keeps the
+/// server's defaults.
+fn write_priority(stage: WriteStage) -> Priority {
+    Priority::builder()
+        .priority_key(stage.priority_key())
+        .build()
 }
 
 /// A heartbeating wait that ends by itself at a deadline `budget` from now: each attempt may
@@ -109,4 +121,28 @@ pub fn probe() -> ActivityOptions {
             .build(),
     )
     .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arm_writes_carry_their_stage_as_task_priority_on_the_write_queue() {
+        for (stage, key) in [
+            (WriteStage::Finishing, 1),
+            (WriteStage::Building, 2),
+            (WriteStage::Starting, 3),
+        ] {
+            for options in [
+                arm_write("q-arm-writes", stage),
+                arm_cleanup_write("q-arm-writes", stage),
+            ] {
+                assert_eq!(options.task_queue.as_deref(), Some("q-arm-writes"));
+                let priority = options.priority.expect("an ARM write has a priority");
+                assert_eq!(priority.priority_key, Some(key));
+                assert_eq!(priority.fairness_key, None);
+            }
+        }
+    }
 }

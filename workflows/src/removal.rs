@@ -9,6 +9,7 @@ use nodewright_activities::azure::machines::{
 };
 use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange};
 use nodewright_model::ClusterName;
+use nodewright_model::arm::WriteStage;
 use nodewright_model::machine::{DeletedMachine, Step};
 use nodewright_model::names::arm_write_task_queue;
 use temporalio_sdk::WorkflowContext;
@@ -74,7 +75,10 @@ pub async fn remove_machine<W: HasStatus>(
                     cluster: removal.cluster.clone(),
                     machine: removal.machine.clone(),
                 },
-                cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
+                cancellation::shielded(activity_options::arm_cleanup_write(
+                    &writes,
+                    WriteStage::Finishing,
+                )),
             )
             .await
             .map_err(|e| StepFailed::from_activity(Step::DeleteVm, &e))?;
@@ -158,7 +162,10 @@ pub async fn remove_machine<W: HasStatus>(
                     machine: Some(removal.machine.clone()),
                     os_disk_under_vm: os_disk.clone(),
                 },
-                cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
+                cancellation::shielded(activity_options::arm_cleanup_write(
+                    &writes,
+                    WriteStage::Finishing,
+                )),
             )
             .await
             .map_err(|e| StepFailed::from_activity(Step::DeleteLeftovers, &e))?;

@@ -4,6 +4,7 @@
 
 use nodewright_activities::azure::machines::{ArmWriteActivities, TagMachine};
 use nodewright_activities::kube::{DeleteBootstrapToken, KubeActivities, TokenDeleted};
+use nodewright_model::arm::WriteStage;
 use nodewright_model::bootstrap_token::{NAMESPACE as TOKEN_NAMESPACE, machine_secret_name};
 use nodewright_model::machine::create::{Compensated, JoinTokenCleanup, compensation_failed};
 use nodewright_model::machine::{CreateMachineRequest, Step};
@@ -121,7 +122,7 @@ pub(super) async fn keep(
         .execute_activity(
             ArmWriteActivities::tag_machine,
             input,
-            cancellation::shielded(activity_options::arm_write(&writes)),
+            cancellation::shielded(activity_options::arm_write(&writes, WriteStage::Starting)),
         )
         .await
     {

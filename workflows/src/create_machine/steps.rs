@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use nodewright_activities::azure::machines::{ArmWriteActivities, EnsureNic};
 use nodewright_activities::kube::{AwaitNode, KubeActivities, NodeMetadata, NodeTaint, NodeWait};
+use nodewright_model::arm::WriteStage;
 use nodewright_model::drain::{
     ANNOTATION_DRAIN_POLICY, ANNOTATION_DRAIN_POLICY_STAMP, policy_to_annotation,
 };
@@ -63,7 +64,7 @@ pub(super) async fn create(
                 subnet_id: request.template.subnet_id.clone(),
                 tags: tags.clone(),
             },
-            cancellation::shielded(activity_options::arm_write(&writes)),
+            cancellation::shielded(activity_options::arm_write(&writes, WriteStage::Starting)),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::EnsureNic, &e))?;

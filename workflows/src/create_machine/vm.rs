@@ -10,6 +10,7 @@ use nodewright_activities::azure::machines::{
     ArmReadActivities, ArmWriteActivities, AwaitVm, BeginVmCreate, TagOsDisk, VmCreateStarted,
     VmProvisioned,
 };
+use nodewright_model::arm::WriteStage;
 use nodewright_model::drain::{TAG_DRAIN, policy_to_tag};
 use nodewright_model::machine::create::{
     MAX_VM_CREATE_SENDS, OsDiskTagging, VmCreateFailed, decide_vm_create_failed,
@@ -81,7 +82,7 @@ pub(super) async fn create_vm(
                     tags: vm_tags.clone(),
                     resend: sends > 1,
                 },
-                cancellation::shielded(activity_options::arm_write(&writes)),
+                cancellation::shielded(activity_options::arm_write(&writes, WriteStage::Building)),
             )
             .await
             .map_err(|e| StepFailed::from_activity(Step::CreateVm, &e))?;
@@ -151,7 +152,7 @@ pub(super) async fn create_vm(
                 disk: disk.clone(),
                 tags: tags.clone(),
             },
-            cancellation::shielded(activity_options::arm_write(&writes)),
+            cancellation::shielded(activity_options::arm_write(&writes, WriteStage::Finishing)),
         )
         .await
     {

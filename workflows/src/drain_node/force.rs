@@ -14,6 +14,7 @@ use nodewright_activities::azure::machines::{
 };
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{NodeAttachments, PodAction, PodDeletion};
+use nodewright_model::arm::WriteStage;
 use nodewright_model::drain::{
     DrainMode, FORCE_DETACH_BUDGET, ForceReason, ForceRelease, PodRef, PodState, RuledPod,
     overridden_mark,
@@ -214,7 +215,10 @@ async fn force_detach_disks(ctx: &mut Ctx, state: &Drain) -> Result<ForceDetache
                 cluster: state.request.cluster.clone(),
                 machine: state.request.node.clone(),
             },
-            cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
+            cancellation::shielded(activity_options::arm_cleanup_write(
+                &writes,
+                WriteStage::Finishing,
+            )),
         )
         .await
         .map_err(|e| StepFailed::from_activity(Step::ForceDrain, &e))?;

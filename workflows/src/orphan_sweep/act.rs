@@ -6,6 +6,7 @@ use nodewright_activities::azure::machines::{
     ArmWriteActivities, DeleteLeftover, Leftover, LeftoverDeleted, LeftoverKind,
 };
 use nodewright_activities::kube::{DeleteOrphanNode, KubeActivities, OrphanNodeDeleted};
+use nodewright_model::arm::WriteStage;
 use nodewright_model::machine_name::MachineName;
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_model::sweep::{
@@ -105,7 +106,10 @@ async fn delete_leftover(
                 machine: None,
                 os_disk_under_vm: None,
             },
-            cancellation::shielded(activity_options::arm_cleanup_write(&writes)),
+            cancellation::shielded(activity_options::arm_cleanup_write(
+                &writes,
+                WriteStage::Starting,
+            )),
         )
         .await;
     match deleted {

@@ -896,7 +896,7 @@ async fn remediate(
         cluster: cluster.clone(),
         machine: machine.to_owned(),
     };
-    let options = activity_options::arm_write(&writes);
+    let options = activity_options::arm_write(&writes, nodewright_model::arm::WriteStage::Starting);
     let done = match rung {
         Rung::Restart => {
             ctx.execute_activity(ArmWriteActivities::restart_vm, input, options)

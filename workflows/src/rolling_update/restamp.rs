@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use nodewright_activities::azure::machines::{ArmScope, ArmWriteActivities, RetagDrain};
 use nodewright_activities::kube::{KubeActivities, MachineNode, RestampDrain};
+use nodewright_model::arm::WriteStage;
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_model::rollout::{
     DrainStamps, DrainWanted, ObservedMachine, RolloutRequest, restamp::RESTAMP_BATCH, to_restamp,
@@ -136,7 +137,7 @@ pub async fn restamp_drain<W: HasRollout>(
                     machines: to_tag.clone(),
                     value: wanted.tag.clone(),
                 },
-                activity_options::arm_write(&writes),
+                activity_options::arm_write(&writes, WriteStage::Starting),
             )
             .await;
         match tagged {
