@@ -21,6 +21,7 @@ pub mod progress;
 pub mod registry;
 pub mod removal;
 pub mod rolling_update;
+pub mod scope;
 pub mod search;
 pub mod uncordon_node;
 

@@ -1,6 +1,5 @@
 #![doc = include_str!("../runbooks/uncordon_node.md")]
 
-use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_activities::kube::uncordon::UncordonNode;
 use nodewright_activities::kube::{KubeActivities, MachineNode, NodeChange};
 use nodewright_model::Operation;
@@ -65,14 +64,12 @@ impl UncordonNodeWorkflow {
         status.started_at = Some(rfc3339(now(ctx)));
         ctx.state_mut(|s| s.status = Some(status));
 
-        let scope = ctx
-            .execute_activity(
-                ArmReadActivities::scope,
-                (),
-                // Reads the worker's configuration: let it answer even after a request.
-                cancellation::shielded(activity_options::read()),
-            )
-            .await?;
+        let scope = crate::scope::read(
+            ctx,
+            // The options of runs recorded before `scope::SCOPE_LOCAL`.
+            cancellation::shielded(activity_options::read()),
+        )
+        .await?;
         cancellation::before_first_step(ctx)?;
         begin(ctx, Step::Uncordon);
         let node = MachineNode {

@@ -6,7 +6,6 @@ mod steps;
 mod vm;
 
 use chrono::{DateTime, Utc};
-use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_model::Operation;
 use nodewright_model::cancel::Canceled;
 use nodewright_model::machine::adoption::is_name_taken;
@@ -45,15 +44,12 @@ impl CreateMachineWorkflow {
         announce(ctx, &request, started);
         let deadline = later(started, request.creation_timeout);
 
-        let scope = ctx
-            .execute_activity(
-                ArmReadActivities::scope,
-                (),
-                // Reads the worker's configuration: let it answer even after a request, so the
-                // cancellation path runs with it.
-                cancellation::shielded(activity_options::read()),
-            )
-            .await?;
+        let scope = crate::scope::read(
+            ctx,
+            // The options of runs recorded before `scope::SCOPE_LOCAL`.
+            cancellation::shielded(activity_options::read()),
+        )
+        .await?;
         let vm_id = scope.vm_id(&request.machine);
         fact(ctx, "vmId", vm_id.clone());
         cancellation::before_first_step(ctx)?;

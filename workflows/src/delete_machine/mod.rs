@@ -6,7 +6,6 @@ mod owner;
 mod state;
 mod steps;
 
-use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_model::Operation;
 use nodewright_model::cancel::{Canceled, DeleteOnCancel, delete_on_cancel};
 use nodewright_model::hooks::HookStage;
@@ -66,15 +65,12 @@ impl DeleteMachineWorkflow {
         status.started_at = Some(rfc3339(now(ctx)));
         ctx.state_mut(|s| s.status = Some(status));
 
-        let scope = ctx
-            .execute_activity(
-                ArmReadActivities::scope,
-                (),
-                // Reads the worker's configuration: let it answer even after a request, so the
-                // cancellation path runs with it.
-                cancellation::shielded(activity_options::read()),
-            )
-            .await?;
+        let scope = crate::scope::read(
+            ctx,
+            // The options of runs recorded before `scope::SCOPE_LOCAL`.
+            cancellation::shielded(activity_options::read()),
+        )
+        .await?;
         let vm_id = scope.vm_id(&request.machine);
         fact(ctx, "vmId", vm_id.clone());
         cancellation::before_first_step(ctx)?;

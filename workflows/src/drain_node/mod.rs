@@ -30,7 +30,6 @@ mod volumes;
 use nodewright_model::workflow_type;
 use std::time::Duration;
 
-use nodewright_activities::azure::machines::ArmReadActivities;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::drain::{PrepareDrain, PreparedNode};
 use nodewright_model::drain::{
@@ -81,15 +80,12 @@ impl DrainNodeWorkflow {
         // 1. Search attributes and the status skeleton.
         announce(ctx, &request);
         // 2. The VM's ARM id, which the Node's providerID must name.
-        let scope = ctx
-            .execute_activity(
-                ArmReadActivities::scope,
-                (),
-                // Reads the worker's configuration: let it answer even after a request, so the
-                // cancellation path runs with it.
-                cancellation::shielded(activity_options::read()),
-            )
-            .await?;
+        let scope = crate::scope::read(
+            ctx,
+            // The options of runs recorded before `scope::SCOPE_LOCAL`.
+            cancellation::shielded(activity_options::read()),
+        )
+        .await?;
         let vm_id = scope.vm_id(&request.node);
         fact(ctx, "vmId", vm_id.clone());
         if request.resume.is_none() {

@@ -77,7 +77,7 @@ pub(super) async fn kube_health(ctx: &mut Ctx) -> Result<(), String> {
 
 /// The subscription and resource group the worker manages, else why it could not be read.
 pub(super) async fn azure_scope(ctx: &mut Ctx) -> Result<ArmScope, String> {
-    ctx.execute_activity(ArmReadActivities::scope, (), activity_options::read())
+    crate::scope::read(ctx, activity_options::read())
         .await
         .map_err(|e| {
             format!(

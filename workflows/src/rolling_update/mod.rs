@@ -20,7 +20,7 @@ use std::future::Future;
 
 use futures::FutureExt;
 use futures::future::FusedFuture;
-use nodewright_activities::azure::machines::{ArmReadActivities, ArmScope};
+use nodewright_activities::azure::machines::ArmScope;
 use nodewright_model::rollout::{
     AfterLook, ChildEnd, ChildKind, InFlight, RolloutOutcome, RolloutPhase, RolloutRequest,
     RolloutResult, RolloutStatus, Round, RunEnd, Running, Signal, StrategyChange, StrategyView,
@@ -82,15 +82,12 @@ impl RollingUpdateWorkflow {
         )?;
         let request = image::resolved(ctx, request).await?;
         announce(ctx, &request).await;
-        let scope = ctx
-            .execute_activity(
-                ArmReadActivities::scope,
-                (),
-                // Reads the worker's configuration: let it answer even after a request, so the
-                // cancellation path runs with it.
-                cancellation::shielded(activity_options::read()),
-            )
-            .await;
+        let scope = crate::scope::read(
+            ctx,
+            // The options of runs recorded before `scope::SCOPE_LOCAL`.
+            cancellation::shielded(activity_options::read()),
+        )
+        .await;
         let scope = match scope {
             Ok(scope) => scope,
             Err(error) => {
