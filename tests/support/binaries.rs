@@ -9,17 +9,25 @@ use anyhow::{Result, bail};
 
 use crate::stack::repo_root;
 
+/// The environment variable naming the build profile whose binaries the tests and benchmarks
+/// run: `debug` (the default, `cargo build --bins`) or `release` (`cargo build --release
+/// --bins`, as `dev/bench` builds them).
+pub const PROFILE_VARIABLE: &str = "NODEWRIGHT_BINARIES_PROFILE";
+
 /// Path of a workspace binary in the target directory, or an error saying how to build it.
 pub fn binary(name: &str) -> Result<PathBuf> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"));
-    let path = target.join("debug").join(name);
+    let profile = std::env::var(PROFILE_VARIABLE).unwrap_or_else(|_| "debug".to_owned());
+    let build = match profile.as_str() {
+        "debug" => "cargo build --bins",
+        "release" => "cargo build --release --bins",
+        other => bail!("{PROFILE_VARIABLE}={other}: use debug or release"),
+    };
+    let path = target.join(&profile).join(name);
     if !path.is_file() {
-        bail!(
-            "{} is missing: run `cargo build --bins` first",
-            path.display()
-        );
+        bail!("{} is missing: run `{build}` first", path.display());
     }
     Ok(path)
 }
