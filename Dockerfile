@@ -44,6 +44,10 @@ LABEL org.opencontainers.image.title="nodewright" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=builder /out/nodewright-worker /out/nodewright /usr/local/bin/
+# glibc's malloc keeps up to 8 arenas a core, and the worker's many short tasks leave them
+# fragmented: two arenas kept a 200-machine rollout's worker at 87 MiB instead of 108 MiB, for
+# the same CPU (README, Performance).
+ENV MALLOC_ARENA_MAX=2
 # The worker's defaults: worker.health_address 0.0.0.0:8080 (/healthz, /readyz) and
 # worker.metrics_address 0.0.0.0:9464 (/metrics).
 EXPOSE 8080 9464
