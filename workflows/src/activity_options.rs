@@ -59,22 +59,19 @@ pub fn kube_write() -> ActivityOptions {
 /// write is retried on another after [`HEARTBEAT_TIMEOUT`], not after 3 minutes. When writes
 /// are backlogged, `stage` decides which leave first (`model::arm::WriteStage`).
 pub fn arm_write(queue: &str, stage: WriteStage) -> ActivityOptions {
-    ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
-        schedule_to_close: Duration::from_secs(15 * 60),
-        start_to_close: Duration::from_secs(180),
-    })
-    .heartbeat_timeout(HEARTBEAT_TIMEOUT)
-    .task_queue(queue.to_owned())
-    .priority(write_priority(stage))
-    .retry_policy(backoff(Duration::from_secs(2), Duration::from_secs(60)))
-    .build()
+    arm_write_within(queue, stage, Duration::from_secs(15 * 60))
 }
 
 /// A cleanup ARM write (compensation, deletion): like [`arm_write`] but allowed an hour, since
 /// giving up leaves something behind.
 pub fn arm_cleanup_write(queue: &str, stage: WriteStage) -> ActivityOptions {
+    arm_write_within(queue, stage, Duration::from_secs(60 * 60))
+}
+
+/// An ARM write retried for up to `budget` in all.
+fn arm_write_within(queue: &str, stage: WriteStage, budget: Duration) -> ActivityOptions {
     ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
-        schedule_to_close: Duration::from_secs(60 * 60),
+        schedule_to_close: budget,
         start_to_close: Duration::from_secs(180),
     })
     .heartbeat_timeout(HEARTBEAT_TIMEOUT)
