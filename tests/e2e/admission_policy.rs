@@ -238,6 +238,28 @@ async fn check(
             .map(str::to_owned),
         )
     };
+    // The pod policy is compiled apart from the Node policy: wait for it with a dry run.
+    eventually(
+        "the policy to refuse the worker's delete of a pod on another Node",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async {
+            let output = as_worker(
+                identity,
+                &[
+                    "delete",
+                    "pod",
+                    "on-foreign",
+                    "--namespace",
+                    &identity.namespace,
+                    "--dry-run=server",
+                ]
+                .map(str::to_owned),
+            )?;
+            Ok((!output.status.success()).then_some(()))
+        },
+    )
+    .await?;
     let refused = delete_pod("on-foreign")?;
     let stderr = String::from_utf8_lossy(&refused.stderr);
     ensure!(
