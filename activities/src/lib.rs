@@ -8,5 +8,6 @@ pub mod failure;
 pub mod kube;
 pub mod lifetime;
 pub mod listing_cache;
+pub mod metrics;
 pub mod temporal;
 pub mod tls;

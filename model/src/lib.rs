@@ -19,6 +19,7 @@ pub mod image;
 pub mod input;
 pub mod isolation;
 pub mod keyvault;
+pub mod kube_request_label;
 pub mod limits;
 pub mod listing;
 pub mod machine;

@@ -18,6 +18,7 @@ pub mod kube_objects;
 pub mod machines;
 pub mod poll;
 pub mod sandbox_admin;
+pub mod scrape;
 pub mod secrets;
 pub mod stack;
 pub mod temporal_server;

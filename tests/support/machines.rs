@@ -33,6 +33,8 @@ pub struct KillableWorker {
     identity: Option<IdentityNamespace>,
     /// Whether standard output (the JSON log lines) goes to the log file too, not only stderr.
     full_log: bool,
+    /// Where the running process serves `/metrics`.
+    metrics: Option<std::net::SocketAddr>,
 }
 
 impl KillableWorker {
@@ -116,6 +118,7 @@ impl KillableWorker {
                 .collect(),
             identity: None,
             full_log,
+            metrics: None,
         })
     }
 
@@ -127,6 +130,11 @@ impl KillableWorker {
     /// The whole log file.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Where the running process serves `/metrics` (a free port chosen at each start).
+    pub fn metrics_address(&self) -> Result<std::net::SocketAddr> {
+        self.metrics.context("the worker has not been started")
     }
 
     /// The process id, while it runs: the worker's Temporal identity ends with `:<pid>`.
@@ -147,6 +155,8 @@ impl KillableWorker {
             .create(true)
             .append(true)
             .open(&self.log)?;
+        let metrics = crate::worker_process::free_address()?;
+        self.metrics = Some(metrics);
         let mut command = Command::new(binary("nodewright-worker")?);
         apply_stack_env(&mut command, &self.stack, &self.task_queue);
         if let Some(identity) = &self.identity {
@@ -155,7 +165,7 @@ impl KillableWorker {
         command.envs(self.env.iter().map(|(name, value)| (name, value)));
         command
             .env("NODEWRIGHT_HEALTH_ADDRESS", "127.0.0.1:0")
-            .env("NODEWRIGHT_METRICS_ADDRESS", "127.0.0.1:0")
+            .env("NODEWRIGHT_METRICS_ADDRESS", metrics.to_string())
             .env("NODEWRIGHT_SHUTDOWN_SECONDS", "2")
             .stdout(if self.full_log {
                 Stdio::from(log.try_clone()?)

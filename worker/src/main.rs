@@ -11,7 +11,8 @@
 //!
 //! - [`settings`]: the command line and the configuration.
 //! - [`registration`]: the workflows and activities the worker runs.
-//! - [`health`], [`metrics`], [`telemetry`], [`shutdown`]: the process's operational edges.
+//! - [`health`], [`metrics`], [`telemetry`], [`shutdown`]: the process's operational edges;
+//!   [`run_meter`] and [`status_gauges`] feed the metrics that workflows must not emit.
 //! - [`azure`], [`kubernetes`], [`temporal`]: the outside systems' clients.
 //! - [`identity`]: the Kubernetes API must be the configured cluster (checked after connecting).
 //! - [`isolation`]: activities of another cluster's runs are refused.
@@ -24,8 +25,10 @@ mod isolation;
 mod kubernetes;
 mod metrics;
 mod registration;
+mod run_meter;
 mod settings;
 mod shutdown;
+mod status_gauges;
 mod telemetry;
 mod temporal;
 
@@ -58,6 +61,10 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
+    if args.list_metrics {
+        print!("{}", metrics::list()?);
+        return Ok(());
+    }
     let config = args.load()?;
     telemetry::init(config.worker.log_format);
     let health = Health::new(config.temporal.task_queue.clone());
@@ -139,7 +146,11 @@ struct Started {
 async fn start(config: &ClusterConfig, health: Arc<Health>) -> anyhow::Result<Started> {
     let health_address = health::serve(config.worker.health_address, health).await?;
     info!(%health_address, "serving /healthz and /readyz");
-    let metrics = metrics::start(config.worker.metrics_address)?;
+    let metrics = metrics::start(
+        config.worker.metrics_address,
+        config.azure.arm_writes_per_second,
+    )
+    .await?;
     info!(
         metrics_address = %metrics.address,
         "serving Prometheus metrics at http://{}/metrics",
@@ -171,6 +182,7 @@ async fn start(config: &ClusterConfig, health: Arc<Health>) -> anyhow::Result<St
         key_vault: azure::key_vault_client(&config.azure)?,
         temporal: client.clone(),
     };
+    status_gauges::spawn(client.clone(), config.cluster.clone(), metrics.domain);
     let runtime = Runtime::from_current_tokio(metrics.runtime_options()?)
         .map_err(|error| anyhow!("creating the Temporal runtime failed: {error}"))?;
     let options = registration::worker_options(config, clients)?;

@@ -84,6 +84,7 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
             config.azure.location.clone(),
         ))
         .register_activities(TemporalActivities::new(temporal))
+        .worker_interceptor(crate::run_meter::RunMeter::default())
         .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))
         .activity_inbound_interceptor(DeadlineGuard)
         .graceful_shutdown_period(config.worker.shutdown_grace)

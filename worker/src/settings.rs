@@ -14,6 +14,10 @@ use nodewright_model::config::ClusterConfig;
 #[derive(Debug, Parser)]
 #[command(name = "nodewright-worker", version)]
 pub struct Args {
+    /// Print the nodewright_* metrics the worker serves (name, type, labels, help; tab-separated)
+    /// and exit.
+    #[arg(long)]
+    pub list_metrics: bool,
     /// The config file; without it, the environment alone configures the worker.
     #[arg(long, env = "NODEWRIGHT_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,

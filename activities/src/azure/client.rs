@@ -306,9 +306,23 @@ impl ArmClient {
         if let Some(body) = &body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(CallError::Transport)?;
+        let operation = nodewright_model::arm::arm_operation_label(method.as_str(), url.path());
+        let sent = std::time::Instant::now();
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                crate::metrics::arm_request(&operation, "transport", sent.elapsed().as_secs_f64());
+                return Err(CallError::Transport(error));
+            }
+        };
         let status = response.status().as_u16();
+        crate::metrics::arm_request(
+            &operation,
+            response.status().as_str(),
+            sent.elapsed().as_secs_f64(),
+        );
         let headers = response.headers().clone();
+        record_rate_limits(&headers);
         let body = response
             .bytes()
             .await
@@ -461,6 +475,25 @@ impl ArmClient {
             retry_after_seconds,
             accepted_at: Some(chrono::Utc::now()),
         }))
+    }
+}
+
+/// ARM's `x-ms-ratelimit-remaining-subscription-{reads,writes}` headers, into
+/// `nodewright_arm_ratelimit_remaining`.
+fn record_rate_limits(headers: &reqwest::header::HeaderMap) {
+    for (name, scope) in [
+        (
+            "x-ms-ratelimit-remaining-subscription-reads",
+            "subscription_reads",
+        ),
+        (
+            "x-ms-ratelimit-remaining-subscription-writes",
+            "subscription_writes",
+        ),
+    ] {
+        if let Some(remaining) = header(headers, name).and_then(|value| value.parse::<f64>().ok()) {
+            crate::metrics::arm_ratelimit_remaining(scope, remaining);
+        }
     }
 }
 

@@ -95,7 +95,10 @@ pub async fn record_node_event(client: &kube::Client, input: &NodeEvent) -> Resu
     };
     let events: Api<Event> = Api::namespaced(client.clone(), NODE_EVENTS_NAMESPACE);
     match events.create(&PostParams::default(), &event).await {
-        Ok(_) => Ok(EventRecorded::Created),
+        Ok(_) => {
+            crate::metrics::node_event(&input.reason);
+            Ok(EventRecorded::Created)
+        }
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(EventRecorded::Already),
         Err(source) => Err(Error::CreateEvent {
             name: input.node.clone(),

@@ -16,6 +16,7 @@ mod node_spec;
 pub mod node_watch;
 pub mod nodes;
 pub mod pool;
+mod request_meter;
 pub mod restamp;
 pub mod revisions;
 pub mod sweep;
@@ -32,6 +33,7 @@ use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 
 use crate::lifetime;
+use crate::metrics::EvictionResult;
 
 pub use disruption::{DisruptionMarksOf, NodeMarks};
 pub use drain::{
@@ -72,7 +74,9 @@ pub struct KubeActivities {
 pub fn client_from_config(mut config: ::kube::Config) -> StdResult<::kube::Client, ::kube::Error> {
     crate::tls::install_crypto_provider();
     config.default_retry = false;
-    ::kube::Client::try_from(config)
+    Ok(::kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&request_meter::RequestMeterLayer)
+        .build())
 }
 
 impl KubeActivities {
@@ -306,9 +310,18 @@ impl KubeActivities {
         _ctx: ActivityContext,
         input: PodAction,
     ) -> Result<Eviction, ActivityError> {
-        drain::evict_pod(&self.client, Some(&self.cache), &input)
-            .await
-            .map_err(Error::into_activity_error)
+        let eviction = drain::evict_pod(&self.client, Some(&self.cache), &input).await;
+        crate::metrics::eviction(match &eviction {
+            Ok(Eviction::Accepted) => EvictionResult::Evicted,
+            Ok(Eviction::Gone) => EvictionResult::Gone,
+            Ok(Eviction::Blocked { .. }) => EvictionResult::BlockedByPdb,
+            Ok(Eviction::Refused { code, .. }) if *code == nodewright_model::drain::NO_ANSWER => {
+                EvictionResult::Error
+            }
+            Ok(Eviction::Refused { code, .. }) if *code >= 500 => EvictionResult::Error,
+            Ok(Eviction::Refused { .. }) | Err(_) => EvictionResult::Refused,
+        });
+        eviction.map_err(Error::into_activity_error)
     }
 
     /// Deletes a pod with grace period 0 and a UID precondition (force mode).
@@ -321,9 +334,11 @@ impl KubeActivities {
         _ctx: ActivityContext,
         input: PodAction,
     ) -> Result<PodDeletion, ActivityError> {
-        drain::delete_pod(&self.client, &input)
-            .await
-            .map_err(Error::into_activity_error)
+        let deleted = drain::delete_pod(&self.client, &input).await;
+        if let Ok(PodDeletion::Deleted) = deleted {
+            crate::metrics::force_deletion();
+        }
+        deleted.map_err(Error::into_activity_error)
     }
 
     /// Waits, heartbeating, until every pod is absent or has another UID, or the deadline;
@@ -358,12 +373,23 @@ impl KubeActivities {
         ctx: ActivityContext,
         input: AwaitVolumes,
     ) -> Result<Pending, ActivityError> {
-        lifetime::until_cancelled(&ctx, async {
+        let started = std::time::Instant::now();
+        let waited = lifetime::until_cancelled(&ctx, async {
             drain::await_volumes_detached(&self.client, &ctx, &input)
                 .await
                 .map_err(Error::into_activity_error)
         })
-        .await
+        .await;
+        if let Ok(pending) = &waited
+            && pending.is_done()
+            && !input.persistent_volumes.is_empty()
+        {
+            crate::metrics::volumes_detached(
+                &crate::metrics::pool_label(&input.node),
+                started.elapsed().as_secs_f64(),
+            );
+        }
+        waited
     }
 
     /// Waits, heartbeating each second, until each PersistentVolume has an attached
@@ -378,12 +404,23 @@ impl KubeActivities {
         ctx: ActivityContext,
         input: AwaitVolumes,
     ) -> Result<Reattached, ActivityError> {
-        lifetime::until_cancelled(&ctx, async {
+        let started = std::time::Instant::now();
+        let waited = lifetime::until_cancelled(&ctx, async {
             drain::await_volumes_reattached(&self.client, &ctx, &input)
                 .await
                 .map_err(Error::into_activity_error)
         })
-        .await
+        .await;
+        if let Ok(reattached) = &waited
+            && !reattached.attached.is_empty()
+        {
+            crate::metrics::volumes_reattached(
+                &crate::metrics::pool_label(&input.node),
+                reattached.attached.len(),
+                started.elapsed().as_secs_f64(),
+            );
+        }
+        waited
     }
 
     /// Deletes every VolumeAttachment on the Node (force mode, MCM's `DelVolumesAttachments`),
@@ -659,9 +696,16 @@ impl KubeActivities {
         _ctx: ActivityContext,
         _input: (),
     ) -> Result<ApiHealth, ActivityError> {
+        let health = self.checked_api_health().await;
+        crate::metrics::freeze_check(!health.healthy);
+        Ok(health)
+    }
+
+    /// [`Self::api_health`]'s answer.
+    async fn checked_api_health(&self) -> ApiHealth {
         let health = sweep::api_health(&self.client).await;
         let Some(identity) = self.identity.as_ref().filter(|_| health.healthy) else {
-            return Ok(health);
+            return health;
         };
         let checked = if self.established.load(Ordering::SeqCst) {
             identity::verify(&self.client, identity).await
@@ -673,7 +717,7 @@ impl KubeActivities {
         if checked.is_ok() {
             self.established.store(true, Ordering::SeqCst);
         }
-        Ok(match checked {
+        match checked {
             Ok(()) => ApiHealth {
                 healthy: true,
                 detail: format!(
@@ -687,7 +731,7 @@ impl KubeActivities {
                 healthy: false,
                 detail: nodewright_model::text::error_chain(&error),
             },
-        })
+        }
     }
 
     /// One page of Nodes (name, uid, providerID, nodewright labels, Ready condition), and the
@@ -732,8 +776,10 @@ impl KubeActivities {
         _ctx: ActivityContext,
         input: DeleteOrphanNode,
     ) -> Result<OrphanNodeDeleted, ActivityError> {
-        sweep::delete_orphan_node(&self.client, &input)
-            .await
-            .map_err(Error::into_activity_error)
+        let deleted = sweep::delete_orphan_node(&self.client, &input).await;
+        if let Ok(OrphanNodeDeleted::Deleted) = deleted {
+            crate::metrics::sweep_deletion("node");
+        }
+        deleted.map_err(Error::into_activity_error)
     }
 }

@@ -5,10 +5,12 @@
 mod failure;
 mod operation;
 pub mod poll_schedule;
+mod request_label;
 mod write_order;
 
 pub use failure::{
     ArmFailure, DEFAULT_RETRY_AFTER, Disposition, operation_code_disposition, parse_retry_after,
 };
 pub use operation::{OperationState, state_from_location_poll, state_from_operation_body};
+pub use request_label::arm_operation_label;
 pub use write_order::WriteStage;

@@ -14,6 +14,7 @@ mod lanes;
 mod late_pod;
 mod local_data;
 mod long_grace;
+mod metrics;
 mod not_ready;
 mod outage;
 mod pdb;

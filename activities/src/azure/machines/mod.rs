@@ -306,12 +306,22 @@ impl ArmWriteActivities {
         ctx: ActivityContext,
         input: DeleteLeftover,
     ) -> Result<LeftoverDeleted, ActivityError> {
-        lifetime::heartbeating(&ctx, async {
+        let deleted = lifetime::heartbeating(&ctx, async {
             self.delete_leftover_inner(&input)
                 .await
                 .map_err(MachineError::into_activity_error)
         })
-        .await
+        .await;
+        // The sweep's own deletions name no machine (a failed create's clean-up does).
+        if input.machine.is_none()
+            && let Ok(LeftoverDeleted::Deleted) = deleted
+        {
+            crate::metrics::sweep_deletion(match input.leftover.kind {
+                LeftoverKind::Nic => "nic",
+                LeftoverKind::Disk => "disk",
+            });
+        }
+        deleted
     }
 
     /// Force-detaches every data disk of the machine's VM (drain force mode: releases volumes a
@@ -349,9 +359,11 @@ impl ArmWriteActivities {
         ctx: ActivityContext,
         input: VmAction,
     ) -> Result<VmActionDone, ActivityError> {
-        power::run(&self.client, &ctx, power::PowerAction::Restart, &input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        let done = power::run(&self.client, &ctx, power::PowerAction::Restart, &input).await;
+        if done.is_ok() {
+            crate::metrics::remediation(&crate::metrics::pool_label(&input.machine), "restart");
+        }
+        done.map_err(MachineError::into_activity_error)
     }
 
     /// Redeploys the machine's VM (`POST …/redeploy`: shut down, moved to another host, booted
@@ -368,9 +380,11 @@ impl ArmWriteActivities {
         ctx: ActivityContext,
         input: VmAction,
     ) -> Result<VmActionDone, ActivityError> {
-        power::run(&self.client, &ctx, power::PowerAction::Redeploy, &input)
-            .await
-            .map_err(MachineError::into_activity_error)
+        let done = power::run(&self.client, &ctx, power::PowerAction::Redeploy, &input).await;
+        if done.is_ok() {
+            crate::metrics::remediation(&crate::metrics::pool_label(&input.machine), "redeploy");
+        }
+        done.map_err(MachineError::into_activity_error)
     }
 }
 
