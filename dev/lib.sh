@@ -6,6 +6,10 @@ KUBERNETES_VERSION=v1.36.3
 ETCD_VERSION=v3.6.14
 KWOK_VERSION=v0.8.0
 CARGO_DENY_VERSION=0.20.2
+# The chart's and the monitoring rules' checkers (tests/tidy/monitoring.rs): helm v3 and promtool
+# (Prometheus v3.16.0 is the Go module version v0.316.0).
+HELM_VERSION=v3.22.0
+PROMTOOL_VERSION=v0.316.0
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NODEWRIGHT_CACHE=${NODEWRIGHT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nodewright}
@@ -17,6 +21,8 @@ KUBERNETES_HOME=${KUBERNETES_HOME:-$TOOLS_DIR/kubernetes-$KUBERNETES_VERSION}
 ETCD_HOME=${ETCD_HOME:-$TOOLS_DIR/etcd-$ETCD_VERSION}
 KWOK_HOME=${KWOK_HOME:-$TOOLS_DIR/kwok-$KWOK_VERSION}
 CARGO_DENY_HOME=${CARGO_DENY_HOME:-$TOOLS_DIR/cargo-deny-$CARGO_DENY_VERSION}
+HELM_HOME=${HELM_HOME:-$TOOLS_DIR/helm-$HELM_VERSION}
+PROMTOOL_HOME=${PROMTOOL_HOME:-$TOOLS_DIR/promtool-$PROMTOOL_VERSION}
 # The RustSec advisory database cargo deny reads (dev/install fetches it, dev/test reads it
 # offline), a clone in $ADVISORY_DB_HOME/$ADVISORY_DB_NAME, the directory cargo deny 0.20 uses for
 # the upstream URL. NODEWRIGHT_ADVISORY_DB_SOURCE: where to fetch it from (any git URL or path).

@@ -20,6 +20,7 @@ mod isolation;
 mod keyvault;
 mod kubernetes_smoke;
 mod machines;
+mod monitoring;
 mod plain_text;
 mod preflight;
 mod rbac;

@@ -1,9 +1,11 @@
 //! The ClusterRole of `deploy/` is enough, and each of its verbs is needed: a worker whose only
 //! Kubernetes credentials are a ServiceAccount token bound to it (read from
 //! `deploy/serviceaccount.yaml`, `clusterrole.yaml` and `clusterrolebinding.yaml`, renamed per
-//! run so that runs never collide) creates, drains and deletes machines.
+//! run so that runs never collide) creates, drains and deletes machines. The Helm chart's
+//! rendering (`deploy/helm/nodewright`, `helm template` with its defaults) goes through the same
+//! test with its own ServiceAccount, ClusterRole and binding (`nodewright_tests::deploy_objects`).
 //!
-//! - The role as shipped: two machines of a fresh pool; on the first, A, a 2-replica Deployment
+//! - The role as shipped (by either source): two machines of a fresh pool; on the first, A, a 2-replica Deployment
 //!   with a PodDisruptionBudget (`minAvailable: 1`, so one eviction is refused with 429 and the
 //!   budget is listed) and a 1-replica StatefulSet on an Azure Disk volume (claims, volumes and
 //!   VolumeAttachments read). `machine drain A --wait` moves every pod to B, `machine delete A
@@ -22,6 +24,7 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use kube::config::Kubeconfig;
 use nodewright_tests::Stack;
+use nodewright_tests::deploy_objects::Source;
 use nodewright_tests::kube_objects::{create_namespace, unique_suffix};
 use nodewright_tests::machines::{CliResult, KillableWorker, Sandbox, cli, node, write_pool_file};
 use nodewright_tests::stack::{self, repo_root};
@@ -40,6 +43,18 @@ async fn a_worker_with_only_the_deploy_cluster_role_creates_drains_and_deletes_m
     let stack = Stack::load()?;
     let admin = stack.kube_client().await?;
     let identity = Identity::grant(&stack, &admin, |_| {}).await?;
+    let result = full_role(&stack, &identity).await;
+    identity.revoke(&admin).await;
+    result?;
+    identity.ensure_revoked(&admin).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_only_the_charts_cluster_role_creates_drains_and_deletes_machines()
+-> Result<()> {
+    let stack = Stack::load()?;
+    let admin = stack.kube_client().await?;
+    let identity = Identity::grant_from(&stack, &admin, Source::Chart, |_| {}).await?;
     let result = full_role(&stack, &identity).await;
     identity.revoke(&admin).await;
     result?;
@@ -239,11 +254,23 @@ impl Identity {
         admin: &kube::Client,
         edit: impl FnOnce(&mut ClusterRole),
     ) -> Result<Self> {
+        Self::grant_from(stack, admin, Source::Manifests, edit).await
+    }
+
+    /// [`Identity::grant`] with the ServiceAccount, ClusterRole and ClusterRoleBinding
+    /// `nodewright-worker` of `source`: the plain manifests or the chart's rendering.
+    pub(crate) async fn grant_from(
+        stack: &Stack,
+        admin: &kube::Client,
+        source: Source,
+        edit: impl FnOnce(&mut ClusterRole),
+    ) -> Result<Self> {
         let suffix = unique_suffix();
         let namespace = format!("rbac-sa-{suffix}");
-        let mut account: ServiceAccount = manifest("serviceaccount.yaml")?;
-        let mut role: ClusterRole = manifest("clusterrole.yaml")?;
-        let mut binding: ClusterRoleBinding = manifest("clusterrolebinding.yaml")?;
+        const NAME: &str = "nodewright-worker";
+        let mut account: ServiceAccount = source.object("ServiceAccount", NAME)?;
+        let mut role: ClusterRole = source.object("ClusterRole", NAME)?;
+        let mut binding: ClusterRoleBinding = source.object("ClusterRoleBinding", NAME)?;
         let account_name = account.metadata.name.clone().context("SA name")?;
         let role_name = format!(
             "{}-{suffix}",

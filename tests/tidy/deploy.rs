@@ -1,6 +1,6 @@
 //! `deploy/` against the workspace: the worker image is named by the workspace's version (never
-//! `:latest`, never another version), and the NetworkPolicy admits exactly the Deployment's
-//! ports. Needs no stack.
+//! `:latest`, never another version) in every file of `deploy/` and its folders (the chart's
+//! included), and the NetworkPolicy admits exactly the Deployment's ports. Needs no stack.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::{entries, read, repo_root};
 
 /// The workspace version of Cargo.toml.
-fn workspace_version() -> String {
+pub(super) fn workspace_version() -> String {
     let text = read(&repo_root().join("Cargo.toml"));
     let manifest: toml::Table = toml::from_str(&text).expect("Cargo.toml is TOML");
     manifest["workspace"]["package"]["version"]
@@ -19,18 +19,24 @@ fn workspace_version() -> String {
         .to_owned()
 }
 
-/// Every file of `deploy/`, with its text.
+/// Every file of `deploy/` and its folders, with its path under `deploy/` and its text.
 fn deploy_files() -> Vec<(String, String)> {
-    let mut files: Vec<(String, String)> = entries(&repo_root().join("deploy"))
-        .into_iter()
-        .map(|path| {
+    let deploy = repo_root().join("deploy");
+    let mut folders = vec![deploy.clone()];
+    let mut files = Vec::new();
+    while let Some(folder) = folders.pop() {
+        for path in entries(&folder) {
+            if path.is_dir() {
+                folders.push(path);
+                continue;
+            }
             let name = path
-                .file_name()
+                .strip_prefix(&deploy)
                 .map(|name| name.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            (name, read(&path))
-        })
-        .collect();
+            files.push((name, read(&path)));
+        }
+    }
     files.sort();
     files
 }

@@ -6,6 +6,7 @@ mod dependencies;
 mod deploy;
 mod messages;
 mod modules;
+mod monitoring;
 
 use std::collections::BTreeSet;
 use std::fs;

@@ -67,6 +67,7 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
     let task_queue = config.temporal.task_queue.clone();
     let bootstrap = BootstrapSource::kubernetes(kube.clone()).with_key_vault(key_vault);
     let join_tokens = JoinTokens::kubernetes(kube.clone());
+    let node_events = kube.clone();
     let main = register_every_workflow(WorkerOptions::new(task_queue.clone()))
         .context("registering the workflows")?
         .register_activities(KubeActivities::with_identity(
@@ -93,7 +94,8 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         .register_activities(
             ArmWriteActivities::new(arm, config.azure.location.clone())
                 .with_bootstrap(bootstrap)
-                .with_join_tokens(join_tokens),
+                .with_join_tokens(join_tokens)
+                .with_node_events(node_events),
         )
         .max_task_queue_activities_per_second(config.azure.arm_writes_per_second)
         .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))

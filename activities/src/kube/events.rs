@@ -181,7 +181,7 @@ pub async fn record_pool_event(
 }
 
 /// The worker's name as Events report it.
-fn instance() -> String {
+pub(super) fn instance() -> String {
     std::env::var("HOSTNAME")
         .ok()
         .filter(|name| !name.is_empty())
@@ -189,7 +189,7 @@ fn instance() -> String {
 }
 
 /// `text` cut on a character boundary to at most `max` bytes (the last character `…` when cut).
-fn cut(text: &str, max: usize) -> String {
+pub(super) fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }

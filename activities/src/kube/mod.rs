@@ -13,6 +13,7 @@ mod inspect;
 pub mod join_token;
 mod node_lease;
 mod node_spec;
+pub mod node_story;
 pub mod node_watch;
 pub mod nodes;
 pub mod pool;
@@ -64,6 +65,8 @@ pub struct KubeActivities {
     node_watches: node_watch::WatchMemory,
     /// The pods, Nodes, Namespaces and budgets the drains read, one watch per kind.
     cache: cache::ClusterCache,
+    /// The Events told about Nodes, counted as series.
+    story: node_story::NodeStory,
 }
 
 /// Builds the Kubernetes client nodewright uses from `config`, with kube's own retries off.
@@ -90,6 +93,7 @@ impl KubeActivities {
             node_listings: crate::listing_cache::ListingCache::default(),
             node_watches: node_watch::WatchMemory::default(),
             cache: cache::ClusterCache::default(),
+            story: node_story::NodeStory::default(),
         }
     }
 
@@ -109,6 +113,7 @@ impl KubeActivities {
             node_listings: crate::listing_cache::ListingCache::default(),
             node_watches: node_watch::WatchMemory::default(),
             cache: cache::ClusterCache::default(),
+            story: node_story::NodeStory::default(),
         }
     }
 
@@ -202,12 +207,69 @@ impl KubeActivities {
         ctx: ActivityContext,
         input: AwaitNode,
     ) -> Result<NodeWait, ActivityError> {
-        lifetime::until_cancelled(&ctx, async {
+        let waited = lifetime::until_cancelled(&ctx, async {
             nodes::await_node(&self.client, &ctx, &input, true)
                 .await
                 .map_err(Error::into_activity_error)
         })
-        .await
+        .await;
+        if let Ok(NodeWait::Reached { .. }) = &waited {
+            let note = format!(
+                "the machine's VM joined the cluster and its Node is Ready ({})",
+                input.vm_id
+            );
+            self.tell(&input.node, "Joined", "Create", "", note, false)
+                .await;
+        }
+        waited
+    }
+
+    /// Tells what happened to `node` as an Event (see [`node_story`]).
+    async fn tell(
+        &self,
+        node: &str,
+        reason: &str,
+        action: &str,
+        subject: &str,
+        note: String,
+        warning: bool,
+    ) {
+        let occurrence = node_story::Occurrence {
+            node,
+            reason,
+            action,
+            subject,
+            note,
+            warning,
+        };
+        self.story.tell(&self.client, occurrence).await;
+    }
+
+    /// Tells an eviction's answer about the Node the pod is drained from.
+    async fn tell_eviction(&self, node: &str, pod: &str, eviction: &Eviction) {
+        match eviction {
+            Eviction::Accepted => {
+                let note = format!("pod {pod} evicted for a drain");
+                self.tell(node, "Evicted", "Drain", pod, note, false).await;
+            }
+            Eviction::Blocked { pdb, message } => {
+                let budget = pdb
+                    .as_ref()
+                    .map(|pdb| format!("PodDisruptionBudget {}", pdb.key()))
+                    .unwrap_or_else(|| "a PodDisruptionBudget".to_owned());
+                let subject = format!("{pod} {budget}");
+                let note = format!("eviction of pod {pod} refused by {budget}: {message}");
+                self.tell(node, "EvictionBlocked", "Drain", &subject, note, true)
+                    .await;
+            }
+            Eviction::Refused { code, message, .. } => {
+                let subject = format!("{pod} {code}");
+                let note = format!("eviction of pod {pod} refused ({code}): {message}");
+                self.tell(node, "EvictionRefused", "Drain", &subject, note, true)
+                    .await;
+            }
+            Eviction::Gone => {}
+        }
     }
 
     /// Applies the pool's and nodewright's labels and annotations to the Node (server-side
@@ -277,9 +339,17 @@ impl KubeActivities {
         _ctx: ActivityContext,
         input: PrepareDrain,
     ) -> Result<PreparedNode, ActivityError> {
-        drain::prepare_node(&self.client, &input)
-            .await
-            .map_err(Error::into_activity_error)
+        let prepared = drain::prepare_node(&self.client, &input).await;
+        if let Ok(PreparedNode::Prepared { .. }) = &prepared {
+            let note = if input.terminating {
+                "cordoned and tainted nodewright.io/draining:NoSchedule for a drain; the machine is deleted after it"
+            } else {
+                "cordoned and tainted nodewright.io/draining:NoSchedule for a drain"
+            };
+            self.tell(&input.node, "Cordoned", "Drain", "", note.to_owned(), false)
+                .await;
+        }
+        prepared.map_err(Error::into_activity_error)
     }
 
     /// Lists the pods bound to the Node, with their PersistentVolumeClaims resolved to volume,
@@ -311,6 +381,9 @@ impl KubeActivities {
         input: PodAction,
     ) -> Result<Eviction, ActivityError> {
         let eviction = drain::evict_pod(&self.client, Some(&self.cache), &input).await;
+        if let (Some(node), Ok(eviction)) = (input.node.as_deref(), &eviction) {
+            self.tell_eviction(node, &input.pod.key(), eviction).await;
+        }
         crate::metrics::eviction(match &eviction {
             Ok(Eviction::Accepted) => EvictionResult::Evicted,
             Ok(Eviction::Gone) => EvictionResult::Gone,
@@ -337,6 +410,13 @@ impl KubeActivities {
         let deleted = drain::delete_pod(&self.client, &input).await;
         if let Ok(PodDeletion::Deleted) = deleted {
             crate::metrics::force_deletion();
+            if let Some(node) = input.node.as_deref() {
+                let pod = input.pod.key();
+                let note =
+                    format!("pod {pod} deleted with grace period 0: the drain is in force mode");
+                self.tell(node, "ForceDeleted", "Drain", &pod, note, true)
+                    .await;
+            }
         }
         deleted.map_err(Error::into_activity_error)
     }
@@ -411,6 +491,13 @@ impl KubeActivities {
                 .map_err(Error::into_activity_error)
         })
         .await;
+        if let Ok(reattached) = &waited {
+            for (volume, to) in &reattached.attached {
+                let note = format!("PersistentVolume {volume} moved: attached to Node {to}");
+                self.tell(&input.node, "VolumeMoved", "Drain", volume, note, false)
+                    .await;
+            }
+        }
         if let Ok(reattached) = &waited
             && !reattached.attached.is_empty()
         {
@@ -678,9 +765,19 @@ impl KubeActivities {
         _ctx: ActivityContext,
         input: MachineNode,
     ) -> Result<NodeChange, ActivityError> {
-        nodes::delete(&self.client, &input)
-            .await
-            .map_err(Error::into_activity_error)
+        let deleted = nodes::delete(&self.client, &input).await;
+        if let Ok(NodeChange::Done) = deleted {
+            let occurrence = node_story::Occurrence {
+                node: &input.node,
+                reason: "Deleted",
+                action: "Delete",
+                subject: "",
+                note: format!("the machine's Node is deleted ({})", input.vm_id),
+                warning: false,
+            };
+            self.story.tell_gone(&self.client, occurrence).await;
+        }
+        deleted.map_err(Error::into_activity_error)
     }
 
     /// Whether the Kubernetes API is healthy: `/readyz` answers `ok`, a Node read answers

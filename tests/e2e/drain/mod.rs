@@ -21,5 +21,6 @@ mod pdb;
 mod rules;
 mod shares;
 mod stateful;
+mod story;
 mod stuck_detach;
 mod uncordon;

@@ -64,6 +64,8 @@ pub struct ArmWriteActivities {
     location: String,
     bootstrap: BootstrapSource,
     join_tokens: JoinTokens,
+    /// Where remediations are told as Events about the machine's Node, when set.
+    node_events: Option<(kube::Client, crate::kube::node_story::NodeStory)>,
 }
 
 /// ARM reads and waits: registered on the main task queue.
@@ -83,7 +85,31 @@ impl ArmWriteActivities {
             location: location.into(),
             bootstrap: BootstrapSource::none(),
             join_tokens: JoinTokens::none(),
+            node_events: None,
         }
+    }
+
+    /// Tells each remediation (restart, redeploy) as an Event about the machine's Node in the
+    /// cluster behind `client`.
+    pub fn with_node_events(mut self, client: kube::Client) -> Self {
+        self.node_events = Some((client, crate::kube::node_story::NodeStory::default()));
+        self
+    }
+
+    /// Tells that the remediation rung `rung` was carried out on `machine`.
+    async fn tell_remediation(&self, machine: &str, rung: &str, done: &str) {
+        let Some((client, story)) = &self.node_events else {
+            return;
+        };
+        let occurrence = crate::kube::node_story::Occurrence {
+            node: machine,
+            reason: "Remediated",
+            action: "Remediate",
+            subject: rung,
+            note: format!("remediation rung {rung}: {done}"),
+            warning: true,
+        };
+        story.tell(client, occurrence).await;
     }
 
     /// Reads the bootstrap Secrets templates name from `source` (without one, a template that
@@ -362,6 +388,8 @@ impl ArmWriteActivities {
         let done = power::run(&self.client, &ctx, power::PowerAction::Restart, &input).await;
         if done.is_ok() {
             crate::metrics::remediation(&crate::metrics::pool_label(&input.machine), "restart");
+            self.tell_remediation(&input.machine, "restart", "the VM was restarted")
+                .await;
         }
         done.map_err(MachineError::into_activity_error)
     }
@@ -383,6 +411,12 @@ impl ArmWriteActivities {
         let done = power::run(&self.client, &ctx, power::PowerAction::Redeploy, &input).await;
         if done.is_ok() {
             crate::metrics::remediation(&crate::metrics::pool_label(&input.machine), "redeploy");
+            self.tell_remediation(
+                &input.machine,
+                "redeploy",
+                "the VM was redeployed to another host",
+            )
+            .await;
         }
         done.map_err(MachineError::into_activity_error)
     }
