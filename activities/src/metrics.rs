@@ -281,7 +281,7 @@ impl Metrics {
             )?,
             remediations: counter(
                 "nodewright_remediations_total",
-                "Remediations of unhealthy machines that ended done, by action (restart, redeploy).",
+                "Remediations of unhealthy machines carried out, by action (restart, redeploy, replace: the machine deleted to be made anew).",
                 &["pool", "action"],
             )?,
             rollout_machines: gauge(

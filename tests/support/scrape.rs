@@ -59,6 +59,30 @@ pub fn scrape(address: SocketAddr) -> Result<Samples> {
     parse(&body)
 }
 
+/// Scrapes `address` until `holds` says yes (the pool and rollout gauges are read every 30 s),
+/// or fails after `timeout` naming `what` and showing the last scrape.
+pub async fn scrape_until(
+    address: SocketAddr,
+    what: &str,
+    timeout: std::time::Duration,
+    holds: impl Fn(&Samples) -> bool,
+) -> Result<Samples> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let samples = scrape(address)?;
+        if holds(&samples) {
+            return Ok(samples);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "timed out after {timeout:?} waiting for {what} in /metrics:\n{}",
+                samples.text
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 /// Parses the text format (comments skipped; label values unescaped for `\"` and `\\`).
 pub fn parse(text: &str) -> Result<Samples> {
     let mut samples = Vec::new();

@@ -289,6 +289,16 @@ fn promtool_parses_every_dashboard_query() {
 
 /// The series `nodewright-worker --list-metrics` prints, each with its labels.
 fn served_series() -> BTreeMap<String, BTreeSet<String>> {
+    let series = catalogue(&listing());
+    assert!(
+        !series.is_empty(),
+        "nodewright-worker --list-metrics printed no metric"
+    );
+    series
+}
+
+/// What `nodewright-worker --list-metrics` prints.
+fn listing() -> String {
     let worker = binary("nodewright-worker").unwrap_or_else(|error| panic!("{error:#}"));
     let mut command = Command::new(&worker);
     command
@@ -304,12 +314,7 @@ fn served_series() -> BTreeMap<String, BTreeSet<String>> {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    let series = catalogue(&stdout);
-    assert!(
-        !series.is_empty(),
-        "nodewright-worker --list-metrics printed no metric"
-    );
-    series
+    stdout.into_owned()
 }
 
 /// The series of a `--list-metrics` listing (`name\ttype\tlabels\thelp` lines).
@@ -389,6 +394,35 @@ fn every_series_the_dashboard_and_the_rules_read_is_served() {
         .flat_map(|e| monitoring::names(&selectors(&as_sent_by_grafana(&e.text))))
         .collect();
     assert!(read.len() >= 20, "the dashboard reads {read:?}");
+}
+
+#[test]
+fn the_readme_lists_every_metric_with_its_labels() {
+    let readme = read(&repo_root().join("README.md"));
+    let mut missing = Vec::new();
+    let listed = listing();
+    let metrics = listed.lines().filter_map(|line| {
+        let mut fields = line.split('\t');
+        let name = fields.next()?;
+        let labels = fields.nth(1)?;
+        Some((name, labels.split(',').filter(|label| !label.is_empty())))
+    });
+    for (name, labels) in metrics {
+        let row = readme
+            .lines()
+            .find(|line| line.starts_with(&format!("| `{name}` |")));
+        match row {
+            None => missing.push(format!("{name}: no row in README's metrics table")),
+            Some(row) => {
+                for label in labels {
+                    if !row.contains(&format!("`{label}`")) {
+                        missing.push(format!("{name}: its row does not name the label {label}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "README.md → Metrics:\n  {}", missing.join("\n  "));
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! time and `NodewrightPool`) and the command that ends it (complete, fail, cancel), and records
 //! `nodewright_machine_create_duration_seconds`, `…_delete_…` and `nodewright_drain_duration_seconds`
 //! by pool and result. A DeleteMachine run an orphan sweep started that succeeds counts as the
-//! sweep's VM deletion.
+//! sweep's VM deletion, and one replacing an unhealthy machine (its input's disruption, read from
+//! the decoded activation) as the remediation `replace`.
 //!
 //! A run replayed on another worker (after a restart) is measured from its real start. Only the
 //! worker that sends the ending records it; replays send none.
@@ -14,6 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use nodewright_activities::metrics::{self, RunResult, TimedRun};
 use nodewright_model::SearchAttribute;
+use nodewright_model::disruption::Disruption;
+use nodewright_model::machine::DeleteMachineRequest;
 use nodewright_model::names::Operation;
 use nodewright_model::workflow_type;
 use temporalio_common::protos::coresdk::workflow_activation::WorkflowActivation;
@@ -32,6 +35,8 @@ struct Run {
     pool: String,
     /// A DeleteMachine run an orphan sweep started.
     by_sweep: bool,
+    /// A DeleteMachine run replacing an unhealthy machine (the remediation ladder's `replace`).
+    replaces_unhealthy: bool,
 }
 
 /// How many measured runs are remembered, so that none is measured twice.
@@ -156,6 +161,16 @@ impl WorkerInterceptor for RunMeter {
                             .starts_with(&format!("{}/", Operation::Sweep))
                     });
                     let pool = pool_of(init.search_attributes.as_ref()).unwrap_or_default();
+                    let replaces_unhealthy = kind == TimedRun::Delete
+                        && init
+                            .arguments
+                            .first()
+                            .and_then(|input| {
+                                serde_json::from_slice::<DeleteMachineRequest>(&input.data).ok()
+                            })
+                            .is_some_and(|request| {
+                                request.disruption == Disruption::HealthRemediation
+                            });
                     self.started(
                         &activation.run_id,
                         Run {
@@ -163,6 +178,7 @@ impl WorkerInterceptor for RunMeter {
                             started,
                             pool,
                             by_sweep,
+                            replaces_unhealthy,
                         },
                     );
                 }
@@ -195,8 +211,13 @@ impl WorkerInterceptor for RunMeter {
             .unwrap_or_default()
             .as_secs_f64();
         metrics::run_ended(run.kind, &run.pool, result, seconds);
-        if run.by_sweep && run.kind == TimedRun::Delete && result == RunResult::Succeeded {
-            metrics::sweep_deletion("vm");
+        if run.kind == TimedRun::Delete && result == RunResult::Succeeded {
+            if run.by_sweep {
+                metrics::sweep_deletion("vm");
+            }
+            if run.replaces_unhealthy {
+                metrics::remediation(&run.pool, "replace");
+            }
         }
     }
 }

@@ -9,11 +9,14 @@ use anyhow::{Context, Result, ensure};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, vm_action};
+use nodewright_tests::scrape::scrape_until;
 use nodewright_tests::temporal_worker::unique_task_queue;
 
 use super::common::{await_status, await_world, controller_pool_file, delete_pool, world};
 
 const UP: Duration = Duration::from_secs(240);
+/// Two of the worker's reads of the controllers' status, and some.
+const METRICS: Duration = Duration::from_secs(75);
 
 #[tokio::test]
 async fn above_max_unhealthy_nothing_is_remediated_and_within_it_the_machine_is_replaced()
@@ -24,7 +27,7 @@ async fn above_max_unhealthy_nothing_is_remediated_and_within_it_the_machine_is_
     let pool = format!("ch{}", unique_suffix());
     let health = "  health:\n    maxUnhealthy: 40%\n";
     let file = controller_pool_file(&stack, &pool, 3, "24.04.1", health)?;
-    let outcome = scenario(&stack, &task_queue, &pool, &file)
+    let outcome = scenario(&stack, &task_queue, &pool, &file, &worker)
         .await
         .with_context(|| format!("worker log:\n{}", worker.log_tail()));
     delete_pool(&stack, &task_queue, &pool).await;
@@ -37,6 +40,7 @@ async fn scenario(
     task_queue: &str,
     pool: &str,
     file: &std::path::Path,
+    worker: &KillableWorker,
 ) -> Result<()> {
     super::common::apply(stack, task_queue, file).await?;
     let first = await_world(stack, pool, "3 Ready machines", UP, |w| w.is_steady(3)).await?;
@@ -95,6 +99,30 @@ async fn scenario(
         "reasons: {:?}",
         held.status.unhealthy
     );
+    // The worker's gauges say the same (read from the controller's status every 30 s).
+    let metrics = worker.metrics_address()?;
+    scrape_until(
+        metrics,
+        "the short-circuit in the pool's gauges",
+        METRICS,
+        |m| {
+            let condition = [
+                ("pool", pool),
+                ("type", "RemediationAllowed"),
+                ("status", "False"),
+            ];
+            m.sum("nodewright_pool_condition", &condition) == 1.0
+                && m.sum(
+                    "nodewright_pool_replicas",
+                    &[("pool", pool), ("state", "unhealthy")],
+                ) == 2.0
+                && m.sum(
+                    "nodewright_pool_replicas",
+                    &[("pool", pool), ("state", "desired")],
+                ) == 3.0
+        },
+    )
+    .await?;
     // Three more observe intervals: nothing remediated (the same 3 VMs, no delete started).
     tokio::time::sleep(Duration::from_secs(10)).await;
     let still = world(stack, pool).await?;
@@ -110,6 +138,13 @@ async fn scenario(
     })
     .await?;
     ensure!(healed.vms.len() == 3, "{healed:?}");
+    scrape_until(metrics, "the replacement counted", METRICS, |m| {
+        m.sum(
+            "nodewright_remediations_total",
+            &[("pool", pool), ("action", "replace")],
+        ) == 1.0
+    })
+    .await?;
     await_status(
         stack,
         task_queue,

@@ -14,12 +14,15 @@ use nodewright_model::rollout::RolloutPhase;
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, cli};
+use nodewright_tests::scrape::scrape_until;
 use nodewright_tests::temporal_worker::unique_task_queue;
 
 use super::common::{apply, await_status, await_world, controller_pool_file, delete_pool};
 use crate::rollout::common::{await_rollout, ensure_pool_is, rollout_document};
 
 const UP: Duration = Duration::from_secs(300);
+/// Two of the worker's reads of the rollouts' and controllers' status, and some.
+const METRICS: Duration = Duration::from_secs(75);
 
 #[tokio::test]
 async fn a_rollout_goes_through_the_controller_scaled_mid_canary_then_rolled_back() -> Result<()> {
@@ -27,7 +30,7 @@ async fn a_rollout_goes_through_the_controller_scaled_mid_canary_then_rolled_bac
     let task_queue = unique_task_queue("ctl-roll");
     let worker = KillableWorker::start(&stack, &task_queue)?;
     let pool = format!("ct{}", unique_suffix());
-    let outcome = through_the_controller(&stack, &task_queue, &pool)
+    let outcome = through_the_controller(&stack, &task_queue, &pool, &worker)
         .await
         .with_context(|| format!("worker log:\n{}", worker.log_tail()));
     delete_pool(&stack, &task_queue, &pool).await;
@@ -50,7 +53,12 @@ async fn an_aborted_rollout_stays_aborted_and_a_new_template_rolls_over_one_in_f
     outcome
 }
 
-async fn through_the_controller(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
+async fn through_the_controller(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    worker: &KillableWorker,
+) -> Result<()> {
     let v1 = controller_pool_file(stack, pool, 2, "24.04.1", "")?;
     apply(stack, task_queue, &v1).await?;
     await_world(stack, pool, "2 Ready machines", UP, |w| w.is_steady(2)).await?;
@@ -103,6 +111,22 @@ async fn through_the_controller(stack: &Stack, task_queue: &str, pool: &str) -> 
         s.desired == 3
     })
     .await?;
+    // The worker's rollout gauges follow it (read from its status every 30 s): waiting for
+    // the approval counts as paused, so it is not taken for stalled.
+    let metrics = worker.metrics_address()?;
+    scrape_until(metrics, "the canary in the rollout gauges", METRICS, |m| {
+        let state = |state| {
+            m.sum(
+                "nodewright_rollout_machines",
+                &[("pool", pool), ("state", state)],
+            )
+        };
+        state("desired") == 3.0
+            && state("updated") >= 1.0
+            && state("remaining") == 3.0 - state("updated")
+            && m.sum("nodewright_rollout_paused", &[("pool", pool)]) == 1.0
+    })
+    .await?;
     cli(stack, task_queue, &["pool", "rollout", "approve", pool])
         .await?
         .expect_code(0)?;
@@ -114,6 +138,18 @@ async fn through_the_controller(stack: &Stack, task_queue: &str, pool: &str) -> 
     })
     .await?;
     ensure_pool_is(stack, pool, 3, &v2_hash).await?;
+    // The rollout's gauges are gone with it; its creates and deletes were measured.
+    scrape_until(metrics, "the rollout's end in /metrics", METRICS, |m| {
+        let runs = |name| m.sum(name, &[("pool", pool), ("result", "succeeded")]);
+        !m.has("nodewright_rollout_machines", &[("pool", pool)])
+            && runs("nodewright_machine_create_duration_seconds_count") >= 5.0
+            && runs("nodewright_machine_delete_duration_seconds_count") >= 2.0
+            && m.sum(
+                "nodewright_pool_replicas",
+                &[("pool", pool), ("state", "updated")],
+            ) == 3.0
+    })
+    .await?;
     ensure_action(&done, "now rolls 3 machines")?;
     ensure_action(&done, &format!("to template {v2_hash} completed"))?;
 
