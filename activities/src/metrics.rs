@@ -77,6 +77,14 @@ pub struct Metrics {
     arm_ratelimit_remaining: GaugeVec,
     /// `nodewright_arm_write_budget_per_second`.
     arm_write_budget: GaugeVec,
+    /// `nodewright_arm_write_backlog{stage}`.
+    arm_write_backlog: GaugeVec,
+    /// `nodewright_arm_write_backlog_age_seconds`.
+    arm_write_backlog_age: GaugeVec,
+    /// `nodewright_arm_write_dispatch_per_second`.
+    arm_write_dispatch: GaugeVec,
+    /// `nodewright_arm_write_rate_limit_per_second`.
+    arm_write_rate_limit: GaugeVec,
     /// `nodewright_kube_requests_total{verb,resource,code}`.
     kube_requests: IntCounterVec,
     /// `nodewright_node_events_total{reason}`.
@@ -330,6 +338,26 @@ impl Metrics {
                 "The ARM write budget every worker shares (azure.arm_writes_per_second).",
                 &[],
             )?,
+            arm_write_backlog: gauge(
+                "nodewright_arm_write_backlog",
+                "ARM writes waiting for the write budget in the ARM-write task queue, by stage (finishing, building, starting), as Temporal last said.",
+                &["stage"],
+            )?,
+            arm_write_backlog_age: gauge(
+                "nodewright_arm_write_backlog_age_seconds",
+                "How long the oldest ARM write waiting for the budget has waited, as Temporal last said.",
+                &[],
+            )?,
+            arm_write_dispatch: gauge(
+                "nodewright_arm_write_dispatch_per_second",
+                "ARM writes the ARM-write task queue hands to workers per second, as Temporal last said: at the rate limit while writes wait, the budget is spent in full.",
+                &[],
+            )?,
+            arm_write_rate_limit: gauge(
+                "nodewright_arm_write_rate_limit_per_second",
+                "The ARM-write task queue's rate limit the Temporal server enforces (the workers' azure.arm_writes_per_second, or an operator's override).",
+                &[],
+            )?,
             kube_requests: counter(
                 "nodewright_kube_requests_total",
                 "Kubernetes apiserver requests by verb, resource and HTTP code (or transport).",
@@ -371,6 +399,10 @@ impl Metrics {
             ("histogram", Box::new(self.arm_request_duration.clone())),
             ("gauge", Box::new(self.arm_ratelimit_remaining.clone())),
             ("gauge", Box::new(self.arm_write_budget.clone())),
+            ("gauge", Box::new(self.arm_write_backlog.clone())),
+            ("gauge", Box::new(self.arm_write_backlog_age.clone())),
+            ("gauge", Box::new(self.arm_write_dispatch.clone())),
+            ("gauge", Box::new(self.arm_write_rate_limit.clone())),
             ("counter", Box::new(self.kube_requests.clone())),
             ("counter", Box::new(self.node_events.clone())),
         ]
@@ -410,6 +442,29 @@ impl Metrics {
         self.arm_write_budget
             .with_label_values::<&str>(&[])
             .set(per_second);
+    }
+
+    /// Sets the ARM-write task queue's gauges from what Temporal said of it.
+    pub fn set_write_queue(&self, queue: &WriteQueueGauges) {
+        self.arm_write_backlog.reset();
+        for (stage, backlog) in &queue.backlog {
+            self.arm_write_backlog
+                .with_label_values(&[stage])
+                .set(*backlog);
+        }
+        self.arm_write_backlog_age
+            .with_label_values::<&str>(&[])
+            .set(queue.backlog_age_seconds);
+        self.arm_write_dispatch
+            .with_label_values::<&str>(&[])
+            .set(queue.dispatch_per_second);
+        match queue.rate_limit_per_second {
+            Some(limit) => self
+                .arm_write_rate_limit
+                .with_label_values::<&str>(&[])
+                .set(limit),
+            None => self.arm_write_rate_limit.reset(),
+        }
     }
 
     /// Replaces the pool gauges with `pools` (the pools whose controllers answered), keeping
@@ -465,6 +520,19 @@ pub struct PoolGauges {
     pub machines: Vec<(&'static str, u32)>,
     /// `(type, status)` of each condition.
     pub conditions: Vec<(String, String)>,
+}
+
+/// The ARM-write task queue's gauges, from Temporal's description of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteQueueGauges {
+    /// `(stage, writes waiting)`.
+    pub backlog: Vec<(&'static str, f64)>,
+    /// How long the oldest has waited.
+    pub backlog_age_seconds: f64,
+    /// Writes handed out per second.
+    pub dispatch_per_second: f64,
+    /// The rate limit the server enforces, when it says.
+    pub rate_limit_per_second: Option<f64>,
 }
 
 /// A running rollout's gauges, from its status.

@@ -422,7 +422,11 @@ fn the_readme_lists_every_metric_with_its_labels() {
             }
         }
     }
-    assert!(missing.is_empty(), "README.md → Metrics:\n  {}", missing.join("\n  "));
+    assert!(
+        missing.is_empty(),
+        "README.md → Metrics:\n  {}",
+        missing.join("\n  ")
+    );
 }
 
 #[test]

@@ -182,7 +182,12 @@ async fn start(config: &ClusterConfig, health: Arc<Health>) -> anyhow::Result<St
         key_vault: azure::key_vault_client(&config.azure)?,
         temporal: client.clone(),
     };
-    status_gauges::spawn(client.clone(), config.cluster.clone(), metrics.domain);
+    status_gauges::spawn(
+        client.clone(),
+        config.cluster.clone(),
+        config.temporal.task_queue.clone(),
+        metrics.domain,
+    );
     let runtime = Runtime::from_current_tokio(metrics.runtime_options()?)
         .map_err(|error| anyhow!("creating the Temporal runtime failed: {error}"))?;
     let options = registration::worker_options(config, clients)?;

@@ -38,6 +38,26 @@ impl WriteStage {
             WriteStage::Starting => 3,
         }
     }
+
+    /// The stage a task of `priority_key` waits as (0, the key of a task sent without one, is
+    /// the server's default, 3); none for a key nodewright never sends.
+    pub fn from_priority_key(priority_key: i32) -> Option<WriteStage> {
+        match priority_key {
+            1 => Some(WriteStage::Finishing),
+            2 => Some(WriteStage::Building),
+            0 | 3 => Some(WriteStage::Starting),
+            _ => None,
+        }
+    }
+
+    /// Its name in metrics: `finishing`, `building`, `starting`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteStage::Finishing => "finishing",
+            WriteStage::Building => "building",
+            WriteStage::Starting => "starting",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -56,5 +76,11 @@ mod tests {
         // The server's range is 1..=5 with 3 as the default: nothing is pushed behind writes
         // that carry no priority at all.
         assert!(keys.iter().all(|key| (1..=3).contains(key)));
+        for stage in stages {
+            let key = i32::try_from(stage.priority_key()).expect("small");
+            assert_eq!(WriteStage::from_priority_key(key), Some(stage));
+        }
+        assert_eq!(WriteStage::from_priority_key(0), Some(WriteStage::Starting));
+        assert_eq!(WriteStage::from_priority_key(5), None);
     }
 }

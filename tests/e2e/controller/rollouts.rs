@@ -148,6 +148,10 @@ async fn through_the_controller(
                 "nodewright_pool_replicas",
                 &[("pool", pool), ("state", "updated")],
             ) == 3.0
+            // The server enforces the workers' write budget on the ARM-write queue.
+            && m.has("nodewright_arm_write_backlog", &[])
+            && m.sum("nodewright_arm_write_rate_limit_per_second", &[])
+                == m.sum("nodewright_arm_write_budget_per_second", &[])
     })
     .await?;
     ensure_action(&done, "now rolls 3 machines")?;
