@@ -9,5 +9,6 @@ pub mod kube;
 pub mod lifetime;
 pub mod listing_cache;
 pub mod metrics;
+pub mod report;
 pub mod temporal;
 pub mod tls;

@@ -67,6 +67,10 @@ pub struct Metrics {
     status_queries: IntCounterVec,
     /// `nodewright_sweep_deletions_total{kind}`.
     sweep_deletions: IntCounterVec,
+    /// `nodewright_sweep_runs_total{outcome}`.
+    sweep_runs: IntCounterVec,
+    /// `nodewright_sweep_findings{kind,rule,action}`.
+    sweep_findings: GaugeVec,
     /// `nodewright_sweep_freeze_check_timestamp_seconds{result}`.
     freeze_check: GaugeVec,
     /// `nodewright_arm_requests_total{operation,code}`.
@@ -312,6 +316,16 @@ impl Metrics {
                 "Orphans the sweep deleted (kind: vm, nic, disk, node).",
                 &["kind"],
             )?,
+            sweep_runs: counter(
+                "nodewright_sweep_runs_total",
+                "Orphan sweeps ended, by outcome (completed, dry-run, frozen, not-approved, braked, skipped, refused, canceled).",
+                &["outcome"],
+            )?,
+            sweep_findings: gauge(
+                "nodewright_sweep_findings",
+                "What the last sweep this worker ran acted on or reported, by kind (vm, nic, disk, node), rule and action (delete, replace, report, untaint).",
+                &["kind", "rule", "action"],
+            )?,
             freeze_check: gauge(
                 "nodewright_sweep_freeze_check_timestamp_seconds",
                 "When the orphan sweep's freeze check last answered (result: ok, frozen), in Unix seconds.",
@@ -394,6 +408,8 @@ impl Metrics {
             ("gauge", Box::new(self.rollout_paused.clone())),
             ("counter", Box::new(self.status_queries.clone())),
             ("counter", Box::new(self.sweep_deletions.clone())),
+            ("counter", Box::new(self.sweep_runs.clone())),
+            ("gauge", Box::new(self.sweep_findings.clone())),
             ("gauge", Box::new(self.freeze_check.clone())),
             ("counter", Box::new(self.arm_requests.clone())),
             ("histogram", Box::new(self.arm_request_duration.clone())),
@@ -634,6 +650,27 @@ pub fn status_query(workflow: &str, ok: bool) {
 pub fn sweep_deletion(kind: &str) {
     if let Some(metrics) = installed() {
         metrics.sweep_deletions.with_label_values(&[kind]).inc();
+    }
+}
+
+/// Counts a sweep's end and replaces the findings with its.
+pub fn sweep_ended(findings: &nodewright_model::sweep::SweepFindings) {
+    if let Some(metrics) = installed() {
+        metrics
+            .sweep_runs
+            .with_label_values(&[findings.outcome.as_str()])
+            .inc();
+        metrics.sweep_findings.reset();
+        for finding in &findings.findings {
+            metrics
+                .sweep_findings
+                .with_label_values(&[
+                    finding.kind.as_str(),
+                    finding.rule.as_str(),
+                    finding.action.as_str(),
+                ])
+                .set(f64::from(finding.count));
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use nodewright_activities::azure::{ArmClient, KeyVaultClient};
 use nodewright_activities::kube::JoinTokens;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_activities::kube::bootstrap::BootstrapSource;
+use nodewright_activities::report::ReportActivities;
 use nodewright_activities::temporal::TemporalActivities;
 use nodewright_model::config::ClusterConfig;
 use nodewright_model::names::arm_write_task_queue;
@@ -85,6 +86,7 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
             config.azure.location.clone(),
         ))
         .register_activities(TemporalActivities::new(temporal))
+        .register_activities(ReportActivities)
         .worker_interceptor(crate::run_meter::RunMeter::default())
         .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))
         .activity_inbound_interceptor(DeadlineGuard)

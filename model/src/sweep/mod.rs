@@ -8,6 +8,7 @@ pub mod approval;
 pub mod audit;
 pub mod brake;
 pub mod classify;
+pub mod findings;
 pub mod grace;
 pub mod inventory;
 pub mod overlap;
@@ -28,6 +29,7 @@ pub use approval::{
 pub use audit::{AuditEntry, ForeignGroup, KeptGroup, Outcome, Seen, SweepAudit, SweepOutcome};
 pub use brake::{Brake, BrakeCounts, BrakeDecision, BrakeReason, decide_brake};
 pub use classify::{Action, Decision, Rule, SubjectKind, SweepPolicy, classify, human};
+pub use findings::{Finding, SweepFindings};
 pub use grace::{GraceFloor, check_grace, grace_floor};
 pub use inventory::{
     ArmResource, Inventory, NodeReadiness, NodeRecord, ResourceKind, RunningWorkflow, name_from_id,

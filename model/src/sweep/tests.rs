@@ -710,6 +710,40 @@ fn provider_ids_match_the_resource_group_case_insensitively() {
 }
 
 #[test]
+fn the_findings_count_what_the_sweep_acts_on_or_reports_by_kind_rule_and_action() {
+    let decisions = classify(&scenario(), &policy(false));
+    let audit = SweepAudit::of(
+        prod(),
+        "2027-01-15T08:00:00Z".to_owned(),
+        SweepOutcome::DryRun,
+        Seen::default(),
+        decisions,
+    );
+    let findings = audit.findings();
+    assert_eq!(findings.outcome, "dry-run");
+    let total: u32 = findings.findings.iter().map(|f| f.count).sum();
+    assert_eq!(Ok(total), u32::try_from(audit.entries.len()));
+    let count = |kind: &str, action: &str| -> u32 {
+        findings
+            .findings
+            .iter()
+            .filter(|f| f.kind == kind && f.action == action)
+            .map(|f| f.count)
+            .sum()
+    };
+    // The four removals of the audit above: a VM, a NIC, a disk and a Node; two reported.
+    assert_eq!(count("vm", "delete"), 1);
+    assert_eq!(count("nic", "delete"), 1);
+    assert_eq!(count("disk", "delete"), 1);
+    assert_eq!(count("node", "delete"), 1);
+    assert_eq!(count("vm", "report") + count("node", "report"), 2);
+    assert!(findings.findings.iter().all(|f| f.action != "keep"));
+    let mut sorted = findings.findings.clone();
+    sorted.sort_by(|a, b| (&a.kind, &a.rule, &a.action).cmp(&(&b.kind, &b.rule, &b.action)));
+    assert_eq!(sorted, findings.findings);
+}
+
+#[test]
 fn the_audit_lists_ours_and_nodes_and_groups_the_rest_by_owner() {
     let decisions = classify(&scenario(), &policy(false));
     let audit = SweepAudit::of(

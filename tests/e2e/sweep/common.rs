@@ -57,6 +57,14 @@ impl SweepCluster {
         })
     }
 
+    /// Where the cluster's worker serves `/metrics`.
+    pub fn metrics_address(&self) -> Result<std::net::SocketAddr> {
+        self.worker
+            .as_ref()
+            .context("the sweep cluster's worker is gone")?
+            .metrics_address()
+    }
+
     /// Runs the CLI for this cluster.
     pub async fn cli(&self, args: &[&str]) -> Result<CliResult> {
         cli(&self.stack, &self.task_queue, args).await

@@ -24,6 +24,7 @@ use super::common::{
     OLD, SweepCluster, ago, foreign_tag, joined_node, kept_rule, outcome, own_removals,
 };
 use crate::rollout::common::terminate;
+use nodewright_tests::scrape::scrape;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_deletes_exactly_the_orphans_and_keeps_everything_else_for_its_reason() -> Result<()>
@@ -217,6 +218,40 @@ async fn scenario(sweep: &SweepCluster) -> Result<()> {
             report.stdout
         );
     }
+    // The worker's metrics: both runs ended, the last one's findings, what it deleted.
+    let metrics = scrape(sweep.metrics_address()?)?;
+    for outcome in ["dry-run", "completed"] {
+        ensure!(
+            metrics.sum("nodewright_sweep_runs_total", &[("outcome", outcome)]) == 1.0,
+            "one {outcome} sweep counted:\n{}",
+            metrics.text
+        );
+    }
+    for kind in ["vm", "nic", "disk", "node"] {
+        ensure!(
+            metrics.sum(
+                "nodewright_sweep_findings",
+                &[("kind", kind), ("action", "delete")]
+            ) == 1.0,
+            "one {kind} found to delete:\n{}",
+            metrics.text
+        );
+        ensure!(
+            metrics.sum("nodewright_sweep_deletions_total", &[("kind", kind)]) == 1.0,
+            "one {kind} deleted:\n{}",
+            metrics.text
+        );
+    }
+    ensure!(
+        metrics.has(
+            "nodewright_sweep_freeze_check_timestamp_seconds",
+            &[("result", "ok")]
+        ) && !metrics.has(
+            "nodewright_sweep_freeze_check_timestamp_seconds",
+            &[("result", "frozen")]
+        ),
+        "the freeze checks answered ok"
+    );
     Ok(())
 }
 

@@ -7,7 +7,10 @@ mod inventory;
 mod state;
 mod untaint;
 
+use std::time::Duration;
+
 use nodewright_activities::azure::machines::ArmScope;
+use nodewright_activities::report::ReportActivities;
 use nodewright_model::Operation;
 use nodewright_model::sweep::{
     ApprovalVerdict, ApproveSignal, BrakeDecision, Outcome, PlanStep, Seen, SweepAudit,
@@ -16,9 +19,11 @@ use nodewright_model::sweep::{
     not_approved, record_refusal,
 };
 use nodewright_model::workflow_type;
+use temporalio_common::RetryPolicy;
 use temporalio_macros::workflow_methods;
 use temporalio_sdk::{
-    SyncWorkflowContext, WorkflowContext, WorkflowContextView, WorkflowResult, WorkflowTermination,
+    LocalActivityOptions, SyncWorkflowContext, WorkflowCancellationToken, WorkflowContext,
+    WorkflowContextView, WorkflowResult, WorkflowTermination,
 };
 
 use self::act::act;
@@ -65,6 +70,7 @@ impl OrphanSweepWorkflow {
         let summary = audit.summary();
         set_status(ctx, SweepPhase::Done, summary.clone(), |_| {});
         ctx.set_current_details(summary);
+        report(ctx, &audit).await;
         if canceled {
             ctx.upsert_search_attributes([search::PHASE.value_set("canceled".to_owned())]);
             return Err(WorkflowTermination::cancelled_with_details(audit));
@@ -97,6 +103,27 @@ impl OrphanSweepWorkflow {
     pub fn status(&self, _ctx: &WorkflowContextView) -> SweepStatus {
         self.status.clone().unwrap_or_else(SweepStatus::starting)
     }
+}
+
+/// The patch that hands a sweep's outcome and findings to the worker's metrics at its end
+/// (`report.sweep_ended`); runs recorded before it report nothing.
+const REPORT_PATCH: &str = "sweep-reports-findings";
+
+/// Hands the sweep's outcome and findings to the worker's metrics, by a local activity that
+/// answers after a cancellation request too; best effort: the run ends the same whatever it
+/// answers.
+async fn report(ctx: &mut Ctx, audit: &SweepAudit) {
+    if !ctx.patched(REPORT_PATCH) {
+        return;
+    }
+    let options = LocalActivityOptions::builder()
+        .start_to_close_timeout(Duration::from_secs(10))
+        .retry_policy(RetryPolicy::builder().maximum_attempts(2).build())
+        .cancellation_token(WorkflowCancellationToken::new())
+        .build();
+    let _ = ctx
+        .execute_local_activity(ReportActivities::sweep_ended, audit.findings(), options)
+        .await;
 }
 
 /// The patch marker of the grace floor (a sweep refused for a grace below it), recorded only
