@@ -10,7 +10,8 @@ use temporalio_client::{
     Client, WorkflowCancelOptions, WorkflowExecuteUpdateOptions, WorkflowSignalOptions,
 };
 
-use super::render::{status_line, strategy};
+use super::render::strategy;
+use super::summary::{glance, width_from};
 use super::{
     BudgetArgs, error_chain, flags, history, query_status, rollout_handle, rollout_id, who,
 };
@@ -156,7 +157,15 @@ pub async fn signal(
             );
             match &status {
                 Ok(status) => {
-                    println!("  now  {}", status_line(status));
+                    let width = width_from(std::env::var("COLUMNS").ok().as_deref());
+                    let now = chrono::Utc::now().timestamp_millis();
+                    for (index, line) in glance(status, now, width.saturating_sub(7))
+                        .iter()
+                        .enumerate()
+                    {
+                        let label = if index == 0 { "  now  " } else { "       " };
+                        println!("{label}{line}");
+                    }
                     if ask == Ask::Approve && status.canary.is_none() {
                         println!("  note: this rollout has no canary; approving changes nothing");
                     }

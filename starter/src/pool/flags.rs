@@ -29,6 +29,27 @@ pub fn observe_interval(text: &str) -> Result<humantime::Duration, String> {
     }
 }
 
+/// clap's parser of `pool status --interval`: a duration (`2s`, `1m`) from 1 s to
+/// [`limits::MAX_OBSERVE_INTERVAL`].
+pub fn watch_interval(text: &str) -> Result<humantime::Duration, String> {
+    let parsed: humantime::Duration = text.parse().map_err(|error| {
+        format!(
+            "{} is not a duration ({error}); write e.g. 2s or 30s",
+            quoted(text)
+        )
+    })?;
+    if *parsed < std::time::Duration::from_secs(1) {
+        return Err(format!(
+            "{} is shorter than 1s; write e.g. 2s or 30s",
+            quoted(text)
+        ));
+    }
+    match limits::longer_than(*parsed, limits::MAX_OBSERVE_INTERVAL) {
+        Some(problem) => Err(format!("{} {problem}; write e.g. 2s or 30s", quoted(text))),
+        None => Ok(parsed),
+    }
+}
+
 /// `POOL` as typed: a pool name (the rules of `metadata.name`).
 pub fn pool_name(value: &str) -> Result<&str, CliError> {
     // Pool names follow the cluster name's rules (a DNS label of at most 40 characters).
@@ -138,6 +159,17 @@ mod tests {
             Err(r#""61m" is longer than the maximum 1h; write e.g. 2s or 15s"#.to_owned())
         );
         assert!(observe_interval("often").is_err_and(|e| e.contains("is not a duration")));
+    }
+
+    #[test]
+    fn the_watch_interval_is_a_duration_from_a_second_to_an_hour() {
+        assert_eq!(watch_interval("2s").map(|d| *d), Ok(Duration::from_secs(2)));
+        assert_eq!(
+            watch_interval("500ms"),
+            Err(r#""500ms" is shorter than 1s; write e.g. 2s or 30s"#.to_owned())
+        );
+        assert!(watch_interval("61m").is_err_and(|e| e.contains("longer than the maximum 1h")));
+        assert!(watch_interval("often").is_err_and(|e| e.contains("is not a duration")));
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! One job per module: [`flags`] checks what was typed, [`history`] finds the pool's runs,
 //! [`revisions`] reads the pool's revisions (`pool history`), [`rollout`] and [`rollback`]
 //! start a rollout, [`follow`] follows one to its end, [`control`]
-//! signals and updates the one running, [`status`] shows a rollout or the pool, and [`render`]
-//! turns them into text.
+//! signals and updates the one running, [`status`] shows a rollout or the pool (`--watch`: again
+//! and again), [`render`] turns them into text and [`summary`] a rollout at a glance, at any
+//! scale and within a width.
 
 mod control;
 mod controller;
@@ -18,6 +19,7 @@ mod revisions;
 mod rollback;
 mod rollout;
 mod status;
+mod summary;
 
 use std::path::PathBuf;
 
@@ -65,8 +67,8 @@ pub enum PoolCommand {
     /// is current and where `pool rollback` would go.
     History(StatusArgs),
     /// Show a pool's machines as a worker sees them in Azure and Kubernetes (InspectPool), and
-    /// the rollout under way, if any.
-    Status(StatusArgs),
+    /// the rollout under way, if any (or its controller's status); `--watch` keeps showing it.
+    Status(PoolStatusArgs),
     /// Show the image versions a pool's controller follows (current, newest, previous, policy),
     /// or with a subcommand pin, unpin or update them.
     #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -209,6 +211,21 @@ pub struct StatusArgs {
     timeout: u64,
 }
 
+/// The flags of `pool status POOL`.
+#[derive(Debug, Args)]
+pub struct PoolStatusArgs {
+    #[command(flatten)]
+    look: StatusArgs,
+    /// Look again every --interval until Ctrl-C: on a terminal redrawn in place, in a pipe
+    /// printed when it changed (with --output json, one JSON document a line).
+    #[arg(long)]
+    watch: bool,
+    /// How often --watch looks (e.g. 2s, 30s; 1s to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "2s", requires = "watch",
+          value_parser = flags::watch_interval)]
+    interval: humantime::Duration,
+}
+
 /// Runs a `pool` subcommand.
 pub async fn run(
     settings: &Settings,
@@ -253,7 +270,7 @@ pub async fn run(
         PoolCommand::History(args) => {
             revisions::run(settings, output, &args.pool, args.timeout).await
         }
-        PoolCommand::Status(args) => status::pool(settings, output, &args.pool, args.timeout).await,
+        PoolCommand::Status(args) => status::pool(settings, output, &args).await,
         PoolCommand::Image(args) => image::run(settings, output, args).await,
         PoolCommand::Validate(args) => validate(output, &args.pool),
     }
@@ -421,6 +438,30 @@ mod tests {
             "--pool is required without a subcommand"
         );
         assert!(parse(&["rollout", "--pool", "p.yaml", "status", "web"]).is_err());
+    }
+
+    #[test]
+    fn pool_status_watches_at_an_interval_only_when_asked() {
+        match parse(&["status", "web"]) {
+            Ok(PoolCommand::Status(args)) => {
+                assert_eq!(args.look.pool, "web");
+                assert!(!args.watch);
+                assert_eq!(*args.interval, std::time::Duration::from_secs(2));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["status", "web", "--watch", "--interval", "30s"]) {
+            Ok(PoolCommand::Status(args)) => {
+                assert!(args.watch);
+                assert_eq!(*args.interval, std::time::Duration::from_secs(30));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            parse(&["status", "web", "--interval", "5s"]).is_err(),
+            "--interval needs --watch"
+        );
+        assert!(parse(&["status", "web", "--watch", "--interval", "0s"]).is_err());
     }
 
     #[test]

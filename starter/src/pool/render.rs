@@ -1,5 +1,5 @@
-//! Rollouts and pools as text: the one-line progress of a rollout, its full status, and a pool's
-//! machines. Pure functions of what they show and of "now" (Unix seconds).
+//! Rollouts and pools as text: a rollout's full status and a pool's machines (a rollout at a
+//! glance is [`super::summary`]'s). Pure functions of what they show and of "now" (Unix seconds).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use nodewright_model::capacity::Exhausted;
@@ -69,7 +69,8 @@ pub fn activity(activity: Activity) -> &'static str {
     }
 }
 
-fn kind(kind: ChildKind) -> &'static str {
+/// A child's kind as a word: `create`, `delete`.
+pub fn kind(kind: ChildKind) -> &'static str {
     match kind {
         ChildKind::Create => "create",
         ChildKind::Delete => "delete",
@@ -94,39 +95,6 @@ pub fn reasons(status: &RolloutStatus) -> Vec<String> {
         reasons.push(format!("stalled: {stalled}"));
     }
     reasons
-}
-
-/// The rollout in one line, as following prints it:
-/// `progressing  4/6 updated  6 ready  6 available  2 old  in flight: create web-ab12c  ~2m left`.
-pub fn status_line(status: &RolloutStatus) -> String {
-    let counts = &status.counts;
-    let mut line = format!(
-        "{:<11}  {}/{} updated  {} ready  {} available  {} old",
-        status.phase.as_str(),
-        counts.updated,
-        status.desired,
-        counts.ready,
-        counts.available,
-        counts.old
-    );
-    if !status.in_flight.is_empty() {
-        let children: Vec<String> = status
-            .in_flight
-            .iter()
-            .map(|child| format!("{} {}", kind(child.kind), child.machine))
-            .collect();
-        line.push_str("  in flight: ");
-        line.push_str(&children.join(", "));
-    }
-    if let Some(seconds) = status.estimated_seconds_left.filter(|s| *s > 0) {
-        line.push_str(&format!("  ~{} left", span(seconds)));
-    }
-    let reasons = reasons(status);
-    if !reasons.is_empty() {
-        line.push_str("  — ");
-        line.push_str(&reasons.join("; "));
-    }
-    line
 }
 
 /// A failed child in one line: `create web-ab12c (create/dev/web-ab12c): reason`.
@@ -620,41 +588,6 @@ mod tests {
         ] {
             assert_eq!(span(seconds), text, "{seconds}");
         }
-    }
-
-    #[test]
-    fn the_progress_line_shows_counts_children_and_time_left() {
-        assert_eq!(
-            status_line(&status()),
-            "progressing  4/6 updated  6 ready  6 available  2 old  in flight: create web-ab12c, delete web-x9z8y  ~2m left"
-        );
-    }
-
-    #[test]
-    fn the_progress_line_says_why_it_waits() {
-        let paused = RolloutStatus {
-            phase: RolloutPhase::Paused,
-            paused_because: Some("paused by ann@cli".to_owned()),
-            in_flight: Vec::new(),
-            estimated_seconds_left: None,
-            ..status()
-        };
-        assert_eq!(
-            status_line(&paused),
-            "paused       4/6 updated  6 ready  6 available  2 old  — paused by ann@cli"
-        );
-        let waiting = RolloutStatus {
-            phase: RolloutPhase::AwaitingApproval,
-            canary: Some(1),
-            stalled: Some("no progress for 600s".to_owned()),
-            in_flight: Vec::new(),
-            estimated_seconds_left: None,
-            ..status()
-        };
-        assert_eq!(
-            status_line(&waiting),
-            "awaiting-approval  4/6 updated  6 ready  6 available  2 old  — canary of 1 done; `nodewright pool rollout approve web` lets it go on; stalled: no progress for 600s"
-        );
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! `nodewright pool rollout status POOL` (the rollout: running, else the latest) and
 //! `nodewright pool status POOL` (the machines, by InspectPool, and the rollout under way).
 
+use std::io::IsTerminal;
 use std::time::Duration;
+
+use chrono::SecondsFormat;
 
 use nodewright_model::WorkflowId;
 use nodewright_model::rollout::{InspectPoolRequest, PoolReport, RolloutStatus};
@@ -14,7 +17,8 @@ use temporalio_client::{
 };
 use temporalio_common::search_attributes::SearchAttributes;
 
-use super::render::{report_lines, status_line, status_lines};
+use super::render::{report_lines, status_lines};
+use super::summary::{cut, glance, width_from};
 use super::{error_chain, flags, history, query_status, rollout_handle, rollout_id};
 use crate::handles::no_result;
 use crate::{CliError, Output, settings::Settings};
@@ -115,68 +119,212 @@ async fn running_rollout(
     }
 }
 
-/// Runs InspectPool on `pool` and shows its machines, and the rollout under way.
+/// What one look at a pool shows: the document `--output json` prints, and the lines for people.
+#[derive(Debug, Clone, PartialEq)]
+struct PoolLook {
+    document: serde_json::Value,
+    lines: Vec<String>,
+}
+
+impl PoolLook {
+    /// Prints the look as `output` asks.
+    fn print(&self, output: Output) {
+        match output {
+            Output::Json => println!("{}", self.document),
+            Output::Text => self.lines.iter().for_each(|line| println!("{line}")),
+        }
+    }
+}
+
+/// Shows the pool's machines and the rollout under way (InspectPool), or its controller's
+/// status; with `--watch`, again every `--interval` until Ctrl-C.
 pub async fn pool(
     settings: &Settings,
     output: Output,
-    pool: &str,
-    timeout: u64,
+    args: &super::PoolStatusArgs,
 ) -> Result<(), CliError> {
-    let pool = flags::pool_name(pool)?;
+    let pool = flags::pool_name(&args.look.pool)?;
     let cluster = settings.cluster()?;
     let client = settings.temporal().connect().await?;
-    let controller_id = super::controller::controller_id(&cluster, pool);
-    if let Some(answer) = super::controller::running_status(&client, &controller_id).await? {
+    let width = width_from(std::env::var("COLUMNS").ok().as_deref());
+    let timeout = args.look.timeout;
+    if !args.watch {
+        look(settings, &client, &cluster, pool, timeout, width)
+            .await?
+            .print(output);
+        return Ok(());
+    }
+    let every = *args.interval;
+    let terminal = std::io::stdout().is_terminal();
+    let mut watch = Watch::default();
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let round = async {
+            let looked = look(settings, &client, &cluster, pool, timeout, width).await;
+            match looked {
+                Ok(looked) if terminal && output == Output::Text => {
+                    // Redrawn in place: the screen cleared, the look from its top.
+                    print!("\x1b[2J\x1b[H");
+                    println!(
+                        "{}",
+                        cut(
+                            &format!(
+                                "every {}, Ctrl-C ends; {}",
+                                humantime::format_duration(every),
+                                chrono::Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+                            ),
+                            width
+                        )
+                    );
+                    looked.print(output);
+                    watch.changed(&looked);
+                }
+                Ok(looked) => {
+                    if watch.changed(&looked) {
+                        if output == Output::Text && watch.printed > 1 {
+                            println!();
+                        }
+                        looked.print(output);
+                    }
+                }
+                Err(error) => {
+                    if let Some(line) = watch.failed(error_chain(&error)) {
+                        eprintln!("{}", cut(&line, width));
+                    }
+                }
+            }
+            tokio::time::sleep(every).await;
+        };
+        tokio::select! {
+            _ = &mut ctrl_c => return Ok(()),
+            () = round => {}
+        }
+    }
+}
+
+/// What `pool status --watch` printed last, so that a pipe gets a look only when it changed.
+#[derive(Debug, Default)]
+struct Watch {
+    last: Option<serde_json::Value>,
+    last_error: Option<String>,
+    /// Looks printed so far.
+    printed: usize,
+}
+
+impl Watch {
+    /// Whether `looked` differs from the last look beyond the time it was taken; it becomes the
+    /// last look.
+    fn changed(&mut self, looked: &PoolLook) -> bool {
+        let key = change_key(&looked.document);
+        self.last_error = None;
+        if self.last.as_ref() == Some(&key) {
+            return false;
+        }
+        self.last = Some(key);
+        self.printed += 1;
+        true
+    }
+
+    /// The line a failed look adds (once per distinct error; the watch goes on).
+    fn failed(&mut self, error: String) -> Option<String> {
+        if self.last_error.as_deref() == Some(error.as_str()) {
+            return None;
+        }
+        let line = format!("  (no status: {error})");
+        self.last_error = Some(error);
+        Some(line)
+    }
+}
+
+/// A look's document without what changes at every look (when the machines were observed).
+fn change_key(document: &serde_json::Value) -> serde_json::Value {
+    let mut key = document.clone();
+    if let Some(report) = key.get_mut("report").and_then(serde_json::Value::as_object_mut) {
+        report.remove("observedAt");
+    }
+    key
+}
+
+/// One look at `pool`: its controller's status when a controller runs, else InspectPool's
+/// report and the rollout under way.
+async fn look(
+    settings: &Settings,
+    client: &temporalio_client::Client,
+    cluster: &ClusterName,
+    pool: &str,
+    timeout: u64,
+    width: usize,
+) -> Result<PoolLook, CliError> {
+    let controller_id = super::controller::controller_id(cluster, pool);
+    if let Some(answer) = super::controller::running_status(client, &controller_id).await? {
         let link = settings.ui_link(&controller_id);
         let document = answer.map_err(|error| {
             CliError::RunFailed(format!(
                 "{controller_id} is running but its status could not be read: {error}; see {link}"
             ))
         })?;
-        match output {
-            Output::Json => {
-                let mut json = serde_json::json!(document);
-                if let Some(fields) = json.as_object_mut() {
-                    fields.insert("workflowId".to_owned(), controller_id.as_str().into());
-                    fields.insert("ui".to_owned(), link.into());
-                }
-                println!("{json}");
-            }
-            Output::Text => {
-                for line in super::render::controller_lines(&document) {
-                    println!("{line}");
-                }
-                println!("  temporal UI  {link}");
-            }
+        let mut lines = super::render::controller_lines(&document);
+        lines.push(format!("  temporal UI  {link}"));
+        let mut json = serde_json::json!(document);
+        if let Some(fields) = json.as_object_mut() {
+            fields.insert("workflowId".to_owned(), controller_id.as_str().into());
+            fields.insert("ui".to_owned(), link.into());
         }
-        return Ok(());
+        return Ok(PoolLook {
+            document: json,
+            lines,
+        });
     }
-    let rollout_id = rollout_id(&cluster, pool);
-    let rollout = running_rollout(&client, &rollout_id).await?;
-    let report = inspect(settings, &client, &cluster, pool, timeout).await?;
-    match output {
-        Output::Json => {
-            let rollout = rollout.and_then(Result::ok);
-            let document = serde_json::json!({ "report": report, "rollout": rollout });
-            println!("{document}");
+    let rollout_id = rollout_id(cluster, pool);
+    let rollout = running_rollout(client, &rollout_id).await?;
+    let report = inspect(settings, client, cluster, pool, timeout).await?;
+    let mut lines = report_lines(&report, cluster.as_str());
+    lines.extend(rollout_lines(
+        pool,
+        &rollout_id,
+        rollout.as_ref(),
+        chrono::Utc::now().timestamp_millis(),
+        width,
+    ));
+    let rollout = rollout.and_then(Result::ok);
+    Ok(PoolLook {
+        document: serde_json::json!({ "report": report, "rollout": rollout }),
+        lines,
+    })
+}
+
+/// The rollout under way as `pool status` shows it below the machines: at a glance, each line
+/// within `width`.
+fn rollout_lines(
+    pool: &str,
+    rollout_id: &WorkflowId,
+    rollout: Option<&Result<RolloutStatus, String>>,
+    now: i64,
+    width: usize,
+) -> Vec<String> {
+    const LABEL: &str = "  rollout      ";
+    const INDENT: &str = "               ";
+    match rollout {
+        Some(Ok(status)) => {
+            let mut lines: Vec<String> = glance(status, now, width.saturating_sub(LABEL.len()))
+                .into_iter()
+                .enumerate()
+                .map(|(index, line)| {
+                    let label = if index == 0 { LABEL } else { INDENT };
+                    format!("{label}{line}")
+                })
+                .collect();
+            lines.push(format!(
+                "{INDENT}details: nodewright pool rollout status {pool}"
+            ));
+            lines
         }
-        Output::Text => {
-            for line in report_lines(&report, cluster.as_str()) {
-                println!("{line}");
-            }
-            match rollout {
-                Some(Ok(status)) => println!(
-                    "  rollout      {}\n               details: nodewright pool rollout status {pool}",
-                    status_line(&status)
-                ),
-                Some(Err(error)) => println!(
-                    "  rollout      {rollout_id} is running; its status did not answer: {error}"
-                ),
-                None => println!("  rollout      none running"),
-            }
-        }
+        Some(Err(error)) => vec![format!(
+            "{LABEL}{rollout_id} is running; its status did not answer: {error}"
+        )],
+        None => vec![format!("{LABEL}none running")],
     }
-    Ok(())
 }
 
 /// Runs InspectPool on `pool` (joining a look already under way) and returns its report,
