@@ -100,8 +100,10 @@ impl Display {
             let bar = ProgressBar::new(0);
             // The bar fills what the counts leave of the line; the message line is cut to the
             // terminal's width by indicatif (names last, so they go first).
-            let style = ProgressStyle::with_template("{prefix} {wide_bar} {pos}/{len} {elapsed}\n{wide_msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar());
+            let style = ProgressStyle::with_template(
+                "{prefix} {wide_bar} {pos}/{len} {elapsed}\n{wide_msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
             bar.set_style(style);
             bar.enable_steady_tick(Duration::from_millis(500));
             bar
@@ -175,7 +177,7 @@ impl Display {
         for line in wrap(summary, self.width, "  ") {
             println!("{line}");
         }
-        println!("{}", link_line(link, self.width));
+        println!("{}", link_line("temporal UI", link, self.width));
     }
 
     /// Takes the live bar away (the run ended without a status to show).
@@ -193,14 +195,14 @@ impl Display {
     }
 }
 
-/// `  temporal UI  LINK` when it fits `width`, else the label and the link on a line of its own
-/// (a link is never cut: a terminal opens it only whole).
-pub fn link_line(link: &str, width: usize) -> String {
-    let line = format!("  temporal UI  {link}");
+/// `  LABEL  LINK` when it fits `width`, else the label and the link on a line of its own (a
+/// link is never cut: a terminal opens it only whole).
+pub fn link_line(label: &str, link: &str, width: usize) -> String {
+    let line = format!("  {label}  {link}");
     if line.chars().count() <= width {
         line
     } else {
-        format!("  temporal UI\n  {link}")
+        format!("  {label}\n  {link}")
     }
 }
 
@@ -378,7 +380,10 @@ mod tests {
             reason: "quota".to_owned(),
             at: 5,
         });
-        assert_eq!(progress.update(&current, 80), ["  ✗ create web-ab12c: quota"]);
+        assert_eq!(
+            progress.update(&current, 80),
+            ["  ✗ create web-ab12c: quota"]
+        );
         assert!(progress.update(&current, 80).is_empty(), "printed once");
         current.failures.push(ChildFailure {
             machine: "web-cd34e".to_owned(),
@@ -404,11 +409,15 @@ mod tests {
     #[test]
     fn the_link_stays_whole_on_a_line_of_its_own_when_it_does_not_fit() {
         assert_eq!(
-            link_line("http://ui/x", 80),
+            link_line("temporal UI", "http://ui/x", 80),
             "  temporal UI  http://ui/x"
         );
         assert_eq!(
-            link_line("http://ui/namespaces/default/workflows/rollout%2Fdev%2Fweb", 40),
+            link_line(
+                "temporal UI",
+                "http://ui/namespaces/default/workflows/rollout%2Fdev%2Fweb",
+                40
+            ),
             "  temporal UI\n  http://ui/namespaces/default/workflows/rollout%2Fdev%2Fweb"
         );
     }

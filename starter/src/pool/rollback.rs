@@ -258,10 +258,14 @@ pub async fn run(settings: &Settings, output: Output, args: RollbackArgs) -> Res
         .budget
         .apply(&target.strategy, "the current revision's")?;
     if output == Output::Text {
-        eprintln!(
+        let text = format!(
             "rolling pool {pool} back from template {from} to {} ({source})",
             target.template_hash
         );
+        let width = super::summary::width_from(std::env::var("COLUMNS").ok().as_deref());
+        for line in super::summary::wrap(&text, width, "  ") {
+            eprintln!("{line}");
+        }
     }
     let start = Start {
         pool: target,

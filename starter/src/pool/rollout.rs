@@ -12,6 +12,8 @@ use temporalio_common::search_attributes::SearchAttributes;
 
 use nodewright_model::controller::RolloutOrder;
 
+use super::follow::link_line;
+use super::summary::{width_from, wrap};
 use super::{KnobArgs, StartArgs, controller, error_chain, flags, follow, history, rollout_id};
 use crate::{CliError, Output, pool_file, settings::Settings};
 
@@ -158,8 +160,19 @@ pub async fn begin(
             )),
         })?;
     if output == Output::Text {
-        eprintln!("started {workflow_id}: {summary}");
-        eprintln!("  follow it: nodewright pool rollout status {pool_name}   or   {link}");
+        // Within the width, as following is (a long line is broken at spaces, the link kept whole).
+        let width = width_from(std::env::var("COLUMNS").ok().as_deref());
+        for line in wrap(&format!("started {workflow_id}: {summary}"), width, "  ") {
+            eprintln!("{line}");
+        }
+        for line in wrap(
+            &format!("  follow it: nodewright pool rollout status {pool_name}"),
+            width,
+            "  ",
+        ) {
+            eprintln!("{line}");
+        }
+        eprintln!("{}", link_line("or", &link, width));
     }
     if !wait {
         if output == Output::Json {

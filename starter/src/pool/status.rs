@@ -240,7 +240,10 @@ impl Watch {
 /// A look's document without what changes at every look (when the machines were observed).
 fn change_key(document: &serde_json::Value) -> serde_json::Value {
     let mut key = document.clone();
-    if let Some(report) = key.get_mut("report").and_then(serde_json::Value::as_object_mut) {
+    if let Some(report) = key
+        .get_mut("report")
+        .and_then(serde_json::Value::as_object_mut)
+    {
         report.remove("observedAt");
     }
     key
@@ -405,5 +408,75 @@ mod tests {
         assert_eq!(document["workflowId"], "rollout/dev/web");
         assert_eq!(document["runStatus"], "running");
         assert_eq!(document["ui"], "http://ui");
+    }
+
+    #[test]
+    fn the_rollout_under_way_is_a_summary_within_the_width_and_why_it_waits() {
+        let strategy = StrategyView {
+            max_surge: Amount::Percent(10),
+            max_unavailable: Amount::Count(0),
+            budget: Budget {
+                surge: 20,
+                unavailable: 0,
+            },
+        };
+        let mut status = RolloutStatus::new("web", "abc123", 200, strategy, 3, 0);
+        status.counts.updated = 200;
+        status.counts.updated_available = 20;
+        status.in_flight = (0..180)
+            .map(|index| nodewright_model::rollout::InFlight {
+                machine: format!("web-{index:05}"),
+                kind: nodewright_model::rollout::ChildKind::Create,
+                workflow_id: format!("create/dev/web-{index:05}"),
+                started_at: 0,
+                zone: None,
+                run_id: None,
+            })
+            .collect();
+        status.phase = RolloutPhase::Paused;
+        status.paused_because = Some("paused by ann@cli".to_owned());
+        let cluster = ClusterName::parse("cluster", "dev").unwrap_or_else(|e| panic!("{e}"));
+        let id = rollout_id(&cluster, "web");
+        let lines = rollout_lines("web", &id, Some(&Ok(status.clone())), 90_000, 100);
+        assert_eq!(
+            lines,
+            [
+                "  rollout      paused       20/200 done  180 creating  slowest: create web-00000 1m",
+                "               ! paused by ann@cli",
+                "               details: nodewright pool rollout status web",
+            ]
+        );
+        let narrow = rollout_lines("web", &id, Some(&Ok(status)), 90_000, 80);
+        assert_eq!(
+            narrow[0], "  rollout      paused       20/200 done  180 creating",
+            "the name goes first"
+        );
+        assert_eq!(
+            rollout_lines("web", &id, None, 0, 80),
+            ["  rollout      none running"]
+        );
+    }
+
+    #[test]
+    fn a_watch_prints_a_look_when_more_than_its_time_changed() {
+        let look = |observed: i64, machines: u32| PoolLook {
+            document: serde_json::json!({
+                "report": { "pool": "web", "observedAt": observed, "machines": machines },
+                "rollout": null,
+            }),
+            lines: Vec::new(),
+        };
+        let mut watch = Watch::default();
+        assert!(watch.changed(&look(1, 3)), "the first look");
+        assert!(!watch.changed(&look(2, 3)), "only its time changed");
+        assert!(watch.changed(&look(3, 4)), "a machine more");
+        assert_eq!(watch.printed, 2);
+        assert!(watch.failed("timeout".to_owned()).is_some());
+        assert!(watch.failed("timeout".to_owned()).is_none(), "said once");
+        assert!(!watch.changed(&look(4, 4)));
+        assert!(
+            watch.failed("timeout".to_owned()).is_some(),
+            "said again after a look"
+        );
     }
 }

@@ -15,6 +15,7 @@ mod held_after_failed_delete;
 mod history_limits;
 mod min_ready;
 mod outdated_after_end;
+mod progress_at_scale;
 mod revisions;
 mod rollback_after_upgrade;
 pub(crate) mod soak;

@@ -283,6 +283,21 @@ async fn start_together<W: HasRollout>(
         .into_iter()
         .map(|child| (child.entry, launch(ctx, child.input, child.options)))
         .unzip();
+    // The status query shows them in flight while their starts are acknowledged (for hundreds
+    // of children that takes a while); `show_in_flight` sets the list again once they started.
+    // Only the query's answer changes: no command, nothing recorded.
+    ctx.state_mut(|s| {
+        s.rollout_mut().with_status(|status| {
+            let starting = entries.iter().filter(|entry| {
+                !status
+                    .in_flight
+                    .iter()
+                    .any(|shown| shown.workflow_id == entry.workflow_id)
+            });
+            let starting: Vec<InFlight> = starting.cloned().collect();
+            status.in_flight.extend(starting);
+        });
+    });
     let started = join_all(starts).await;
     for (entry, started) in entries.into_iter().zip(started) {
         settle(ctx, request, entry, started, children);
