@@ -588,7 +588,15 @@ proptest! {
                 }
                 prop_assert!(!windows.state_at(opens_at - 1).is_open());
             }
-            WindowState::Closed { opens_at: None } => prop_assert!(false, "every test schedule opens"),
+            WindowState::Closed { opens_at: None } => {
+                // Next open past the look-ahead (rare schedules, e.g. a day of February that
+                // must be a Thursday): closed all along it.
+                let horizon = i64::from(LOOK_AHEAD_DAYS) * 24 * 3600;
+                for sample in 0..16 {
+                    let instant = now + horizon * sample / 16;
+                    prop_assert!(!windows.state_at(instant).is_open(), "open at {instant}");
+                }
+            }
         }
     }
 
@@ -635,4 +643,17 @@ proptest! {
     fn any_schedule_text_is_read_or_refused_without_panicking(text in "[0-9a-z*/,\\- ]{0,40}") {
         let _ = CronSchedule::parse(&text);
     }
+}
+
+#[test]
+fn a_window_that_next_opens_past_the_look_ahead_is_closed_with_no_opening() {
+    // February's 1st, 8th, 15th, 22nd or 29th that is a Thursday: after Thursday 22 February
+    // 2035, the next is 1 February 2046, past the eight years looked ahead.
+    let windows = windows(&[("* * */7 2 4", "60s", "UTC")]);
+    let friday = utc(2035, 2, 23, 0, 0);
+    assert!(matches!(
+        windows.state_at(friday),
+        WindowState::Closed { opens_at: None }
+    ));
+    assert!(windows.state_at(utc(2035, 2, 22, 12, 0)).is_open());
 }
