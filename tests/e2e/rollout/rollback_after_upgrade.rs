@@ -93,13 +93,15 @@ async fn scenario(stack: &Stack, task_queue: &str, pool: &str) -> Result<()> {
     )
     .await?;
     started.expect_code(0)?;
+    // The CLI breaks a long line at spaces to fit the terminal: read it as one.
+    let said = started
+        .stderr
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     ensure!(
-        started
-            .stderr
-            .contains(&format!("from template {b} to {a}"))
-            && started
-                .stderr
-                .contains("no earlier revision in the cluster yet"),
+        said.contains(&format!("from template {b} to {a}"))
+            && said.contains("no earlier revision in the cluster yet"),
         "the rollback goes to A by Temporal's history: {}",
         started.stderr
     );
