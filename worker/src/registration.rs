@@ -87,7 +87,9 @@ pub fn worker_options(config: &ClusterConfig, clients: Clients) -> anyhow::Resul
         ))
         .register_activities(TemporalActivities::new(temporal))
         .register_activities(ReportActivities)
-        .worker_interceptor(crate::run_meter::RunMeter::default())
+        .worker_interceptor(crate::run_meter::RunMeter::with_node_events(
+            node_events.clone(),
+        ))
         .activity_inbound_interceptor(ClusterGuard::new(config.cluster.clone()))
         .activity_inbound_interceptor(DeadlineGuard)
         .graceful_shutdown_period(config.worker.shutdown_grace)

@@ -10,9 +10,10 @@
 //! worker that sends the ending records it; replays send none.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use nodewright_activities::kube::node_story::{NodeStory, Occurrence};
 use nodewright_activities::metrics::{self, RunResult, TimedRun};
 use nodewright_model::SearchAttribute;
 use nodewright_model::disruption::Disruption;
@@ -43,8 +44,12 @@ struct Run {
 const REMEMBERED: usize = 4096;
 
 /// The interceptor; runs of other types are not kept.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct RunMeter {
+    /// Where the `replace` rung is told as an Event about the machine's Node, when set.
+    node_events: Option<(kube::Client, Arc<NodeStory>)>,
+    /// The replacements told lately, so that a replayed start is not told again.
+    told: Mutex<(HashSet<String>, VecDeque<String>)>,
     runs: Mutex<HashMap<String, Run>>,
     /// The runs measured lately, oldest first: a run whose ending is sent again (its task
     /// failed, or it was evicted and replayed before the server closed it) is measured once.
@@ -52,6 +57,38 @@ pub struct RunMeter {
 }
 
 impl RunMeter {
+    /// A meter that also tells each replacement of an unhealthy machine (the remediation
+    /// ladder's `replace` rung) as a `Remediated` Event about its Node, in the cluster behind
+    /// `client`, when its DeleteMachine run starts.
+    pub fn with_node_events(client: kube::Client) -> Self {
+        Self {
+            node_events: Some((client, Arc::new(NodeStory::default()))),
+            ..Self::default()
+        }
+    }
+
+    /// Tells, once per run, that `machine` is replaced as a remediation.
+    fn tell_replacement(&self, run_id: &str, machine: &str) {
+        let Some((client, story)) = &self.node_events else {
+            return;
+        };
+        if !first_in(&self.told, run_id) {
+            return;
+        }
+        let (client, story, machine) = (client.clone(), story.clone(), machine.to_owned());
+        tokio::spawn(async move {
+            let occurrence = Occurrence {
+                node: &machine,
+                reason: "Remediated",
+                action: "Remediate",
+                subject: "replace",
+                note: "remediation rung replace: the machine is drained and deleted, and its pool's controller makes a new one".to_owned(),
+                warning: true,
+            };
+            story.tell(&client, occurrence).await;
+        });
+    }
+
     fn started(&self, run_id: &str, run: Run) {
         if let Ok(mut runs) = self.runs.lock() {
             runs.insert(run_id.to_owned(), run);
@@ -64,20 +101,7 @@ impl RunMeter {
 
     /// Whether `run_id` is measured now for the first time (remembering it).
     fn first_measure(&self, run_id: &str) -> bool {
-        let Ok(mut measured) = self.measured.lock() else {
-            return false;
-        };
-        let (seen, order) = &mut *measured;
-        if !seen.insert(run_id.to_owned()) {
-            return false;
-        }
-        order.push_back(run_id.to_owned());
-        if order.len() > REMEMBERED
-            && let Some(oldest) = order.pop_front()
-        {
-            seen.remove(&oldest);
-        }
-        true
+        first_in(&self.measured, run_id)
     }
 
     fn set_pool(&self, run_id: &str, pool: String) {
@@ -87,6 +111,25 @@ impl RunMeter {
             run.pool = pool;
         }
     }
+}
+
+/// Whether `run_id` is new to `remembered` (remembering it, the oldest of more than
+/// [`REMEMBERED`] forgotten).
+fn first_in(remembered: &Mutex<(HashSet<String>, VecDeque<String>)>, run_id: &str) -> bool {
+    let Ok(mut remembered) = remembered.lock() else {
+        return false;
+    };
+    let (seen, order) = &mut *remembered;
+    if !seen.insert(run_id.to_owned()) {
+        return false;
+    }
+    order.push_back(run_id.to_owned());
+    if order.len() > REMEMBERED
+        && let Some(oldest) = order.pop_front()
+    {
+        seen.remove(&oldest);
+    }
+    true
 }
 
 fn timed(workflow: &str) -> Option<TimedRun> {
@@ -161,16 +204,17 @@ impl WorkerInterceptor for RunMeter {
                             .starts_with(&format!("{}/", Operation::Sweep))
                     });
                     let pool = pool_of(init.search_attributes.as_ref()).unwrap_or_default();
-                    let replaces_unhealthy = kind == TimedRun::Delete
-                        && init
-                            .arguments
-                            .first()
-                            .and_then(|input| {
-                                serde_json::from_slice::<DeleteMachineRequest>(&input.data).ok()
-                            })
-                            .is_some_and(|request| {
-                                request.disruption == Disruption::HealthRemediation
-                            });
+                    let replaced = (kind == TimedRun::Delete)
+                        .then(|| init.arguments.first())
+                        .flatten()
+                        .and_then(|input| {
+                            serde_json::from_slice::<DeleteMachineRequest>(&input.data).ok()
+                        })
+                        .filter(|request| request.disruption == Disruption::HealthRemediation);
+                    let replaces_unhealthy = replaced.is_some();
+                    if let Some(request) = &replaced {
+                        self.tell_replacement(&activation.run_id, &request.machine);
+                    }
                     self.started(
                         &activation.run_id,
                         Run {
