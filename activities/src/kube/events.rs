@@ -12,6 +12,7 @@ use nodewright_model::ownership::LABEL_POOL;
 use serde::{Deserialize, Serialize};
 
 use crate::kube::error::{Error, Result};
+use crate::kube::node_story::{Occurrence, new_event};
 
 /// The `reportingController` of nodewright's Events.
 pub const REPORTING_CONTROLLER: &str = "nodewright.io/worker";
@@ -21,10 +22,10 @@ pub const REPORTING_CONTROLLER: &str = "nodewright.io/worker";
 pub const NODE_EVENTS_NAMESPACE: &str = "default";
 
 /// The longest `note` the apiserver accepts, in bytes.
-const MAX_NOTE_BYTES: usize = 1024;
+pub(super) const MAX_NOTE_BYTES: usize = 1024;
 
 /// The longest `reportingInstance` and `action`, in bytes.
-const MAX_SHORT_BYTES: usize = 128;
+pub(super) const MAX_SHORT_BYTES: usize = 128;
 
 /// Record a Warning Event about a Node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,29 +71,15 @@ pub async fn record_node_event(client: &kube::Client, input: &NodeEvent) -> Resu
             });
         }
     };
-    let instance = instance();
-    let event = Event {
-        metadata: ObjectMeta {
-            name: Some(input.name.clone()),
-            namespace: Some(NODE_EVENTS_NAMESPACE.to_owned()),
-            ..ObjectMeta::default()
-        },
-        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
-        type_: Some("Warning".to_owned()),
-        reason: Some(input.reason.clone()),
-        action: Some(cut(&input.action, MAX_SHORT_BYTES)),
-        note: Some(cut(&input.note, MAX_NOTE_BYTES)),
-        reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
-        reporting_instance: Some(cut(&instance, MAX_SHORT_BYTES)),
-        regarding: Some(ObjectReference {
-            api_version: Some("v1".to_owned()),
-            kind: Some("Node".to_owned()),
-            name: Some(input.node.clone()),
-            uid: node.metadata.uid.clone(),
-            ..ObjectReference::default()
-        }),
-        ..Event::default()
+    let occurrence = Occurrence {
+        node: &input.node,
+        reason: &input.reason,
+        action: &input.action,
+        subject: "",
+        note: input.note.clone(),
+        warning: true,
     };
+    let event = new_event(&occurrence, &input.name, node.metadata.uid.clone());
     let events: Api<Event> = Api::namespaced(client.clone(), NODE_EVENTS_NAMESPACE);
     match events.create(&PostParams::default(), &event).await {
         Ok(_) => {

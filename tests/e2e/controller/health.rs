@@ -139,31 +139,15 @@ async fn scenario(
     .await?;
     ensure!(healed.vms.len() == 3, "{healed:?}");
     // The Node's story says why it went.
-    let selector = format!("regarding.kind=Node,regarding.name={b}");
-    let events = crate::rbac::kubectl(
-        stack,
-        &[
-            "get",
-            "events.v1.events.k8s.io",
-            "--namespace",
-            "default",
-            "--field-selector",
-            &selector,
-            "--output",
-            "json",
-        ],
-    )?;
-    let events: serde_json::Value = serde_json::from_str(&events)?;
+    let events = crate::drain::common::node_events(stack, &b)?;
     ensure!(
-        events["items"]
-            .as_array()
-            .is_some_and(|items| items.iter().any(|event| {
-                event["reason"] == "Remediated"
-                    && event["note"]
-                        .as_str()
-                        .is_some_and(|note| note.contains("rung replace"))
-            })),
-        "no Remediated (replace) Event about {b}: {events}"
+        events.iter().any(|event| {
+            event["reason"] == "Remediated"
+                && event["note"]
+                    .as_str()
+                    .is_some_and(|note| note.contains("rung replace"))
+        }),
+        "no Remediated (replace) Event about {b}: {events:?}"
     );
     scrape_until(metrics, "the replacement counted", METRICS, |m| {
         m.sum(

@@ -14,7 +14,10 @@ use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, create_machine, write_pool_file};
 use nodewright_tests::stack::temporal_cli;
 use nodewright_tests::temporal_worker::unique_task_queue;
-use nodewright_tests::workloads::{Placement, Workload, Workloads};
+use nodewright_tests::workloads::{Placement, Workload, Workloads, set_unschedulable};
+use serde_json::Value;
+
+use crate::rbac::kubectl;
 
 /// How long a scene's helper waits for a pod to run or a drain to reach a state.
 const SCENE_WAIT: Duration = Duration::from_secs(90);
@@ -101,6 +104,16 @@ impl<const N: usize> DrainScene<N> {
             .context("web's pod")?;
         workloads.pod_disruption_budget("web", "web", 1).await?;
         Ok(format!("{}/{name}", workloads.namespace()))
+    }
+
+    /// [`Self::web_under_budget`] on `node`, `other` cordoned meanwhile (so the pod lands on
+    /// `node`) and open again after; returns the pod's `namespace/name`.
+    pub async fn hold_web_on(&self, node: &str, other: &str) -> Result<String> {
+        let kube = self.workloads.client();
+        set_unschedulable(kube, other, true).await?;
+        let key = self.web_under_budget(node).await?;
+        set_unschedulable(kube, other, false).await?;
+        Ok(key)
     }
 
     /// `machine drain NODE --local-data evict`, then waits until the pod `key` is held by its
@@ -274,4 +287,29 @@ pub(crate) async fn delete_machines(stack: &Stack, task_queue: &str, machines: &
             eprintln!("cleanup: deleting machine {machine}: {error:#}");
         }
     }
+}
+
+/// The Events about `node` (events.k8s.io/v1), oldest first.
+pub(crate) fn node_events(stack: &Stack, node: &str) -> Result<Vec<Value>> {
+    let selector = format!("regarding.kind=Node,regarding.name={node}");
+    let text = kubectl(
+        stack,
+        &[
+            "get",
+            "events.v1.events.k8s.io",
+            "--namespace",
+            "default",
+            "--field-selector",
+            &selector,
+            "--output",
+            "json",
+        ],
+    )?;
+    let document: Value = serde_json::from_str(&text)?;
+    let mut events = document["items"]
+        .as_array()
+        .context("an event list")?
+        .clone();
+    events.sort_by_key(|event| event["eventTime"].as_str().unwrap_or_default().to_owned());
+    Ok(events)
 }

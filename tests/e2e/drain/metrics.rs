@@ -6,7 +6,6 @@ use anyhow::{Result, bail, ensure};
 use nodewright_model::machine::Outcome;
 use nodewright_tests::documents::DrainStatusDocument;
 use nodewright_tests::scrape::{Samples, scrape};
-use nodewright_tests::workloads::set_unschedulable;
 
 use super::common::{DrainScene, delete_machines, wait_drain};
 
@@ -31,7 +30,6 @@ fn scraped(scene: &DrainScene<2>) -> Result<Samples> {
 async fn scenario(scene: &DrainScene<2>) -> Result<()> {
     let [node_a, node_b] = &scene.machines;
     let pool = scene.pool.as_str();
-    let kube = scene.workloads.client().clone();
     scene.create_machines().await?;
 
     let after_create = scraped(scene)?;
@@ -86,9 +84,7 @@ async fn scenario(scene: &DrainScene<2>) -> Result<()> {
     );
 
     // web's one pod on A, under a budget that refuses its eviction; the drain is held.
-    set_unschedulable(&kube, node_b, true).await?;
-    let key = scene.web_under_budget(node_a).await?;
-    set_unschedulable(&kube, node_b, false).await?;
+    let key = scene.hold_web_on(node_a, node_b).await?;
     let blocked_before = after_create.sum(
         "nodewright_evictions_total",
         &[("result", "blocked_by_pdb")],

@@ -8,11 +8,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use nodewright_model::machine::Outcome;
 use nodewright_tests::documents::DrainStatusDocument;
-use nodewright_tests::workloads::set_unschedulable;
 use serde_json::Value;
 
-use super::common::{DrainScene, cli, wait_drain};
-use crate::rbac::kubectl;
+use super::common::{DrainScene, cli, node_events, wait_drain};
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -28,31 +26,6 @@ async fn kubectl_get_events_tells_the_nodes_story_of_a_drain_held_by_a_budget() 
     scene.finish(result).await
 }
 
-/// The Events about `node` (events.k8s.io/v1), oldest first.
-fn node_events(scene: &DrainScene<2>, node: &str) -> Result<Vec<Value>> {
-    let selector = format!("regarding.kind=Node,regarding.name={node}");
-    let text = kubectl(
-        &scene.stack,
-        &[
-            "get",
-            "events.v1.events.k8s.io",
-            "--namespace",
-            "default",
-            "--field-selector",
-            &selector,
-            "--output",
-            "json",
-        ],
-    )?;
-    let document: Value = serde_json::from_str(&text)?;
-    let mut events = document["items"]
-        .as_array()
-        .context("an event list")?
-        .clone();
-    events.sort_by_key(|event| event["eventTime"].as_str().unwrap_or_default().to_owned());
-    Ok(events)
-}
-
 fn reasons(events: &[Value]) -> Vec<&str> {
     events
         .iter()
@@ -62,11 +35,8 @@ fn reasons(events: &[Value]) -> Vec<&str> {
 
 async fn scenario(scene: &DrainScene<2>) -> Result<()> {
     let [node_a, node_b] = &scene.machines;
-    let kube = scene.workloads.client().clone();
     scene.create_machines().await?;
-    set_unschedulable(&kube, node_b, true).await?;
-    let key = scene.web_under_budget(node_a).await?;
-    set_unschedulable(&kube, node_b, false).await?;
+    let key = scene.hold_web_on(node_a, node_b).await?;
     scene.drain_until_held(node_a, &key).await?;
     // A few more refused rounds (one a second), then the budget lets the pod go.
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -84,7 +54,7 @@ async fn scenario(scene: &DrainScene<2>) -> Result<()> {
     )
     .await?;
 
-    let events = node_events(scene, node_a)?;
+    let events = node_events(&scene.stack, node_a)?;
     let told = reasons(&events);
     println!("events about {node_a}: {told:?}");
     let position = |reason: &str| {
@@ -140,7 +110,7 @@ async fn scenario(scene: &DrainScene<2>) -> Result<()> {
     )
     .await?
     .expect_code(0)?;
-    let told_after = reasons(&node_events(scene, node_a)?)
+    let told_after = reasons(&node_events(&scene.stack, node_a)?)
         .into_iter()
         .map(str::to_owned)
         .collect::<Vec<_>>();
