@@ -12,7 +12,6 @@ use nodewright_model::ownership::LABEL_POOL;
 use serde::{Deserialize, Serialize};
 
 use crate::kube::error::{Error, Result};
-use crate::kube::node_story::{Occurrence, new_event};
 
 /// The `reportingController` of nodewright's Events.
 pub const REPORTING_CONTROLLER: &str = "nodewright.io/worker";
@@ -22,10 +21,10 @@ pub const REPORTING_CONTROLLER: &str = "nodewright.io/worker";
 pub const NODE_EVENTS_NAMESPACE: &str = "default";
 
 /// The longest `note` the apiserver accepts, in bytes.
-pub(super) const MAX_NOTE_BYTES: usize = 1024;
+const MAX_NOTE_BYTES: usize = 1024;
 
 /// The longest `reportingInstance` and `action`, in bytes.
-pub(super) const MAX_SHORT_BYTES: usize = 128;
+const MAX_SHORT_BYTES: usize = 128;
 
 /// Record a Warning Event about a Node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,6 +91,57 @@ pub async fn record_node_event(client: &kube::Client, input: &NodeEvent) -> Resu
             event: input.name.clone(),
             source,
         }),
+    }
+}
+
+/// One thing that happened to a Node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Occurrence<'a> {
+    /// The Node.
+    pub node: &'a str,
+    /// `reason`, UpperCamelCase: `Joined`, `Cordoned`, `EvictionBlocked`...
+    pub reason: &'a str,
+    /// `action`: `Create`, `Drain`, `Remediate`, `Delete`.
+    pub action: &'a str,
+    /// What makes two occurrences the same one repeated (a pod, a pod and its budget, a
+    /// volume); empty when the reason alone does.
+    pub subject: &'a str,
+    /// `note`, for people.
+    pub note: String,
+    /// A Warning rather than a Normal Event.
+    pub warning: bool,
+}
+
+/// The Event `name` telling `occurrence` about its Node (of `uid`, when known).
+pub(super) fn new_event(occurrence: &Occurrence<'_>, name: &str, uid: Option<String>) -> Event {
+    Event {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(NODE_EVENTS_NAMESPACE.to_owned()),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        type_: Some(
+            if occurrence.warning {
+                "Warning"
+            } else {
+                "Normal"
+            }
+            .to_owned(),
+        ),
+        reason: Some(occurrence.reason.to_owned()),
+        action: Some(cut(occurrence.action, MAX_SHORT_BYTES)),
+        note: Some(cut(&occurrence.note, MAX_NOTE_BYTES)),
+        reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
+        reporting_instance: Some(cut(&instance(), MAX_SHORT_BYTES)),
+        regarding: Some(ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Node".to_owned()),
+            name: Some(occurrence.node.to_owned()),
+            uid,
+            ..ObjectReference::default()
+        }),
+        ..Event::default()
     }
 }
 
@@ -168,7 +218,7 @@ pub async fn record_pool_event(
 }
 
 /// The worker's name as Events report it.
-pub(super) fn instance() -> String {
+fn instance() -> String {
     std::env::var("HOSTNAME")
         .ok()
         .filter(|name| !name.is_empty())
@@ -176,7 +226,7 @@ pub(super) fn instance() -> String {
 }
 
 /// `text` cut on a character boundary to at most `max` bytes (the last character `…` when cut).
-pub(super) fn cut(text: &str, max: usize) -> String {
+fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }

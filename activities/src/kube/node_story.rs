@@ -17,16 +17,14 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::events::{
-    MAX_NOTE_BYTES, MAX_SHORT_BYTES, NODE_EVENTS_NAMESPACE, REPORTING_CONTROLLER, cut, instance,
-};
+pub use super::events::Occurrence;
+use super::events::{NODE_EVENTS_NAMESPACE, new_event};
 
 /// How often a repeating occurrence's count is written, after its second occurrence (Kubernetes'
 /// own recorder: every 30 minutes). 200 drains held by budgets cost 0.7 writes a second.
@@ -34,24 +32,6 @@ pub const SERIES_WRITE_INTERVAL: Duration = Duration::from_secs(300);
 
 /// How long a series is remembered without a new occurrence (Kubernetes keeps Events an hour).
 const FORGET_AFTER: Duration = Duration::from_secs(3600);
-
-/// One thing that happened to a Node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Occurrence<'a> {
-    /// The Node.
-    pub node: &'a str,
-    /// `reason`, UpperCamelCase: `Joined`, `Cordoned`, `EvictionBlocked`...
-    pub reason: &'a str,
-    /// `action`: `Create`, `Drain`, `Remediate`, `Delete`.
-    pub action: &'a str,
-    /// What makes two occurrences the same one repeated (a pod, a pod and its budget, a
-    /// volume); empty when the reason alone does.
-    pub subject: &'a str,
-    /// `note`, for people.
-    pub note: String,
-    /// A Warning rather than a Normal Event.
-    pub warning: bool,
-}
 
 /// What is known of a series this worker wrote.
 #[derive(Debug, Clone)]
@@ -204,39 +184,6 @@ impl NodeStory {
         }
         crate::metrics::node_event(occurrence.reason);
         Ok(())
-    }
-}
-
-/// The Event `name` telling `occurrence` about its Node (of `uid`, when known).
-pub(super) fn new_event(occurrence: &Occurrence<'_>, name: &str, uid: Option<String>) -> Event {
-    Event {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(NODE_EVENTS_NAMESPACE.to_owned()),
-            ..ObjectMeta::default()
-        },
-        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
-        type_: Some(
-            if occurrence.warning {
-                "Warning"
-            } else {
-                "Normal"
-            }
-            .to_owned(),
-        ),
-        reason: Some(occurrence.reason.to_owned()),
-        action: Some(cut(occurrence.action, MAX_SHORT_BYTES)),
-        note: Some(cut(&occurrence.note, MAX_NOTE_BYTES)),
-        reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
-        reporting_instance: Some(cut(&instance(), MAX_SHORT_BYTES)),
-        regarding: Some(ObjectReference {
-            api_version: Some("v1".to_owned()),
-            kind: Some("Node".to_owned()),
-            name: Some(occurrence.node.to_owned()),
-            uid,
-            ..ObjectReference::default()
-        }),
-        ..Event::default()
     }
 }
 

@@ -17,8 +17,6 @@ use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::workloads::{Placement, Workload, Workloads, set_unschedulable};
 use serde_json::Value;
 
-use crate::rbac::kubectl;
-
 /// How long a scene's helper waits for a pod to run or a drain to reach a state.
 const SCENE_WAIT: Duration = Duration::from_secs(90);
 
@@ -292,9 +290,9 @@ pub(crate) async fn delete_machines(stack: &Stack, task_queue: &str, machines: &
 /// The Events about `node` (events.k8s.io/v1), oldest first.
 pub(crate) fn node_events(stack: &Stack, node: &str) -> Result<Vec<Value>> {
     let selector = format!("regarding.kind=Node,regarding.name={node}");
-    let text = kubectl(
-        stack,
-        &[
+    let output = std::process::Command::new(nodewright_tests::stack::kubectl()?)
+        .env("KUBECONFIG", &stack.kubeconfig)
+        .args([
             "get",
             "events.v1.events.k8s.io",
             "--namespace",
@@ -303,9 +301,14 @@ pub(crate) fn node_events(stack: &Stack, node: &str) -> Result<Vec<Value>> {
             &selector,
             "--output",
             "json",
-        ],
-    )?;
-    let document: Value = serde_json::from_str(&text)?;
+        ])
+        .output()?;
+    ensure!(
+        output.status.success(),
+        "kubectl get events: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let document: Value = serde_json::from_slice(&output.stdout)?;
     let mut events = document["items"]
         .as_array()
         .context("an event list")?
