@@ -301,6 +301,21 @@ impl CreateMachineRequest {
                 fix,
             );
         }
+        let allowed = self.template.allowed_capacity_types();
+        if let Some(capacity) = self.capacity_type
+            && !allowed.contains(&capacity)
+        {
+            let names: Vec<&str> = allowed.iter().map(|kind| kind.as_str()).collect();
+            problems.push(
+                "capacityType",
+                quoted(capacity.as_str()),
+                "is not one of the template's capacity types",
+                format!(
+                    "give one of the template's capacityTypes ({}) or leave capacityType out",
+                    names.join(", ")
+                ),
+            );
+        }
         problems.finish()
     }
 }

@@ -69,9 +69,20 @@ pub struct CreateMachineRequest {
     /// zone [`zone_for`] hashes the name to, as for runs started before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// Whether the machine is a Spot or an on-demand VM, one of the template's capacity types
+    /// (a rollout or the pool controller sets it to avoid offerings Azure had no room for, see
+    /// [`crate::capacity`]); absent, the template's first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<crate::pool::CapacityType>,
 }
 
 impl CreateMachineRequest {
+    /// The machine's capacity type: the request's, else the template's preferred one.
+    pub fn chosen_capacity_type(&self) -> crate::pool::CapacityType {
+        self.capacity_type
+            .unwrap_or_else(|| self.template.preferred_capacity_type())
+    }
+
     /// The zone the machine is created in: the request's, else [`zone_for`] its name (none when
     /// the template has no zones).
     pub fn chosen_zone(&self) -> Option<String> {

@@ -103,6 +103,7 @@ async fn hostile_runs(
         keep_on_failure: false,
         drain: pool.drain.clone(),
         zone: None,
+        capacity_type: None,
     };
     let create_id = WorkflowId::for_subject(Operation::Create, &cluster, machine);
     client

@@ -27,6 +27,7 @@ mod rbac;
 mod rollout;
 mod sandbox;
 mod secrets;
+mod spot;
 mod sweep;
 mod temporal_smoke;
 mod ui;

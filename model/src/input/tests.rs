@@ -33,6 +33,7 @@ fn create() -> CreateMachineRequest {
         keep_on_failure: false,
         drain: pool.drain.clone(),
         zone: None,
+        capacity_type: None,
     }
 }
 
@@ -214,6 +215,22 @@ fn create_machine_inputs_follow_the_pool_file_rules() {
                 "a zone the template does not name is refused",
                 Box::new(|r| r.zone = Some("3".into())),
                 &["zone"],
+            ),
+            (
+                "a spot machine of an on-demand template is refused",
+                Box::new(|r| r.capacity_type = Some(crate::pool::CapacityType::Spot)),
+                &["capacityType"],
+            ),
+            (
+                "an on-demand fallback of a spot-first template passes",
+                Box::new(|r| {
+                    r.template.capacity_types = vec![
+                        crate::pool::CapacityType::Spot,
+                        crate::pool::CapacityType::OnDemand,
+                    ];
+                    r.capacity_type = Some(crate::pool::CapacityType::OnDemand);
+                }),
+                &[],
             ),
             (
                 "a zone for a template without zones is refused",

@@ -29,6 +29,7 @@ impl CreateMachineRequest {
             keep_on_failure: false,
             drain: pool.drain.clone(),
             zone: None,
+            capacity_type: None,
         }
     }
 

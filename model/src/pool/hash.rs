@@ -103,6 +103,8 @@ mod tests {
             bootstrap_secret_ref: None,
             bootstrap_key_vault_secret: None,
             bootstrap_token: None,
+            capacity_types: Vec::new(),
+            spot: None,
         }
     }
 

@@ -13,6 +13,7 @@
 //! ```
 
 mod amount;
+pub mod capacity_type;
 pub mod credentials;
 mod hash;
 mod image;
@@ -22,6 +23,7 @@ mod valid;
 mod validate;
 
 pub use amount::Amount;
+pub use capacity_type::{CapacityType, EvictionPolicy, SpotSpec};
 pub use credentials::credential_hints;
 pub use hash::{TEMPLATE_HASH_LEN, template_hash};
 pub use parse::{PoolFileError, parse};

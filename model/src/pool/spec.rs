@@ -237,6 +237,14 @@ pub struct MachineTemplate {
     /// create is undone. The token never enters a run; the template hash covers these settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_token: Option<BootstrapTokenSpec>,
+    /// The capacity types the machines may be, in order of preference: `on-demand` (the
+    /// default), `spot`, or both (`[spot, on-demand]`: Spot where Azure has room, else
+    /// on-demand). See [`super::capacity_type`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_types: Vec<super::capacity_type::CapacityType>,
+    /// The Spot machines' settings: maximum price, eviction policy, AKS's labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spot: Option<super::capacity_type::SpotSpec>,
 }
 
 /// An Azure Key Vault secret holding a machine's bootstrap text.

@@ -44,6 +44,7 @@ pub async fn run(settings: &Settings, output: Output, args: Args) -> Result<(), 
         keep_on_failure: args.keep_on_failure,
         drain: pool.drain.clone(),
         zone: None,
+        capacity_type: None,
     };
     request.check()?;
     let client = settings.temporal().connect().await?;

@@ -104,6 +104,8 @@ invalid_pool_tests!(
     replicas_max,
     ssh_public_key_format,
     ssh_public_key_missing,
+    spot_max_price,
+    spot_without_spot,
     os_disk_premium_size,
     strategy_both_zero,
     subnet_id_format,

@@ -16,6 +16,8 @@ use nodewright_model::machine::create::past_creation_timeout;
 use nodewright_model::machine::{CreateMachineRequest, CreatedMachine, Step};
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_model::ownership::{Ownership, TAG_CREATE_RUN};
+use nodewright_model::pool::CapacityType;
+use nodewright_model::pool::capacity_type::{TAG_CAPACITY_TYPE, capacity_labels, machine_taints};
 
 use super::state::Ctx;
 use super::vm::{ProvisionedVm, create_vm};
@@ -47,7 +49,9 @@ pub(super) async fn create(
         creation_deadline: &deadline_text,
         image_version: image_version.as_deref(),
     };
+    let capacity = request.chosen_capacity_type();
     let mut tags = ownership.tags(&request.template.tags);
+    tags.insert(TAG_CAPACITY_TYPE.to_owned(), capacity.as_str().to_owned());
     // Which run made the VM and NIC: a retry adopts them, another create refuses them.
     let run = create_run(ctx.workflow_id(), ctx.info().first_execution_run_id());
     tags.insert(TAG_CREATE_RUN.to_owned(), run);
@@ -112,10 +116,8 @@ pub(super) async fn create(
         KubeActivities::apply_node_metadata,
         NodeMetadata {
             node: request.machine.clone(),
-            labels: ownership.labels(&request.template.labels),
-            taints: request
-                .template
-                .taints
+            labels: labels_of(&ownership, request, capacity),
+            taints: machine_taints(&request.template, capacity)
                 .iter()
                 .map(|t| NodeTaint {
                     key: t.key.clone(),
@@ -180,4 +182,16 @@ fn drain_annotations(ctx: &mut Ctx, request: &CreateMachineRequest) -> BTreeMap<
         annotations.insert(ANNOTATION_DRAIN_POLICY_STAMP.to_owned(), settings);
     }
     annotations
+}
+
+/// The Node's labels: the template's, the machine's capacity type (and AKS's Spot label when
+/// asked), then nodewright's ownership labels, which nothing overrides.
+fn labels_of(
+    ownership: &Ownership<'_>,
+    request: &CreateMachineRequest,
+    capacity: CapacityType,
+) -> BTreeMap<String, String> {
+    let mut labels = request.template.labels.clone();
+    labels.extend(capacity_labels(&request.template, capacity));
+    ownership.labels(&labels)
 }

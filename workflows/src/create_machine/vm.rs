@@ -80,6 +80,7 @@ pub(super) async fn create_vm(
                     nic_id: nic_id.to_owned(),
                     zone: zone.clone(),
                     tags: vm_tags.clone(),
+                    capacity_type: Some(request.chosen_capacity_type()),
                     resend: sends > 1,
                 },
                 cancellation::shielded(activity_options::arm_write(&writes, WriteStage::Building)),

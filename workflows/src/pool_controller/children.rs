@@ -80,6 +80,7 @@ pub async fn start_creates(
             keep_on_failure: false,
             drain: pool.drain.clone(),
             zone: zone.clone(),
+            capacity_type: None,
         };
         let options = child_options(
             &workflow_id,

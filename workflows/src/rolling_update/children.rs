@@ -238,6 +238,7 @@ fn create_to_start(
         keep_on_failure: false,
         drain: request.pool.drain.clone(),
         zone: zone.clone(),
+        capacity_type: None,
     };
     let options = child_options(
         &workflow_id,

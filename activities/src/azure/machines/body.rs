@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use nodewright_model::machine::os_disk_name;
-use nodewright_model::pool::MachineTemplate;
+use nodewright_model::pool::{CapacityType, MachineTemplate};
 use serde_json::{Value, json};
 
 use crate::azure::network_interfaces::NetworkInterface;
@@ -34,7 +34,9 @@ pub fn nic_body(
 
 /// The VM `machine`: size, image, OS disk `<machine>-osdisk` and the NIC, both deleted with the
 /// VM (`deleteOption: Delete`), computer name = machine name, `bootstrap` (the template's text,
-/// inline or read from its Secret) as customData.
+/// inline or read from its Secret) as customData; a Spot VM (`capacity`) with the template's
+/// eviction policy and maximum price.
+#[allow(clippy::too_many_arguments)]
 pub fn vm_body(
     location: &str,
     machine: &str,
@@ -42,6 +44,7 @@ pub fn vm_body(
     bootstrap: Option<&str>,
     nic_id: &str,
     zone: Option<&str>,
+    capacity: CapacityType,
     tags: &BTreeMap<String, String>,
 ) -> serde_json::Result<VirtualMachine> {
     let image = &template.image;
@@ -94,6 +97,12 @@ pub fn vm_body(
     if let Some(zone) = zone {
         body["zones"] = json!([zone]);
     }
+    if capacity == CapacityType::Spot {
+        let spot = template.spot_settings();
+        body["properties"]["priority"] = json!("Spot");
+        body["properties"]["evictionPolicy"] = json!(spot.eviction_policy().as_str());
+        body["properties"]["billingProfile"] = json!({ "maxPrice": spot.max_price() });
+    }
     serde_json::from_value(body)
 }
 
@@ -142,6 +151,8 @@ mod tests {
             bootstrap_secret_ref: None,
             bootstrap_key_vault_secret: None,
             bootstrap_token: None,
+            capacity_types: Vec::new(),
+            spot: None,
         }
     }
 
@@ -155,6 +166,7 @@ mod tests {
             template().bootstrap.as_deref(),
             "/nic/id",
             Some("2"),
+            CapacityType::OnDemand,
             &tags,
         )
         .expect("builds");
@@ -188,14 +200,60 @@ mod tests {
     }
 
     #[test]
+    fn a_spot_vm_carries_its_priority_eviction_policy_and_maximum_price() {
+        let mut t = template();
+        t.capacity_types = vec![CapacityType::Spot, CapacityType::OnDemand];
+        let spot = |t: &MachineTemplate, capacity| {
+            let vm = vm_body(
+                "westeurope",
+                "m",
+                t,
+                None,
+                "/nic",
+                None,
+                capacity,
+                &BTreeMap::new(),
+            )
+            .expect("builds");
+            serde_json::to_value(&vm).expect("serializes")["properties"].clone()
+        };
+        // Defaults: deleted on eviction, never evicted for price.
+        let p = spot(&t, CapacityType::Spot);
+        assert_eq!(p["priority"], "Spot");
+        assert_eq!(p["evictionPolicy"], "Delete");
+        assert_eq!(p["billingProfile"]["maxPrice"], json!(-1.0));
+        t.spot = Some(nodewright_model::pool::SpotSpec {
+            max_price: Some(serde_json::from_str("0.05123").expect("a number")),
+            eviction_policy: Some(nodewright_model::pool::EvictionPolicy::Deallocate),
+            aks_labels: false,
+        });
+        let p = spot(&t, CapacityType::Spot);
+        assert_eq!(p["evictionPolicy"], "Deallocate");
+        assert_eq!(p["billingProfile"]["maxPrice"], json!(0.05123));
+        // The same template's on-demand machine (a fallback) is a regular VM.
+        let p = spot(&t, CapacityType::OnDemand);
+        assert!(p.get("priority").is_none(), "{p}");
+        assert!(p.get("billingProfile").is_none(), "{p}");
+    }
+
+    #[test]
     fn a_gallery_image_is_referenced_by_id_only() {
         let mut t = template();
         t.image = ImageSource {
             id: Some("/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/galleries/g/images/i/versions/1.0.0".to_owned()),
             ..ImageSource::default()
         };
-        let vm =
-            vm_body("westeurope", "m", &t, None, "/nic", None, &BTreeMap::new()).expect("builds");
+        let vm = vm_body(
+            "westeurope",
+            "m",
+            &t,
+            None,
+            "/nic",
+            None,
+            CapacityType::OnDemand,
+            &BTreeMap::new(),
+        )
+        .expect("builds");
         let json = serde_json::to_value(&vm).expect("serializes");
         let image = &json["properties"]["storageProfile"]["imageReference"];
         assert!(
@@ -233,8 +291,17 @@ mod tests {
                 id: Some(id.to_owned()),
                 ..ImageSource::default()
             };
-            let vm = vm_body("westeurope", "m", &t, None, "/nic", None, &BTreeMap::new())
-                .expect("builds");
+            let vm = vm_body(
+                "westeurope",
+                "m",
+                &t,
+                None,
+                "/nic",
+                None,
+                CapacityType::OnDemand,
+                &BTreeMap::new(),
+            )
+            .expect("builds");
             let json = serde_json::to_value(&vm).expect("serializes");
             let image = &json["properties"]["storageProfile"]["imageReference"];
             assert_eq!(image, &json!({ field: id }), "{id}");

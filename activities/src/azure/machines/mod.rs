@@ -530,6 +530,9 @@ impl ArmWriteActivities {
             bootstrap.as_deref(),
             &input.nic_id,
             input.zone.as_deref(),
+            input
+                .capacity_type
+                .unwrap_or_else(|| input.template.preferred_capacity_type()),
             &input.tags,
         )
         .map_err(|e| MachineError::Unexpected(format!("building the VM body: {e}")))

@@ -48,6 +48,9 @@ pub struct BeginVmCreate {
     pub zone: Option<String>,
     /// Every tag, ownership included.
     pub tags: BTreeMap<String, String>,
+    /// Spot or on-demand; absent, the template's preferred type (runs recorded before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<nodewright_model::pool::CapacityType>,
     /// Send the PUT again (the same body) when the VM exists, is this machine's and its create
     /// ended `Failed`: the create is being sent again after a retryable failure. Without it
     /// such a VM is adopted as found.

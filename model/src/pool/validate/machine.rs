@@ -103,6 +103,7 @@ pub(super) fn check(problems: &mut Problems, field: &str, template: &MachineTemp
         bootstrap_size(problems, &format!("{field}.bootstrap"), bootstrap);
     }
     super::bootstrap::check(problems, field, template);
+    super::spot::check(problems, field, template);
 }
 
 /// `Standard_<size>` or `Basic_<size>`: `^(Standard|Basic)_[A-Za-z0-9]+(_[A-Za-z0-9]+)*$`.

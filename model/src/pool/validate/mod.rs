@@ -20,6 +20,7 @@ mod image_update;
 mod kube;
 mod machine;
 mod rollout;
+mod spot;
 mod tags;
 
 use std::fmt;
