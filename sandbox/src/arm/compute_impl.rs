@@ -12,7 +12,7 @@ use super::data_disks::{self, entry_disk};
 use super::emulator::Emulator;
 use super::engine::{Core, OpSpec};
 use super::error::ArmError;
-use super::faults::{FaultKind, Target};
+use super::faults::{Concerns, FaultKind, Target};
 use super::latency::Step;
 use super::state::{Action, Kind, OpStatus, Power, Resource, key, name_of, obj_at};
 use crate::compute::{Compute, ComputeError, GuestState, MachineView};
@@ -41,6 +41,7 @@ fn guest(vm: &Resource, now: chrono::DateTime<Utc>) -> GuestState {
 fn view(core: &Core, vm: &Resource, now: chrono::DateTime<Utc>) -> MachineView {
     let p = &vm.body["properties"];
     let name = vm.name().to_owned();
+    let concerns = Concerns::of(&vm.body);
     let joins_cluster = !core.faults.applies(
         FaultKind::NeverJoins,
         Target {
@@ -48,7 +49,9 @@ fn view(core: &Core, vm: &Resource, now: chrono::DateTime<Utc>) -> MachineView {
             method: "GET",
             path: vm.id(),
             vm: Some(&name),
-            zone: vm.body["zones"][0].as_str(),
+            zone: concerns.zone.as_deref(),
+            size: concerns.size.as_deref(),
+            priority: concerns.priority.as_deref(),
         },
     );
     let tags = vm.body["tags"]
@@ -238,12 +241,15 @@ fn begin(
 ) -> Result<String, ArmError> {
     vm.ensure_idle()?;
     let name = if attach { "csi.attach" } else { "csi.detach" };
+    let concerns = Concerns::of(&vm.body);
     let target = Target {
         operation: name,
         method: "POST",
         path: vm.id(),
         vm: Some(vm.name()),
-        zone: vm.body["zones"][0].as_str(),
+        zone: concerns.zone.as_deref(),
+        size: concerns.size.as_deref(),
+        priority: concerns.priority.as_deref(),
     };
     let kinds = [
         FaultKind::Throttle,

@@ -7,6 +7,7 @@
 //! token = "secret"           # require `Authorization: Bearer secret`
 //! state_file = "/var/lib/sandbox/state.json"
 //! nic_reservation_seconds = 180  # how long a failed/canceled create or a VM delete holds its NICs
+//! eviction_notice_seconds = 30   # a Spot eviction's Preempt Scheduled Event comes this long before it
 //!
 //! [[images]]                 # marketplace image versions besides the built-in catalog
 //! publisher = "Canonical"
@@ -66,7 +67,16 @@ pub struct EmulatorConfig {
     /// Marketplace image versions offered besides the built-in catalog
     /// (`state::images::default_catalog`).
     pub images: Vec<ImageConfig>,
+    /// How long, in seconds, a Spot eviction's `Preempt` Scheduled Event comes before the
+    /// eviction (Azure: at least 30 s, best effort); 0 evicts at once.
+    pub eviction_notice_seconds: u64,
 }
+
+/// Azure's minimum notice of a Spot eviction, the default of `eviction_notice_seconds`.
+pub const AZURE_EVICTION_NOTICE_SECONDS: u64 = 30;
+
+/// The longest eviction notice accepted (an hour).
+pub const MAX_EVICTION_NOTICE_SECONDS: u64 = 3600;
 
 /// Azure's NIC reservation window, the default of `nic_reservation_seconds`.
 pub const AZURE_NIC_RESERVATION_SECONDS: u64 = 180;
@@ -86,6 +96,7 @@ impl Default for EmulatorConfig {
             faults: Vec::new(),
             quota: QuotaConfig::default(),
             images: Vec::new(),
+            eviction_notice_seconds: AZURE_EVICTION_NOTICE_SECONDS,
         }
     }
 }
@@ -141,6 +152,11 @@ impl EmulatorConfig {
                 "nic_reservation_seconds must be at most {MAX_NIC_RESERVATION_SECONDS} (a day); Azure's is {AZURE_NIC_RESERVATION_SECONDS}"
             )));
         }
+        if self.eviction_notice_seconds > MAX_EVICTION_NOTICE_SECONDS {
+            return Err(ConfigError::Invalid(format!(
+                "eviction_notice_seconds must be at most {MAX_EVICTION_NOTICE_SECONDS}; Azure's is {AZURE_EVICTION_NOTICE_SECONDS}"
+            )));
+        }
         self.quota
             .validate()
             .map_err(|e| ConfigError::Invalid(format!("[quota] {}: {}", e.field, e.message)))?;
@@ -191,6 +207,14 @@ mod tests {
         );
         assert!(EmulatorConfig::from_toml("page_size = 0").is_err());
         assert!(EmulatorConfig::from_toml("nonsense = 1").is_err());
+    }
+
+    #[test]
+    fn the_eviction_notice_defaults_to_azures_30_seconds_and_is_bounded() {
+        assert_eq!(EmulatorConfig::default().eviction_notice_seconds, 30);
+        let none = EmulatorConfig::from_toml("eviction_notice_seconds = 0").unwrap();
+        assert_eq!(none.eviction_notice_seconds, 0);
+        assert!(EmulatorConfig::from_toml("eviction_notice_seconds = 3601").is_err());
     }
 
     #[test]

@@ -19,6 +19,8 @@ use super::latency::Latency;
 use super::paths;
 use super::persist::Persister;
 use super::requests::{RequestFilter, RequestLog, RequestRecord};
+use super::scheduled_events;
+use super::spot_prices::SpotPrices;
 use super::state::State;
 use super::stats::Stats;
 
@@ -91,6 +93,8 @@ impl Emulator {
                 .unwrap_or(chrono::Duration::MAX),
             expiry_checked: None,
             quota: config.quota,
+            spot_prices: SpotPrices::default(),
+            eviction_notice: notice(config.eviction_notice_seconds),
         };
         let emulator = Self {
             inner: Arc::new(Inner {
@@ -308,7 +312,7 @@ impl Emulator {
     /// Runs `f` on the state after applying due transitions.
     pub(crate) fn read<R>(&self, f: impl FnOnce(&Core) -> R) -> R {
         let mut core = self.inner.lock();
-        if core.advance(Utc::now()) {
+        if advance(&mut core, Utc::now()) {
             self.inner.changed(&core);
         }
         f(&core)
@@ -322,7 +326,7 @@ impl Emulator {
     ) -> Result<R, ArmError> {
         let now = Utc::now();
         let mut core = self.inner.lock();
-        let advanced = core.advance(now);
+        let advanced = advance(&mut core, now);
         let result = f(&mut core, now);
         if advanced || result.is_ok() {
             self.inner.changed(&core);
@@ -340,6 +344,30 @@ impl Emulator {
             persister.flush(&self.inner.lock().state);
         }
     }
+}
+
+/// Applies every due transition at `now`: operations (and boots), then Scheduled Events (which
+/// may start operations, or end when theirs did); true when anything changed.
+pub(crate) fn advance(core: &mut Core, now: DateTime<Utc>) -> bool {
+    let operations = core.advance(now);
+    let events = scheduled_events::advance(core, now);
+    operations || events
+}
+
+/// When the next time-based transition is due: an operation's, a boot's or an event's.
+pub(crate) fn next_deadline(core: &Core) -> Option<DateTime<Utc>> {
+    match (core.next_deadline(), scheduled_events::next_deadline(core)) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `seconds` as a notice (saturating).
+pub(crate) fn notice(seconds: u64) -> chrono::Duration {
+    i64::try_from(seconds)
+        .ok()
+        .and_then(chrono::Duration::try_seconds)
+        .unwrap_or(chrono::Duration::MAX)
 }
 
 impl Inner {

@@ -6,9 +6,10 @@
 use chrono::{DateTime, Utc};
 
 use super::completion;
-use super::faults::{FaultKind, FaultSet, Target};
+use super::faults::{Concerns, FaultKind, FaultSet, Target};
 use super::latency::{Latency, Step};
 use super::quota::QuotaConfig;
+use super::spot_prices::SpotPrices;
 use super::state::{self, Action, Kind, OpError, OpStatus, Operation, State};
 
 /// How long finished operation records stay pollable.
@@ -30,6 +31,11 @@ pub(crate) struct Core {
     pub expiry_checked: Option<DateTime<Utc>>,
     /// Quota limits and size restrictions (`PUT /sandbox/quota` replaces them).
     pub quota: QuotaConfig,
+    /// The Spot prices in force (`PUT /sandbox/spot-prices` changes them).
+    pub spot_prices: SpotPrices,
+    /// How long before a Spot eviction its `Preempt` Scheduled Event is announced
+    /// (`eviction_notice_seconds`, `PUT /sandbox/eviction-notice`).
+    pub eviction_notice: chrono::Duration,
 }
 
 /// What a request starts: the description an operation record is made from.
@@ -57,16 +63,19 @@ impl Core {
     /// marks its resources busy, and records it. `hang_detach` rules are checked only when it
     /// detaches a disk without `ForceDetach`: a force detach is never held.
     pub fn begin(&mut self, spec: OpSpec<'_>, now: DateTime<Utc>) -> Operation {
-        let zone = self
+        let concerns = self
             .state
             .get(&spec.resource)
-            .and_then(|r| r.body["zones"][0].as_str().map(str::to_owned));
+            .map(|r| Concerns::of(&r.body))
+            .unwrap_or_default();
         let target = Target {
             operation: spec.name,
             method: spec.method,
             path: spec.path,
             vm: spec.vm,
-            zone: zone.as_deref(),
+            zone: concerns.zone.as_deref(),
+            size: concerns.size.as_deref(),
+            priority: concerns.priority.as_deref(),
         };
         let fail_with = self
             .faults

@@ -73,6 +73,17 @@ pub struct FaultRule {
     /// never matches a rule with a zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// Glob over the VM size (`Standard_D4s_v5`, `Standard_D*s_v5`) of the VM the request or
+    /// operation concerns: a create's or update's body `hardwareProfile.vmSize`, else the stored
+    /// VM's. A target that is not a VM never matches a rule with a size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// Glob over the priority (`Regular`, `Spot`, `Low`; `Spot|Low` for every Spot VM) of the VM
+    /// the request or operation concerns: the body's `priority`, `Regular` when a VM body has
+    /// none, else the stored VM's. A target that is not a VM never matches a rule with a
+    /// priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
     /// Chance of firing on a match, 0..=1 (default 1). Not with `every`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probability: Option<f64>,
@@ -142,6 +153,46 @@ pub struct Target<'a> {
     pub vm: Option<&'a str>,
     /// Availability zone of the VM or disk the target concerns, when it has one.
     pub zone: Option<&'a str>,
+    /// VM size of the VM the target concerns, when it concerns one.
+    pub size: Option<&'a str>,
+    /// Priority (`Regular`, `Spot`, `Low`) of the VM the target concerns, when it concerns one.
+    pub priority: Option<&'a str>,
+}
+
+/// What a request or operation concerns, for the rules' `zone`, `size` and `priority`: read
+/// from a resource body (a request's or the stored one's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Concerns {
+    /// `zones[0]`.
+    pub zone: Option<String>,
+    /// `properties.hardwareProfile.vmSize`.
+    pub size: Option<String>,
+    /// `properties.priority`; `Regular` for a VM body (one with a `vmSize`) without one.
+    pub priority: Option<String>,
+}
+
+impl Concerns {
+    /// What `body` says.
+    pub fn of(body: &serde_json::Value) -> Self {
+        let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+        let size = text(&body["properties"]["hardwareProfile"]["vmSize"]);
+        let priority = text(&body["properties"]["priority"])
+            .or_else(|| size.as_ref().map(|_| "Regular".to_owned()));
+        Self {
+            zone: text(&body["zones"][0]),
+            size,
+            priority,
+        }
+    }
+
+    /// Each field of `self`, else `other`'s (a request body's, else the stored resource's).
+    pub fn or(self, other: Self) -> Self {
+        Self {
+            zone: self.zone.or(other.zone),
+            size: self.size.or(other.size),
+            priority: self.priority.or(other.priority),
+        }
+    }
 }
 
 /// The rules in force.
@@ -228,6 +279,8 @@ impl FaultRule {
             path: None,
             vm: None,
             zone: None,
+            size: None,
+            priority: None,
             probability: None,
             every: None,
             count: None,
@@ -254,6 +307,8 @@ impl FaultRule {
             && ok(&self.path, Some(target.path))
             && ok(&self.vm, target.vm)
             && ok(&self.zone, target.zone)
+            && ok(&self.size, target.size)
+            && ok(&self.priority, target.priority)
     }
 
     /// Checks what serde cannot: `every` is at least 1 and comes neither with `probability` nor
@@ -402,6 +457,8 @@ mod tests {
             path,
             vm,
             zone: None,
+            size: None,
+            priority: None,
         }
     }
 
@@ -450,6 +507,50 @@ mod tests {
         assert!(!rule.matches(in_zone(Some("2"))));
         rule.zone = None;
         assert!(rule.matches(in_zone(None)));
+    }
+
+    #[test]
+    fn size_and_priority_filters_match_the_targets_vm_and_never_a_target_without_one() {
+        let mut rule = FaultRule::new(FaultKind::FailOperation);
+        rule.size = Some("Standard_D4s_v5".into());
+        rule.priority = Some("Spot|Low".into());
+        rule.zone = Some("1".into());
+        let vm = |size, priority, zone| Target {
+            size,
+            priority,
+            zone,
+            ..target("vm.put", "/p", Some("spot-1"))
+        };
+        assert!(rule.matches(vm(Some("standard_d4s_v5"), Some("Spot"), Some("1"))));
+        assert!(rule.matches(vm(Some("Standard_D4s_v5"), Some("Low"), Some("1"))));
+        assert!(!rule.matches(vm(Some("Standard_D4s_v5"), Some("Regular"), Some("1"))));
+        assert!(!rule.matches(vm(Some("Standard_D2s_v5"), Some("Spot"), Some("1"))));
+        assert!(!rule.matches(vm(Some("Standard_D4s_v5"), Some("Spot"), Some("2"))));
+        assert!(!rule.matches(vm(None, None, Some("1"))));
+    }
+
+    #[test]
+    fn concerns_read_a_vm_body_and_fall_back_field_by_field() {
+        let put = Concerns::of(&serde_json::json!({
+            "zones": ["1"],
+            "properties": {"hardwareProfile": {"vmSize": "Standard_D4s_v5"}},
+        }));
+        assert_eq!(
+            put.priority.as_deref(),
+            Some("Regular"),
+            "a VM body without priority"
+        );
+        let patch = Concerns::of(&serde_json::json!({"tags": {"a": "b"}}));
+        assert_eq!(patch, Concerns::default());
+        let stored = Concerns::of(&serde_json::json!({
+            "zones": ["3"],
+            "properties": {"priority": "Spot", "hardwareProfile": {"vmSize": "Standard_D2s_v5"}},
+        }));
+        let merged = patch.or(stored.clone());
+        assert_eq!(merged, stored);
+        let disk =
+            Concerns::of(&serde_json::json!({"zones": ["2"], "properties": {"diskSizeGB": 4}}));
+        assert_eq!((disk.size, disk.priority), (None, None));
     }
 
     #[test]

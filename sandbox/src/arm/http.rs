@@ -15,7 +15,7 @@ use super::api_versions::check_api_version;
 use super::emulator::Emulator;
 use super::engine::OpSpec;
 use super::error::ArmError;
-use super::faults::Target;
+use super::faults::{Concerns, Target};
 use super::latency::Step;
 use super::paths::vm_in_path;
 use super::requests::RequestRecord;
@@ -253,20 +253,22 @@ pub fn accepted(
     response
 }
 
-/// The largest request body the middleware reads to find a VM create's zone (ARM's own limit).
+/// The largest request body the middleware reads to find what a write concerns (ARM's own
+/// limit).
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
-/// The availability zone of the VM (or disk) a request concerns, for fault rules with `zone`:
-/// a PUT's body `zones[0]`, else the stored resource's (for an operation poll, the operation's
-/// resource). The request comes back whole, its body read into memory when it was a PUT.
-async fn request_zone(
+/// What the VM (or disk) a request concerns is, for fault rules with `zone`, `size` or
+/// `priority`: each read from a PUT's or PATCH's body (`zones[0]`, `hardwareProfile.vmSize`,
+/// `priority`, `Regular` for a VM body without one), else from the stored resource (for an
+/// operation poll, the operation's resource). The request comes back whole, its body read into
+/// memory when it was a PUT or PATCH.
+async fn request_concerns(
     em: &Emulator,
     method: &Method,
     path: &str,
     request: Request,
-) -> Result<(Request, Option<String>), ArmError> {
-    let first_zone = |body: &Value| body["zones"][0].as_str().map(str::to_owned);
-    let (request, body_zone) = if method == Method::PUT {
+) -> Result<(Request, Concerns), ArmError> {
+    let (request, in_body) = if method == Method::PUT || method == Method::PATCH {
         let (parts, body) = request.into_parts();
         let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
             .await
@@ -277,18 +279,18 @@ async fn request_zone(
                     format!("The request body is larger than {MAX_BODY_BYTES} bytes."),
                 )
             })?;
-        let zone = serde_json::from_slice::<Value>(&bytes)
-            .ok()
-            .and_then(|body| first_zone(&body));
+        let concerns = serde_json::from_slice::<Value>(&bytes)
+            .map(|body| Concerns::of(&body))
+            .unwrap_or_default();
         (
             Request::from_parts(parts, axum::body::Body::from(bytes)),
-            zone,
+            concerns,
         )
     } else {
-        (request, None)
+        (request, Concerns::default())
     };
-    if body_zone.is_some() {
-        return Ok((request, body_zone));
+    if in_body.zone.is_some() && in_body.size.is_some() && in_body.priority.is_some() {
+        return Ok((request, in_body));
     }
     let operation_id = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
     let stored = em.read(|core| {
@@ -303,9 +305,9 @@ async fn request_zone(
                     .and_then(|op| core.state.get(&op.resource))
             }),
         };
-        resource.and_then(|r| first_zone(&r.body))
+        resource.map(|r| Concerns::of(&r.body)).unwrap_or_default()
     });
-    Ok((request, stored))
+    Ok((request, in_body.or(stored)))
 }
 
 /// The middleware around every route.
@@ -334,7 +336,7 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
         let operation_vm = matches!(operation.as_str(), "operation.status" | "operation.result")
             .then(|| em.operation_vm(&path))
             .flatten();
-        let (request, zone) = match request_zone(&em, &method, &path, request).await {
+        let (request, concerns) = match request_concerns(&em, &method, &path, request).await {
             Ok(read) => read,
             Err(e) => return e.into_response(),
         };
@@ -343,7 +345,9 @@ pub async fn layer(State(em): State<Emulator>, request: Request, next: Next) -> 
             method: method.as_str(),
             path: &path,
             vm: vm_in_path(&path).or(operation_vm.as_deref()),
-            zone: zone.as_deref(),
+            zone: concerns.zone.as_deref(),
+            size: concerns.size.as_deref(),
+            priority: concerns.priority.as_deref(),
         };
         if let Some(hold) = em.stall(target) {
             let gave_up = GaveUp {
@@ -473,6 +477,8 @@ pub fn list_response_where(
         path: &ctx.path,
         vm: None,
         zone: None,
+        size: None,
+        priority: None,
     });
     let after = match ctx.query.get("$skiptoken") {
         None => None,

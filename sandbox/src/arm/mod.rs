@@ -22,17 +22,22 @@
 //!   `networks.rs` (subnets and their validation), `nic_addresses.rs` (NICs' private IPs),
 //!   `completion.rs` (what an operation's completion, or a create's preemption by a DELETE,
 //!   does).
-//! - The engine: `engine.rs` ([`Core`](engine::Core): starting and advancing operations).
+//! - The engine: `engine.rs` ([`Core`](engine::Core): starting and advancing operations);
+//!   `platform.rs` (what the platform does to a VM on its own: evict, redeploy, restart, delete)
+//!   and `scheduled_events.rs` (Scheduled Events: scheduled, started, carried out, ended);
+//!   `spot_prices.rs` (the Spot prices in force) is data.
 //! - The handle: `emulator.rs` ([`Emulator`]; `emulator/ticker.rs` keeps time).
 //! - HTTP: `http.rs` (request context, middleware, answers), `virtual_machines.rs`, `disks.rs`,
 //!   `network_interfaces.rs`, `virtual_networks.rs`, `subnets.rs`, `images.rs` (marketplace
 //!   images, `/sandbox/images`), `galleries/` (Azure Compute Galleries), `operations.rs`
-//!   (polling), `admin.rs` (with `seed.rs`), [`key_vault`], and
+//!   (polling), `admin.rs` (with `seed.rs`), `admin_events.rs` (Scheduled Events, the eviction
+//!   notice, Spot prices), [`key_vault`], [`imds`] (the VMs' metadata services), and
 //!   `compute_impl.rs` (the emulator as [`crate::compute::Compute`]); this file assembles the app.
 //! - HTTP for capacity (beside the others): `skus.rs` (resource SKUs), `usages.rs` (compute
 //!   usages), `virtual_machines/capacity.rs` (a create's or resize's size checks).
 
 mod admin;
+mod admin_events;
 mod api_versions;
 mod cidr;
 mod completion;
@@ -49,6 +54,7 @@ mod galleries;
 mod http;
 mod image_reference;
 mod images;
+pub mod imds;
 pub mod key_vault;
 mod latency;
 mod network_interfaces;
@@ -57,12 +63,15 @@ mod nic_addresses;
 mod operations;
 mod paths;
 mod persist;
+mod platform;
 mod quota;
 mod requests;
 mod resource_graph;
+mod scheduled_events;
 mod seed;
 mod sizes;
 mod skus;
+mod spot_prices;
 mod state;
 mod stats;
 mod subnets;
@@ -99,7 +108,9 @@ pub fn app(emulator: Emulator) -> Router {
         .merge(operations::routes())
         .merge(resource_graph::routes())
         .merge(admin::routes())
+        .merge(admin_events::routes())
         .merge(key_vault::routes(emulator.clone()))
+        .merge(imds::routes(emulator.clone()))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .fallback(|uri: axum::http::Uri| async move { ArmError::NoRoute(uri.path().to_owned()) })
         .layer(axum::middleware::from_fn_with_state(

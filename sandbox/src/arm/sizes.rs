@@ -186,6 +186,93 @@ impl Size {
     pub fn short_name(&self) -> &'static str {
         self.name.strip_prefix("Standard_").unwrap_or(self.name)
     }
+
+    /// The family's pricing row ([`PRICES`]); a family missing there is priced as
+    /// general-purpose.
+    fn pricing(&self) -> &'static Pricing {
+        PRICES
+            .iter()
+            .find(|p| p.family == self.family)
+            .unwrap_or(&DEFAULT_PRICING)
+    }
+
+    /// The pay-as-you-go (on-demand) price in USD per hour, Linux: the family's rate per vCPU
+    /// times the vCPUs, rounded to 5 decimals as Azure's price sheet writes prices.
+    pub fn on_demand_price(&self) -> f64 {
+        round5(self.pricing().usd_per_vcpu_hour * f64::from(self.vcpus))
+    }
+
+    /// Whether Azure offers the size as a Spot VM (not the burstable B-series, nor the sizes
+    /// [`PRICES`] marks).
+    pub fn supports_spot(&self) -> bool {
+        self.pricing().spot_fraction.is_some()
+    }
+
+    /// The catalog's Spot price in USD per hour (the on-demand price times the family's Spot
+    /// fraction), `None` for a size without Spot. The price in force may differ
+    /// (`PUT /sandbox/spot-prices`).
+    pub fn spot_price(&self) -> Option<f64> {
+        let fraction = self.pricing().spot_fraction?;
+        Some(round5(self.on_demand_price() * fraction))
+    }
+}
+
+/// What a family costs: the on-demand rate per vCPU and the share of it a Spot VM pays
+/// (`None`: no Spot for the family).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pricing {
+    /// The vCPU quota family.
+    pub family: &'static str,
+    /// On-demand USD per vCPU and hour (Linux, West Europe's order of magnitude).
+    pub usd_per_vcpu_hour: f64,
+    /// A Spot VM's price as a share of the on-demand price; `None` when the family has no Spot.
+    pub spot_fraction: Option<f64>,
+}
+
+const fn priced(family: &'static str, usd_per_vcpu_hour: f64, spot: Option<f64>) -> Pricing {
+    Pricing {
+        family,
+        usd_per_vcpu_hour,
+        spot_fraction: spot,
+    }
+}
+
+/// A family [`PRICES`] does not list.
+const DEFAULT_PRICING: Pricing = priced("", 0.05, Some(0.2));
+
+/// Plausible prices per family (the sandbox's figures, near Azure's public Linux prices; no
+/// Spot for the burstable B-series, as in Azure, nor for confidential DCsv2).
+pub const PRICES: &[Pricing] = &[
+    priced("standardAv2Family", 0.046, Some(0.2)),
+    priced("standardBSFamily", 0.0416, None),
+    priced("standardDv2Family", 0.067, Some(0.2)),
+    priced("standardDSv2Family", 0.067, Some(0.2)),
+    priced("standardDv3Family", 0.048, Some(0.2)),
+    priced("standardDSv3Family", 0.048, Some(0.2)),
+    priced("standardDAv4Family", 0.048, Some(0.2)),
+    priced("standardDASv4Family", 0.048, Some(0.2)),
+    priced("standardDv5Family", 0.048, Some(0.2)),
+    priced("standardDSv5Family", 0.048, Some(0.2)),
+    priced("standardDDSv5Family", 0.0565, Some(0.2)),
+    priced("standardDPLSv5Family", 0.0339, Some(0.2)),
+    priced("standardDCSv2Family", 0.11, None),
+    priced("standardEv3Family", 0.063, Some(0.2)),
+    priced("standardESv5Family", 0.063, Some(0.2)),
+    priced("standardEDSv5Family", 0.072, Some(0.2)),
+    priced("standardEBDSv5Family", 0.0875, Some(0.2)),
+    priced("standardFFamily", 0.0497, Some(0.25)),
+    priced("standardFSv2Family", 0.0423, Some(0.25)),
+    priced("standardGSFamily", 0.17, Some(0.3)),
+    priced("standardHBrsv3Family", 0.03, Some(0.4)),
+    priced("standardLSv3Family", 0.078, Some(0.2)),
+    priced("standardMSFamily", 0.14, Some(0.3)),
+    priced("standardNCSv3Family", 0.51, Some(0.3)),
+    priced("standardNVFamily", 0.19, Some(0.3)),
+];
+
+/// `value` rounded to 5 decimals.
+pub fn round5(value: f64) -> f64 {
+    (value * 100_000.0).round() / 100_000.0
 }
 
 #[cfg(test)]
@@ -237,6 +324,23 @@ mod tests {
         ] {
             assert!(find(name).is_some(), "{name}");
         }
+    }
+
+    #[test]
+    fn every_size_has_an_on_demand_price_and_spot_is_cheaper_where_offered() {
+        for size in CATALOG {
+            let on_demand = size.on_demand_price();
+            assert!(on_demand > 0.0, "{}", size.name);
+            match size.spot_price() {
+                Some(spot) => assert!(spot > 0.0 && spot < on_demand, "{}", size.name),
+                None => assert!(!size.supports_spot(), "{}", size.name),
+            }
+        }
+        let d4 = find("Standard_D4s_v5").expect("known");
+        assert_eq!(d4.on_demand_price(), 0.192);
+        assert_eq!(d4.spot_price(), Some(0.0384));
+        assert!(!find("Standard_B2s").expect("known").supports_spot());
+        assert!(PRICES.iter().all(|p| families().contains(&p.family)));
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod capacity;
 mod list_query;
 mod refusals;
 pub(super) mod reimage;
+pub(super) mod spot;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -302,8 +303,10 @@ fn write_vm(
             if patch {
                 return Err(ArmError::ResourceNotFound(id.clone()));
             }
-            let change = body::create(&core.state, sub, rg, name, request, now)?;
+            let mut change = body::create(&core.state, sub, rg, name, request, now)?;
+            spot::check_create(&core.spot_prices, &change.body)?;
             capacity::check_create(core, sub, &id, &change.body)?;
+            spot::stamp_defaults(&mut change.body);
             check_nic_reservations(core, &change.nics, &id, now)?;
             let mut vm = Resource::new(Kind::Vm, change.body.clone());
             vm.power = Some(Power::Starting);

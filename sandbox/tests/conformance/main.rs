@@ -4,6 +4,7 @@
 //! on the next request) and a few with a scaled-down short profile to observe transitions.
 
 mod async_protocol;
+mod capacity_faults;
 mod compute;
 mod disks;
 mod errors;
@@ -22,8 +23,10 @@ mod requests;
 mod resend;
 mod reservations;
 mod resource_graph;
+mod scheduled_events;
 mod seed;
 mod skus;
+mod spot;
 mod stats;
 mod support;
 mod vm_actions;

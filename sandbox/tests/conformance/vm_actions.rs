@@ -317,6 +317,11 @@ async fn simulate_eviction_is_for_spot_vms_only_and_deallocates_them_by_default(
     spot["properties"]["evictionPolicy"] = json!("Deallocate");
     spot["properties"]["billingProfile"] = json!({"maxPrice": -1});
     sb.create_vm("spot", &spot).await?;
+    // No notice: the eviction starts with the request (`scheduled_events.rs` tests the notice).
+    let notice = sb
+        .put("/sandbox/eviction-notice", &json!({"seconds": 0}))
+        .await?;
+    assert_eq!(notice.status, 200, "{notice:?}");
     sb.emulator.set_latency(nodewright_sandbox::arm::Latency {
         profile: nodewright_sandbox::arm::LatencyProfile::Short,
         scale: 2.0,
@@ -355,6 +360,8 @@ async fn a_spot_vm_evicted_with_policy_delete_is_deleted_with_its_cascade() -> T
     spot["properties"]["priority"] = json!("Spot");
     spot["properties"]["evictionPolicy"] = json!("Delete");
     sb.create_vm("sd", &spot).await?;
+    sb.put("/sandbox/eviction-notice", &json!({"seconds": 0}))
+        .await?;
     sb.emulator.set_latency(nodewright_sandbox::arm::Latency {
         profile: nodewright_sandbox::arm::LatencyProfile::Short,
         scale: 2.0,

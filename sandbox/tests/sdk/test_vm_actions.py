@@ -1,11 +1,14 @@
 """VM actions through `azure-mgmt-compute` 39 with its default api-version: `begin_redeploy`,
-`begin_reimage`, `simulate_eviction` (Spot VMs), their instance views, and the VM lists'
+`begin_reimage`, `simulate_eviction` (Spot VMs, evicted after a 1 s Preempt notice), their
+instance views, and the VM lists'
 `$filter`/`$expand` (`list(filter=..., expand="instanceView")`)."""
+
+import time
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.mgmt.compute import models as cm
 
-from sdk_support import LOCATION, RESOURCE_GROUP as RG, SandboxTestCase, arm_id
+from sdk_support import LOCATION, RESOURCE_GROUP as RG, SandboxTestCase, arm_id, sandbox_admin
 
 SCALE_SET = arm_id("Microsoft.Compute/virtualMachineScaleSets", "sdk-actions-pool")
 
@@ -83,19 +86,35 @@ class VmActionsTest(SandboxTestCase):
         self.assertEqual(refused.exception.status_code, 409)
         self.assertEqual(refused.exception.error.code, "OperationNotAllowed")
 
-        self.make("sdk-act-spot", priority="Spot", eviction_policy="Deallocate")
-        self.assertIsNone(vms.simulate_eviction(RG, "sdk-act-spot"))
-        # The instant profile: the eviction is done on the next request.
-        view = vms.instance_view(RG, "sdk-act-spot")
-        self.assertEqual(power_state(view), "deallocated")
-        self.assertIn("ProvisioningState/succeeded", [s.code for s in view.statuses])
+        # A short notice: the Preempt Scheduled Event comes 1 s before the eviction.
+        notice = sandbox_admin("/sandbox/eviction-notice")
+        sandbox_admin("/sandbox/eviction-notice", "PUT", {"seconds": 1})
+        try:
+            self.make("sdk-act-spot", priority="Spot", eviction_policy="Deallocate")
+            self.assertIsNone(vms.simulate_eviction(RG, "sdk-act-spot"))
+            view = self.poll_view("sdk-act-spot", lambda v: power_state(v) == "deallocated")
+            self.assertIn("ProvisioningState/succeeded", [s.code for s in view.statuses])
 
-        self.make("sdk-act-spot-del", priority="Spot", eviction_policy="Delete")
-        vms.simulate_eviction(RG, "sdk-act-spot-del")
-        with self.assertRaises(ResourceNotFoundError):
-            vms.get(RG, "sdk-act-spot-del")
+            self.make("sdk-act-spot-del", priority="Spot", eviction_policy="Delete")
+            vms.simulate_eviction(RG, "sdk-act-spot-del")
+            deadline = time.monotonic() + 10
+            with self.assertRaises(ResourceNotFoundError):
+                while time.monotonic() < deadline:
+                    vms.get(RG, "sdk-act-spot-del")
+                    time.sleep(0.1)
+        finally:
+            sandbox_admin("/sandbox/eviction-notice", "PUT", notice)
         for name in ("sdk-act-regular", "sdk-act-spot"):
             vms.begin_delete(RG, name).result()
+
+    def poll_view(self, name, done, timeout=10):
+        """Polls VM `name`'s instance view until `done(view)` holds; returns that view."""
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.compute.virtual_machines.instance_view(RG, name)
+            if done(view) or time.monotonic() > deadline:
+                return view
+            time.sleep(0.1)
 
     def test_lists_filter_by_scale_set_with_instance_views(self):
         vms = self.compute.virtual_machines

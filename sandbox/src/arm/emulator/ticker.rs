@@ -74,10 +74,10 @@ async fn tick(inner: Weak<Inner>) {
         let now = Utc::now();
         let next = {
             let mut core = strong.lock();
-            if core.advance(now) {
+            if super::advance(&mut core, now) {
                 strong.changed(&core);
             }
-            core.next_deadline()
+            super::next_deadline(&core)
         };
         let wait = next
             .map(|t| (t - now).to_std().unwrap_or(Duration::ZERO))

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::error::ArmError;
 
+pub mod events;
 pub mod images;
 pub mod networks;
 pub mod operation;
@@ -260,6 +261,9 @@ pub struct State {
     /// The marketplace image catalog (see `images.rs`).
     #[serde(default)]
     pub images: images::Catalog,
+    /// Scheduled Events and the VMs' document incarnations (see `scheduled_events.rs`).
+    #[serde(default)]
+    pub scheduled_events: events::Events,
 }
 
 impl State {

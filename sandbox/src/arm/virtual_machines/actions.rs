@@ -8,29 +8,31 @@
 //! - `reimage`: 202 likewise; a running VM goes `stopping` then `starting` onto its new OS disk
 //!   and boots again; a stopped or deallocated one keeps its power state and only gets the new
 //!   disk. What Azure refuses: [`reimage::check`].
-//! - `simulateEviction`: 204 at once; the VM is then evicted by its `evictionPolicy`:
-//!   `Deallocate` (the default) deallocates it (provisioning `Updating`, power `deallocating`,
-//!   then `deallocated`), `Delete` deletes it with the `deleteOption` cascade of a DELETE. The
-//!   eviction is an operation like a DELETE's or a deallocate's, under the name
-//!   `vm.simulateEviction` (fault rules and latency apply), whose polling URLs no client is
-//!   given. A VM that is not Spot gets Azure's 409 `OperationNotAllowed`, "Operation
-//!   'simulateEviction' is allowed only for Spot Virtual Machines".
+//! - `simulateEviction`: 204 at once; a `Preempt` Scheduled Event announces the eviction for the
+//!   eviction notice (`scheduled_events.rs`; again while one is announced: the same event), and
+//!   when it starts (at its NotBefore, or once acknowledged) the VM is evicted by its
+//!   `evictionPolicy` (`platform.rs`): `Deallocate` (the default) deallocates it (provisioning
+//!   `Updating`, power `deallocating`, then `deallocated`), `Delete` deletes it with the
+//!   `deleteOption` cascade of a DELETE. The eviction is an operation like a DELETE's or a
+//!   deallocate's, under the name `vm.simulateEviction` (fault rules and latency apply), whose
+//!   polling URLs no client is given. A VM that is not Spot gets Azure's 409
+//!   `OperationNotAllowed`, "Operation 'simulateEviction' is allowed only for Spot Virtual
+//!   Machines".
 
 use axum::body::Bytes;
 use axum::extract::{Path, State as AxState};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
-use serde_json::Value;
 
 use super::super::emulator::Emulator;
 use super::super::engine::Core;
 use super::super::error::ArmError;
 use super::super::http::{Ctx, accepted};
 use super::super::latency::Step;
-use super::super::state::{Action, Kind, Power, Resource, resource_id};
-use super::reimage;
-use super::{VmPath, spec};
+use super::super::platform::{cycle_power, running, stage_start};
+use super::super::scheduled_events;
+use super::super::state::{Action, Kind, Resource, resource_id};
+use super::{VmPath, reimage, spec, spot};
 
 /// Azure's answer to an action that needs the VM running (or set to run).
 fn not_running() -> ArmError {
@@ -50,40 +52,6 @@ fn idle_vm(core: &Core, id: &str) -> Result<Resource, ArmError> {
         .ok_or_else(|| ArmError::ResourceNotFound(id.to_owned()))?;
     vm.ensure_idle()?;
     Ok(vm)
-}
-
-fn running(vm: &Resource) -> bool {
-    matches!(vm.power, None | Some(Power::Running))
-}
-
-/// Halfway between `start` and `due`: when a staged `stopping` turns `starting`.
-fn halfway(start: DateTime<Utc>, due: DateTime<Utc>) -> DateTime<Utc> {
-    start + (due - start) / 2
-}
-
-/// Marks `id` as going through a reboot-like action: `stopping` now and `starting` halfway to
-/// `due` when it `was_running` (else `starting` now), provisioning `Updating`, the guest to
-/// boot again.
-fn cycle_power(core: &mut Core, id: &str, was_running: bool) {
-    if let Some(r) = core.state.get_mut(id) {
-        r.power = Some(if was_running {
-            Power::Stopping
-        } else {
-            Power::Starting
-        });
-        r.boot_at = None;
-        r.boot_signalled = false;
-        r.set_provisioning_state("Updating");
-    }
-}
-
-/// Stages `starting` halfway through `op` on a VM that was running.
-fn stage_start(core: &mut Core, id: &str, start: DateTime<Utc>, due: DateTime<Utc>) {
-    if let Some(r) = core.state.get_mut(id)
-        && r.power == Some(Power::Stopping)
-    {
-        r.power_stage = Some((halfway(start, due), Power::Starting));
-    }
 }
 
 /// `POST …/redeploy`.
@@ -147,30 +115,16 @@ pub(super) async fn reimage(
     ))
 }
 
-/// Whether the VM body is a Spot VM (`priority` `Spot`, or its older name `Low`).
-fn spot(body: &Value) -> bool {
-    body["properties"]["priority"]
-        .as_str()
-        .is_some_and(|p| p.eq_ignore_ascii_case("Spot") || p.eq_ignore_ascii_case("Low"))
-}
-
-/// Whether a Spot VM's eviction deletes it (`evictionPolicy: Delete`; `Deallocate` otherwise).
-fn evicted_by_deletion(body: &Value) -> bool {
-    body["properties"]["evictionPolicy"]
-        .as_str()
-        .is_some_and(|p| p.eq_ignore_ascii_case("Delete"))
-}
-
 /// `POST …/simulateEviction`: 204, then the eviction runs as an operation.
 pub(super) async fn simulate_eviction(
     AxState(em): AxState<Emulator>,
     Path((sub, rg, name)): VmPath,
-    ctx: Ctx,
+    _ctx: Ctx,
 ) -> Result<Response, ArmError> {
     let id = resource_id(&sub, &rg, Kind::Vm, &name);
-    em.write(|core, now| {
+    let event = em.write(|core, now| {
         let vm = idle_vm(core, &id)?;
-        if !spot(&vm.body) {
+        if !spot::is_spot(&vm.body) {
             return Err(ArmError::rejected(
                 409,
                 "OperationNotAllowed",
@@ -180,51 +134,8 @@ pub(super) async fn simulate_eviction(
         if !running(&vm) {
             return Err(not_running());
         }
-        let delete = evicted_by_deletion(&vm.body);
-        let (action, step) = if delete {
-            (Action::Delete, Step::VmDelete)
-        } else {
-            (Action::Deallocate, Step::VmPower)
-        };
-        if let Some(r) = core.state.get_mut(&id) {
-            if delete {
-                r.set_provisioning_state("Deleting");
-            } else {
-                r.power = Some(Power::Deallocating);
-                r.set_provisioning_state("Updating");
-            }
-        }
-        let mut s = spec(&ctx, &sub, &vm, action, vec![step]);
-        s.vm = Some(&name);
-        core.begin(s, now);
-        Ok(())
+        Ok(scheduled_events::evict(core, &id, now))
     })?;
-    tracing::info!(vm = %name, "spot eviction simulated");
+    tracing::info!(vm = %name, event = %event.id, not_before = %event.not_before, "spot eviction announced");
     Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn spot_vms_are_spot_or_low_priority_and_evicted_by_deallocation_unless_told_to_delete() {
-        assert!(spot(&json!({"properties": {"priority": "Spot"}})));
-        assert!(spot(&json!({"properties": {"priority": "low"}})));
-        assert!(!spot(&json!({"properties": {"priority": "Regular"}})));
-        assert!(!spot(&json!({"properties": {}})));
-        assert!(evicted_by_deletion(
-            &json!({"properties": {"evictionPolicy": "Delete"}})
-        ));
-        assert!(!evicted_by_deletion(&json!({"properties": {}})));
-    }
-
-    #[test]
-    fn a_staged_start_comes_halfway_through() {
-        let start = DateTime::<Utc>::UNIX_EPOCH;
-        let due = start + chrono::Duration::seconds(10);
-        assert_eq!(halfway(start, due), start + chrono::Duration::seconds(5));
-    }
 }
