@@ -30,6 +30,7 @@ pub mod ownership;
 pub mod pool;
 pub mod preflight;
 pub mod rollout;
+pub mod scheduled_events;
 pub mod sweep;
 pub mod taints;
 pub mod text;
