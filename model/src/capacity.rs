@@ -17,6 +17,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::machine::zone_for;
+use crate::pool::CapacityType;
+
+pub mod offering;
 
 /// How long a (VM size, zone) stays exhausted after an allocation failure: 3 minutes, the TTL of
 /// Karpenter's cache of unavailable offerings. Short, because Azure's capacity comes back within
@@ -60,24 +63,48 @@ pub fn allocation_failure_in(text: &str) -> Option<&'static str> {
         })
 }
 
-/// A VM size with no capacity in a zone, until a time.
+/// An offering Azure had no room for (a VM size in a zone, of one capacity type or of every
+/// one), until a time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Exhausted {
     /// The VM size, e.g. `Standard_D4s_v5`.
     pub vm_size: String,
-    /// The availability zone, e.g. `2`.
+    /// The availability zone, e.g. `2`; empty: every zone (and a pool without zones).
     pub zone: String,
     /// The ARM error code that marked it, e.g. `ZonalAllocationFailed`.
     pub code: String,
     /// Until when it counts as exhausted, Unix seconds.
     pub until: i64,
+    /// The capacity type it is about; none: every type (the zone has no room for the size at
+    /// all, and every entry made before capacity types).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<CapacityType>,
 }
 
 impl Exhausted {
-    /// Whether this entry is about `vm_size` in `zone` and still holds at `now` (Unix seconds).
+    /// Whether this entry is about `vm_size` in `zone` and still holds at `now` (Unix seconds),
+    /// whatever the capacity type.
     pub fn holds(&self, vm_size: &str, zone: &str, now: i64) -> bool {
-        self.until > now && self.vm_size.eq_ignore_ascii_case(vm_size) && self.zone == zone
+        self.until > now
+            && self.vm_size.eq_ignore_ascii_case(vm_size)
+            && (self.zone == zone || self.zone.is_empty())
+            && self.capacity_type.is_none()
+    }
+
+    /// Whether this entry sets aside `vm_size` of `capacity` in `zone` (none: a pool without
+    /// zones) at `now` (Unix seconds).
+    pub fn sets_aside(
+        &self,
+        vm_size: &str,
+        zone: Option<&str>,
+        capacity: CapacityType,
+        now: i64,
+    ) -> bool {
+        self.until > now
+            && self.vm_size.eq_ignore_ascii_case(vm_size)
+            && (self.zone.is_empty() || Some(self.zone.as_str()) == zone)
+            && self.capacity_type.is_none_or(|kind| kind == capacity)
     }
 }
 
@@ -97,6 +124,7 @@ pub fn mark_exhausted(
         zone: zone.to_owned(),
         code: code.to_owned(),
         until: now.saturating_add(ttl),
+        capacity_type: None,
     };
     list.retain(|e| e.until > now && !(e.vm_size.eq_ignore_ascii_case(vm_size) && e.zone == zone));
     list.push(entry.clone());

@@ -15,6 +15,7 @@ fn entry(vm_size: &str, zone: &str, until: i64) -> Exhausted {
         zone: zone.to_owned(),
         code: "ZonalAllocationFailed".to_owned(),
         until,
+        capacity_type: None,
     }
 }
 

@@ -37,7 +37,7 @@ pub use status::{
     conditions, push_action,
 };
 pub use timestamp::rfc3339;
-pub use zones::{Creating, zones_for_creates};
+pub use zones::{Creating, placements_for_creates, zones_for_creates};
 
 #[cfg(test)]
 mod test_support;

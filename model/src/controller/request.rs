@@ -98,6 +98,9 @@ pub struct Carried {
     /// The pool's image versions (an image written without a concrete version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<crate::image::PoolImage>,
+    /// The offerings Azure refused for want of room, set aside until their time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<crate::capacity::Exhausted>,
 }
 
 /// `pool image pin|unpin|update`: what an operator asks of the pool's image versions.

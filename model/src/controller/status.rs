@@ -85,6 +85,10 @@ pub struct PoolState {
     /// The image's versions (an image the file names without a concrete version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<crate::image::ImageStatus>,
+    /// The offerings (size, zone, capacity type) Azure refused for want of room, set aside
+    /// until their time (see [`crate::capacity::offering`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable_offerings: Vec<crate::capacity::Exhausted>,
 }
 
 /// Something the controller did.

@@ -25,6 +25,49 @@ pub fn zones_for_creates(
     vm_size: &str,
     zones: &[String],
 ) -> Vec<Option<String>> {
+    let (of_template, of_any) = counts(machines, leaving, creating, template_hash);
+    choose_zones_by(count, vm_size, zones, &of_template, &of_any, &[], 0)
+}
+
+/// The zone and capacity type of each of `count` new machines of a pool whose `template`
+/// (hashed `template_hash`) lists capacity types, allowed in `zones`: counted as
+/// [`zones_for_creates`] counts, each goes to the first of the template's types with an
+/// offering that `unavailable` does not set aside at `now` (Unix seconds), see
+/// [`crate::capacity::offering::choose_placements`].
+#[allow(clippy::too_many_arguments)]
+pub fn placements_for_creates(
+    machines: &[Machine],
+    leaving: &[Victim],
+    creating: &[Creating],
+    template_hash: &str,
+    count: u32,
+    template: &crate::pool::MachineTemplate,
+    zones: &[String],
+    unavailable: &[crate::capacity::Exhausted],
+    now: i64,
+) -> Vec<crate::capacity::offering::Placement> {
+    let (of_template, of_any) = counts(machines, leaving, creating, template_hash);
+    crate::capacity::offering::choose_placements(
+        count,
+        &template.vm_size,
+        zones,
+        &template.allowed_capacity_types(),
+        &of_template,
+        &of_any,
+        unavailable,
+        now,
+    )
+}
+
+/// The machines per zone of `template_hash` and of any template: every machine that stays (it
+/// counts toward replicas and is not among `leaving`) by its VM's zone, and each create of
+/// `creating` whose VM is not listed yet by the zone it was given.
+fn counts(
+    machines: &[Machine],
+    leaving: &[Victim],
+    creating: &[Creating],
+    template_hash: &str,
+) -> (BTreeMap<String, u32>, BTreeMap<String, u32>) {
     let mut of_template: BTreeMap<String, u32> = BTreeMap::new();
     let mut of_any: BTreeMap<String, u32> = BTreeMap::new();
     let mut add = |zone: &str, current: bool| {
@@ -48,7 +91,7 @@ pub fn zones_for_creates(
             add(zone, true);
         }
     }
-    choose_zones_by(count, vm_size, zones, &of_template, &of_any, &[], 0)
+    (of_template, of_any)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod capacity_type;
 pub mod credentials;
 mod hash;
 mod image;
+pub mod machine_capacity;
 mod parse;
 pub mod spec;
 mod valid;

@@ -218,6 +218,7 @@ mod tests {
                 started_at: 0,
                 zone: None,
                 run_id: None,
+                capacity_type: None,
             });
             status.end(outcome, "done".to_owned());
             assert_eq!(status.phase, phase);
@@ -237,6 +238,7 @@ mod tests {
             started_at: 1_000,
             zone: None,
             run_id: None,
+            capacity_type: None,
         }];
         let next = status.clone().carried_over();
         assert_eq!(next.continuation, 3);

@@ -136,6 +136,7 @@ mod tests {
             started_at: 1_000,
             zone: None,
             run_id: run_id.map(str::to_owned),
+            capacity_type: None,
         }
     }
 

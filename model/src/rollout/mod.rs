@@ -62,14 +62,14 @@ pub use revisions::{
     RevisionsError, RolloutEnd, RolloutStart, StoredRevisions,
 };
 pub use round::{AfterLook, Round, after_look, canary_target, to_clear_outdated, to_mark_outdated};
-pub use shortage::{Shortage, shortage_of};
+pub use shortage::{OfferingRefusal, Shortage, offering_refusal_of, shortage_of};
 pub use signal::Signal;
 pub use soak::{Soak, SoakInput, SoakStep, soak_step};
 pub use status::{
     ChildFailure, ChildKind, InFlight, MachineView, RolloutStatus, StrategyView, Timings,
     fallback_strategy, made_progress,
 };
-pub use zones::{machines_per_zone, zones_for_creates};
+pub use zones::{machines_per_zone, placements_for_creates, zones_for_creates};
 
 /// The taint on Nodes of outdated machines during a rollout, so that evicted pods avoid the
 /// nodes that will be drained next (`PreferNoSchedule`; removed when the rollout completes).

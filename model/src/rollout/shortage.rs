@@ -7,8 +7,12 @@
 
 use super::booking::ChildEnd;
 use super::status::{ChildKind, InFlight, RolloutStatus};
+use crate::capacity::offering::{
+    OFFERING_TTL, Refusal, all_set_aside, describe, refusal_in, set_aside,
+};
 use crate::capacity::{all_exhausted, allocation_failure_in, mark_exhausted};
 use crate::machine::zone_for;
+use crate::pool::{CapacityType, MachineTemplate};
 use crate::text::duration;
 
 /// A create that failed for want of capacity in a zone.
@@ -85,6 +89,104 @@ impl RolloutStatus {
         };
         let reason = format!("{what}; {}", shortage.reason);
         self.book_failure(entry, reason, everywhere, at, pool);
+    }
+}
+
+/// A create of a pool whose template lists capacity types, refused for want of capacity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfferingRefusal {
+    /// The zone it was created in (none: the pool has no zones).
+    pub zone: Option<String>,
+    /// The capacity type it was created as.
+    pub capacity: CapacityType,
+    /// The refusal's code and what it sets aside.
+    pub refusal: Refusal,
+    /// The child's failure, as it reported it.
+    pub reason: String,
+}
+
+/// The refusal for capacity a child's end tells, if any, for a pool of `template` that lists
+/// capacity types: a create (`entry`) that failed with a refusal code in its text
+/// ([`crate::capacity::offering::refusal_in`]), in the zone and as the type the rollout gave it
+/// (else the template's preferred type).
+pub fn offering_refusal_of(
+    entry: &InFlight,
+    end: &ChildEnd,
+    template: &MachineTemplate,
+) -> Option<OfferingRefusal> {
+    let ChildEnd::Failed(reason) = end else {
+        return None;
+    };
+    if entry.kind != ChildKind::Create || template.capacity_types.is_empty() {
+        return None;
+    }
+    let capacity = entry
+        .capacity_type
+        .unwrap_or_else(|| template.preferred_capacity_type());
+    let refusal = refusal_in(reason, capacity)?;
+    Some(OfferingRefusal {
+        zone: entry.zone.clone(),
+        capacity,
+        refusal,
+        reason: reason.clone(),
+    })
+}
+
+impl RolloutStatus {
+    /// Books `entry`, a create of a pool of `template` refused for capacity (`refused`) at
+    /// `at_millis` (Unix milliseconds): sets its offering aside for [`OFFERING_TTL`], lists the
+    /// failure saying so, and counts it only when every offering of the pool is now set aside.
+    pub fn book_offering_refusal(
+        &mut self,
+        entry: InFlight,
+        refused: OfferingRefusal,
+        template: &MachineTemplate,
+        at_millis: i64,
+        pool: &str,
+    ) {
+        let at = at_millis.div_euclid(1000);
+        let marked = set_aside(
+            &mut self.exhausted,
+            &template.vm_size,
+            refused.zone.as_deref(),
+            refused.capacity,
+            refused.refusal,
+            at,
+            OFFERING_TTL,
+        );
+        let types = template.allowed_capacity_types();
+        let everywhere = all_set_aside(
+            &self.exhausted,
+            &template.vm_size,
+            &template.zones,
+            &types,
+            at,
+        );
+        let what = if everywhere {
+            format!(
+                "Azure has no room for {} ({}), nor for any other offering of the pool: counted",
+                describe_place(&refused, &template.vm_size),
+                refused.refusal.code
+            )
+        } else {
+            format!(
+                "Azure has no room for {} ({}): {} set aside for {}, the machine is made elsewhere (not counted)",
+                describe_place(&refused, &template.vm_size),
+                refused.refusal.code,
+                describe(&marked),
+                duration(OFFERING_TTL)
+            )
+        };
+        let reason = format!("{what}; {}", refused.reason);
+        self.book_failure(entry, reason, everywhere, at, pool);
+    }
+}
+
+/// `spot Standard_D4s_v5 in zone 1`, `on-demand Standard_D4s_v5` (no zone).
+fn describe_place(refused: &OfferingRefusal, vm_size: &str) -> String {
+    match &refused.zone {
+        Some(zone) => format!("{} {vm_size} in zone {zone}", refused.capacity),
+        None => format!("{} {vm_size}", refused.capacity),
     }
 }
 

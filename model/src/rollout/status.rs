@@ -41,6 +41,10 @@ pub struct InFlight {
     /// (those are asked about by workflow ID, their latest run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// For a create of a pool whose template lists capacity types, the type the rollout gave
+    /// it (see [`crate::capacity::offering`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<crate::pool::CapacityType>,
 }
 
 /// A child that failed.

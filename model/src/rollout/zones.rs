@@ -83,6 +83,37 @@ pub fn zones_for_creates(
     )
 }
 
+/// The zone and capacity type of each create `plan` asks for, for a pool whose template lists
+/// capacity types: as [`zones_for_creates`] counts machines, but each create goes to the first
+/// of the template's types with an offering (size, zone, type) that `status.exhausted` does not
+/// set aside at `now` (Unix seconds), see [`crate::capacity::offering::choose_placements`].
+pub fn placements_for_creates(
+    status: &RolloutStatus,
+    plan: &Plan,
+    in_flight: &[InFlight],
+    template: &crate::pool::MachineTemplate,
+    now: i64,
+) -> Vec<crate::capacity::offering::Placement> {
+    let updated: Vec<MachineView> = status
+        .machines
+        .iter()
+        .filter(|m| m.updated)
+        .cloned()
+        .collect();
+    let new_per_zone = machines_per_zone(&updated, in_flight, &plan.delete);
+    let per_zone = machines_per_zone(&status.machines, in_flight, &plan.delete);
+    crate::capacity::offering::choose_placements(
+        plan.create,
+        &template.vm_size,
+        &template.zones,
+        &template.allowed_capacity_types(),
+        &new_per_zone,
+        &per_zone,
+        &status.exhausted,
+        now,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +140,7 @@ mod tests {
             started_at: 0,
             zone: Some(zone.to_owned()),
             run_id: None,
+            capacity_type: None,
         }
     }
 

@@ -165,7 +165,8 @@ fn in_flight_line(child: &InFlight, now: i64) -> String {
 }
 
 /// A VM size out of capacity in a zone: `zone 2 for Standard_D2s_v5 (ZonalAllocationFailed)
-/// until 2026-11-27T10:03:00Z (2m left)`, or `(over)` once past.
+/// until 2026-11-27T10:03:00Z (2m left)`, `every zone for spot Standard_D2s_v5 (…) …` for an
+/// offering of one capacity type set aside everywhere, or `(over)` once past.
 fn exhausted_line(exhausted: &Exhausted, now: i64) -> String {
     let until = DateTime::<Utc>::from_timestamp(exhausted.until, 0).map_or_else(
         || exhausted.until.to_string(),
@@ -176,9 +177,18 @@ fn exhausted_line(exhausted: &Exhausted, now: i64) -> String {
     } else {
         "over".to_owned()
     };
+    let zone = if exhausted.zone.is_empty() {
+        "every zone".to_owned()
+    } else {
+        format!("zone {}", exhausted.zone)
+    };
+    let kind = exhausted
+        .capacity_type
+        .map(|kind| format!("{kind} "))
+        .unwrap_or_default();
     format!(
-        "zone {} for {} ({}) until {until} ({left})",
-        exhausted.zone, exhausted.vm_size, exhausted.code
+        "{zone} for {kind}{} ({}) until {until} ({left})",
+        exhausted.vm_size, exhausted.code
     )
 }
 
@@ -462,6 +472,18 @@ pub fn controller_lines(
     if let Some(image) = &status.image {
         lines.push(format!("  image       {}", image.message));
     }
+    let observed = status
+        .observed_at
+        .as_deref()
+        .and_then(|at| DateTime::parse_from_rfc3339(at).ok())
+        .map_or(0, |at| at.timestamp());
+    for (index, offering) in status.unavailable_offerings.iter().enumerate() {
+        let label = if index == 0 { "set aside" } else { "" };
+        lines.push(format!(
+            "  {label:<11} {}",
+            exhausted_line(offering, observed)
+        ));
+    }
     for unhealthy in &status.unhealthy {
         lines.push(format!(
             "  unhealthy   {}: {}",
@@ -539,6 +561,7 @@ mod tests {
                     started_at: 1000,
                     zone: Some("3".to_owned()),
                     run_id: None,
+                    capacity_type: None,
                 },
                 InFlight {
                     machine: "web-x9z8y".to_owned(),
@@ -547,6 +570,7 @@ mod tests {
                     started_at: 1010,
                     zone: None,
                     run_id: None,
+                    capacity_type: None,
                 },
             ],
             machines: vec![MachineView {
@@ -607,12 +631,14 @@ mod tests {
                 zone: "2".to_owned(),
                 code: "ZonalAllocationFailed".to_owned(),
                 until: 1162,
+                capacity_type: None,
             },
             Exhausted {
                 vm_size: "Standard_D2s_v5".to_owned(),
                 zone: "1".to_owned(),
                 code: "AllocationFailed".to_owned(),
                 until: 1000,
+                capacity_type: None,
             },
         ];
         status.retries = vec![

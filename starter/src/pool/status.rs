@@ -431,6 +431,7 @@ mod tests {
                 started_at: 0,
                 zone: None,
                 run_id: None,
+                capacity_type: None,
             })
             .collect();
         status.phase = RolloutPhase::Paused;

@@ -440,6 +440,7 @@ mod tests {
                 started_at: NOW - 600_000 + index * 1000,
                 zone: None,
                 run_id: None,
+                capacity_type: None,
             })
             .collect();
         status.failures = (0..2)
@@ -532,6 +533,7 @@ mod tests {
             started_at: NOW - 30_000,
             zone: None,
             run_id: None,
+            capacity_type: None,
         }));
         for rate in [None, Some(0.0), Some(0.25), Some(250.0)] {
             let summary = Summary::of(&status, rate, NOW);
@@ -563,6 +565,7 @@ mod tests {
                 started_at: NOW - 42_000,
                 zone: None,
                 run_id: None,
+                capacity_type: None,
             },
             InFlight {
                 machine: "web-old01".to_owned(),
@@ -571,6 +574,7 @@ mod tests {
                 started_at: NOW - 90_000,
                 zone: None,
                 run_id: None,
+                capacity_type: None,
             },
         ];
         let summary = Summary::of(&status, None, NOW);

@@ -17,7 +17,8 @@ use nodewright_model::machine::{CreateMachineRequest, CreatedMachine, Step};
 use nodewright_model::names::arm_write_task_queue;
 use nodewright_model::ownership::{Ownership, TAG_CREATE_RUN};
 use nodewright_model::pool::CapacityType;
-use nodewright_model::pool::capacity_type::{TAG_CAPACITY_TYPE, capacity_labels, machine_taints};
+use nodewright_model::pool::capacity_type::TAG_CAPACITY_TYPE;
+use nodewright_model::pool::machine_capacity::{capacity_labels, machine_taints};
 
 use super::state::Ctx;
 use super::vm::{ProvisionedVm, create_vm};

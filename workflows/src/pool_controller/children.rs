@@ -14,6 +14,7 @@ use nodewright_model::controller::{
 use nodewright_model::disruption::Disruption;
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::machine_name::{MAX_NAME_DRAWS, draw_free_name};
+use nodewright_model::pool::CapacityType;
 use nodewright_model::pool::ValidPool;
 use nodewright_model::rollout::{PoolHistory, RolloutOutcome, RolloutRequest};
 use nodewright_model::{ClusterName, Operation, WorkflowId};
@@ -42,23 +43,25 @@ pub struct Child {
     pub work: Work,
     /// For a create, the zone it was given (none when the pool has no zones).
     pub zone: Option<String>,
+    /// For a create of a template with capacity types, the type it was given.
+    pub capacity: Option<CapacityType>,
     outcome: Pin<Box<dyn Future<Output = End>>>,
 }
 
-/// Starts a CreateMachine for each of `zones` (one new machine of `pool` per entry, in that
-/// availability zone), named so that no name is one in `taken`; returns a line per start that
-/// failed.
+/// Starts a CreateMachine for each of `places` (one new machine of `pool` per entry, in that
+/// availability zone, as that capacity type when given), named so that no name is one in
+/// `taken`; returns a line per start that failed.
 pub async fn start_creates(
     ctx: &mut WorkflowContext<PoolControllerWorkflow>,
     cluster: &ClusterName,
     pool: &ValidPool,
-    zones: &[Option<String>],
+    places: &[(Option<String>, Option<CapacityType>)],
     taken: &mut BTreeSet<String>,
     children: &mut Vec<Child>,
     at: i64,
 ) -> Vec<String> {
     let mut notes = Vec::new();
-    for zone in zones {
+    for (zone, capacity) in places {
         let draws: Vec<u64> = (0..MAX_NAME_DRAWS).map(|_| ctx.random::<u64>()).collect();
         let Some(name) = draw_free_name(&pool.name, taken, draws) else {
             notes.push(format!(
@@ -80,7 +83,7 @@ pub async fn start_creates(
             keep_on_failure: false,
             drain: pool.drain.clone(),
             zone: zone.clone(),
-            capacity_type: None,
+            capacity_type: *capacity,
         };
         let options = child_options(
             &workflow_id,
@@ -97,6 +100,7 @@ pub async fn start_creates(
                 track(children, machine, WorkKind::Create, at, started.result());
                 if let Some(child) = children.last_mut() {
                     child.zone = zone.clone();
+                    child.capacity = *capacity;
                 }
             }
             Err(error) => notes.push(start_failed(&workflow_id, &error)),
@@ -227,6 +231,7 @@ where
         machine,
         work: Work { kind, since: at },
         zone: None,
+        capacity: None,
         outcome: Box::pin(async move { end_of(result.await) }),
     });
 }

@@ -15,18 +15,22 @@ use std::time::Duration;
 use futures::FutureExt;
 use nodewright_activities::azure::machines::VmSource;
 use nodewright_activities::kube::KubeActivities;
+use nodewright_model::capacity::active;
+use nodewright_model::capacity::offering::{Booked, OFFERING_TTL, book_refusal, describe};
 use nodewright_model::controller::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, Creating, DeleteRequest,
     ImageOrder, InFlight, Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd,
     RolloutOptions, RolloutOrder, ScaleRequest, SpecView, WorkKind, capacity_condition, conditions,
-    create_backoff, decide, join, needs_power_states, push_action, should_start, unlisted_nodes,
-    zones_for_creates,
+    create_backoff, decide, join, needs_power_states, placements_for_creates, push_action,
+    should_start, unlisted_nodes, zones_for_creates,
 };
 use nodewright_model::controller::{Victim, VictimReason};
 use nodewright_model::limits::MAX_REPLICAS;
 use nodewright_model::maintenance::{DisruptionKind, gate};
+use nodewright_model::pool::CapacityType;
 use nodewright_model::pool::ValidPool;
 use nodewright_model::rollout::TemplateRecord;
+use nodewright_model::text::duration;
 use nodewright_model::{ClusterName, Operation, workflow_type};
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::select;
@@ -424,6 +428,7 @@ fn begin(ctx: &mut WorkflowContext<PoolControllerWorkflow>, request: &Controller
         state.held_template = carried.held_template;
         state.history = carried.history;
         state.image = carried.image;
+        state.unavailable = carried.unavailable;
     });
     ctx.upsert_search_attributes([
         search::CLUSTER.value_set(request.cluster.to_string()),
@@ -616,20 +621,44 @@ async fn control(
                 .filter(|c| c.work.kind == WorkKind::Create)
                 .map(|c| (c.machine.clone(), c.zone.clone()))
                 .collect();
-            let zones = zones_for_creates(
-                &machines,
-                &decision.delete,
-                &creating,
-                &pool.template_hash,
-                create,
-                &pool.template.vm_size,
-                &allowed_zones,
-            );
+            // A template with capacity types places each create by offering (zone and type,
+            // around those set aside); no run recorded before capacity types had one.
+            let places: Vec<(Option<String>, Option<CapacityType>)> =
+                if pool.template.capacity_types.is_empty() {
+                    zones_for_creates(
+                        &machines,
+                        &decision.delete,
+                        &creating,
+                        &pool.template_hash,
+                        create,
+                        &pool.template.vm_size,
+                        &allowed_zones,
+                    )
+                    .into_iter()
+                    .map(|zone| (zone, None))
+                    .collect()
+                } else {
+                    let unavailable = ctx.state(|s| s.state.unavailable.clone());
+                    placements_for_creates(
+                        &machines,
+                        &decision.delete,
+                        &creating,
+                        &pool.template_hash,
+                        create,
+                        &pool.template,
+                        &allowed_zones,
+                        &unavailable,
+                        at,
+                    )
+                    .into_iter()
+                    .map(|placed| (placed.zone, Some(placed.capacity)))
+                    .collect()
+                };
             let failed = start_creates(
                 ctx,
                 cluster,
                 &pool,
-                &zones,
+                &places,
                 &mut taken,
                 &mut children,
                 stamp,
@@ -857,7 +886,20 @@ fn child_ended(ctx: &mut WorkflowContext<PoolControllerWorkflow>, child: &Child,
             note(ctx, format!("{what} of machine {} done", child.machine));
         }
         End::Failed(reason) => {
-            if child.work.kind == WorkKind::Create {
+            let refused = (child.work.kind == WorkKind::Create)
+                .then(|| refused_offering(ctx, child, &reason, at))
+                .flatten();
+            if let Some(booked) = refused.as_ref().filter(|booked| !booked.counted) {
+                note(
+                    ctx,
+                    format!(
+                        "create of machine {} refused for capacity: {} set aside for {}, the next machine goes elsewhere ({reason})",
+                        child.machine,
+                        describe(&booked.entry),
+                        duration(OFFERING_TTL)
+                    ),
+                );
+            } else if child.work.kind == WorkKind::Create {
                 let failures = ctx.state_mut(|s| {
                     s.state.create_failures = s.state.create_failures.saturating_add(1);
                     s.state.create_failures
@@ -880,6 +922,28 @@ fn child_ended(ctx: &mut WorkflowContext<PoolControllerWorkflow>, child: &Child,
             }
         }
     }
+}
+
+/// Books a create's failure `reason` as a refusal for capacity when it is one (a template with
+/// capacity types): its offering set aside in the state, carried by continue-as-new.
+fn refused_offering(
+    ctx: &mut WorkflowContext<PoolControllerWorkflow>,
+    child: &Child,
+    reason: &str,
+    at: i64,
+) -> Option<Booked> {
+    ctx.state_mut(|s| {
+        let template = s.state.pool.as_ref()?.template.clone();
+        book_refusal(
+            &mut s.state.unavailable,
+            &template,
+            child.zone.as_deref(),
+            child.capacity,
+            reason,
+            at,
+            OFFERING_TTL,
+        )
+    })
 }
 
 /// Runs one rung of the remediation ladder (restart or redeploy) on `machine`.
@@ -937,6 +1001,7 @@ fn show(
     phase_shown: &mut String,
 ) {
     let when = rfc3339(now(ctx));
+    let now_secs = now(ctx).timestamp();
     let progress = Progress {
         creating: count(children, WorkKind::Create),
         deleting: count(children, WorkKind::Delete),
@@ -982,6 +1047,7 @@ fn show(
                 phase: phase.to_owned(),
                 observed_at: Some(when.clone()),
                 maintenance: state.window.clone(),
+                unavailable_offerings: active(&state.unavailable, now_secs),
                 image: state.image.as_ref().map(|image| {
                     image.status(
                         &pool.image_update,
@@ -1062,6 +1128,7 @@ fn next_run(
         held_template: s.state.held_template.clone(),
         history: s.state.history.clone(),
         image: s.state.image.clone(),
+        unavailable: s.state.unavailable.clone(),
     });
     let paused = ctx.state(|s| s.state.paused);
     ControllerRequest {

@@ -57,6 +57,9 @@ pub struct ControllerState {
     pub image: Option<PoolImage>,
     /// The image's state in words, for the status.
     pub image_words: Option<String>,
+    /// The offerings Azure refused for want of room, set aside until their time
+    /// (`model::capacity::offering`).
+    pub unavailable: Vec<nodewright_model::capacity::Exhausted>,
 }
 
 impl ControllerState {

@@ -15,9 +15,10 @@ use nodewright_model::capacity::choose_zone;
 use nodewright_model::machine::adoption::is_name_taken;
 use nodewright_model::machine::{CreateMachineRequest, DeleteMachineRequest};
 use nodewright_model::machine_name::{MAX_NAME_DRAWS, MachineName, draw_free_name};
+use nodewright_model::pool::CapacityType;
 use nodewright_model::rollout::{
     ChildEnd, ChildKind, InFlight, ObservedMachine, Plan, RolloutRequest, Victim, disruption_of,
-    shortage_of, zones_for_creates,
+    offering_refusal_of, placements_for_creates, shortage_of, zones_for_creates,
 };
 use nodewright_model::{Operation, WorkflowId};
 use temporalio_sdk::workflows::join_all;
@@ -98,7 +99,20 @@ pub async fn start_children<W: HasRollout>(
             .map(|status| status.exhausted.clone())
             .unwrap_or_default()
     });
-    let balanced = if decided.create > 0 && ctx.patched(ZONE_BALANCE_PATCH) {
+    // A template with capacity types places each create by offering (zone and type); no run
+    // recorded before capacity types had one, so this takes no patch.
+    let placed = (decided.create > 0 && !template.capacity_types.is_empty()).then(|| {
+        let entries: Vec<InFlight> = children.iter().map(|c| c.entry.clone()).collect();
+        ctx.state(|s| {
+            s.rollout().status.as_ref().map(|status| {
+                placements_for_creates(status, decided, &entries, template, at.div_euclid(1000))
+            })
+        })
+    });
+    let placed = placed.flatten();
+    let balanced = if placed.is_some() {
+        None
+    } else if decided.create > 0 && ctx.patched(ZONE_BALANCE_PATCH) {
         let entries: Vec<InFlight> = children.iter().map(|c| c.entry.clone()).collect();
         ctx.state(|s| {
             s.rollout().status.as_ref().map(|status| {
@@ -124,9 +138,14 @@ pub async fn start_children<W: HasRollout>(
             break;
         };
         taken.insert(machine.clone());
-        let zone = match balanced.as_ref().and_then(|zones| zones.get(index)) {
-            Some(zone) => zone.clone(),
-            None => choose_zone(
+        let placement = placed.as_ref().and_then(|placed| placed.get(index));
+        let zone = match (
+            placement,
+            balanced.as_ref().and_then(|zones| zones.get(index)),
+        ) {
+            (Some(placement), _) => placement.zone.clone(),
+            (None, Some(zone)) => zone.clone(),
+            (None, None) => choose_zone(
                 &machine,
                 &template.vm_size,
                 &template.zones,
@@ -134,7 +153,8 @@ pub async fn start_children<W: HasRollout>(
                 at.div_euclid(1000),
             ),
         };
-        let child = create_to_start(request, machine, zone, at);
+        let capacity = placement.map(|p| p.capacity);
+        let child = create_to_start(request, machine, zone, capacity, at);
         if together {
             ready.push(child);
         } else {
@@ -212,6 +232,7 @@ fn delete_to_start<W: HasRollout>(
         started_at: at,
         zone: None,
         run_id: None,
+        capacity_type: None,
     };
     ToStart {
         entry,
@@ -220,11 +241,13 @@ fn delete_to_start<W: HasRollout>(
     }
 }
 
-/// The CreateMachine of `machine` in `zone`, ready to start.
+/// The CreateMachine of `machine` in `zone` (as `capacity`, for a template that lists capacity
+/// types), ready to start.
 fn create_to_start(
     request: &RolloutRequest,
     machine: String,
     zone: Option<String>,
+    capacity: Option<CapacityType>,
     at: i64,
 ) -> ToStart {
     let workflow_id = WorkflowId::for_subject(Operation::Create, &request.cluster, &machine);
@@ -238,7 +261,7 @@ fn create_to_start(
         keep_on_failure: false,
         drain: request.pool.drain.clone(),
         zone: zone.clone(),
-        capacity_type: None,
+        capacity_type: capacity,
     };
     let options = child_options(
         &workflow_id,
@@ -254,6 +277,7 @@ fn create_to_start(
         started_at: at,
         zone,
         run_id: None,
+        capacity_type: capacity,
     };
     ToStart {
         entry,
@@ -433,6 +457,16 @@ pub fn child_finished<W: HasRollout>(
     let at = now(ctx).timestamp_millis();
     let pool = request.pool.name.clone();
     let template = &request.pool.template;
+    // A template with capacity types books refusals by offering; no run recorded before
+    // capacity types had one, so this takes no patch.
+    if let Some(refused) = offering_refusal_of(&entry, &outcome, template) {
+        ctx.state_mut(|s| {
+            s.rollout_mut().with_status(|status| {
+                status.book_offering_refusal(entry, refused, template, at, &pool);
+            });
+        });
+        return;
+    }
     if let Some(shortage) = shortage_of(&entry, &outcome, &template.zones)
         && ctx.patched(ZONE_SHORTAGE_PATCH)
     {

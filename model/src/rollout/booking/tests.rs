@@ -22,6 +22,7 @@ fn entry(kind: ChildKind, started_at: i64) -> InFlight {
         started_at,
         zone: None,
         run_id: None,
+        capacity_type: None,
     }
 }
 

@@ -18,6 +18,7 @@ fn create(zone: Option<&str>) -> InFlight {
         started_at: 30_000,
         zone: zone.map(str::to_owned),
         run_id: None,
+        capacity_type: None,
     }
 }
 
@@ -117,4 +118,57 @@ fn a_shortage_marks_the_zone_and_counts_only_when_every_zone_is_exhausted() {
             .reason
             .contains("as is every zone of the pool")
     );
+}
+
+#[test]
+fn a_spot_first_rollout_falls_back_by_zone_then_to_on_demand_and_counts_only_the_last_refusal() {
+    use crate::pool::CapacityType::{OnDemand, Spot};
+    let template: MachineTemplate = serde_json::from_value(serde_json::json!({
+        "vmSize": SIZE,
+        "image": { "publisher": "Canonical", "offer": "o", "sku": "s", "version": "latest" },
+        "subnetId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/n",
+        "zones": ["1", "2"],
+        "capacityTypes": ["spot", "on-demand"],
+    }))
+    .unwrap_or_else(|e| panic!("a template: {e}"));
+    let mut status = RolloutStatus::empty();
+    status.phase = RolloutPhase::Progressing;
+    status.max_failures = 1;
+    let refused = "creating machine workers-abc12 failed at step create-vm: PUT VM workers-abc12 answered 409 (SkuNotAvailable): no Spot capacity";
+    let book = |status: &mut RolloutStatus, zone: &str, capacity, at_millis| {
+        let entry = InFlight {
+            capacity_type: Some(capacity),
+            ..create(Some(zone))
+        };
+        let found = offering_refusal_of(&entry, &failed(refused), &template)
+            .unwrap_or_else(|| panic!("a refusal"));
+        status.book_offering_refusal(entry, found, &template, at_millis, "workers");
+    };
+    book(&mut status, "1", Spot, 100_000);
+    assert_eq!(status.failures_counted, 0);
+    assert!(
+        status.failures[0].reason.starts_with(
+            "Azure has no room for spot Standard_D2s_v5 in zone 1 (SkuNotAvailable): spot Standard_D2s_v5 in zone 1: SkuNotAvailable set aside for 1h"
+        ),
+        "{}",
+        status.failures[0].reason
+    );
+    book(&mut status, "2", Spot, 101_000);
+    book(&mut status, "1", OnDemand, 102_000);
+    assert_eq!(status.failures_counted, 0, "on-demand in zone 2 is left");
+    book(&mut status, "2", OnDemand, 103_000);
+    assert_eq!(
+        (status.failures_counted, status.phase),
+        (1, RolloutPhase::Paused),
+        "every offering set aside: counted"
+    );
+    // A refusal is only read for a pool with capacity types, and only of a create.
+    let plain = InFlight {
+        capacity_type: Some(Spot),
+        ..create(Some("1"))
+    };
+    let mut on_demand_only = template.clone();
+    on_demand_only.capacity_types.clear();
+    assert!(offering_refusal_of(&plain, &failed(refused), &on_demand_only).is_none());
+    assert!(offering_refusal_of(&plain, &failed("QuotaExceeded"), &template).is_none());
 }

@@ -1,0 +1,205 @@
+//! Falling back when Azure has no room (issue 29 item 2), through the pool controller: a pool
+//! of `capacityTypes: [spot, on-demand]` over zones 1 and 2. Spot refused in zone 1
+//! (`SkuNotAvailable` at the PUT, as Azure answers for Spot capacity) lands in zone 2; refused
+//! in zone 2 too, the next machines are on-demand; the refused offerings are listed in the
+//! status and skipped while set aside (no Spot PUT once the refusals are gone, within the TTL),
+//! and no refused create leaves anything behind.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result, ensure};
+use nodewright_model::ownership::{TAG_CLUSTER, TAG_POOL};
+use nodewright_tests::Stack;
+use nodewright_tests::kube_objects::unique_suffix;
+use nodewright_tests::machines::{KillableWorker, Sandbox, cli};
+use nodewright_tests::temporal_worker::unique_task_queue;
+use serde_json::json;
+
+use crate::controller::common::{
+    apply, await_status, await_world, controller_pool_file, delete_pool,
+};
+
+const UP: Duration = Duration::from_secs(300);
+
+#[tokio::test]
+async fn spot_refused_in_zone_1_lands_in_zone_2_then_on_demand_and_stays_set_aside() -> Result<()> {
+    let stack = Stack::load()?;
+    let sandbox = Sandbox::new(&stack)?;
+    let task_queue = unique_task_queue("spot-fallback");
+    let worker = KillableWorker::start(&stack, &task_queue)?;
+    let pool = format!("sf{}", unique_suffix());
+    let file = controller_pool_file(&stack, &pool, 1, "24.04.1", "")?;
+    let text = std::fs::read_to_string(&file)?;
+    let zones = "    zones: [\"1\", \"2\"]\n";
+    ensure!(text.contains(zones), "the pool file lists no zones");
+    std::fs::write(
+        &file,
+        text.replacen(
+            zones,
+            &format!("{zones}    capacityTypes: [spot, on-demand]\n"),
+            1,
+        ),
+    )?;
+    let mut faults = Vec::new();
+    let outcome = scenario(&stack, &sandbox, &task_queue, &pool, &file, &mut faults)
+        .await
+        .with_context(|| format!("worker log:\n{}", worker.log_tail()));
+    for id in faults {
+        let _ = sandbox.remove_fault(id).await;
+    }
+    delete_pool(&stack, &task_queue, &pool).await;
+    drop(worker);
+    outcome
+}
+
+/// Spot creates of `pool` in `zone` refused at the PUT, as Azure refuses Spot without room.
+fn spot_refused(pool: &str, zone: &str) -> serde_json::Value {
+    json!({
+        "kind": "conflict", "operation": "vm.put", "method": "PUT", "vm": format!("{pool}-*"),
+        "priority": "Spot|Low", "zone": zone, "code": "SkuNotAvailable",
+        "message": "The requested VM size Standard_D2s_v5 is currently not available for Spot in this zone. Please try another size or deploy to a different location or zone.",
+    })
+}
+
+/// Each VM of the pool: its zone and whether it is Spot.
+async fn vms(stack: &Stack, pool: &str) -> Result<BTreeMap<String, (String, bool)>> {
+    let mut found = BTreeMap::new();
+    for vm in stack.arm_client()?.list_vms().await? {
+        let tag = |key: &str| vm.tags.get(key).map(String::as_str);
+        if tag(TAG_CLUSTER) != Some(stack.cluster.as_str()) || tag(TAG_POOL) != Some(pool) {
+            continue;
+        }
+        let value = serde_json::to_value(&vm)?;
+        let zone = value["zones"][0].as_str().unwrap_or("(none)").to_owned();
+        let spot = value["properties"]["priority"] == json!("Spot");
+        found.insert(vm.name.clone().unwrap_or_default(), (zone, spot));
+    }
+    Ok(found)
+}
+
+async fn scale(stack: &Stack, task_queue: &str, pool: &str, replicas: u32) -> Result<()> {
+    let n = replicas.to_string();
+    cli(
+        stack,
+        task_queue,
+        &["pool", "scale", pool, "--replicas", &n],
+    )
+    .await?
+    .expect_code(0)?;
+    Ok(())
+}
+
+async fn scenario(
+    stack: &Stack,
+    sandbox: &Sandbox,
+    task_queue: &str,
+    pool: &str,
+    file: &std::path::Path,
+    faults: &mut Vec<u64>,
+) -> Result<()> {
+    faults.push(sandbox.add_fault(spot_refused(pool, "1")).await?);
+    apply(stack, task_queue, file).await?;
+    await_world(stack, pool, "1 Ready machine", UP, |w| w.is_steady(1)).await?;
+    let first = vms(stack, pool).await?;
+    ensure!(
+        first.values().all(|(zone, spot)| zone == "2" && *spot),
+        "Spot refused in zone 1 lands as Spot in zone 2: {first:?}"
+    );
+    let status = await_status(
+        stack,
+        task_queue,
+        pool,
+        "zone 1's Spot set aside",
+        UP,
+        |d| {
+            d.status
+                .unavailable_offerings
+                .iter()
+                .any(|o| o.zone == "1" && o.code == "SkuNotAvailable" && o.capacity_type.is_some())
+        },
+    )
+    .await?;
+    ensure!(
+        status
+            .status
+            .last_actions
+            .iter()
+            .any(|a| a.text.contains("refused for capacity")),
+        "the controller says what it set aside: {:?}",
+        status.status.last_actions
+    );
+
+    // Zone 2 refuses Spot too: the next machines are on-demand.
+    faults.push(sandbox.add_fault(spot_refused(pool, "2")).await?);
+    scale(stack, task_queue, pool, 3).await?;
+    await_world(stack, pool, "3 Ready machines", UP, |w| w.is_steady(3)).await?;
+    let grown = vms(stack, pool).await?;
+    let added: Vec<&(String, bool)> = grown
+        .iter()
+        .filter(|(name, _)| !first.contains_key(*name))
+        .map(|(_, vm)| vm)
+        .collect();
+    ensure!(
+        added.len() == 2 && added.iter().all(|(_, spot)| !spot),
+        "with Spot refused everywhere the new machines are on-demand: {grown:?}"
+    );
+    await_status(
+        stack,
+        task_queue,
+        pool,
+        "both zones' Spot set aside",
+        UP,
+        |d| {
+            ["1", "2"].iter().all(|zone| {
+                d.status
+                    .unavailable_offerings
+                    .iter()
+                    .any(|o| o.zone == *zone && o.capacity_type.is_some())
+            })
+        },
+    )
+    .await?;
+
+    // The refusals end, but the offerings stay set aside for their TTL: no Spot PUT is tried.
+    for id in faults.drain(..) {
+        sandbox.remove_fault(id).await?;
+    }
+    scale(stack, task_queue, pool, 4).await?;
+    await_world(stack, pool, "4 Ready machines", UP, |w| w.is_steady(4)).await?;
+    let last = vms(stack, pool).await?;
+    let spot = last.values().filter(|(_, spot)| *spot).count();
+    ensure!(
+        spot == 1,
+        "the fourth machine is on-demand while Spot is set aside: {last:?}"
+    );
+    // Each refusal was one PUT (zone 1's first machine, then zone 2's), and none left a NIC.
+    let refused = refused_puts(sandbox, pool).await?;
+    ensure!(
+        refused >= 2,
+        "the sandbox refused {refused} Spot PUTs, expected at least 2"
+    );
+    let nics = stack
+        .arm_client()?
+        .list_nics()
+        .await?
+        .into_iter()
+        .filter(|nic| nic.tags.get(TAG_POOL).map(String::as_str) == Some(pool))
+        .count();
+    ensure!(
+        nics == 4,
+        "{nics} NICs for 4 machines: a refused create left one"
+    );
+    Ok(())
+}
+
+/// How many VM PUTs of `pool` the sandbox refused with `SkuNotAvailable`.
+async fn refused_puts(sandbox: &Sandbox, pool: &str) -> Result<usize> {
+    let requests = sandbox
+        .requests(&format!("/virtualMachines/{pool}-"))
+        .await?;
+    Ok(requests
+        .iter()
+        .filter(|r| r["method"] == json!("PUT") && r["code"] == json!("SkuNotAvailable"))
+        .count())
+}
