@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# nodewright-worker (the entrypoint) and the nodewright CLI in one image.
+# nodewright-worker (the entrypoint), the nodewright CLI and nodewright-node-agent (the node agent's
+# DaemonSet runs it as its command: deploy/node-agent.yaml) in one image.
 #
 #   docker build -t nodewright .
 #   docker run --rm nodewright --help                              # the worker
@@ -31,9 +32,9 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p nodewright-worker -p nodewright-starter --bins \
+    cargo build --release --locked -p nodewright-worker -p nodewright-starter -p nodewright-node-agent --bins \
     && mkdir -p /out \
-    && cp target/release/nodewright-worker target/release/nodewright /out/
+    && cp target/release/nodewright-worker target/release/nodewright target/release/nodewright-node-agent /out/
 
 FROM ${RUNTIME_IMAGE}
 ARG VERSION=0.1.0
@@ -44,6 +45,7 @@ LABEL org.opencontainers.image.title="nodewright" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=builder /out/nodewright-worker /out/nodewright /usr/local/bin/
+COPY --from=builder /out/nodewright-node-agent /usr/local/bin/
 # glibc's malloc keeps up to 8 arenas a core, and the worker's many short tasks leave them
 # fragmented: two arenas kept a 200-machine rollout's worker at 87 MiB instead of 108 MiB, for
 # the same CPU (README, Performance).

@@ -21,6 +21,7 @@ mod keyvault;
 mod kubernetes_smoke;
 mod machines;
 mod monitoring;
+mod node_agent;
 mod plain_text;
 mod preflight;
 mod rbac;

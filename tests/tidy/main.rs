@@ -7,6 +7,7 @@ mod deploy;
 mod messages;
 mod modules;
 mod monitoring;
+mod node_agent;
 
 use std::collections::BTreeSet;
 use std::fs;
