@@ -57,6 +57,8 @@ pub struct Metrics {
     pool_machines: GaugeVec,
     /// `nodewright_pool_condition{pool,type,status}`.
     pool_condition: GaugeVec,
+    /// `nodewright_pool_spot_evictions{pool,zone}`.
+    pool_spot_evictions: GaugeVec,
     /// `nodewright_remediations_total{pool,action}`.
     remediations: IntCounterVec,
     /// `nodewright_rollout_machines{pool,state}`.
@@ -291,6 +293,11 @@ impl Metrics {
                 "1 for each condition of a controlled pool's status (type: Available, Progressing, RemediationAllowed; status: True, False, Unknown).",
                 &["pool", "type", "status"],
             )?,
+            pool_spot_evictions: gauge(
+                "nodewright_pool_spot_evictions",
+                "Spot machines of a controlled pool that Azure evicted, since its controller started (carried across its runs), by zone (none: a pool without zones).",
+                &["pool", "zone"],
+            )?,
             remediations: counter(
                 "nodewright_remediations_total",
                 "Remediations of unhealthy machines carried out, by action (restart, redeploy, replace: the machine deleted to be made anew).",
@@ -403,6 +410,7 @@ impl Metrics {
             ("gauge", Box::new(self.pool_replicas.clone())),
             ("gauge", Box::new(self.pool_machines.clone())),
             ("gauge", Box::new(self.pool_condition.clone())),
+            ("gauge", Box::new(self.pool_spot_evictions.clone())),
             ("counter", Box::new(self.remediations.clone())),
             ("gauge", Box::new(self.rollout_machines.clone())),
             ("gauge", Box::new(self.rollout_paused.clone())),
@@ -489,7 +497,13 @@ impl Metrics {
         self.pool_replicas.reset();
         self.pool_machines.reset();
         self.pool_condition.reset();
+        self.pool_spot_evictions.reset();
         for pool in pools {
+            for (zone, count) in &pool.spot_evictions {
+                self.pool_spot_evictions
+                    .with_label_values(&[pool.pool.as_str(), zone.as_str()])
+                    .set(f64::from(*count));
+            }
             for (state, value) in &pool.replicas {
                 self.pool_replicas
                     .with_label_values(&[pool.pool.as_str(), state])
@@ -536,6 +550,8 @@ pub struct PoolGauges {
     pub machines: Vec<(&'static str, u32)>,
     /// `(type, status)` of each condition.
     pub conditions: Vec<(String, String)>,
+    /// `(zone, Spot machines evicted)`.
+    pub spot_evictions: Vec<(String, u32)>,
 }
 
 /// The ARM-write task queue's gauges, from Temporal's description of it.
@@ -776,6 +792,7 @@ mod tests {
             replicas: vec![("desired", 3), ("ready", 2)],
             machines: vec![("creating", 1)],
             conditions: vec![("RemediationAllowed".into(), "False".into())],
+            spot_evictions: vec![("2".into(), 4)],
         }]);
         let text = metrics.encode();
         assert!(text.contains(
@@ -785,8 +802,13 @@ mod tests {
         assert!(text.contains(
             "nodewright_pool_condition{pool=\"blue\",status=\"False\",type=\"RemediationAllowed\"} 1"
         ), "{text}");
+        assert!(
+            text.contains("nodewright_pool_spot_evictions{pool=\"blue\",zone=\"2\"} 4"),
+            "{text}"
+        );
         metrics.set_pools(&[]);
         assert!(!metrics.encode().contains("nodewright_pool_replicas"));
+        assert!(!metrics.encode().contains("nodewright_pool_spot_evictions"));
     }
 
     #[test]

@@ -107,6 +107,7 @@ mod arm_pool {
             zone: None,
             drain_tag: None,
             power_state: None,
+            capacity_type: None,
         };
         assert_eq!(
             listed,

@@ -791,6 +791,25 @@ impl Sandbox {
         Ok(())
     }
 
+    /// Sets the notice before a Spot eviction (`PUT /sandbox/eviction-notice`).
+    pub async fn set_eviction_notice(&self, seconds: u64) -> Result<()> {
+        let response = self
+            .http
+            .put(self.url("/sandbox/eviction-notice"))
+            .bearer_auth(&self.stack.arm.token)
+            .json(&serde_json::json!({ "seconds": seconds }))
+            .send()
+            .await?;
+        let status = response.status();
+        if !status.is_success() {
+            bail!(
+                "PUT /sandbox/eviction-notice: {status}: {}",
+                response.text().await.unwrap_or_default()
+            );
+        }
+        Ok(())
+    }
+
     /// The ARM requests whose path contains `contains` (case-insensitive), oldest first.
     pub async fn requests(&self, contains: &str) -> Result<Vec<Value>> {
         let body = self
@@ -846,7 +865,8 @@ pub async fn vm_action(stack: &Stack, vm: &str, action: &str) -> Result<()> {
         .send()
         .await?;
     let status = response.status();
-    if status.as_u16() != 202 {
+    // 202 and an operation for most actions; 204 for simulateEviction.
+    if !matches!(status.as_u16(), 202 | 204) {
         bail!(
             "{action} {vm}: {status}: {}",
             response.text().await.unwrap_or_default()

@@ -216,6 +216,11 @@ pub fn pool_gauges(document: &PoolStatusDocument) -> PoolGauges {
             .iter()
             .map(|condition| (condition.type_.clone(), condition.status.clone()))
             .collect(),
+        spot_evictions: status
+            .evictions
+            .iter()
+            .map(|(zone, count)| (zone.clone(), *count))
+            .collect(),
     }
 }
 

@@ -28,7 +28,9 @@
 //!      partial listing would look the same.
 //!   2. **VM gone**: a machine with a Node but no VM (no create in flight, not being deleted) is a
 //!      victim `VmGone` (DeleteMachine removes its Node); it does not count, so its replacement
-//!      is created in this same decision.
+//!      is created in this same decision. **Evicted**: a Spot machine whose VM Azure stopped or
+//!      deallocated ([`Machine::is_evicted`]) is a victim [`VictimReason::Evicted`] likewise, at
+//!      once, outside the remediation ladder and `maxUnhealthy` (Azure took it; nothing to heal).
 //!   3. **Remediations in progress** move on (see `remediation::carry_on`): one whose machine is
 //!      healthy again or gone ends; a rung that had `remediationTimeout` moves to the next
 //!      (a [`Step`] or a victim [`VictimReason::Unhealthy`]); past the last rung it stays and the
@@ -176,6 +178,9 @@ pub enum VictimReason {
     VmGone,
     /// The pool is being deleted.
     PoolDeleted,
+    /// Azure evicted it (a Spot VM stopped or deallocated): it is replaced at once, and what
+    /// is left of it (the VM, its NIC and disk, its Node) goes.
+    Evicted,
 }
 
 impl std::fmt::Display for VictimReason {
@@ -185,6 +190,7 @@ impl std::fmt::Display for VictimReason {
             VictimReason::Unhealthy => "unhealthy, replaced",
             VictimReason::VmGone => "its VM is gone",
             VictimReason::PoolDeleted => "the pool is deleted",
+            VictimReason::Evicted => "evicted by Azure (Spot)",
         })
     }
 }
@@ -340,12 +346,17 @@ fn active(
     let verdict_of = |name: &str| judged.iter().find(|(m, _)| m.name == name).map(|(_, v)| v);
     let machine_of = |name: &str| judged.iter().find(|(m, _)| m.name == name).map(|(m, _)| *m);
 
-    // 2. VM gone.
+    // 2. VM gone, or evicted.
     for (machine, _) in judged {
         if is_vm_gone(machine) {
             decision.delete.push(Victim {
                 name: machine.name.clone(),
                 reason: VictimReason::VmGone,
+            });
+        } else if machine.is_evicted() && machine.work.is_none() {
+            decision.delete.push(Victim {
+                name: machine.name.clone(),
+                reason: VictimReason::Evicted,
             });
         }
     }

@@ -179,7 +179,7 @@ pub fn judge(
         if vm.provisioning_state.eq_ignore_ascii_case("Failed") {
             candidates.unhealthy("its VM failed to provision".to_owned(), vm.created_at);
         }
-        if let Some(state) = vm.power_state.as_deref().filter(|s| is_down(s)) {
+        if let Some(state) = vm.power_state.as_deref().filter(|s| super::machines::is_down(s)) {
             candidates.unhealthy(
                 format!("its VM is {}", state.to_ascii_lowercase()),
                 vm.created_at,
@@ -241,12 +241,6 @@ pub fn judge(
     candidates.verdict().unwrap_or(Verdict::Healthy)
 }
 
-/// Whether an instance view's power state means the VM does not run.
-fn is_down(power_state: &str) -> bool {
-    ["stopped", "stopping", "deallocated", "deallocating"]
-        .iter()
-        .any(|down| power_state.eq_ignore_ascii_case(down))
-}
 
 /// The unhealthy and pending findings on one machine so far: the earliest of each.
 #[derive(Debug, Default)]

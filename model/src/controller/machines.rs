@@ -69,6 +69,13 @@ pub enum WorkKind {
     Redeploy,
 }
 
+/// Whether an instance view's power state means the VM does not run.
+pub(crate) fn is_down(power_state: &str) -> bool {
+    ["stopped", "stopping", "deallocated", "deallocating"]
+        .iter()
+        .any(|down| power_state.eq_ignore_ascii_case(down))
+}
+
 impl Machine {
     /// Being taken down: a delete in flight, its Node draining (the `nodewright.io/draining`
     /// taint or a deletion timestamp) or its VM's provisioning state `Deleting`.
@@ -89,7 +96,22 @@ impl Machine {
     /// Counts toward `replicas`: a create is in flight (it owns the machine until it ends, even
     /// while its failure path deletes the VM), or it has a VM that is not being deleted.
     pub fn counts(&self) -> bool {
-        self.is_creating() || (self.vm.is_some() && !self.is_deleting())
+        self.is_creating() || (self.vm.is_some() && !self.is_deleting() && !self.is_evicted())
+    }
+
+    /// Whether Azure evicted it: a Spot VM (by its capacity-type tag) stopped or deallocated,
+    /// as an eviction under `evictionPolicy: Deallocate` leaves it (no create in flight, not
+    /// being deleted). It no longer counts: its replacement is made at once.
+    pub fn is_evicted(&self) -> bool {
+        !self.is_creating()
+            && self.vm.as_ref().is_some_and(|vm| {
+                vm.is_spot()
+                    && !vm.provisioning_state.eq_ignore_ascii_case("Deleting")
+                    && vm
+                        .power_state
+                        .as_deref()
+                        .is_some_and(is_down)
+            })
     }
 
     /// Whether its Node is registered and Ready.

@@ -101,6 +101,9 @@ pub struct Carried {
     /// The offerings Azure refused for want of room, set aside until their time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<crate::capacity::Exhausted>,
+    /// Spot machines Azure evicted, by zone.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub evictions: std::collections::BTreeMap<String, u32>,
 }
 
 /// `pool image pin|unpin|update`: what an operator asks of the pool's image versions.

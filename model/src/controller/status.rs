@@ -89,6 +89,10 @@ pub struct PoolState {
     /// until their time (see [`crate::capacity::offering`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable_offerings: Vec<crate::capacity::Exhausted>,
+    /// Spot machines Azure evicted since the controller started (carried across its runs), by
+    /// availability zone (`none` for a pool without zones).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub evictions: std::collections::BTreeMap<String, u32>,
 }
 
 /// Something the controller did.

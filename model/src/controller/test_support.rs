@@ -14,6 +14,7 @@ pub(super) fn vm(name: &str, template: &str, created_at: i64) -> PoolVm {
         zone: None,
         drain_tag: None,
         power_state: Some("running".to_owned()),
+        capacity_type: None,
     }
 }
 

@@ -123,6 +123,17 @@ pub struct PoolVm {
     /// pool controller's look); none otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_state: Option<String>,
+    /// Its `nodewright.io-capacity-type` tag: Spot or on-demand; none when it has none (a VM
+    /// made before capacity types, which is on-demand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<crate::pool::CapacityType>,
+}
+
+impl PoolVm {
+    /// Whether the VM is a Spot VM (by its capacity-type tag).
+    pub fn is_spot(&self) -> bool {
+        self.capacity_type == Some(crate::pool::CapacityType::Spot)
+    }
 }
 
 /// A Node labelled with the pool.
@@ -298,6 +309,7 @@ mod tests {
             zone: Some("2".to_owned()),
             drain_tag: None,
             power_state: None,
+            capacity_type: None,
         }
     }
 

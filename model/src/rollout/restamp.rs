@@ -188,6 +188,7 @@ mod tests {
             zone: None,
             drain_tag: tag.map(str::to_owned),
             power_state: None,
+            capacity_type: None,
         }
     }
 

@@ -477,6 +477,14 @@ pub fn controller_lines(
         .as_deref()
         .and_then(|at| DateTime::parse_from_rfc3339(at).ok())
         .map_or(0, |at| at.timestamp());
+    if !status.evictions.is_empty() {
+        let zones: Vec<String> = status
+            .evictions
+            .iter()
+            .map(|(zone, count)| format!("zone {zone}: {count}"))
+            .collect();
+        lines.push(format!("  evicted     {} (Spot)", zones.join(", ")));
+    }
     for (index, offering) in status.unavailable_offerings.iter().enumerate() {
         let label = if index == 0 { "set aside" } else { "" };
         lines.push(format!(

@@ -3,6 +3,7 @@
 //! workloads that choose them.
 
 mod create;
+mod eviction;
 mod fallback;
 
 use std::path::PathBuf;

@@ -160,7 +160,7 @@ fn disruption_of(reason: VictimReason) -> Disruption {
     match reason {
         VictimReason::ScaleDown => Disruption::ScaleDown,
         VictimReason::Unhealthy => Disruption::HealthRemediation,
-        VictimReason::VmGone => Disruption::MachineGone,
+        VictimReason::VmGone | VictimReason::Evicted => Disruption::MachineGone,
         VictimReason::PoolDeleted => Disruption::Operator,
     }
 }

@@ -429,6 +429,7 @@ fn begin(ctx: &mut WorkflowContext<PoolControllerWorkflow>, request: &Controller
         state.history = carried.history;
         state.image = carried.image;
         state.unavailable = carried.unavailable;
+        state.evictions = carried.evictions;
     });
     ctx.upsert_search_attributes([
         search::CLUSTER.value_set(request.cluster.to_string()),
@@ -509,6 +510,7 @@ async fn control(
         let (vms, nodes) = look::held(ctx);
         let seen_vms = ctx.state(|s| s.state.known_vms.is_some());
         let machines = join(&vms, &nodes, &work_of(&children));
+        ctx.state_mut(|s| remember_spot_vms(&mut s.state.spot_vms, &vms, &nodes));
 
         // The image: resolved to one version, and followed as `spec.imageUpdate` says.
         let paused = ctx.state(|s| s.state.paused);
@@ -597,6 +599,7 @@ async fn control(
                 ctx,
                 format!("deleting machine {} ({})", victim.name, victim.reason),
             );
+            count_eviction(ctx, victim, &machines);
             if let Some(failed) =
                 start_delete(ctx, cluster, &pool, victim, &mut children, stamp).await
             {
@@ -924,6 +927,53 @@ fn child_ended(ctx: &mut WorkflowContext<PoolControllerWorkflow>, child: &Child,
     }
 }
 
+/// Keeps `seen` (Spot VM → zone) up to date with the pool's `vms`: every Spot VM listed is
+/// added, and a machine with neither a VM nor a Node any more is forgotten.
+fn remember_spot_vms(
+    seen: &mut std::collections::BTreeMap<String, String>,
+    vms: &[nodewright_model::rollout::PoolVm],
+    nodes: &[nodewright_model::rollout::PoolNode],
+) {
+    for vm in vms.iter().filter(|vm| vm.is_spot()) {
+        let zone = vm.zone.clone().unwrap_or_else(|| "none".to_owned());
+        seen.insert(vm.name.clone(), zone);
+    }
+    seen.retain(|name, _| {
+        vms.iter().any(|vm| &vm.name == name) || nodes.iter().any(|node| &node.name == name)
+    });
+}
+
+/// Counts `victim` as an eviction by zone when Azure evicted it: a Spot VM stopped or
+/// deallocated ([`VictimReason::Evicted`]), or a Node left without its VM that was Spot.
+fn count_eviction(
+    ctx: &mut WorkflowContext<PoolControllerWorkflow>,
+    victim: &Victim,
+    machines: &[nodewright_model::controller::Machine],
+) {
+    let zone = match victim.reason {
+        VictimReason::Evicted => machines
+            .iter()
+            .find(|m| m.name == victim.name)
+            .and_then(|m| m.vm.as_ref())
+            .map(|vm| vm.zone.clone().unwrap_or_else(|| "none".to_owned())),
+        VictimReason::VmGone => ctx.state(|s| s.state.spot_vms.get(&victim.name).cloned()),
+        _ => None,
+    };
+    if let Some(zone) = zone {
+        ctx.state_mut(|s| {
+            let count = s.state.evictions.entry(zone.clone()).or_default();
+            *count = count.saturating_add(1);
+        });
+        note(
+            ctx,
+            format!(
+                "machine {} was evicted by Azure (Spot, zone {zone}): it is replaced now",
+                victim.name
+            ),
+        );
+    }
+}
+
 /// Books a create's failure `reason` as a refusal for capacity when it is one (a template with
 /// capacity types): its offering set aside in the state, carried by continue-as-new.
 fn refused_offering(
@@ -1048,6 +1098,7 @@ fn show(
                 observed_at: Some(when.clone()),
                 maintenance: state.window.clone(),
                 unavailable_offerings: active(&state.unavailable, now_secs),
+                evictions: state.evictions.clone(),
                 image: state.image.as_ref().map(|image| {
                     image.status(
                         &pool.image_update,
@@ -1129,6 +1180,7 @@ fn next_run(
         history: s.state.history.clone(),
         image: s.state.image.clone(),
         unavailable: s.state.unavailable.clone(),
+        evictions: s.state.evictions.clone(),
     });
     let paused = ctx.state(|s| s.state.paused);
     ControllerRequest {

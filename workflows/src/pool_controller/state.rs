@@ -60,6 +60,11 @@ pub struct ControllerState {
     /// The offerings Azure refused for want of room, set aside until their time
     /// (`model::capacity::offering`).
     pub unavailable: Vec<nodewright_model::capacity::Exhausted>,
+    /// Spot machines Azure evicted, by zone (carried by continue-as-new).
+    pub evictions: std::collections::BTreeMap<String, u32>,
+    /// The pool's Spot VMs seen and their zones (`none` without one), kept while the machine
+    /// has a VM or a Node: a Node left without its VM was evicted if its VM was Spot.
+    pub spot_vms: std::collections::BTreeMap<String, String>,
 }
 
 impl ControllerState {

@@ -9,6 +9,8 @@
 //! subscription's statuses, joined by VM id with the resource group's list, which alone says
 //! which VMs are the pool's: two lists per look, never a GET per VM.
 
+use nodewright_model::pool::CapacityType;
+use nodewright_model::pool::capacity_type::TAG_CAPACITY_TYPE;
 use std::collections::{BTreeMap, HashMap};
 
 use nodewright_model::ClusterName;
@@ -186,6 +188,9 @@ pub fn pool_vm_of(
             .filter(|value| value.chars().count() <= MAX_TAG_VALUE_CHARS)
             .cloned(),
         power_state: None,
+        capacity_type: tags
+            .get(TAG_CAPACITY_TYPE)
+            .and_then(|value| CapacityType::parse(value)),
     }
 }
 
@@ -304,6 +309,7 @@ mod tests {
                 zone: None,
                 drain_tag: None,
                 power_state: None,
+                capacity_type: None,
             })
         );
         let bare = vm(
@@ -321,6 +327,7 @@ mod tests {
                 zone: None,
                 drain_tag: None,
                 power_state: None,
+                capacity_type: None,
             })
         );
     }

@@ -116,6 +116,17 @@ fn node_only(name: &str) -> Machine {
     machine
 }
 
+/// A Spot machine whose VM is in `power` (Azure's eviction under Deallocate stops and
+/// deallocates it).
+fn spot(name: &str, power: &str) -> Machine {
+    let mut machine = healthy(name);
+    if let Some(vm) = machine.vm.as_mut() {
+        vm.capacity_type = Some(crate::pool::CapacityType::Spot);
+        vm.power_state = Some(power.to_owned());
+    }
+    machine
+}
+
 fn draining(name: &str) -> Machine {
     let mut machine = healthy(name);
     if let Some(node) = machine.node.as_mut() {
@@ -145,7 +156,7 @@ fn rolled(mut pool: Pool, mode: Mode) -> Pool {
 #[test]
 fn decides_each_rule_of_the_module_documentation() {
     use Rung::{Replace, Restart};
-    use VictimReason::{PoolDeleted, ScaleDown, Unhealthy, VmGone};
+    use VictimReason::{Evicted, PoolDeleted, ScaleDown, Unhealthy, VmGone};
     let with_rollout = |mut a: Acts| {
         a.start_rollout = true;
         a
@@ -174,6 +185,13 @@ fn decides_each_rule_of_the_module_documentation() {
         ("no VM listed but Nodes: held", Pool::new(3, vec![node_only("p-a"), node_only("p-b")]), held),
         ("more Nodes without a VM than machines with one: held", Pool::new(3, vec![healthy("p-a"), node_only("p-b"), node_only("p-c")]), Acts { held: true, ..acts(0, &[], &[]) }),
         ("a Node whose VM is gone is deleted and replaced at once", Pool::new(3, vec![healthy("p-a"), healthy("p-b"), node_only("p-c")]), acts(1, &[("p-c", VmGone)], &[])),
+        ("an evicted Spot machine is deleted and replaced at once, outside the ladder",
+            Pool::new(3, vec![healthy("p-a"), spot("p-b", "running"), spot("p-c", "deallocated")]), acts(1, &[("p-c", Evicted)], &[])),
+        ("evictions are not held by maxUnhealthy: two of three evicted are both replaced",
+            Pool::new(3, vec![healthy("p-a"), spot("p-b", "deallocating"), spot("p-c", "stopped")]), acts(2, &[("p-b", Evicted), ("p-c", Evicted)], &[])),
+        ("an on-demand VM deallocated is unhealthy, not evicted: the ladder replaces it (it still counts)",
+            Pool::new(3, vec![healthy("p-a"), healthy("p-b"), { let mut m = spot("p-c", "deallocated"); if let Some(vm) = m.vm.as_mut() { vm.capacity_type = None; } m }]), acts(0, &[("p-c", Unhealthy)], &[])),
+        ("paused: an eviction is only reported", rolled(Pool::new(2, vec![healthy("p-a"), spot("p-b", "deallocated")]), Mode::Paused), acts(0, &[], &[])),
         ("a VM gone and one as many VMs left is not held", Pool::new(2, vec![healthy("p-a"), node_only("p-b")]), acts(1, &[("p-b", VmGone)], &[])),
         ("an unhealthy machine is replaced: it still counts, so nothing is created now",
             Pool::new(3, vec![deadlocked("p-a"), healthy("p-b"), healthy("p-c")]), acts(0, &[("p-a", Unhealthy)], &[])),
