@@ -264,6 +264,13 @@ pub const MIN_IMAGE_CHECK_INTERVAL: Duration = Duration::from_secs(10);
 /// See [`MIN_IMAGE_CHECK_INTERVAL`].
 pub const MAX_IMAGE_CHECK_INTERVAL: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// The shortest and longest `spec.offerings.unavailableFor`: how long an offering Azure refused
+/// for capacity is set aside. Ten seconds is for trying it out; beyond a day a region's capacity
+/// has long changed.
+pub const MIN_OFFERING_TTL: Duration = Duration::from_secs(10);
+/// See [`MIN_OFFERING_TTL`].
+pub const MAX_OFFERING_TTL: Duration = Duration::from_secs(24 * 3600);
+
 /// The longest image version text (`22.04.202411010`), in bytes.
 pub const MAX_IMAGE_VERSION_LEN: usize = 64;
 

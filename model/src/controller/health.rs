@@ -179,7 +179,11 @@ pub fn judge(
         if vm.provisioning_state.eq_ignore_ascii_case("Failed") {
             candidates.unhealthy("its VM failed to provision".to_owned(), vm.created_at);
         }
-        if let Some(state) = vm.power_state.as_deref().filter(|s| super::machines::is_down(s)) {
+        if let Some(state) = vm
+            .power_state
+            .as_deref()
+            .filter(|s| super::machines::is_down(s))
+        {
             candidates.unhealthy(
                 format!("its VM is {}", state.to_ascii_lowercase()),
                 vm.created_at,
@@ -240,7 +244,6 @@ pub fn judge(
     }
     candidates.verdict().unwrap_or(Verdict::Healthy)
 }
-
 
 /// The unhealthy and pending findings on one machine so far: the earliest of each.
 #[derive(Debug, Default)]

@@ -107,10 +107,7 @@ impl Machine {
             && self.vm.as_ref().is_some_and(|vm| {
                 vm.is_spot()
                     && !vm.provisioning_state.eq_ignore_ascii_case("Deleting")
-                    && vm
-                        .power_state
-                        .as_deref()
-                        .is_some_and(is_down)
+                    && vm.power_state.as_deref().is_some_and(is_down)
             })
     }
 

@@ -76,6 +76,19 @@ pub struct PoolSpec {
     /// written without a concrete version); unset: `notify`, checked hourly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_update: Option<ImageUpdateSpec>,
+    /// How long an offering (size, zone, capacity type) Azure refused for capacity is set
+    /// aside; unset: an hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offerings: Option<OfferingsSpec>,
+}
+
+/// `spec.offerings`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OfferingsSpec {
+    /// How long a refused offering is set aside (default `1h`, from `10s` to `24h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable_for: Option<String>,
 }
 
 /// `spec.imageUpdate`.

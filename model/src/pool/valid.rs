@@ -45,6 +45,19 @@ pub struct ValidPool {
     /// existed. Not part of the template.
     #[serde(default, skip_serializing_if = "crate::image::ImageUpdate::is_default")]
     pub image_update: crate::image::ImageUpdate,
+    /// How long an offering Azure refused for capacity is set aside
+    /// (`spec.offerings.unavailableFor`); none: [`crate::capacity::offering::OFFERING_TTL`].
+    /// Not part of the template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offering_ttl: Option<Duration>,
+}
+
+impl ValidPool {
+    /// How long an offering Azure refused for capacity is set aside.
+    pub fn offering_ttl(&self) -> Duration {
+        self.offering_ttl
+            .unwrap_or(crate::capacity::offering::OFFERING_TTL)
+    }
 }
 
 /// Whether a buffer keeps nothing (left out of inputs, as before it existed).

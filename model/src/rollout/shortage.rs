@@ -7,9 +7,7 @@
 
 use super::booking::ChildEnd;
 use super::status::{ChildKind, InFlight, RolloutStatus};
-use crate::capacity::offering::{
-    OFFERING_TTL, Refusal, all_set_aside, describe, refusal_in, set_aside,
-};
+use crate::capacity::offering::{Refusal, all_set_aside, describe, refusal_in, set_aside};
 use crate::capacity::{all_exhausted, allocation_failure_in, mark_exhausted};
 use crate::machine::zone_for;
 use crate::pool::{CapacityType, MachineTemplate};
@@ -134,13 +132,15 @@ pub fn offering_refusal_of(
 
 impl RolloutStatus {
     /// Books `entry`, a create of a pool of `template` refused for capacity (`refused`) at
-    /// `at_millis` (Unix milliseconds): sets its offering aside for [`OFFERING_TTL`], lists the
-    /// failure saying so, and counts it only when every offering of the pool is now set aside.
+    /// `at_millis` (Unix milliseconds): sets its offering aside for `ttl` (the pool's,
+    /// [`crate::capacity::offering::OFFERING_TTL`] unless it says), lists the failure saying so, and counts it only when
+    /// every offering of the pool is now set aside.
     pub fn book_offering_refusal(
         &mut self,
         entry: InFlight,
         refused: OfferingRefusal,
         template: &MachineTemplate,
+        ttl: std::time::Duration,
         at_millis: i64,
         pool: &str,
     ) {
@@ -152,7 +152,7 @@ impl RolloutStatus {
             refused.capacity,
             refused.refusal,
             at,
-            OFFERING_TTL,
+            ttl,
         );
         let types = template.allowed_capacity_types();
         let everywhere = all_set_aside(
@@ -174,7 +174,7 @@ impl RolloutStatus {
                 describe_place(&refused, &template.vm_size),
                 refused.refusal.code,
                 describe(&marked),
-                duration(OFFERING_TTL)
+                duration(ttl)
             )
         };
         let reason = format!("{what}; {}", refused.reason);

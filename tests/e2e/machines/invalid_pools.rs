@@ -95,6 +95,7 @@ invalid_pool_tests!(
     max_surge_format,
     max_unavailable_negative,
     missing_field,
+    offerings_unavailable_for,
     os_disk_size,
     os_disk_type_data_only,
     os_disk_type,

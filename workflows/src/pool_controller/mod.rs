@@ -16,7 +16,7 @@ use futures::FutureExt;
 use nodewright_activities::azure::machines::VmSource;
 use nodewright_activities::kube::KubeActivities;
 use nodewright_model::capacity::active;
-use nodewright_model::capacity::offering::{Booked, OFFERING_TTL, book_refusal, describe};
+use nodewright_model::capacity::offering::{Booked, book_refusal, describe};
 use nodewright_model::controller::{
     ApplyRequest, Carried, Changes, ControllerRequest, ControllerResult, Creating, DeleteRequest,
     ImageOrder, InFlight, Input, Mode, PoolState, PoolStatusDocument, Progress, RolloutEnd,
@@ -899,7 +899,9 @@ fn child_ended(ctx: &mut WorkflowContext<PoolControllerWorkflow>, child: &Child,
                         "create of machine {} refused for capacity: {} set aside for {}, the next machine goes elsewhere ({reason})",
                         child.machine,
                         describe(&booked.entry),
-                        duration(OFFERING_TTL)
+                        duration(Duration::from_secs(
+                            u64::try_from(booked.entry.until.saturating_sub(at)).unwrap_or(0)
+                        ))
                     ),
                 );
             } else if child.work.kind == WorkKind::Create {
@@ -983,7 +985,8 @@ fn refused_offering(
     at: i64,
 ) -> Option<Booked> {
     ctx.state_mut(|s| {
-        let template = s.state.pool.as_ref()?.template.clone();
+        let pool = s.state.pool.as_ref()?;
+        let (template, ttl) = (pool.template.clone(), pool.offering_ttl());
         book_refusal(
             &mut s.state.unavailable,
             &template,
@@ -991,7 +994,7 @@ fn refused_offering(
             child.capacity,
             reason,
             at,
-            OFFERING_TTL,
+            ttl,
         )
     })
 }

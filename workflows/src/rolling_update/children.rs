@@ -462,7 +462,14 @@ pub fn child_finished<W: HasRollout>(
     if let Some(refused) = offering_refusal_of(&entry, &outcome, template) {
         ctx.state_mut(|s| {
             s.rollout_mut().with_status(|status| {
-                status.book_offering_refusal(entry, refused, template, at, &pool);
+                status.book_offering_refusal(
+                    entry,
+                    refused,
+                    template,
+                    request.pool.offering_ttl(),
+                    at,
+                    &pool,
+                );
             });
         });
         return;

@@ -123,6 +123,7 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
         spec.image_update.as_ref(),
         &spec.template,
     );
+    let offering_ttl = offerings(&mut problems, "spec.offerings", spec.offerings.as_ref());
     let drain = rollout::drain(&mut problems, "spec.drain", &spec.drain);
     let timeouts = rollout::timeouts(&mut problems, "spec.timeouts", &spec.timeouts);
     bootstrap::token(
@@ -147,7 +148,49 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
         headroom,
         maintenance: spec.maintenance.clone(),
         image_update,
+        offering_ttl,
     })
+}
+
+/// `spec.offerings.unavailableFor` (at `field`), parsed and within its bounds.
+fn offerings(
+    problems: &mut Problems,
+    field: &str,
+    spec: Option<&super::spec::OfferingsSpec>,
+) -> Option<std::time::Duration> {
+    let written = spec?.unavailable_for.as_deref()?;
+    let ttl_field = format!("{field}.unavailableFor");
+    match humantime::parse_duration(written) {
+        Err(error) => {
+            problems.push(
+                ttl_field,
+                quoted(written),
+                format!("is not a duration ({error})"),
+                "write a duration such as \"1h\" or \"30m\"",
+            );
+            None
+        }
+        Ok(ttl) => match offering_ttl_problem(ttl) {
+            Some(problem) => {
+                problems.push(ttl_field, quoted(written), problem, OFFERING_TTL_FIX);
+                None
+            }
+            None => Some(ttl),
+        },
+    }
+}
+
+const OFFERING_TTL_FIX: &str = "give an unavailableFor from 10s to 24h (default 1h)";
+
+/// What is wrong with a parsed `unavailableFor`, if anything.
+fn offering_ttl_problem(ttl: std::time::Duration) -> Option<&'static str> {
+    if ttl < crate::limits::MIN_OFFERING_TTL {
+        Some("is shorter than 10s")
+    } else if ttl > crate::limits::MAX_OFFERING_TTL {
+        Some("is longer than 24h")
+    } else {
+        None
+    }
 }
 
 /// The rules of `spec.maintenance` (at `field`): every window's schedule, duration and time
@@ -259,6 +302,14 @@ pub(crate) mod received {
             );
         }
         let template_field = format!("{field}.template");
+        if let Some(problem) = pool.offering_ttl.and_then(super::offering_ttl_problem) {
+            problems.push(
+                format!("{field}.offeringTtl"),
+                format!("{}s", pool.offering_ttl.map_or(0, |ttl| ttl.as_secs())),
+                problem,
+                super::OFFERING_TTL_FIX,
+            );
+        }
         machine::check(&mut problems, &template_field, &pool.template);
         rollout::parsed_strategy(&mut problems, &format!("{field}.strategy"), &pool.strategy);
         rollout::parsed_drain(&mut problems, &format!("{field}.drain"), &pool.drain);

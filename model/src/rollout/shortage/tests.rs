@@ -142,7 +142,14 @@ fn a_spot_first_rollout_falls_back_by_zone_then_to_on_demand_and_counts_only_the
         };
         let found = offering_refusal_of(&entry, &failed(refused), &template)
             .unwrap_or_else(|| panic!("a refusal"));
-        status.book_offering_refusal(entry, found, &template, at_millis, "workers");
+        status.book_offering_refusal(
+            entry,
+            found,
+            &template,
+            crate::capacity::offering::OFFERING_TTL,
+            at_millis,
+            "workers",
+        );
     };
     book(&mut status, "1", Spot, 100_000);
     assert_eq!(status.failures_counted, 0);
