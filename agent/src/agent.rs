@@ -1,5 +1,5 @@
 //! The agent's loop: every poll it reads the VM's Scheduled Events, keeps its own VM's, writes
-//! them on the Node when they changed (and every minute), announces each new one with an Event,
+//! them on the Node when they changed (and every 10 minutes), announces each new one with an Event,
 //! and acknowledges those the controller asked for.
 //!
 //! # Expected Flow (one tick)
@@ -15,7 +15,7 @@
 //! # Guarantees
 //! - Nothing is acknowledged that the Node's `nodewright.io/scheduled-event-ack` does not name.
 //! - The Node is read only when something is to be written or a request may be waiting: with no
-//!   event pending, one GET and two patches a minute.
+//!   event pending, one GET and two patches every 10 minutes.
 //! - No failure ends the loop; it is logged and the tick is tried again at the next poll.
 
 use std::time::{Duration, Instant};

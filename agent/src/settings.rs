@@ -93,7 +93,11 @@ mod tests {
         assert_eq!(settings.imds_url.as_str(), "http://169.254.169.254/");
         assert_eq!(settings.poll_interval, Duration::from_secs(1));
         assert!(!settings.imds_url_from_provider_id);
-        assert!(settings.kubeconfig.is_none());
+        // `KUBECONFIG` is read when set (the README's test command sets it for the stack).
+        assert_eq!(
+            settings.kubeconfig,
+            std::env::var_os("KUBECONFIG").map(PathBuf::from)
+        );
     }
 
     #[test]

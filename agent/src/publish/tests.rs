@@ -22,7 +22,7 @@ fn document(incarnation: i64, events: &[(&str, &str, &str)]) -> (i64, Vec<Schedu
 }
 
 #[test]
-fn the_node_is_written_when_the_incarnation_or_the_events_change_and_every_minute() {
+fn the_node_is_written_when_the_incarnation_or_the_events_change_and_at_each_resync() {
     let start = Instant::now();
     let mut memory = Memory::default();
     let (incarnation, events) = document(1, &[]);
@@ -44,11 +44,9 @@ fn the_node_is_written_when_the_incarnation_or_the_events_change_and_every_minut
     let annotation = annotation_for(&events);
     assert!(memory.is_due(2, &annotation, start + Duration::from_secs(3)));
     memory.published(2, &annotation, start + Duration::from_secs(3));
-    assert!(!memory.is_due(2, &annotation, start + Duration::from_secs(62)));
-    assert!(
-        memory.is_due(2, &annotation, start + Duration::from_secs(63)),
-        "resync"
-    );
+    let resync = start + Duration::from_secs(3) + RESYNC_EVERY;
+    assert!(!memory.is_due(2, &annotation, resync - Duration::from_secs(1)));
+    assert!(memory.is_due(2, &annotation, resync), "resync");
 }
 
 #[test]
