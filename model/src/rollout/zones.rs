@@ -62,16 +62,7 @@ pub fn zones_for_creates(
     zones: &[String],
     now: i64,
 ) -> Vec<Option<String>> {
-    // The new template's machines first: once the rollout is done they are the pool, and the
-    // old ones go in age order whatever their zones (ties: every machine, then the zones' order).
-    let updated: Vec<MachineView> = status
-        .machines
-        .iter()
-        .filter(|m| m.updated)
-        .cloned()
-        .collect();
-    let new_per_zone = machines_per_zone(&updated, in_flight, &plan.delete);
-    let per_zone = machines_per_zone(&status.machines, in_flight, &plan.delete);
+    let (new_per_zone, per_zone) = counts(status, plan, in_flight);
     choose_zones_by(
         plan.create,
         vm_size,
@@ -94,14 +85,7 @@ pub fn placements_for_creates(
     template: &crate::pool::MachineTemplate,
     now: i64,
 ) -> Vec<crate::capacity::offering::Placement> {
-    let updated: Vec<MachineView> = status
-        .machines
-        .iter()
-        .filter(|m| m.updated)
-        .cloned()
-        .collect();
-    let new_per_zone = machines_per_zone(&updated, in_flight, &plan.delete);
-    let per_zone = machines_per_zone(&status.machines, in_flight, &plan.delete);
+    let (new_per_zone, per_zone) = counts(status, plan, in_flight);
     crate::capacity::offering::choose_placements(
         plan.create,
         &template.vm_size,
@@ -111,6 +95,27 @@ pub fn placements_for_creates(
         &per_zone,
         &status.exhausted,
         now,
+    )
+}
+
+/// The machines per zone of the new template, then of every template, once `plan`'s victims
+/// left and with the creates `in_flight`. The new template's come first: once the rollout is
+/// done they are the pool, and the old ones go in age order whatever their zones (ties: every
+/// machine, then the zones' order).
+fn counts(
+    status: &RolloutStatus,
+    plan: &Plan,
+    in_flight: &[InFlight],
+) -> (BTreeMap<String, u32>, BTreeMap<String, u32>) {
+    let updated: Vec<MachineView> = status
+        .machines
+        .iter()
+        .filter(|m| m.updated)
+        .cloned()
+        .collect();
+    (
+        machines_per_zone(&updated, in_flight, &plan.delete),
+        machines_per_zone(&status.machines, in_flight, &plan.delete),
     )
 }
 

@@ -73,6 +73,24 @@ pub(crate) async fn apply(
     .json()
 }
 
+/// `pool scale POOL --replicas N`.
+pub(crate) async fn scale(
+    stack: &Stack,
+    task_queue: &str,
+    pool: &str,
+    replicas: u32,
+) -> Result<()> {
+    let n = replicas.to_string();
+    cli(
+        stack,
+        task_queue,
+        &["pool", "scale", pool, "--replicas", &n],
+    )
+    .await?
+    .expect_code(0)?;
+    Ok(())
+}
+
 /// `pool status POOL --output json` of a pool under a controller, typed.
 pub(crate) async fn status(
     stack: &Stack,

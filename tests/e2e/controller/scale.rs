@@ -16,7 +16,9 @@ use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, cli};
 use nodewright_tests::temporal_worker::unique_task_queue;
 
-use super::common::{apply, await_status, await_world, controller_pool_file, delete_pool, world};
+use super::common::{
+    apply, await_status, await_world, controller_pool_file, delete_pool, scale, world,
+};
 
 const UP: Duration = Duration::from_secs(300);
 
@@ -34,18 +36,6 @@ async fn scale_three_to_five_to_two_deletes_the_documented_victims_and_pause_hol
     delete_pool(&stack, &task_queue, &pool).await;
     drop(worker);
     outcome
-}
-
-async fn scale(stack: &Stack, task_queue: &str, pool: &str, replicas: u32) -> Result<()> {
-    let n = replicas.to_string();
-    cli(
-        stack,
-        task_queue,
-        &["pool", "scale", pool, "--replicas", &n],
-    )
-    .await?
-    .expect_code(0)?;
-    Ok(())
 }
 
 /// The pool's VMs by creation (oldest first, then by name).

@@ -12,6 +12,7 @@ use nodewright_tests::kube_objects::unique_suffix;
 use nodewright_tests::machines::{KillableWorker, Sandbox, vm_action};
 use nodewright_tests::temporal_worker::unique_task_queue;
 
+use super::with_capacity;
 use crate::controller::common::{
     apply, await_status, await_world, controller_pool_file, delete_pool, world,
 };
@@ -38,18 +39,9 @@ async fn evicted_and_replaced(policy: &str) -> Result<()> {
     let worker = KillableWorker::start(&stack, &task_queue)?;
     let pool = format!("se{}", unique_suffix());
     let file = controller_pool_file(&stack, &pool, 2, "24.04.1", "")?;
-    let text = std::fs::read_to_string(&file)?;
-    let zones = "    zones: [\"1\", \"2\"]\n";
-    ensure!(text.contains(zones), "the pool file lists no zones");
-    std::fs::write(
+    with_capacity(
         &file,
-        text.replacen(
-            zones,
-            &format!(
-                "{zones}    capacityTypes: [spot]\n    spot:\n      evictionPolicy: {policy}\n"
-            ),
-            1,
-        ),
+        &format!("    capacityTypes: [spot]\n    spot:\n      evictionPolicy: {policy}\n"),
     )?;
     let outcome = scenario(&stack, &sandbox, &task_queue, &pool, &file)
         .await

@@ -13,12 +13,13 @@ use anyhow::{Context, Result, ensure};
 use nodewright_model::ownership::{TAG_CLUSTER, TAG_CREATED, TAG_POOL};
 use nodewright_tests::Stack;
 use nodewright_tests::kube_objects::unique_suffix;
-use nodewright_tests::machines::{KillableWorker, Sandbox, cli};
+use nodewright_tests::machines::{KillableWorker, Sandbox};
 use nodewright_tests::temporal_worker::unique_task_queue;
 use serde_json::json;
 
+use super::with_capacity;
 use crate::controller::common::{
-    apply, await_status, await_world, controller_pool_file, delete_pool,
+    apply, await_status, await_world, controller_pool_file, delete_pool, scale,
 };
 
 const UP: Duration = Duration::from_secs(300);
@@ -35,14 +36,8 @@ async fn spot_refused_in_zone_1_lands_in_zone_2_then_on_demand_and_stays_set_asi
     let worker = KillableWorker::start(&stack, &task_queue)?;
     let pool = format!("sf{}", unique_suffix());
     let file = controller_pool_file(&stack, &pool, 1, "24.04.1", "")?;
+    with_capacity(&file, "    capacityTypes: [spot, on-demand]\n")?;
     let text = std::fs::read_to_string(&file)?;
-    let zones = "    zones: [\"1\", \"2\"]\n";
-    ensure!(text.contains(zones), "the pool file lists no zones");
-    let text = text.replacen(
-        zones,
-        &format!("{zones}    capacityTypes: [spot, on-demand]\n"),
-        1,
-    );
     ensure!(
         text.contains("  strategy:\n"),
         "the pool file has no strategy"
@@ -90,18 +85,6 @@ async fn vms(stack: &Stack, pool: &str) -> Result<BTreeMap<String, (String, bool
         found.insert(vm.name.clone().unwrap_or_default(), (zone, spot));
     }
     Ok(found)
-}
-
-async fn scale(stack: &Stack, task_queue: &str, pool: &str, replicas: u32) -> Result<()> {
-    let n = replicas.to_string();
-    cli(
-        stack,
-        task_queue,
-        &["pool", "scale", pool, "--replicas", &n],
-    )
-    .await?
-    .expect_code(0)?;
-    Ok(())
 }
 
 async fn scenario(

@@ -6,7 +6,7 @@ mod create;
 mod eviction;
 mod fallback;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Result, ensure};
 use nodewright_tests::Stack;
@@ -21,12 +21,16 @@ pub(crate) fn spot_pool_file(
     capacity: &str,
 ) -> Result<PathBuf> {
     let path = write_pool_file(stack, pool, creation_timeout)?;
-    let text = std::fs::read_to_string(&path)?;
+    with_capacity(&path, capacity)?;
+    Ok(path)
+}
+
+/// Adds `capacity` (YAML lines under `template`, indented by four spaces) after the zones of
+/// the e2e pool file at `path`.
+pub(crate) fn with_capacity(path: &Path, capacity: &str) -> Result<()> {
+    let text = std::fs::read_to_string(path)?;
     let zones = "    zones: [\"1\", \"2\"]\n";
     ensure!(text.contains(zones), "the e2e pool file lists no zones");
-    std::fs::write(
-        &path,
-        text.replacen(zones, &format!("{zones}{capacity}"), 1),
-    )?;
-    Ok(path)
+    std::fs::write(path, text.replacen(zones, &format!("{zones}{capacity}"), 1))?;
+    Ok(())
 }
