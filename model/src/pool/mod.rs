@@ -15,6 +15,7 @@
 mod amount;
 pub mod capacity_type;
 pub mod credentials;
+mod field_error;
 mod hash;
 mod image;
 pub mod machine_capacity;
@@ -26,12 +27,13 @@ mod validate;
 pub use amount::Amount;
 pub use capacity_type::{CapacityType, EvictionPolicy, SpotSpec};
 pub use credentials::credential_hints;
+pub use field_error::FieldError;
 pub use hash::{TEMPLATE_HASH_LEN, template_hash};
 pub use parse::{PoolFileError, parse};
 pub use spec::*;
 pub use valid::{DrainPolicy, MachineTimeouts, RolloutStrategy, ValidPool};
 pub(crate) use validate::received as validate_received;
-pub use validate::{FieldError, InvalidPool, MAX_POOL_NAME_LEN, MAX_REPLICAS, validate};
+pub use validate::{InvalidPool, MAX_POOL_NAME_LEN, MAX_REPLICAS, validate};
 
 /// A pool file that cannot be used. Never retryable: the file has to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

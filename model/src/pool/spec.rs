@@ -80,6 +80,11 @@ pub struct PoolSpec {
     /// aside; unset: an hour.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offerings: Option<OfferingsSpec>,
+    /// What nodewright does about Azure's Scheduled Events of Reboot and Freeze, and how long
+    /// before `NotBefore` a drain must end; unset: the defaults of
+    /// [`crate::scheduled_events::ScheduledEventsPolicy`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_events: Option<crate::scheduled_events::ScheduledEventsSpec>,
 }
 
 /// `spec.offerings`.

@@ -50,6 +50,15 @@ pub struct ValidPool {
     /// Not part of the template.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offering_ttl: Option<Duration>,
+    /// What nodewright does about Azure's Scheduled Events (`spec.scheduledEvents`, checked,
+    /// the defaults filled in). Not part of the template.
+    #[serde(default, skip_serializing_if = "is_default_events")]
+    pub scheduled_events: crate::scheduled_events::ScheduledEventsPolicy,
+}
+
+/// Whether a policy is the default one (left out of inputs, as before it existed).
+fn is_default_events(policy: &crate::scheduled_events::ScheduledEventsPolicy) -> bool {
+    *policy == crate::scheduled_events::ScheduledEventsPolicy::default()
 }
 
 impl ValidPool {

@@ -103,6 +103,7 @@ invalid_pool_tests!(
     pool_name_syntax,
     progress_deadline,
     replicas_max,
+    scheduled_events_ignore_below,
     ssh_public_key_format,
     ssh_public_key_missing,
     spot_max_price,

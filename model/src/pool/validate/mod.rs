@@ -31,21 +31,9 @@ use super::valid::ValidPool;
 use crate::ClusterName;
 
 pub use crate::limits::{MAX_POOL_NAME_LEN, MAX_REPLICAS};
+use crate::scheduled_events::ScheduledEventsPolicy;
 
-/// One value of a pool file that cannot be used, and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem} (got {value}); {fix}")]
-pub struct FieldError {
-    /// The value's path in the file, e.g. `spec.template.taints[1].effect` or
-    /// `spec.template.labels["example.com/role"]`.
-    pub field: String,
-    /// The value as written, quoted when it is a string (long values are shortened).
-    pub value: String,
-    /// What is wrong with it.
-    pub problem: String,
-    /// What to write instead.
-    pub fix: String,
-}
+pub use super::field_error::FieldError;
 
 /// A pool file with at least one [`FieldError`]. Never retryable: the file has to change.
 ///
@@ -124,6 +112,14 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
         &spec.template,
     );
     let offering_ttl = offerings(&mut problems, "spec.offerings", spec.offerings.as_ref());
+    let scheduled_events = ScheduledEventsPolicy::from_spec(
+        crate::scheduled_events::SPEC_FIELD,
+        spec.scheduled_events.as_ref(),
+    )
+    .unwrap_or_else(|found| {
+        problems.0.extend(found);
+        ScheduledEventsPolicy::default()
+    });
     let drain = rollout::drain(&mut problems, "spec.drain", &spec.drain);
     let timeouts = rollout::timeouts(&mut problems, "spec.timeouts", &spec.timeouts);
     bootstrap::token(
@@ -149,6 +145,7 @@ pub fn validate(pool: &Pool) -> Result<ValidPool, InvalidPool> {
         maintenance: spec.maintenance.clone(),
         image_update,
         offering_ttl,
+        scheduled_events,
     })
 }
 
@@ -233,6 +230,7 @@ pub(crate) mod received {
     use crate::limits::MAX_REPLICAS;
     use crate::pool::spec::MachineTemplate;
     use crate::pool::valid::{DrainPolicy, ValidPool};
+    use crate::scheduled_events::{MAX_DRAIN_MARGIN, MAX_IGNORE_BELOW};
 
     /// A pool name (at `field`), by the rules of `metadata.name`.
     pub(crate) fn pool_name(field: &str, name: &str) -> Vec<FieldError> {
@@ -302,6 +300,30 @@ pub(crate) mod received {
             );
         }
         let template_field = format!("{field}.template");
+        let events = &pool.scheduled_events;
+        let rules = [
+            ("drainMargin", Some(events.drain_margin), MAX_DRAIN_MARGIN),
+            (
+                "reboot.ignoreBelow",
+                events.reboot.ignore_below,
+                MAX_IGNORE_BELOW,
+            ),
+            (
+                "freeze.ignoreBelow",
+                events.freeze.ignore_below,
+                MAX_IGNORE_BELOW,
+            ),
+        ];
+        for (name, value, max) in rules {
+            if let Some(value) = value.filter(|value| *value > max) {
+                problems.push(
+                    format!("{field}.scheduledEvents.{name}"),
+                    format!("{}s", value.as_secs()),
+                    format!("is longer than {}s", max.as_secs()),
+                    "give a duration within the bounds of spec.scheduledEvents",
+                );
+            }
+        }
         if let Some(problem) = pool.offering_ttl.and_then(super::offering_ttl_problem) {
             problems.push(
                 format!("{field}.offeringTtl"),

@@ -887,3 +887,56 @@ fn a_min_ready_beyond_its_bounds_is_refused_with_the_field_and_the_fix() {
         "default 0"
     );
 }
+
+#[test]
+fn offerings_and_scheduled_events_reach_the_valid_pool_and_their_bounds_are_named() {
+    let defaults = valid(&workers());
+    assert_eq!(defaults.offering_ttl, None);
+    assert_eq!(
+        defaults.scheduled_events,
+        crate::scheduled_events::ScheduledEventsPolicy::default()
+    );
+    let mut pool = workers();
+    pool.spec.offerings = Some(crate::pool::spec::OfferingsSpec {
+        unavailable_for: Some("20m".to_owned()),
+    });
+    pool.spec.scheduled_events = Some(
+        serde_saphyr::from_str("freeze: { action: drain, ignoreBelow: 10s }\ndrainMargin: 1m\n")
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let checked = valid(&pool);
+    assert_eq!(checked.offering_ttl(), Duration::from_secs(1200));
+    assert_eq!(
+        checked.scheduled_events.freeze.ignore_below,
+        Some(Duration::from_secs(10))
+    );
+    assert_eq!(
+        checked.scheduled_events.drain_margin,
+        Duration::from_secs(60)
+    );
+    // Received again as a workflow input, the bounds hold.
+    assert!(received::pool("pool", &checked).is_empty());
+    let mut stretched = checked.clone();
+    stretched.scheduled_events.drain_margin = Duration::from_secs(3600);
+    stretched.offering_ttl = Some(Duration::from_secs(1));
+    let fields: Vec<String> = received::pool("pool", &stretched)
+        .into_iter()
+        .map(|e| e.field)
+        .collect();
+    assert_eq!(
+        fields,
+        ["pool.scheduledEvents.drainMargin", "pool.offeringTtl"]
+    );
+
+    pool.spec.offerings = Some(crate::pool::spec::OfferingsSpec {
+        unavailable_for: Some("5s".to_owned()),
+    });
+    let refused = validate(&pool)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        refused.contains("spec.offerings.unavailableFor: is shorter than 10s"),
+        "{refused}"
+    );
+}
