@@ -24,23 +24,24 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::config::Kubeconfig;
 use nodewright_tests::binaries::{KillOnDrop, binary};
 use nodewright_tests::deploy_objects::Source;
 use nodewright_tests::kube_objects::{KWOK_ANNOTATION, create_namespace, unique_suffix};
-use nodewright_tests::machines::{CliResult, KillableWorker, create_machine, write_pool_file};
+use nodewright_tests::machines::{
+    CliResult, KillableWorker, Sandbox, create_machine, write_pool_file,
+};
 use nodewright_tests::stack::repo_root;
 use nodewright_tests::temporal_worker::unique_task_queue;
 use nodewright_tests::{Stack, eventually};
 use serde_json::{Value, json};
 
-use crate::rbac::kubectl;
+use crate::rbac::{kubectl, write_kubeconfig};
 
 /// The agent's objects in `deploy/node-agent.yaml`.
 const NAME: &str = "nodewright-node-agent";
@@ -137,10 +138,10 @@ async fn drive(stack: &Stack, admin: &kube::Client, setup: &Setup, machine: &str
     );
 
     // A Redeploy, and a type nodewright does not know.
-    let sandbox = SandboxEvents::new(stack)?;
-    let redeploy = sandbox.schedule("Redeploy", machine, 120).await?;
+    let sandbox = Sandbox::new(stack)?;
+    let redeploy = sandbox.schedule_event("Redeploy", machine, 120).await?;
     let unknown = sandbox
-        .schedule("SpotRebalanceRecommendation", machine, 600)
+        .schedule_event("SpotRebalanceRecommendation", machine, 600)
         .await?;
     let (condition, annotation) = wait_condition(&nodes, machine, "Redeploy").await?;
     let message = condition["message"].as_str().unwrap_or_default();
@@ -216,7 +217,7 @@ async fn drive(stack: &Stack, admin: &kube::Client, setup: &Setup, machine: &str
 
     // Nothing asked for: nothing acknowledged.
     ensure!(
-        sandbox.event(&redeploy).await?["status"] == "Scheduled",
+        sandbox.scheduled_event(&redeploy).await?["status"] == "Scheduled",
         "the Redeploy waits for its acknowledgement"
     );
     // Asked for: acknowledged by this VM's service.
@@ -232,7 +233,7 @@ async fn drive(stack: &Stack, admin: &kube::Client, setup: &Setup, machine: &str
         WAIT,
         Duration::from_millis(500),
         || async {
-            let event = sandbox.event(&redeploy).await?;
+            let event = sandbox.scheduled_event(&redeploy).await?;
             Ok((event["history"]["startedBy"] == "acknowledged").then_some(event))
         },
     )
@@ -244,16 +245,16 @@ async fn drive(stack: &Stack, admin: &kube::Client, setup: &Setup, machine: &str
         "acknowledged by {machine}'s service: {history}"
     );
     ensure!(
-        sandbox.event(&unknown).await?["status"] == "Scheduled",
+        sandbox.scheduled_event(&unknown).await?["status"] == "Scheduled",
         "the event nobody asked for is not acknowledged"
     );
-    sandbox.cancel(&unknown).await?;
+    sandbox.cancel_scheduled_event(&unknown).await?;
     eventually(
         "the Redeploy to end",
         Duration::from_secs(180),
         Duration::from_secs(1),
         || async {
-            let event = sandbox.event(&redeploy).await?;
+            let event = sandbox.scheduled_event(&redeploy).await?;
             Ok((event["status"] == "Ended").then_some(()))
         },
     )
@@ -433,7 +434,7 @@ impl Setup {
                 "1h",
             ],
         )?;
-        write_kubeconfig(stack, &self.kubeconfig, token.trim())?;
+        write_kubeconfig(stack, &self.kubeconfig, NAME, token.trim())?;
         let who = Command::new(nodewright_tests::stack::kubectl()?)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
@@ -550,122 +551,5 @@ impl Setup {
         for extension in ["kubeconfig", "policy.json"] {
             let _ = std::fs::remove_file(self.kubeconfig.with_extension(extension));
         }
-    }
-}
-
-/// Writes a kubeconfig for the stack's apiserver holding `token`.
-fn write_kubeconfig(stack: &Stack, path: &Path, token: &str) -> Result<()> {
-    let admin = Kubeconfig::read_from(&stack.kubeconfig)?;
-    let context_name = admin
-        .current_context
-        .clone()
-        .context("no current context")?;
-    let context = admin
-        .contexts
-        .iter()
-        .find(|c| c.name == context_name)
-        .and_then(|c| c.context.as_ref())
-        .context("the current context")?;
-    let cluster = admin
-        .clusters
-        .iter()
-        .find(|c| c.name == context.cluster)
-        .and_then(|c| c.cluster.as_ref())
-        .context("the cluster")?;
-    let mut entry = json!({ "server": cluster.server });
-    if let Some(file) = &cluster.certificate_authority {
-        entry["certificate-authority"] = json!(file);
-    }
-    if let Some(data) = &cluster.certificate_authority_data {
-        entry["certificate-authority-data"] = json!(data);
-    }
-    let config = json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{ "name": "stack", "cluster": entry }],
-        "users": [{ "name": NAME, "user": { "token": token } }],
-        "contexts": [{ "name": NAME, "context": { "cluster": "stack", "user": NAME } }],
-        "current-context": NAME,
-    });
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, serde_json::to_string_pretty(&config)?)?;
-    Ok(())
-}
-
-/// The sandbox's Scheduled Events admin API.
-struct SandboxEvents {
-    http: reqwest::Client,
-    stack: Stack,
-}
-
-impl SandboxEvents {
-    fn new(stack: &Stack) -> Result<Self> {
-        Ok(Self {
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(30))
-                .build()?,
-            stack: stack.clone(),
-        })
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.stack.arm.endpoint.trim_end_matches('/'))
-    }
-
-    /// Schedules `event_type` for VM `vm` in `not_before` seconds; its EventId.
-    async fn schedule(&self, event_type: &str, vm: &str, not_before: u64) -> Result<String> {
-        let body = json!({
-            "eventType": event_type, "resources": [vm],
-            "subscription": self.stack.arm.subscription_id,
-            "resourceGroup": self.stack.arm.resource_group,
-            "notBeforeSeconds": not_before,
-        });
-        let response = self
-            .http
-            .post(self.url("/sandbox/scheduled-events"))
-            .bearer_auth(&self.stack.arm.token)
-            .json(&body)
-            .send()
-            .await?;
-        let status = response.status();
-        let answer: Value = response.json().await?;
-        if status.as_u16() != 201 {
-            bail!("scheduling {event_type}: {status}: {answer}");
-        }
-        answer["eventId"]
-            .as_str()
-            .map(str::to_owned)
-            .with_context(|| format!("no eventId in {answer}"))
-    }
-
-    /// The event `id` as the admin API lists it.
-    async fn event(&self, id: &str) -> Result<Value> {
-        let response = self
-            .http
-            .get(self.url(&format!("/sandbox/scheduled-events/{id}")))
-            .bearer_auth(&self.stack.arm.token)
-            .send()
-            .await?;
-        let status = response.status();
-        let answer: Value = response.json().await?;
-        ensure!(status.is_success(), "GET event {id}: {status}: {answer}");
-        Ok(answer)
-    }
-
-    /// Cancels the scheduled event `id`.
-    async fn cancel(&self, id: &str) -> Result<()> {
-        let response = self
-            .http
-            .delete(self.url(&format!("/sandbox/scheduled-events/{id}")))
-            .bearer_auth(&self.stack.arm.token)
-            .send()
-            .await?;
-        ensure!(
-            response.status().is_success(),
-            "cancelling {id}: {}",
-            response.status()
-        );
-        Ok(())
     }
 }

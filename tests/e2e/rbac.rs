@@ -325,7 +325,12 @@ impl Identity {
                     "1h",
                 ],
             )?;
-            write_kubeconfig(stack, &identity.kubeconfig, token.trim())?;
+            write_kubeconfig(
+                stack,
+                &identity.kubeconfig,
+                "nodewright-worker",
+                token.trim(),
+            )?;
             anyhow::Ok(token.trim().to_owned())
         }
         .await;
@@ -437,8 +442,8 @@ pub(crate) fn manifest<T: serde::de::DeserializeOwned>(file: &str) -> Result<T> 
 }
 
 /// Writes a kubeconfig for the stack's apiserver (server and CA of the admin kubeconfig) that
-/// authenticates with `token` alone.
-fn write_kubeconfig(stack: &Stack, path: &Path, token: &str) -> Result<()> {
+/// authenticates as `user` with `token` alone.
+pub(crate) fn write_kubeconfig(stack: &Stack, path: &Path, user: &str, token: &str) -> Result<()> {
     let admin = Kubeconfig::read_from(&stack.kubeconfig)?;
     let context_name = admin
         .current_context
@@ -466,10 +471,9 @@ fn write_kubeconfig(stack: &Stack, path: &Path, token: &str) -> Result<()> {
     let config = json!({
         "apiVersion": "v1", "kind": "Config",
         "clusters": [{ "name": "stack", "cluster": entry }],
-        "users": [{ "name": "nodewright-worker", "user": { "token": token } }],
-        "contexts": [{ "name": "nodewright-worker",
-                       "context": { "cluster": "stack", "user": "nodewright-worker" } }],
-        "current-context": "nodewright-worker",
+        "users": [{ "name": user, "user": { "token": token } }],
+        "contexts": [{ "name": user, "context": { "cluster": "stack", "user": user } }],
+        "current-context": user,
     });
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;

@@ -791,6 +791,59 @@ impl Sandbox {
         Ok(())
     }
 
+    /// Schedules a Scheduled Event of `event_type` for the stack's VM `vm` in `not_before`
+    /// seconds (`POST /sandbox/scheduled-events`); its EventId.
+    pub async fn schedule_event(
+        &self,
+        event_type: &str,
+        vm: &str,
+        not_before: u64,
+    ) -> Result<String> {
+        let body = serde_json::json!({
+            "eventType": event_type, "resources": [vm],
+            "subscription": self.stack.arm.subscription_id,
+            "resourceGroup": self.stack.arm.resource_group,
+            "notBeforeSeconds": not_before,
+        });
+        let response = self
+            .http
+            .post(self.url("/sandbox/scheduled-events"))
+            .bearer_auth(&self.stack.arm.token)
+            .json(&body)
+            .send()
+            .await?;
+        let status = response.status();
+        let answer: Value = response.json().await?;
+        if status.as_u16() != 201 {
+            bail!("scheduling {event_type}: {status}: {answer}");
+        }
+        answer["eventId"]
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("no eventId in {answer}"))
+    }
+
+    /// The Scheduled Event `id` with its history (`GET /sandbox/scheduled-events/{id}`).
+    pub async fn scheduled_event(&self, id: &str) -> Result<Value> {
+        self.get_json(&format!("/sandbox/scheduled-events/{id}"))
+            .await
+    }
+
+    /// Cancels the Scheduled Event `id` (`DELETE /sandbox/scheduled-events/{id}`).
+    pub async fn cancel_scheduled_event(&self, id: &str) -> Result<()> {
+        let response = self
+            .http
+            .delete(self.url(&format!("/sandbox/scheduled-events/{id}")))
+            .bearer_auth(&self.stack.arm.token)
+            .send()
+            .await?;
+        let status = response.status();
+        if !status.is_success() {
+            bail!("cancelling Scheduled Event {id}: {status}");
+        }
+        Ok(())
+    }
+
     /// Sets the notice before a Spot eviction (`PUT /sandbox/eviction-notice`).
     pub async fn set_eviction_notice(&self, seconds: u64) -> Result<()> {
         let response = self

@@ -940,9 +940,12 @@ fn remember_spot_vms(
         let zone = vm.zone.clone().unwrap_or_else(|| "none".to_owned());
         seen.insert(vm.name.clone(), zone);
     }
-    seen.retain(|name, _| {
-        vms.iter().any(|vm| &vm.name == name) || nodes.iter().any(|node| &node.name == name)
-    });
+    let present: BTreeSet<&str> = vms
+        .iter()
+        .map(|vm| vm.name.as_str())
+        .chain(nodes.iter().map(|node| node.name.as_str()))
+        .collect();
+    seen.retain(|name, _| present.contains(name.as_str()));
 }
 
 /// Counts `victim` as an eviction by zone when Azure evicted it: a Spot VM stopped or
